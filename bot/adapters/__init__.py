@@ -1,0 +1,1 @@
+"""Channel adapters: each translates its wire format to and from bot.messages, nothing more."""

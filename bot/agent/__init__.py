@@ -1,0 +1,1 @@
+"""The agent: router, bounded tool loop, LLM port, prompts and tools."""

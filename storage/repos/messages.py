@@ -1,0 +1,193 @@
+"""Messages and conversations: the ground truth of what was said."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from bot.messages import Address, InboundMessage
+from storage.models import Conversation, Message, utcnow
+from storage.repos._upsert import insert_ignore
+
+
+class MessageRepo:
+    """Records inbound and outbound messages and reads conversation history."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def record_inbound(self, msg: InboundMessage) -> int | None:
+        """Store an inbound message first of all; None when its dedupe key was seen before."""
+        a = msg.address
+        stmt = (
+            insert_ignore(self.s, Message, ["dedupe_key"])
+            .values(
+                direction="in",
+                role="user",
+                channel=a.channel,
+                account=a.account,
+                chat_id=a.chat_id,
+                sender_id=msg.sender_id,
+                external_id=msg.message_id,
+                dedupe_key=msg.dedupe_key,
+                text=msg.text,
+                status="received",
+                created_at=msg.received_at,
+            )
+            .returning(Message.__table__.c.id)  # type: ignore[attr-defined]
+        )
+        row = (await self.s.exec(stmt)).first()
+        return int(row[0]) if row is not None else None
+
+    async def claim_for_user(self, message_id: int, user_id: int, conversation_id: int) -> None:
+        """Attach an inbound message to the user and conversation it belongs to."""
+        row = await self.s.get(Message, message_id)
+        if row is not None:
+            row.user_id = user_id
+            row.conversation_id = conversation_id
+            self.s.add(row)
+
+    async def erase_stranger_message(self, message_id: int) -> None:
+        """Keep only the dedupe tombstone of a stranger's message: no text is stored."""
+        row = await self.s.get(Message, message_id)
+        if row is not None:
+            row.text = ""
+            row.status = "refused"
+            self.s.add(row)
+
+    async def get(self, user_id: int, message_id: int) -> Message | None:
+        """One message of this user's."""
+        res = await self.s.exec(
+            select(Message).where(Message.id == message_id, Message.user_id == user_id)
+        )
+        return res.first()
+
+    async def set_status(self, user_id: int, message_id: int, status: str) -> None:
+        """Change an inbound message's status (answered, pending_retry, failed)."""
+        row = await self.get(user_id, message_id)
+        if row is not None:
+            row.status = status
+            self.s.add(row)
+
+    async def add(
+        self,
+        user_id: int,
+        conversation_id: int,
+        *,
+        role: str,
+        text: str,
+        direction: str = "internal",
+        channel: str = "",
+        chat_id: str = "",
+        tool_name: str | None = None,
+        tool_call_id: str | None = None,
+        tool_calls: list[dict[str, Any]] | None = None,
+        citations: list[dict[str, Any]] | None = None,
+        reply_to_id: int | None = None,
+        status: str = "stored",
+    ) -> Message:
+        """Store an assistant reply, a tool call or a tool result."""
+        row = Message(
+            user_id=user_id,
+            conversation_id=conversation_id,
+            role=role,
+            text=text,
+            direction=direction,
+            channel=channel,
+            chat_id=chat_id,
+            tool_name=tool_name,
+            tool_call_id=tool_call_id,
+            tool_calls=tool_calls,
+            citations=citations,
+            reply_to_id=reply_to_id,
+            status=status,
+            created_at=utcnow(),
+        )
+        self.s.add(row)
+        await self.s.flush()
+        return row
+
+    async def set_receipt(self, user_id: int, message_id: int, external_id: str) -> None:
+        """Record the channel's id for a sent message: the proof it was delivered."""
+        row = await self.get(user_id, message_id)
+        if row is not None:
+            row.external_id = external_id
+            row.status = "sent"
+            self.s.add(row)
+
+    async def history(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
+        """The last ``limit`` messages of a conversation, oldest first."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.conversation_id == conversation_id,
+                col(Message.status) != "refused",
+            )
+            .order_by(col(Message.created_at).desc(), col(Message.id).desc())
+            .limit(limit)
+        )
+        return list(reversed(res.all()))
+
+    async def latest_pending(self, user_id: int, conversation_id: int) -> Message | None:
+        """The newest inbound message still waiting for an answer (for /retry)."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.conversation_id == conversation_id,
+                Message.direction == "in",
+                Message.status == "pending_retry",
+            )
+            .order_by(col(Message.id).desc())
+        )
+        return res.first()
+
+    async def last_answer(self, user_id: int, conversation_id: int) -> Message | None:
+        """The newest outbound answer in a conversation (for /sources)."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.conversation_id == conversation_id,
+                Message.direction == "out",
+                Message.role == "assistant",
+            )
+            .order_by(col(Message.id).desc())
+        )
+        return res.first()
+
+
+class ConversationRepo:
+    """Finds or opens the conversation an address belongs to."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def get_or_create(self, user_id: int, address: Address) -> Conversation:
+        """The user's conversation at this address, created on first use."""
+        thread = address.thread_id or ""
+        await self.s.exec(
+            insert_ignore(
+                self.s, Conversation, ["user_id", "channel", "account", "chat_id", "thread_id"]
+            ).values(
+                user_id=user_id,
+                channel=address.channel,
+                account=address.account,
+                chat_id=address.chat_id,
+                thread_id=thread,
+                created_at=utcnow(),
+            )
+        )
+        res = await self.s.exec(
+            select(Conversation).where(
+                Conversation.user_id == user_id,
+                Conversation.channel == address.channel,
+                Conversation.account == address.account,
+                Conversation.chat_id == address.chat_id,
+                Conversation.thread_id == thread,
+            )
+        )
+        return res.one()

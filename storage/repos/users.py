@@ -1,0 +1,118 @@
+"""Users and their channel identities."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import ChannelIdentity, User
+
+
+class UserRepo:
+    """Reads and writes users and channel identities."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def get(self, user_id: int) -> User | None:
+        """The user with this id, or None."""
+        return await self.s.get(User, user_id)
+
+    async def owner(self) -> User | None:
+        """The first owner, if one was bootstrapped."""
+        res = await self.s.exec(select(User).where(col(User.is_owner)).order_by(col(User.id)))
+        return res.first()
+
+    async def all(self) -> list[User]:
+        """Every user, oldest first (for the operator's CLI)."""
+        return list((await self.s.exec(select(User).order_by(col(User.id)))).all())
+
+    async def find_by_name(self, name: str) -> User | None:
+        """A user by id (digits) or by display name, for CLI arguments."""
+        if name.isdigit():
+            return await self.get(int(name))
+        res = await self.s.exec(select(User).where(User.display_name == name))
+        return res.first()
+
+    async def create(
+        self, display_name: str, *, is_owner: bool = False, timezone: str = "UTC"
+    ) -> User:
+        """Create a user."""
+        user = User(display_name=display_name, is_owner=is_owner, timezone=timezone)
+        self.s.add(user)
+        await self.s.flush()
+        return user
+
+    async def find_identity(
+        self, channel: str, account: str, sender_id: str
+    ) -> ChannelIdentity | None:
+        """The identity of this sender on this channel account, if known."""
+        res = await self.s.exec(
+            select(ChannelIdentity).where(
+                ChannelIdentity.channel == channel,
+                ChannelIdentity.account == account,
+                ChannelIdentity.sender_id == sender_id,
+            )
+        )
+        return res.first()
+
+    async def add_identity(
+        self,
+        user_id: int,
+        channel: str,
+        account: str,
+        sender_id: str,
+        *,
+        chat_id: str | None = None,
+        display_name: str | None = None,
+    ) -> ChannelIdentity:
+        """Attach a channel identity to a user."""
+        ident = ChannelIdentity(
+            user_id=user_id,
+            channel=channel,
+            account=account,
+            sender_id=sender_id,
+            chat_id=chat_id,
+            display_name=display_name,
+        )
+        self.s.add(ident)
+        await self.s.flush()
+        return ident
+
+    async def identities(self, user_id: int) -> list[ChannelIdentity]:
+        """Every identity of one user, oldest first (the order pushes fall back in)."""
+        res = await self.s.exec(
+            select(ChannelIdentity)
+            .where(ChannelIdentity.user_id == user_id)
+            .order_by(col(ChannelIdentity.id))
+        )
+        return list(res.all())
+
+    async def touch_identity(self, ident: ChannelIdentity, chat_id: str) -> None:
+        """Remember where the identity last wrote from; a message proves it is reachable."""
+        ident.chat_id = chat_id
+        ident.unreachable_at = None
+        ident.unreachable_reason = None
+        self.s.add(ident)
+
+    async def mark_unreachable(
+        self, user_id: int, channel: str, sender_or_chat: str, reason: str, now: datetime
+    ) -> int:
+        """Mark a user's identity on a channel unreachable (blocked bot, revoked token)."""
+        count = 0
+        for ident in await self.identities(user_id):
+            if ident.channel == channel and sender_or_chat in (ident.sender_id, ident.chat_id):
+                ident.unreachable_at = now
+                ident.unreachable_reason = reason
+                self.s.add(ident)
+                count += 1
+        return count
+
+    async def set_timezone(self, user_id: int, tz: str) -> None:
+        """Set the user's IANA time zone (validated by the caller)."""
+        user = await self.get(user_id)
+        if user is not None:
+            user.timezone = tz
+            self.s.add(user)

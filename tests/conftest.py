@@ -1,0 +1,142 @@
+"""Shared fixtures: a network-off guard, clean settings, a temp database, the fake LLM."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.composition import App, build_app, start_app
+from bot.config import Settings
+from storage.models import User
+from storage.repos.users import UserRepo
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.llm import FakeLLM
+
+POSTGRES_URL = os.environ.get("LIFEBOT_TEST_POSTGRES_URL")
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address: Any) -> bool:
+    if isinstance(address, str | bytes):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded_connect(self: socket.socket, address: Any) -> Any:
+    if not _is_local(address):
+        raise AssertionError(f"test tried to reach the real network: {address!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: Any) -> Any:
+    if not _is_local(address):
+        raise AssertionError(f"test tried to reach the real network: {address!r}")
+    return _real_connect_ex(self, address)
+
+
+@pytest.fixture(autouse=True)
+def _network_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any test that opens a connection beyond loopback."""
+    monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Tests never see the developer's credentials or .env."""
+    for name in list(os.environ):
+        if name.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    """A started loopback OpenAI-compatible server."""
+    server = FakeLLM()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def make_settings(tmp_path: Path, llm: FakeLLM | None = None, **overrides: Any) -> Settings:
+    """Settings isolated in ``tmp_path``, pointing at the fake LLM when given."""
+    values: dict[str, Any] = {
+        "data_dir": tmp_path / "data",
+        "llm_model": "fake-smart",
+        "llm_fast_model": "fake-fast",
+        "llm_timeout": 5.0,
+        "llm_max_retries": 2,
+    }
+    if llm is not None:
+        values.update(openai_base_url=llm.url, openai_api_key="test-key")
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+AppFactory = Callable[..., Awaitable[App]]
+
+
+@pytest.fixture
+async def app_factory(tmp_path: Path) -> AsyncIterator[AppFactory]:
+    """Build started apps (migrated database); all are closed after the test."""
+    apps: list[App] = []
+
+    async def factory(llm: FakeLLM | None = None, **overrides: Any) -> App:
+        settings = make_settings(tmp_path, llm, **overrides)
+        application = build_app(settings)
+        await start_app(application)
+        apps.append(application)
+        return application
+
+    yield factory
+    for application in apps:
+        await application.close()
+
+
+@pytest.fixture
+async def app(app_factory: AppFactory, fake_llm: FakeLLM) -> App:
+    """A started app wired to the fake LLM, with a recording channel named ``fake``."""
+    application = await app_factory(fake_llm)
+    application.dispatcher.register(RecordingChannel("fake"))
+    return application
+
+
+def channel(application: App, name: str = "fake") -> RecordingChannel:
+    """The recording channel registered under ``name``."""
+    adapter = application.dispatcher.adapters[name]
+    assert isinstance(adapter, RecordingChannel)
+    return adapter
+
+
+async def add_user(
+    application: App,
+    sender: str = "u1",
+    *,
+    channel_name: str = "fake",
+    owner: bool = False,
+    account: str = "acct",
+    name: str | None = None,
+    timezone: str = "UTC",
+) -> User:
+    """A paired user with one identity (chat id = sender id)."""
+    async with application.db.session() as s:
+        repo = UserRepo(s)
+        user = await repo.create(name or sender, is_owner=owner, timezone=timezone)
+        assert user.id is not None
+        await repo.add_identity(user.id, channel_name, account, sender, chat_id=sender)
+    return user

@@ -1,0 +1,204 @@
+"""End to end through dispatch: storage, identity, agent loop, delivery."""
+
+from __future__ import annotations
+
+from sqlmodel import col, select
+
+from bot.composition import App
+from storage.models import Fact, Message, PairingRequest
+from tests.builders import make_inbound
+from tests.conftest import add_user, channel
+from tests.fakes.llm import FakeLLM, call, say
+
+
+async def test_question_needing_a_tool_is_answered_after_the_tool_result(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    user = await add_user(app)
+    fake_llm.add(call("create_task", {"title": "buy milk"}), say("Added: buy milk."))
+
+    result = await app.dispatcher.handle(make_inbound("add a task to buy milk"))
+
+    assert result.status == "answered"
+    assert channel(app).texts() == ["Added: buy milk."]
+    second = fake_llm.chat_requests[1]["messages"]
+    assert second[-1]["role"] == "tool" and "created task #1: buy milk" in second[-1]["content"]
+    async with app.db.session() as s:
+        rows = (
+            await s.exec(
+                select(Message).where(Message.user_id == user.id).order_by(col(Message.id))
+            )
+        ).all()
+    roles = [(r.direction, r.role) for r in rows]
+    assert roles == [
+        ("in", "user"),
+        ("internal", "assistant"),
+        ("internal", "tool"),
+        ("out", "assistant"),
+    ]
+    assert rows[1].tool_calls and rows[1].tool_calls[0]["function"]["name"] == "create_task"
+    assert rows[3].external_id is not None  # the channel's receipt is stored
+
+
+async def test_same_inbound_twice_is_answered_once(app: App, fake_llm: FakeLLM) -> None:
+    await add_user(app)
+    fake_llm.add(say("Hello there!"), say("SECOND ANSWER"))
+    msg = make_inbound("hi", message_id="tg-42")
+
+    first = await app.dispatcher.handle(msg)
+    again = await app.dispatcher.handle(make_inbound("hi", message_id="tg-42"))
+
+    assert (first.status, again.status) == ("answered", "duplicate")
+    assert channel(app).texts() == ["Hello there!"]
+    assert len(fake_llm.chat_requests) == 1  # a greeting costs exactly one LLM call
+
+
+async def test_unknown_sender_gets_a_pairing_code_and_no_agent_call(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    result = await app.dispatcher.handle(make_inbound("what's my schedule?", sender="stranger"))
+
+    assert result.status == "pairing"
+    assert fake_llm.requests == []
+    [reply] = channel(app).texts()
+    async with app.db.session() as s:
+        [req] = (await s.exec(select(PairingRequest))).all()
+        [stored] = (await s.exec(select(Message))).all()
+    assert req.code in reply and len(req.code) == 8
+    assert not set(req.code) & set("0O1IL")
+    assert stored.text == "" and stored.user_id is None  # nothing of the stranger's text is kept
+
+    # Asking again gives the same code, not a new one.
+    await app.dispatcher.handle(make_inbound("hello?", sender="stranger"))
+    assert req.code in channel(app).texts()[-1]
+
+
+async def test_pairing_requests_are_capped_per_channel(app: App) -> None:
+    for i in range(3):
+        await app.dispatcher.handle(make_inbound("hi", sender=f"s{i}"))
+    await app.dispatcher.handle(make_inbound("hi", sender="s4"))
+    assert "Too many pairing requests" in channel(app).texts()[-1]
+    async with app.db.session() as s:
+        assert len((await s.exec(select(PairingRequest))).all()) == 3
+
+
+async def test_owner_approves_in_chat_and_the_stranger_is_welcomed(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    await add_user(app, "boss", owner=True)
+    await app.dispatcher.handle(make_inbound("hi", sender="friend"))
+    async with app.db.session() as s:
+        [req] = (await s.exec(select(PairingRequest))).all()
+
+    result = await app.dispatcher.handle(
+        make_inbound(f"/approve {req.code.lower()}", sender="boss")
+    )
+
+    assert result.reply is not None and "Approved friend" in result.reply
+    assert "You're approved" in channel(app).texts("friend")[-1]
+    fake_llm.add(say("Hi friend!"))
+    assert (
+        await app.dispatcher.handle(make_inbound("hello", sender="friend"))
+    ).status == "answered"
+
+
+async def test_non_owner_cannot_approve(app: App) -> None:
+    await add_user(app, "alice")
+    await app.dispatcher.handle(make_inbound("hi", sender="mallory"))
+    async with app.db.session() as s:
+        [req] = (await s.exec(select(PairingRequest))).all()
+    result = await app.dispatcher.handle(make_inbound(f"/approve {req.code}", sender="alice"))
+    assert result.reply == "Only the owner can approve pairing codes."
+
+
+async def test_linked_identities_share_facts(app: App, fake_llm: FakeLLM) -> None:
+    other = RecordingChannelFactory.make(app, "other")
+    await add_user(app, "ana")
+    await app.dispatcher.handle(make_inbound("remember my cat is called Miso", sender="ana"))
+    link = await app.dispatcher.handle(make_inbound("/link", sender="ana"))
+    assert link.reply is not None
+    code = link.reply.split("code is ")[1].split()[0]
+
+    linked = await app.dispatcher.handle(make_inbound(code, sender="ana-other", channel="other"))
+    assert linked.status == "linked"
+
+    facts = await app.dispatcher.handle(make_inbound("/facts", sender="ana-other", channel="other"))
+    assert facts.reply is not None and "my cat is called Miso" in facts.reply
+    assert other.texts()[-1] == facts.reply
+    assert fake_llm.requests == []
+
+
+async def test_user_b_never_sees_user_a_facts(app: App, fake_llm: FakeLLM) -> None:
+    await add_user(app, "a")
+    await add_user(app, "b")
+    await app.dispatcher.handle(make_inbound("remember my PIN hint is blue horse", sender="a"))
+    async with app.db.session() as s:
+        [fact] = (await s.exec(select(Fact))).all()
+
+    b_facts = await app.dispatcher.handle(make_inbound("/facts", sender="b"))
+    assert b_facts.reply is not None and "blue horse" not in b_facts.reply
+    b_forget = await app.dispatcher.handle(make_inbound(f"/forget {fact.id}", sender="b"))
+    assert b_forget.reply == f"You have no fact #{fact.id}."
+
+    # Through the agent's tools too: B's list_facts and forget_fact see nothing of A's.
+    fake_llm.add(call("list_facts", {}), call("forget_fact", {"fact_id": fact.id}), say("done"))
+    await app.dispatcher.handle(make_inbound("what facts do you know about me?", sender="b"))
+    tool_results = [
+        m["content"] for m in fake_llm.chat_requests[-1]["messages"] if m["role"] == "tool"
+    ]
+    assert tool_results[0] == "no facts stored"
+    assert tool_results[1].startswith("error: there is no fact")
+    async with app.db.session() as s:
+        [still] = (await s.exec(select(Fact))).all()
+    assert still.forgotten_at is None
+    # The system prompt given for B's turn carries none of A's facts either.
+    assert "blue horse" not in str(fake_llm.chat_requests[0]["messages"])
+
+
+async def test_llm_outage_gives_plain_words_and_retry_answers_later(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    await add_user(app)
+    fake_llm.add(*[call("x")] * 0)
+    from tests.fakes.llm import fail
+
+    fake_llm.add(fail(500), fail(500), fail(500))
+    down = await app.dispatcher.handle(make_inbound("what tasks do I have?"))
+    assert down.status == "llm_down"
+    assert "can't reach my language model" in channel(app).texts()[-1]
+    assert "/retry" in channel(app).texts()[-1]
+
+    fake_llm.add(say("You have no tasks."))
+    again = await app.dispatcher.handle(make_inbound("/retry"))
+    assert again.status == "answered"
+    assert channel(app).texts()[-1] == "You have no tasks."
+    assert fake_llm.chat_requests[-1]["messages"][-1]["content"] == "what tasks do I have?"
+    nothing = await app.dispatcher.handle(make_inbound("/retry"))
+    assert nothing.reply == "There is nothing waiting to be answered."
+
+
+async def test_runaway_tool_loop_stops_at_its_cap(app_factory, fake_llm: FakeLLM) -> None:
+    from tests.fakes.llm import Step
+
+    application = await app_factory(fake_llm, max_tool_rounds=3)
+    application.dispatcher.register(RecordingChannelFactory.make(application, "fake"))
+    await add_user(application)
+    counter = iter(range(1000))
+    fake_llm.default = lambda _body: Step(
+        tool_calls=[("list_tasks", f'{{"include_done": {str(next(counter) % 2 == 0).lower()}}}')]
+    )
+
+    result = await application.dispatcher.handle(make_inbound("list my tasks forever"))
+
+    assert result.reply is not None and "limit of 3 tool rounds" in result.reply
+    assert len(fake_llm.chat_requests) == 4  # 3 rounds with tools, then one without
+
+
+class RecordingChannelFactory:
+    @staticmethod
+    def make(application: App, name: str):
+        from tests.fakes.channel import RecordingChannel
+
+        ch = RecordingChannel(name)
+        application.dispatcher.register(ch)
+        return ch
