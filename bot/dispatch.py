@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -37,6 +37,20 @@ class DispatchResult:
     """duplicate, pairing, linked, command, answered, llm_down, failed."""
     reply: str | None = None
     receipt: Receipt | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """Told to hooks after a turn's messages are stored (memory extraction listens)."""
+
+    user_id: int
+    conversation_id: int
+    inbound_id: int
+    reply_id: int | None
+    status: str
+
+
+TurnHook = Callable[[StoredTurn], Awaitable[None]]
 
 
 class _ConversationLocks:
@@ -95,6 +109,8 @@ class Dispatcher:
         self.allowlist = allowlist or set()
         self.default_timezone = default_timezone
         self.adapters: dict[str, ChannelAdapter] = {}
+        self.hooks: list[TurnHook] = []
+        """Awaited after every stored turn; a failing hook is logged, never fatal."""
         self._locks = _ConversationLocks()
 
     def register(self, adapter: ChannelAdapter) -> None:
@@ -186,7 +202,7 @@ class Dispatcher:
                 await MessageRepo(s).set_status(user.id or 0, message_id, "answered")
             for note in reply.notify:
                 await self._send_quietly(note)
-            receipt = await self._deliver(
+            receipt, _ = await self._deliver(
                 user,
                 conv_id,
                 msg.address,
@@ -259,7 +275,7 @@ class Dispatcher:
             await repo.set_status(
                 user.id, message_id, "pending_retry" if status == "llm_down" else "answered"
             )
-        receipt = await self._deliver(
+        receipt, reply_id = await self._deliver(
             user,
             conv_id,
             address,
@@ -270,7 +286,19 @@ class Dispatcher:
             stream=stream,
             assistant=status == "answered",
         )
+        await self._run_hooks(StoredTurn(user.id, conv_id, message_id, reply_id, status))
         return DispatchResult(status, outcome.text, receipt)
+
+    async def _run_hooks(self, turn: StoredTurn) -> None:
+        for hook in self.hooks:
+            try:
+                await hook(turn)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "a turn hook failed (user=%s conv=%s)", turn.user_id, turn.conversation_id
+                )
 
     async def _deliver(
         self,
@@ -285,8 +313,8 @@ class Dispatcher:
         citations: list[dict[str, Any]] | None = None,
         stream: ReplyStream | None = None,
         assistant: bool = True,
-    ) -> Receipt | None:
-        """Store the reply, send it, then store the channel's receipt."""
+    ) -> tuple[Receipt | None, int]:
+        """Store the reply, send it, then store the channel's receipt; (receipt, row id)."""
         assert user.id is not None
         async with self.db.session() as s:
             row = await MessageRepo(s).add(
@@ -315,10 +343,10 @@ class Dispatcher:
                 await UserRepo(s).mark_unreachable(
                     user.id, address.channel, address.chat_id, str(exc), self.clock.now()
                 )
-            return None
+            return None, row.id or 0
         except ChannelError as exc:
             log.warning("could not deliver a reply on %s: %s", address.channel, exc)
-            return None
+            return None, row.id or 0
         async with self.db.session() as s:
             assert row.id is not None
             await MessageRepo(s).set_receipt(user.id, row.id, receipt.message_id)
@@ -331,7 +359,7 @@ class Dispatcher:
                 kind="reply",
                 now=self.clock.now(),
             )
-        return receipt
+        return receipt, row.id
 
     async def _send(self, out: OutboundMessage) -> Receipt:
         adapter = self.adapters.get(out.address.channel)

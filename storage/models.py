@@ -123,6 +123,8 @@ class Message(SQLModel, table=True):
     tool_calls: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
     citations: list[dict[str, Any]] | None = Field(default=None, sa_column=Column(JSON))
     reply_to_id: int | None = None
+    meta: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    """Channel extras: speaker, transcript segment times, import ids, links."""
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
     )

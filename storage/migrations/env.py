@@ -3,7 +3,7 @@
 from alembic import context
 from sqlmodel import SQLModel
 
-import storage.models  # noqa: F401  (registers the tables on SQLModel.metadata)
+import storage.models  # registers the tables on SQLModel.metadata
 
 connection = context.config.attributes.get("connection")
 if connection is None:

@@ -4,11 +4,11 @@ Revision ID: 0001
 Revises:
 """
 
+from alembic import op
 import sqlalchemy as sa
 import sqlmodel
-from alembic import op
-
 import storage.models
+
 
 revision = "0001"
 down_revision = None
@@ -153,6 +153,7 @@ def upgrade() -> None:
         sa.Column("tool_calls", sa.JSON(), nullable=True),
         sa.Column("citations", sa.JSON(), nullable=True),
         sa.Column("reply_to_id", sa.Integer(), nullable=True),
+        sa.Column("meta", sa.JSON(), nullable=True),
         sa.Column("created_at", storage.models.UTCDateTime(), nullable=False),
         sa.ForeignKeyConstraint(
             ["conversation_id"],
