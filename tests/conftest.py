@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import ipaddress
 import os
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.composition import App, build_app, start_app
-from bot.config import Settings
+from bot.config import Settings, normalise_database_url
 from storage.models import User
 from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
@@ -106,6 +109,50 @@ async def app_factory(tmp_path: Path) -> AsyncIterator[AppFactory]:
     yield factory
     for application in apps:
         await application.close()
+
+
+def _run_apart(coro: Any) -> Any:
+    """Run a coroutine on its own loop in a worker thread (usable from sync fixtures)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+async def _pg_admin(sql: str) -> None:
+    import asyncpg
+
+    assert POSTGRES_URL is not None
+    conn = await asyncpg.connect(POSTGRES_URL.replace("postgresql+asyncpg://", "postgresql://"))
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A throwaway PostgreSQL database (async URL) on the server named by
+    LIFEBOT_TEST_POSTGRES_URL; the test is skipped when that variable is unset (.ci/run sets it).
+    """
+    if not POSTGRES_URL:
+        pytest.skip("LIFEBOT_TEST_POSTGRES_URL is not set")
+    name = f"lifebot_t_{uuid.uuid4().hex[:12]}"
+    _run_apart(_pg_admin(f'CREATE DATABASE "{name}"'))
+    base = normalise_database_url(POSTGRES_URL).rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    _run_apart(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def any_db_app(
+    request: pytest.FixtureRequest, app_factory: AppFactory, fake_llm: FakeLLM
+) -> App:
+    """The ``app`` fixture on SQLite and again on PostgreSQL (skipped when unavailable)."""
+    overrides: dict[str, Any] = {}
+    if request.param == "postgres":
+        overrides["database_url_setting"] = request.getfixturevalue("postgres_url")
+    application = await app_factory(fake_llm, **overrides)
+    application.dispatcher.register(RecordingChannel("fake"))
+    return application
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""The pendant: WebSocket protocol, audio pipeline, local transcription."""

@@ -1,0 +1,54 @@
+"""Storage behaviour on SQLite and PostgreSQL: migrations, dedupe, user scoping."""
+
+from __future__ import annotations
+
+from sqlmodel import select
+
+from bot.composition import App
+from storage.models import Message
+from storage.repos.facts import FactRepo
+from storage.repos.tasks import TaskRepo
+from tests.builders import make_inbound
+from tests.conftest import add_user, channel
+from tests.fakes.llm import FakeLLM, say
+
+
+async def test_dedupe_key_holds_in_the_database(any_db_app: App, fake_llm: FakeLLM) -> None:
+    await add_user(any_db_app)
+    fake_llm.add(say("hey!"))
+    for _ in range(3):
+        await any_db_app.dispatcher.handle(make_inbound("hello", message_id="same-id"))
+    async with any_db_app.db.session() as s:
+        inbound = (await s.exec(select(Message).where(Message.direction == "in"))).all()
+    assert len(inbound) == 1
+    assert channel(any_db_app).texts() == ["hey!"]
+
+
+async def test_migrations_apply_twice_without_harm(any_db_app: App) -> None:
+    await any_db_app.db.migrate()
+    await any_db_app.db.migrate()
+    await any_db_app.db.ping()
+
+
+async def test_repositories_are_scoped_by_user(any_db_app: App) -> None:
+    a = await add_user(any_db_app, "a")
+    b = await add_user(any_db_app, "b")
+    assert a.id is not None and b.id is not None
+    async with any_db_app.db.session() as s:
+        fact, _ = await FactRepo(s).add(a.id, "likes green tea", "preferences")
+        task = await TaskRepo(s).add(a.id, "call the dentist")
+    async with any_db_app.db.session() as s:
+        assert await FactRepo(s).active(b.id) == []
+        assert await FactRepo(s).forget(b.id, fact.id or 0) is None
+        assert await TaskRepo(s).list(b.id) == []
+        assert await TaskRepo(s).complete(b.id, task.id or 0, task.created_at) is None
+        assert [f.text for f in await FactRepo(s).active(a.id)] == ["likes green tea"]
+
+
+async def test_exact_repeat_of_a_fact_is_stored_once(any_db_app: App) -> None:
+    user = await add_user(any_db_app)
+    assert user.id is not None
+    async with any_db_app.db.session() as s:
+        _, first = await FactRepo(s).add(user.id, "My sister is Ana.")
+        _, second = await FactRepo(s).add(user.id, "my sister is  ana")
+    assert (first, second) == (True, False)
