@@ -16,10 +16,21 @@ from typing import Any, Protocol
 import httpx
 import openai
 
+try:  # openai 3.x moved to httpx2; 1.x and 2.x use httpx. Catch whichever is in use.
+    import httpx2
+
+    _HTTP_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, httpx2.HTTPError)
+    _TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError, httpx2.TransportError)
+except ImportError:  # pragma: no cover - depends on the installed openai
+    _HTTP_ERRORS = (httpx.HTTPError,)
+    _TRANSPORT_ERRORS = (httpx.TransportError,)
+
 from bot.errors import LLMNotConfigured, LLMRequestError, LLMUnavailable
 from bot.retry import retry_transient
 
 log = logging.getLogger(__name__)
+
+_LLM_ERRORS: tuple[type[Exception], ...] = (openai.OpenAIError, *_HTTP_ERRORS)
 
 
 @dataclass(slots=True)
@@ -82,7 +93,7 @@ def classify_openai_error(exc: BaseException) -> float | None:
         return _retry_after(exc)
     if isinstance(exc, openai.APIStatusError):
         return _retry_after(exc) if exc.status_code >= 500 else None
-    if isinstance(exc, openai.APITimeoutError | openai.APIConnectionError | httpx.TransportError):
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, *_TRANSPORT_ERRORS)):
         return 0.0
     return None
 
@@ -176,7 +187,7 @@ class OpenAILLM:
                 base_delay=self.base_delay,
                 what="LLM request",
             )
-        except (openai.OpenAIError, httpx.HTTPError) as exc:
+        except _LLM_ERRORS as exc:
             raise translate_openai_error(exc, self.base_url) from exc
 
         result = ChatResult()
@@ -200,7 +211,7 @@ class OpenAILLM:
                         slot["arguments"] += tc.function.arguments or ""
                 if choice.finish_reason:
                     result.finish_reason = choice.finish_reason
-        except (openai.OpenAIError, httpx.HTTPError) as exc:
+        except _LLM_ERRORS as exc:
             raise translate_openai_error(exc, self.base_url) from exc
         result.text = "".join(parts)
         result.tool_calls = [
@@ -232,7 +243,7 @@ class OpenAILLM:
                 base_delay=self.base_delay,
                 what="LLM request",
             )
-        except (openai.OpenAIError, httpx.HTTPError) as exc:
+        except _LLM_ERRORS as exc:
             raise translate_openai_error(exc, self.base_url) from exc
         if not resp.choices:
             return ""
@@ -243,7 +254,7 @@ class OpenAILLM:
         self._check()
         try:
             page = await self.client.models.list()
-        except (openai.OpenAIError, httpx.HTTPError) as exc:
+        except _LLM_ERRORS as exc:
             raise translate_openai_error(exc, self.base_url) from exc
         return [m.id for m in page.data]
 

@@ -66,7 +66,7 @@ def _stop_message(reason: str, limits: Limits) -> str:
     why = {
         "rounds": f"I reached my limit of {limits.max_rounds} tool rounds for one answer",
         "calls": f"I reached my limit of {limits.max_calls} tool calls for one answer",
-        "time": f"this took longer than my {limits.wall_seconds:.0f}-second limit",
+        "time": f"this took longer than my {limits.wall_seconds:g}-second limit",
         "repeat": "I kept repeating the same step without getting further",
     }[reason]
     return f"I had to stop: {why}. Please try a narrower question, or ask again."

@@ -1,0 +1,181 @@
+"""The agent turn: routing, tool validation, caps, budgets, prompt content."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bot.agent.budget import count_tokens, fit_history
+from bot.agent.router import Route, route_by_rules
+from bot.composition import App
+from tests.builders import make_inbound
+from tests.conftest import AppFactory, add_user, channel
+from tests.fakes.channel import StreamingRecordingChannel
+from tests.fakes.llm import FakeLLM, Step, call, say
+
+
+def tool_results(fake: FakeLLM, request: int = -1) -> list[str]:
+    return [m["content"] for m in fake.chat_requests[request]["messages"] if m["role"] == "tool"]
+
+
+async def test_malformed_tool_arguments_go_back_to_the_model(app: App, fake_llm: FakeLLM) -> None:
+    await add_user(app)
+    fake_llm.add(
+        call("create_task", '{"title": "unterminated'),
+        call("create_task", {"title": ""}),
+        call("no_such_tool", {}),
+        call("create_task", {"title": "buy bread"}),
+        say("Added it."),
+    )
+    result = await app.dispatcher.handle(make_inbound("add a task: buy bread"))
+    assert result.reply == "Added it."
+    results = tool_results(fake_llm)
+    assert results[0].startswith("error: arguments are not valid JSON")
+    assert results[1].startswith("error: invalid arguments for create_task: title")
+    assert results[2].startswith("error: there is no tool named 'no_such_tool'")
+    assert results[3] == "created task #1: buy bread"
+
+
+async def test_repeating_the_same_call_is_refused_then_stopped(app: App, fake_llm: FakeLLM) -> None:
+    await add_user(app)
+    fake_llm.default = lambda _body: Step(tool_calls=[("list_tasks", "{}")])
+    result = await app.dispatcher.handle(make_inbound("list my tasks"))
+    assert result.reply is not None
+    assert "repeating the same step" in result.reply
+    assert tool_results(fake_llm)[1].startswith("error: you already made this exact call")
+    assert len(fake_llm.chat_requests) == 3
+
+
+async def test_tool_call_cap_stops_the_turn(app_factory: AppFactory, fake_llm: FakeLLM) -> None:
+    application = await app_factory(fake_llm, max_tool_calls=4)
+    application.dispatcher.register(StreamingRecordingChannel("fake"))
+    await add_user(application)
+    calls = [("create_task", json.dumps({"title": f"t{i}"})) for i in range(6)]
+    fake_llm.add(Step(tool_calls=calls))
+    result = await application.dispatcher.handle(make_inbound("add six tasks"))
+    assert result.reply is not None
+    assert "limit of 4 tool calls" in result.reply
+
+
+async def test_wall_clock_budget_gives_a_plain_answer(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    application = await app_factory(fake_llm, turn_timeout=0.5)
+    application.dispatcher.register(StreamingRecordingChannel("fake"))
+    await add_user(application)
+    fake_llm.add(say("too late", delay=3))
+    result = await application.dispatcher.handle(make_inbound("what tasks do I have"))
+    assert result.reply is not None
+    assert "this took longer than my 0.5-second limit" in result.reply
+
+
+async def test_progress_and_deltas_stream_to_the_channel(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    application = await app_factory(fake_llm)
+    ch = StreamingRecordingChannel("fake")
+    application.dispatcher.register(ch)
+    await add_user(application)
+    fake_llm.add(call("list_tasks", {}), say("You have nothing on your list today."))
+    await application.dispatcher.handle(make_inbound("what tasks do I have?"))
+    [stream] = ch.streams
+    assert stream.progress_labels == ["Checking your tasks…"]
+    assert len(stream.deltas) > 1
+    assert "".join(stream.deltas) == "You have nothing on your list today."
+    assert ch.texts() == ["You have nothing on your list today."]
+
+
+async def test_ambiguous_message_is_classified_by_the_fast_model(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    await add_user(app)
+    fake_llm.add(say('{"route": "chat"}'), say("Why did the chicken..."))
+    result = await app.dispatcher.handle(make_inbound("tell me a joke"))
+    assert result.reply == "Why did the chicken..."
+    classify, answer = fake_llm.chat_requests
+    assert classify["model"] == "fake-fast"
+    assert "tools" not in answer  # small talk gets no tools
+
+
+def test_rules_route_without_the_llm() -> None:
+    assert route_by_rules("/tz Europe/Lisbon") is Route.COMMAND
+    assert route_by_rules("remember that my sister is Ana") is Route.REMEMBER
+    assert route_by_rules("Good morning!") is Route.CHAT
+    assert route_by_rules("what did I do yesterday?") is Route.AGENT
+    assert route_by_rules("tell me a joke") is None
+
+
+async def test_system_prompt_has_persona_local_time_and_facts(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path
+) -> None:
+    persona = tmp_path / "SOUL.md"
+    persona.write_text("You are Jeeves, formal and exact.")
+    application = await app_factory(fake_llm, persona_file=persona)
+    application.dispatcher.register(StreamingRecordingChannel("fake"))
+    await add_user(application, timezone="Asia/Tokyo")
+    await application.dispatcher.handle(make_inbound("remember I am vegetarian"))
+    fake_llm.add(say("Noted."))
+    await application.dispatcher.handle(make_inbound("hello"))
+    system = fake_llm.chat_requests[0]["messages"][0]["content"]
+    assert system.startswith("You are Jeeves")
+    assert "(Asia/Tokyo)" in system
+    assert "- I am vegetarian" in system
+
+
+async def test_tz_command_and_tool_change_the_users_zone(app: App, fake_llm: FakeLLM) -> None:
+    await add_user(app)
+    bad = await app.dispatcher.handle(make_inbound("/tz Mars/Olympus"))
+    assert bad.reply is not None
+    assert "not a time zone" in bad.reply
+    await app.dispatcher.handle(make_inbound("/tz Europe/Lisbon"))
+    fake_llm.add(call("current_time", {}), say("It's late."))
+    await app.dispatcher.handle(make_inbound("what time is it?"))
+    assert "(Europe/Lisbon)" in tool_results(fake_llm)[0]
+
+
+def test_history_is_trimmed_to_the_token_budget_without_orphan_tool_results() -> None:
+    system = {"role": "system", "content": "s"}
+    history: list[dict[str, Any]] = [{"role": "user", "content": "word " * 400} for _ in range(10)]
+    history.append({"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]})
+    history.append({"role": "tool", "tool_call_id": "1", "content": "x " * 50})
+    history.append({"role": "user", "content": "latest question"})
+    kept = fit_history(system, history, budget=1000)
+    assert kept[0] == system
+    assert kept[-1]["content"] == "latest question"
+    assert sum(count_tokens(str(m.get("content") or "")) for m in kept) <= 1000
+    assert kept[1]["role"] != "tool"
+    assert len(kept) < len(history)
+
+
+async def test_large_tool_results_are_cut_with_a_note(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    application = await app_factory(fake_llm, tool_result_tokens=100)
+    application.dispatcher.register(StreamingRecordingChannel("fake"))
+    await add_user(application)
+    for i in range(60):
+        await application.dispatcher.handle(
+            make_inbound(f"/remember fact number {i} is long enough")
+        )
+    fake_llm.add(call("list_facts", {}), say("Many."))
+    await application.dispatcher.handle(make_inbound("what facts do you know about me?"))
+    [result] = tool_results(fake_llm)
+    assert "[... cut:" in result
+    assert count_tokens(result) < 130
+
+
+async def test_channel_failure_is_logged_and_the_reply_is_kept(app: App, fake_llm: FakeLLM) -> None:
+    from sqlmodel import select
+
+    from bot.errors import TransientChannelError
+    from storage.models import Message
+
+    await add_user(app)
+    channel(app).fail_with = TransientChannelError("network down")
+    fake_llm.add(say("hello!"))
+    result = await app.dispatcher.handle(make_inbound("hi"))
+    assert result.receipt is None
+    async with app.db.session() as s:
+        out = (await s.exec(select(Message).where(Message.direction == "out"))).one()
+    assert out.text == "hello!"
+    assert out.external_id is None  # never marked delivered without a receipt

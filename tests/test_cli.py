@@ -1,0 +1,159 @@
+"""The CLI as a user runs it: `lifebot chat`, `serve`, `doctor`, `pairing`, `users`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from tests.fakes.llm import FakeLLM, call, say
+
+
+async def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "", limit: float = 60
+) -> tuple[int, str, str]:
+    """Run `python -m bot ARGS` in a clean environment; return (code, stdout, stderr)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
+    clean.update(env or {})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=cwd,
+        env=clean,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), limit)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def llm_env(fake: FakeLLM, tmp_path: Path) -> dict[str, str]:
+    return {
+        "OPENAI_BASE_URL": fake.url,
+        "OPENAI_API_KEY": "k",
+        "LIFEBOT_DATA_DIR": str(tmp_path / "data"),
+        "LIFEBOT_LLM_MODEL": "fake-smart",
+        "LIFEBOT_LLM_FAST_MODEL": "fake-fast",
+    }
+
+
+async def test_chat_console_streams_answers_and_uses_tools(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    fake_llm.add(
+        say("Hello, owner!"),
+        call("create_task", {"title": "file taxes"}),
+        say("Task added: file taxes."),
+    )
+    code, out, err = await run_cli(
+        "chat",
+        cwd=tmp_path,
+        env=llm_env(fake_llm, tmp_path),
+        stdin="hi\nadd a task to file taxes\n/tasks\n",
+    )
+    assert code == 0, err
+    assert "lifebot> Hello, owner!" in out
+    assert "(Adding the task…)" in out
+    assert "lifebot> Task added: file taxes." in out
+    assert "#1 file taxes" in out
+
+
+async def test_serve_without_channels_or_llm_starts_the_console_with_clear_words(
+    tmp_path: Path,
+) -> None:
+    code, out, err = await run_cli(
+        "serve",
+        cwd=tmp_path,
+        env={"LIFEBOT_DATA_DIR": str(tmp_path / "d")},
+        stdin="hello\n/remember I like tea\n/facts\n",
+    )
+    assert code == 0, err
+    assert "No language model is configured" in out
+    assert "no language model is configured" in out  # the chat reply itself says so too
+    assert "#1 I like tea" in out
+    assert (tmp_path / "d" / "lifebot.db").exists()
+
+
+async def test_bad_settings_name_the_setting_and_the_fix(tmp_path: Path) -> None:
+    code, _, err = await run_cli(
+        "serve",
+        cwd=tmp_path,
+        env={
+            "SLACK_BOT_TOKEN": "xoxb-1",
+            "SLACK_APP_TOKEN": "nope",
+            "LIFEBOT_TIMEZONE": "Nowhere/Land",
+        },
+    )
+    assert code == 2
+    assert (
+        "SLACK_APP_TOKEN must start with xapp-: create an app-level token with connections:write"
+        in err
+    )
+    assert "LIFEBOT_TIMEZONE='Nowhere/Land' is not an IANA time zone" in err
+
+
+async def test_dotenv_file_is_read(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("LIFEBOT_LLM_TIMEOUT=-5\n")
+    code, _, err = await run_cli(
+        "users", cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(tmp_path / "d")}
+    )
+    assert code == 2
+    assert "LIFEBOT_LLM_TIMEOUT" in err
+
+
+async def test_pairing_approve_from_the_cli(tmp_path: Path) -> None:
+    from bot.composition import build_app, start_app
+    from tests.builders import make_inbound
+    from tests.conftest import make_settings
+    from tests.fakes.channel import RecordingChannel
+
+    settings = make_settings(tmp_path)
+    application = build_app(settings)
+    await start_app(application)
+    ch = RecordingChannel("fake")
+    application.dispatcher.register(ch)
+    await application.dispatcher.handle(make_inbound("hi", sender="newbie"))
+    code_text = ch.texts()[0].split("pairing code is ")[1].split()[0]
+    await application.close()
+
+    env = {"LIFEBOT_DATA_DIR": str(settings.data_dir)}
+    code, out, _ = await run_cli("pairing", "list", cwd=tmp_path, env=env)
+    assert code == 0
+    assert code_text in out
+    code, out, _ = await run_cli("pairing", "approve", code_text, cwd=tmp_path, env=env)
+    assert code == 0
+    assert "Approved newbie on fake" in out
+    code, out, err = await run_cli("pairing", "approve", code_text, cwd=tmp_path, env=env)
+    assert code == 1
+    assert "not a pending pairing code" in err
+    code, out, _ = await run_cli("users", cwd=tmp_path, env=env)
+    assert "newbie owner" in out  # the first approved person becomes the owner
+    assert "fake:newbie" in out
+
+
+async def test_doctor_reports_what_is_fine_and_what_to_fix(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    code, out, _ = await run_cli(
+        "doctor", cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(tmp_path / "d")}
+    )
+    assert code == 1
+    assert "database: ok" in out
+    assert "language model: PROBLEM - not configured" in out
+    assert "fix: set OPENAI_API_KEY" in out
+
+    env = llm_env(fake_llm, tmp_path) | {
+        "LIFEBOT_LLM_MODEL": "fake-smart",
+        "LIFEBOT_LLM_FAST_MODEL": "fake-smart",
+    }
+    code, out, _ = await run_cli("doctor", cwd=tmp_path, env=env)
+    assert "language model: ok" in out
+
+    env["LIFEBOT_LLM_MODEL"] = "gpt-missing"
+    code, out, _ = await run_cli("doctor", cwd=tmp_path, env=env)
+    assert code == 1
+    assert "does not list gpt-missing" in out
