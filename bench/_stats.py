@@ -22,4 +22,7 @@ def ms(seconds: float) -> str:
 
 def summary(values: list[float]) -> str:
     """p50 / p95 / max of a list of durations."""
-    return f"p50 {ms(pct(values, 50))}  p95 {ms(pct(values, 95))}  max {ms(max(values))}  (n={len(values)}, mean {ms(statistics.mean(values))})"
+    return (
+        f"p50 {ms(pct(values, 50))}  p95 {ms(pct(values, 95))}  max {ms(max(values))}  "
+        f"(n={len(values)}, mean {ms(statistics.mean(values))})"
+    )
