@@ -101,8 +101,8 @@ class Commands:
         return head.lstrip("/").split("@", 1)[0].lower(), rest.strip()
 
     async def handle(self, user: User, msg: InboundMessage, conversation_id: int) -> CommandReply:
-        """Run the command in ``msg.text``."""
-        name, args = self.parse(msg.text)
+        """Run the command in the message (a pressed button's data, else its text)."""
+        name, args = self.parse(msg.callback_data if msg.callback_data is not None else msg.text)
         entry = self._table.get(name)
         if entry is None:
             return CommandReply(f"I don't know /{name}. Send /help to see what I can do.")

@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
@@ -164,7 +165,8 @@ class Dispatcher:
                 conv.last_message_at = msg.received_at
                 s.add(conv)
                 await MessageRepo(s).claim_for_user(message_id, res.user.id, conv.id)
-                if res.identity is not None:
+                if res.identity is not None and msg.private:
+                    # Only a DM becomes the place pushes go: never a group or public channel.
                     await UserRepo(s).touch_identity(res.identity, msg.address.chat_id)
                 conv_id = conv.id
         user = res.user
@@ -332,7 +334,7 @@ class Dispatcher:
             address,
             text,
             buttons=buttons or [],
-            citations=[Citation(**c) for c in citations or []],
+            citations=[citation_from_dict(c) for c in citations or []],
             reply_to=reply_to,
         )
         try:
@@ -376,5 +378,19 @@ class Dispatcher:
 
 
 def citation_dicts(citations: list[Citation]) -> list[dict[str, Any]]:
-    """Citations as JSON-able dicts for storage."""
-    return [asdict(c) for c in citations]
+    """Citations as JSON-able dicts for storage (times as ISO 8601 strings)."""
+    out = []
+    for c in citations:
+        d = asdict(c)
+        if isinstance(c.ts, datetime):
+            d["ts"] = c.ts.isoformat()
+        out.append(d)
+    return out
+
+
+def citation_from_dict(data: dict[str, Any]) -> Citation:
+    """A stored citation dict back as a Citation (an ISO ``ts`` string becomes a datetime)."""
+    fields = dict(data)
+    if isinstance(fields.get("ts"), str):
+        fields["ts"] = datetime.fromisoformat(fields["ts"])
+    return Citation(**fields)

@@ -72,6 +72,8 @@ class InboundMessage:
     callback_data: str | None = None
     """Set when the message is a button press rather than typed text."""
     reply_to: str | None = None
+    private: bool = True
+    """A one-to-one chat (DM). Scheduled pushes only ever go to private chats."""
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -202,3 +202,16 @@ class RecordingChannelFactory:
         ch = RecordingChannel(name)
         application.dispatcher.register(ch)
         return ch
+
+
+async def test_a_group_message_never_becomes_the_push_address(app: App, fake_llm: FakeLLM) -> None:
+    from storage.repos.users import UserRepo
+
+    user = await add_user(app, "ana")
+    fake_llm.add(say("hi in the group"))
+    group = make_inbound("hello", sender="ana", chat="public-group")
+    group.private = False
+    await app.dispatcher.handle(group)
+    async with app.db.session() as s:
+        [ident] = await UserRepo(s).identities(user.id or 0)
+    assert ident.chat_id == "ana"  # still the DM
