@@ -23,6 +23,10 @@ class Route(enum.Enum):
     """Small talk: one LLM call, no tools."""
     AGENT = "agent"
     """Needs the tool loop."""
+    WHY = "why"
+    """"why?" / "sources?": show the sources of the last answer, without the LLM."""
+    FORGET_THAT = "forget_that"
+    """"forget that": forget the fact just stored or cited, without the LLM."""
 
 
 _GREETING = re.compile(
@@ -40,6 +44,16 @@ _TOOLISH = re.compile(
     re.IGNORECASE,
 )
 
+_WHY = re.compile(
+    r"^\s*(why|why\s+is\s+that|how\s+do\s+you\s+know(\s+that)?|what\s+are\s+your\s+sources|"
+    r"sources|source|where\s+did\s+you\s+get\s+that(\s+from)?)\s*[?!.]*\s*$",
+    re.IGNORECASE,
+)
+_FORGET_THAT = re.compile(
+    r"^\s*(please\s+)?(forget|delete|remove)\s+(that|this|it)(\s+please)?\s*[!.]*\s*$",
+    re.IGNORECASE,
+)
+
 CLASSIFY_PROMPT = """\
 Classify the user's message for a personal assistant. Answer with JSON only:
 {"route": "chat"} if it is small talk or general knowledge needing nothing personal, or
@@ -52,13 +66,17 @@ def remember_text(text: str) -> str | None:
     return m.group("fact").strip() if m else None
 
 
-def route_by_rules(text: str) -> Route | None:
+def route_by_rules(text: str) -> Route | None:  # noqa: PLR0911  (a ladder of rules)
     """The route when a rule decides it, else None (ambiguous)."""
     stripped = text.strip()
     if stripped.startswith("/"):
         return Route.COMMAND
     if remember_text(stripped):
         return Route.REMEMBER
+    if _WHY.match(stripped):
+        return Route.WHY
+    if _FORGET_THAT.match(stripped):
+        return Route.FORGET_THAT
     if _GREETING.match(stripped):
         return Route.CHAT
     if _TOOLISH.search(stripped):

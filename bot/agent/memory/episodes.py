@@ -1,0 +1,130 @@
+"""Episodes: a stream of messages cut at time gaps, with a title, summary, people and topics.
+
+Titles and summaries start deterministic (so an episode exists even when the LLM is down)
+and are rewritten by the fast model when it is reachable (``Episode.summarized``).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from storage.db import Database
+from storage.models import Episode, Message
+from storage.repos.episodes import CursorRepo, EpisodeRepo, scope_of
+from storage.search.fulltext import fts_terms
+
+CHANNEL_WORDS = {"device": "Overheard", "import": "Imported chat", "console": "Chat"}
+
+
+def speaker_of(msg: Message) -> str:
+    """Who said a message, as people would name them ("me" for the user)."""
+    meta = msg.meta or {}
+    name = str(meta.get("speaker") or "")
+    if name:
+        return name
+    return "ambient" if msg.channel == "device" else "me"
+
+
+def segment(
+    msgs: Sequence[Message], gap: timedelta, after: datetime | None = None
+) -> list[list[Message]]:
+    """Split time-ordered messages wherever ``gap`` passes without one.
+
+    ``after`` is the end of the previous episode: a first group that starts within ``gap`` of
+    it continues that episode (the caller merges it).
+    """
+    groups: list[list[Message]] = []
+    last = after
+    for msg in msgs:
+        if not groups or last is None or msg.created_at - last > gap:
+            groups.append([])
+        groups[-1].append(msg)
+        last = msg.created_at
+    return groups
+
+
+def deterministic_summary(
+    msgs: Sequence[Message], tz: ZoneInfo
+) -> tuple[str, str, list[str], list[str]]:
+    """(title, summary, people, topics) made without a model."""
+    people = list(dict.fromkeys(s for s in map(speaker_of, msgs) if s not in ("me", "ambient")))
+    first = msgs[0]
+    when = first.created_at.astimezone(tz)
+    what = CHANNEL_WORDS.get(first.channel, "Chat" if people else "Notes")
+    with_whom = f" with {', '.join(people[:3])}" if people else ""
+    title = f"{what}{with_whom}, {when:%a %d %b %Y %H:%M}"
+    lines = []
+    for m in msgs[:4]:
+        text = m.text if len(m.text) <= 90 else m.text[:87] + "..."
+        lines.append(f"{speaker_of(m)}: {text}")
+    more = f" (+{len(msgs) - 4} more)" if len(msgs) > 4 else ""
+    summary = " | ".join(lines) + more
+    counts = collections.Counter(w for m in msgs for w in fts_terms(m.text) if len(w) > 3)
+    topics = [w for w, _ in counts.most_common(3)]
+    return title, summary, people, topics
+
+
+class EpisodeBuilder:
+    """Groups new messages into episodes, continuing the stream's last one when close."""
+
+    def __init__(self, db: Database, *, gap_minutes: float = 45.0) -> None:
+        self.db = db
+        self.gap = timedelta(minutes=gap_minutes)
+
+    async def add(
+        self, user_id: int, msgs: Sequence[Message], tz: ZoneInfo
+    ) -> list[tuple[Episode, list[Message]]]:
+        """File ``msgs`` (one stream, time-ordered) into episodes.
+
+        Returns each touched episode with the new messages that went into it.
+        """
+        if not msgs:
+            return []
+        scope = scope_of(msgs[0])
+        out: list[tuple[Episode, list[Message]]] = []
+        async with self.db.session() as s:
+            repo = EpisodeRepo(s)
+            last = await repo.last_in_scope(user_id, scope)
+            groups = segment(msgs, self.gap, last.end_at if last else None)
+            for n, group in enumerate(groups):
+                ids = [m.id for m in group if m.id is not None]
+                continues = (
+                    n == 0 and last is not None and group[0].created_at - last.end_at <= self.gap
+                )
+                if continues and last is not None:
+                    last.source_message_ids = [*(last.source_message_ids or []), *ids]
+                    last.end_at = max(last.end_at, group[-1].created_at)
+                    everything = await CursorRepo(s).messages(user_id, last.source_message_ids)
+                    title, summary, people, topics = deterministic_summary(everything, tz)
+                    last.title, last.summary, last.people, last.topics = (
+                        title,
+                        summary,
+                        people,
+                        topics,
+                    )
+                    last.summarized = False
+                    last.updated_at = group[-1].created_at
+                    await repo.save(last)
+                    out.append((last, group))
+                    continue
+                title, summary, people, topics = deterministic_summary(group, tz)
+                ep = await repo.add(
+                    Episode(
+                        user_id=user_id,
+                        scope=scope,
+                        channel=group[0].channel,
+                        title=title,
+                        summary=summary,
+                        people=people,
+                        topics=topics,
+                        start_at=group[0].created_at,
+                        end_at=group[-1].created_at,
+                        source_message_ids=ids,
+                        summarized=False,
+                    )
+                )
+                out.append((ep, group))
+        return out

@@ -1,0 +1,75 @@
+"""Query understanding: time window, recency, names and topic words of a question."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from bot.agent.retrieval.timeparse import MONTHS, WEEKDAYS, TimeWindow, parse_time
+from storage.search.fulltext import STOPWORDS, fts_terms
+
+RECENCY = re.compile(
+    r"\b(latest|most recent|newest|lately|recently|last time|the last (?:thing|message|note|"
+    r"entry|one)|my last \w+|(?:say|said|write|wrote|mention(?:ed)?|tell|told|note[sd]?)\b"
+    r"[^?.!]{0,40}?\blast\b)",
+    re.IGNORECASE,
+)
+_RECENCY_WORDS = frozenset(
+    ["latest", "recent", "newest", "lately", "recently", "last", "time", "note", "notes"]
+)
+_NAME = re.compile(r"\b[A-Z][a-z]+(?:-[A-Z][a-z]+)?\b")
+_NOT_NAMES = frozenset(
+    {w.capitalize() for w in (*MONTHS, *WEEKDAYS)}
+    | {w.capitalize() for w in STOPWORDS}
+    | {"I", "Did", "Do", "Does", "Has", "Have", "Was", "Were", "Is", "Are", "Can", "Could",
+       "Tell", "Show", "Find", "Remind", "Remember", "Please", "Today", "Yesterday",
+       "Tomorrow", "Last", "This", "Next", "Lifebot", "Hey", "Hi", "Ok", "Okay"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class QueryPlan:
+    """How a question will be searched."""
+
+    text: str
+    terms: list[str]
+    """Topic words for full text (time words and stop words removed)."""
+    window: TimeWindow | None = None
+    """A hard filter: nothing outside it is ever returned."""
+    recency: bool = False
+    """Answer newest first, not by similarity."""
+    people: list[str] = field(default_factory=list)
+    unresolved: str | None = None
+    """Time words we could not pin down; the answer must say so rather than guess."""
+
+
+def understand(
+    text: str,
+    now: datetime,
+    tz: ZoneInfo,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    people: list[str] | None = None,
+) -> QueryPlan:
+    """Plan the search for ``text``; explicit ``start``/``end``/``people`` win over parsing."""
+    parsed = parse_time(text, now, tz)
+    window = parsed.window
+    unresolved = parsed.unresolved
+    if start is not None or end is not None:
+        lo = start or datetime(1970, 1, 1, tzinfo=UTC)
+        hi = end or now
+        window = TimeWindow(lo, hi, "the requested dates")
+        unresolved = None
+    recency = bool(RECENCY.search(parsed.rest))
+    terms = fts_terms(parsed.rest)
+    if recency:
+        terms = [t for t in terms if t not in _RECENCY_WORDS]
+    names = list(people or [])
+    for m in _NAME.finditer(text):
+        word = m.group(0)
+        if word not in _NOT_NAMES and word not in names:
+            names.append(word)
+    return QueryPlan(text, terms, window, recency, names, unresolved)

@@ -1,0 +1,274 @@
+"""``lifebot import``: JSON Lines and Telegram Desktop exports into a user's memory.
+
+Idempotent: every imported message gets the dedupe key ``import:<user>:<id>``, so a second run
+adds nothing. Bad lines are reported by number and the rest is imported. Imported text is
+untrusted data: it is stored and indexed, never read as instructions.
+
+JSON Lines, one message per line::
+
+    {"id": "...", "ts": "2023-05-08T13:56:00+00:00", "speaker": "...", "text": "...",
+     "conversation": "..."}   # conversation optional; a time without offset is the user's zone
+
+Telegram Desktop: ``result.json`` of one chat, or of a full export (``chats.list``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from sqlmodel import col, select
+
+from bot.errors import BotError
+from bot.messages import Address
+from storage.db import Database
+from storage.models import Message
+from storage.repos._upsert import insert_ignore
+from storage.repos.messages import ConversationRepo
+
+Progress = Callable[[int], None]
+
+
+class ImportFileError(BotError):
+    """The file cannot be imported at all (missing, not JSON Lines or a Telegram export)."""
+
+
+@dataclass(slots=True)
+class ImportRecord:
+    """One message ready to store."""
+
+    id: str
+    ts: datetime
+    speaker: str
+    text: str
+    conversation: str
+    source: str
+    """``jsonl`` or ``telegram``."""
+    link: str | None = None
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """The outcome of one import."""
+
+    total: int = 0
+    added: int = 0
+    duplicates: int = 0
+    bad: list[tuple[str, str]] = field(default_factory=list)
+    """(where, why): "line 12", "message 40"."""
+    conversations: set[int] = field(default_factory=set)
+    message_ids: list[int] = field(default_factory=list)
+
+
+def _parse_ts(value: Any, tz: tzinfo) -> datetime:
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC)
+    if not isinstance(value, str) or not value:
+        raise ValueError("'ts' is missing")
+    try:
+        ts = datetime.fromisoformat(value)  # 3.11 reads a trailing "Z"
+    except ValueError as exc:
+        raise ValueError(f"'ts' is not an ISO 8601 time: {value!r}") from exc
+    return ts.replace(tzinfo=tz) if ts.tzinfo is None else ts
+
+
+def _jsonl_record(line: str, tz: ZoneInfo) -> ImportRecord:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")  # noqa: TRY004  (reported as a bad line)
+    rid = data.get("id")
+    if rid is None or str(rid).strip() == "":
+        raise ValueError("'id' is missing")
+    text = data.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("'text' is missing or empty")
+    return ImportRecord(
+        id=str(rid),
+        ts=_parse_ts(data.get("ts"), tz),
+        speaker=str(data.get("speaker") or "unknown"),
+        text=text.strip(),
+        conversation=str(data.get("conversation") or "default"),
+        source="jsonl",
+    )
+
+
+def _telegram_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in value)
+    return ""
+
+
+def _telegram_chats(data: dict[str, Any]) -> list[dict[str, Any]]:
+    if isinstance(data.get("messages"), list):
+        return [data]
+    chats = data.get("chats")
+    if isinstance(chats, dict) and isinstance(chats.get("list"), list):
+        return [c for c in chats["list"] if isinstance(c, dict)]
+    raise ImportFileError(
+        "this JSON file is not a Telegram Desktop export: it has no 'messages' or 'chats' list"
+    )
+
+
+def read_records(path: Path, tz: ZoneInfo) -> Iterator[tuple[str, ImportRecord | str]]:
+    """(where, record or error) for every message in the file, in file order."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ImportFileError(f"{path} does not exist") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportFileError(f"cannot read {path}: {exc}") from exc
+    stripped = raw.lstrip()
+    whole: Any = None
+    if stripped.startswith("{"):
+        try:
+            whole = json.loads(stripped)
+        except json.JSONDecodeError:
+            whole = None  # several objects: JSON Lines
+    if isinstance(whole, dict) and ("messages" in whole or "chats" in whole):
+        yield from _telegram_records(whole)
+        return
+    for n, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield f"line {n}", _jsonl_record(line, tz)
+        except ValueError as exc:
+            yield f"line {n}", str(exc)
+
+
+def _telegram_records(data: dict[str, Any]) -> Iterator[tuple[str, ImportRecord | str]]:
+    for chat in _telegram_chats(data):
+        chat_id = str(chat.get("id", chat.get("name", "chat")))
+        name = str(chat.get("name") or chat_id)
+        for n, msg in enumerate(chat.get("messages") or [], 1):
+            where = f"message {n} of chat {name!r}"
+            if not isinstance(msg, dict):
+                yield where, "not a JSON object"
+                continue
+            if msg.get("type", "message") != "message":
+                continue  # service messages (joins, pins) are not things people said
+            text = _telegram_text(msg.get("text")).strip()
+            if not text:
+                continue  # stickers, photos without caption
+            try:
+                ts = _parse_ts(
+                    int(msg["date_unixtime"]) if "date_unixtime" in msg else msg.get("date"), UTC
+                )
+            except (ValueError, TypeError) as exc:
+                yield where, str(exc)
+                continue
+            yield (
+                where,
+                ImportRecord(
+                    id=f"tg:{chat_id}:{msg.get('id', n)}",
+                    ts=ts,
+                    speaker=str(msg.get("from") or msg.get("actor") or "unknown"),
+                    text=text,
+                    conversation=name,
+                    source="telegram",
+                ),
+            )
+
+
+async def import_file(
+    db: Database,
+    user_id: int,
+    path: Path,
+    *,
+    timezone: str = "UTC",
+    progress: Progress | None = None,
+    batch: int = 500,
+) -> ImportReport:
+    """Store every good record of ``path`` as the user's messages; see the module doc."""
+    tz = ZoneInfo(timezone)
+    report = ImportReport()
+    pending: list[ImportRecord] = []
+    for where, rec in read_records(path, tz):
+        report.total += 1
+        if isinstance(rec, str):
+            report.bad.append((where, rec))
+            continue
+        pending.append(rec)
+        if len(pending) >= batch:
+            await _store(db, user_id, pending, report)
+            if progress is not None:
+                progress(len(pending))
+            pending = []
+    if pending:
+        await _store(db, user_id, pending, report)
+        if progress is not None:
+            progress(len(pending))
+    return report
+
+
+async def _store(
+    db: Database, user_id: int, recs: list[ImportRecord], report: ImportReport
+) -> None:
+    async with db.session() as s:
+        convs: dict[tuple[str, str], int] = {}
+        rows = []
+        for rec in recs:
+            key = (rec.source, rec.conversation)
+            if key not in convs:
+                conv = await ConversationRepo(s).get_or_create(
+                    user_id, Address("import", rec.source, rec.conversation)
+                )
+                assert conv.id is not None
+                convs[key] = conv.id
+            meta: dict[str, Any] = {
+                "speaker": rec.speaker,
+                "import_id": rec.id,
+                "conversation": rec.conversation,
+                "source": rec.source,
+            }
+            if rec.link:
+                meta["link"] = rec.link
+            rows.append(
+                {
+                    "user_id": user_id,
+                    "conversation_id": convs[key],
+                    "direction": "in",
+                    "role": "user",
+                    "channel": "import",
+                    "account": rec.source,
+                    "chat_id": rec.conversation,
+                    "sender_id": rec.speaker,
+                    "external_id": rec.id,
+                    "dedupe_key": f"import:{user_id}:{rec.id}",
+                    "text": rec.text,
+                    "status": "stored",
+                    "meta": meta,
+                    "created_at": rec.ts,
+                }
+            )
+        stmt = (
+            insert_ignore(s, Message, ["dedupe_key"]).values(rows).returning(Message.__table__.c.id)  # type: ignore[attr-defined]
+        )
+        ids = [int(r[0]) for r in (await s.exec(stmt)).all()]
+        report.added += len(ids)
+        report.duplicates += len(rows) - len(ids)
+        report.message_ids.extend(ids)
+        report.conversations.update(convs.values())
+
+
+async def imported_ids(db: Database, user_id: int, message_ids: list[int]) -> dict[int, str]:
+    """Message row id → import id, for showing search hits by the ids people know."""
+    if not message_ids:
+        return {}
+    async with db.session() as s:
+        rows = (
+            await s.exec(
+                select(Message).where(Message.user_id == user_id, col(Message.id).in_(message_ids))
+            )
+        ).all()
+    return {r.id: str((r.meta or {}).get("import_id") or r.external_id) for r in rows if r.id}

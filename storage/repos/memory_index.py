@@ -1,0 +1,266 @@
+"""The search index rows (``memoryitem``): what is indexed, its text, its vector."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import col, delete, select, update
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import MemoryItem, Message
+from storage.repos._upsert import insert_ignore
+from storage.search.base import SearchFilter
+
+_ITEM_COLUMNS = (
+    "user_id",
+    "kind",
+    "source_id",
+    "ts",
+    "ts_end",
+    "conversation_id",
+    "channel",
+    "speaker",
+    "ref",
+    "text",
+    "hidden",
+)
+
+
+def indexable_message() -> list[Any]:
+    """Which messages are memory: what a person said or heard, never lifebot's own words.
+
+    Inbound user messages and device transcripts count; replies, tool traffic, slash
+    commands and strangers' refused messages do not.
+    """
+    return [
+        col(Message.user_id).is_not(None),
+        col(Message.text) != "",
+        col(Message.status) != "refused",
+        col(Message.role) == "user",
+        sa.or_(col(Message.direction) == "in", col(Message.channel) == "device"),
+        sa.not_(col(Message.text).startswith("/")),
+    ]
+
+
+OWN_SPEAKERS = frozenset({"", "me", "ambient"})
+
+
+def embed_text(kind: str, speaker: str, text: str) -> str:
+    """What gets embedded for an item: other people's messages carry their name."""
+    if kind == "message" and speaker.lower() not in OWN_SPEAKERS:
+        return f"{speaker}: {text}"
+    return text
+
+
+class MemoryIndexRepo:
+    """Reads and writes index rows; every read that returns content takes a user id."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def unindexed_messages(self, limit: int, user_id: int | None = None) -> list[Message]:
+        """Memory-worthy messages that have no index row yet, oldest first."""
+        item = sa.orm.aliased(MemoryItem)
+        q = (
+            select(Message)
+            .outerjoin(
+                item,
+                sa.and_(col(item.kind) == "message", col(item.source_id) == col(Message.id)),
+            )
+            .where(col(item.id).is_(None), *indexable_message())
+            .order_by(col(Message.id))
+            .limit(limit)
+        )
+        if user_id is not None:
+            q = q.where(Message.user_id == user_id)
+        return list((await self.s.exec(q)).all())
+
+    async def add(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert index rows; a row whose (kind, source_id) exists already is left alone."""
+        for start in range(0, len(rows), 400):
+            chunk = [{k: r.get(k) for k in _ITEM_COLUMNS} for r in rows[start : start + 400]]
+            for r in chunk:
+                r["hidden"] = bool(r["hidden"])
+                for k in ("channel", "speaker", "ref", "text"):
+                    r[k] = r[k] or ""
+            stmt = insert_ignore(self.s, MemoryItem, ["kind", "source_id"]).values(chunk)
+            await self.s.exec(stmt)
+
+    async def upsert(self, row: dict[str, Any]) -> MemoryItem:
+        """Insert or update the index row of one source (episodes and facts change text)."""
+        existing = await self.by_source(row["kind"], row["source_id"])
+        if existing is None:
+            await self.add([row])
+            existing = await self.by_source(row["kind"], row["source_id"])
+            assert existing is not None
+            return existing
+        changed = existing.text != row.get("text", existing.text)
+        for key in ("ts", "ts_end", "speaker", "text", "channel", "ref"):
+            if key in row and row[key] is not None:
+                setattr(existing, key, row[key])
+        if changed:
+            existing.embedding = None
+            existing.embed_model = None
+        self.s.add(existing)
+        await self.s.flush()
+        return existing
+
+    async def by_source(self, kind: str, source_id: int) -> MemoryItem | None:
+        """The index row of one message, episode or fact."""
+        res = await self.s.exec(
+            select(MemoryItem).where(MemoryItem.kind == kind, MemoryItem.source_id == source_id)
+        )
+        return res.first()
+
+    async def delete_source(self, user_id: int, kind: str, source_id: int) -> None:
+        """Remove a source from the index (a forgotten or superseded fact)."""
+        await self.s.exec(
+            delete(MemoryItem).where(
+                col(MemoryItem.user_id) == user_id,
+                col(MemoryItem.kind) == kind,
+                col(MemoryItem.source_id) == source_id,
+            )
+        )
+
+    async def missing_embeddings(
+        self, model: str, limit: int, user_id: int | None = None
+    ) -> list[tuple[int, int, str]]:
+        """(item id, user id, text to embed) of rows without a vector of ``model``.
+
+        Another person's message is embedded as "Name: text", so who said it counts too.
+        """
+        q = (
+            sa.select(
+                col(MemoryItem.id),
+                col(MemoryItem.user_id),
+                col(MemoryItem.text),
+                col(MemoryItem.kind),
+                col(MemoryItem.speaker),
+            )
+            .where(
+                sa.or_(
+                    col(MemoryItem.embedding).is_(None),
+                    col(MemoryItem.embed_model).is_(None),
+                    col(MemoryItem.embed_model) != model,
+                )
+            )
+            .order_by(col(MemoryItem.id))
+            .limit(limit)
+        )
+        if user_id is not None:
+            q = q.where(col(MemoryItem.user_id) == user_id)
+        conn = await self.s.connection()
+        return [
+            (int(r[0] or 0), int(r[1]), embed_text(str(r[3]), str(r[4]), str(r[2])))
+            for r in (await conn.execute(q)).all()
+        ]
+
+    async def set_embeddings(self, pairs: Sequence[tuple[int, bytes]], model: str) -> None:
+        """Store vectors (float32 bytes) for items."""
+        conn = await self.s.connection()
+        stmt = (
+            sa.update(MemoryItem)
+            .where(col(MemoryItem.id) == sa.bindparam("item_id"))
+            .values(embedding=sa.bindparam("blob"), embed_model=model)
+        )
+        if pairs:
+            await conn.execute(stmt, [{"item_id": i, "blob": b} for i, b in pairs])
+
+    async def clear_embeddings(self, user_id: int | None = None) -> None:
+        """Forget every vector (``memory reindex`` embeds everything again)."""
+        stmt = update(MemoryItem).values(embedding=None, embed_model=None)
+        if user_id is not None:
+            stmt = stmt.where(col(MemoryItem.user_id) == user_id)
+        await self.s.exec(stmt)
+
+    async def hide_messages(self, user_id: int, message_ids: Sequence[int]) -> list[int]:
+        """Hide these messages from retrieval; returns the affected item ids."""
+        rows = (
+            await self.s.exec(
+                select(MemoryItem).where(
+                    MemoryItem.user_id == user_id,
+                    MemoryItem.kind == "message",
+                    col(MemoryItem.source_id).in_(list(message_ids)),
+                )
+            )
+        ).all()
+        for row in rows:
+            row.hidden = True
+            self.s.add(row)
+        return [r.id for r in rows if r.id is not None]
+
+    async def get_many(self, user_id: int, ids: Sequence[int]) -> dict[int, MemoryItem]:
+        """Items by id, only this user's, only visible ones."""
+        if not ids:
+            return {}
+        rows = (
+            await self.s.exec(
+                select(MemoryItem).where(
+                    MemoryItem.user_id == user_id,
+                    col(MemoryItem.id).in_(list(ids)),
+                    col(MemoryItem.hidden).is_(False),
+                )
+            )
+        ).all()
+        return {r.id: r for r in rows if r.id is not None}
+
+    async def newest(self, flt: SearchFilter, limit: int) -> list[MemoryItem]:
+        """The newest items inside the filter (recency questions ignore similarity)."""
+        q = (
+            select(MemoryItem)
+            .where(*flt.where())
+            .order_by(col(MemoryItem.ts).desc(), col(MemoryItem.id).desc())
+            .limit(limit)
+        )
+        return list((await self.s.exec(q)).all())
+
+    async def in_window(
+        self, user_id: int, start: datetime, end: datetime, kinds: Sequence[str], limit: int
+    ) -> list[MemoryItem]:
+        """Items inside a time window, oldest first."""
+        flt = SearchFilter(user_id, start, end, tuple(kinds))
+        q = (
+            select(MemoryItem)
+            .where(*flt.where())
+            .order_by(col(MemoryItem.ts), col(MemoryItem.id))
+            .limit(limit)
+        )
+        return list((await self.s.exec(q)).all())
+
+    async def neighbours(self, item: MemoryItem, before: int, after: int) -> list[MemoryItem]:
+        """Messages around ``item`` in its conversation (the turns that give it context)."""
+        if item.kind != "message" or item.conversation_id is None:
+            return []
+        base: list[Any] = [
+            MemoryItem.user_id == item.user_id,
+            MemoryItem.kind == "message",
+            MemoryItem.conversation_id == item.conversation_id,
+            col(MemoryItem.hidden).is_(False),
+        ]
+        prev = (
+            await self.s.exec(
+                select(MemoryItem)
+                .where(*base, col(MemoryItem.ts) <= item.ts, MemoryItem.id != item.id)
+                .order_by(col(MemoryItem.ts).desc(), col(MemoryItem.id).desc())
+                .limit(before)
+            )
+        ).all()
+        nxt = (
+            await self.s.exec(
+                select(MemoryItem)
+                .where(*base, col(MemoryItem.ts) >= item.ts, MemoryItem.id != item.id)
+                .order_by(col(MemoryItem.ts), col(MemoryItem.id))
+                .limit(after)
+            )
+        ).all()
+        return [*reversed(prev), *nxt]
+
+    async def count(self, user_id: int) -> int:
+        """How many items one user has indexed."""
+        res = await self.s.exec(
+            select(sa.func.count()).select_from(MemoryItem).where(MemoryItem.user_id == user_id)
+        )
+        return int(res.one())
