@@ -1,0 +1,576 @@
+"""A loopback fake of Telegram's Bot API, so the real python-telegram-bot code runs in tests.
+
+It speaks the Bot API over HTTP (``/bot<token>/<method>`` and ``/file/bot<token>/<path>``):
+getMe, getUpdates (long polling, offsets, redelivery), sendMessage, editMessageText,
+editMessageReplyMarkup, sendChatAction, answerCallbackQuery, setMyCommands, getFile plus the
+file download, setWebhook / deleteWebhook (updates are then POSTed to the webhook with the
+secret-token header). Errors are scriptable: 429 with ``retry_after``, 403 blocked, 400
+"can't parse entities" (and real strict HTML parsing raises that too), 502 for network trouble.
+Every call is recorded with its arrival time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from tests.fakes.telegram_html import ParseError, parse_html, utf16_len
+
+TOKEN = "123456:TEST-fake-token-abcdefghijklmnop"
+BOT_ID = 123456
+BOT_USERNAME = "lifebot_test_bot"
+MAX_TEXT = 4096
+MAX_DOWNLOAD = 20 * 1024 * 1024
+_JSON_PARAMS = {
+    "reply_markup",
+    "entities",
+    "allowed_updates",
+    "commands",
+    "reply_parameters",
+    "link_preview_options",
+    "scope",
+}
+
+
+@dataclass
+class Call:
+    """One API request as the fake received it."""
+
+    method: str
+    params: dict[str, Any]
+    at: float
+    """time.perf_counter() on arrival."""
+
+
+@dataclass
+class Fault:
+    """A scripted error answer."""
+
+    method: str
+    status: int
+    description: str
+    times: int = 1
+    retry_after: int | None = None
+    chat_id: int | None = None
+
+
+@dataclass
+class BotMessage:
+    """A message the bot sent, as the user currently sees it."""
+
+    chat_id: int
+    message_id: int
+    text: str
+    """Visible text (HTML parsed away)."""
+    source: str
+    parse_mode: str | None
+    entities: list[dict[str, Any]]
+    reply_markup: dict[str, Any] | None = None
+    reply_to: int | None = None
+    edits: list[str] = field(default_factory=list)
+    """Earlier visible texts, oldest first."""
+
+    def buttons(self) -> list[dict[str, Any]]:
+        """The inline keyboard's buttons, flattened."""
+        rows = (self.reply_markup or {}).get("inline_keyboard", [])
+        return [b for row in rows for b in row]
+
+
+class ApiError(Exception):
+    """Answered as ``{"ok": false, ...}``."""
+
+    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.status = status
+        self.description = description
+        self.retry_after = retry_after
+
+
+class FakeTelegram:
+    """The server. Start it, point PTB's ``base_url`` at ``api_url``, script, assert."""
+
+    def __init__(self, token: str = TOKEN) -> None:
+        self.token = token
+        self.url = ""
+        self.calls: list[Call] = []
+        self.faults: list[Fault] = []
+        self.blocked: set[int] = set()
+        self.sent: dict[int, list[BotMessage]] = {}
+        self.files: dict[str, tuple[str, bytes]] = {}
+        self.chats: dict[int, dict[str, Any]] = {}
+        self.commands: list[dict[str, str]] = []
+        self.webhook_url: str | None = None
+        self.webhook_secret: str | None = None
+        self.pushed_at: dict[int, float] = {}
+        """update_id -> time.perf_counter() when the update was made available."""
+        self._pending: list[dict[str, Any]] = []
+        self._redeliver: list[dict[str, Any]] = []
+        self._history: dict[int, dict[str, Any]] = {}
+        self._update_ids = itertools.count(1000)
+        self._msg_ids: dict[int, itertools.count[int]] = {}
+        self._cb_ids = itertools.count(1)
+        self._file_ids = itertools.count(1)
+        self._changed = asyncio.Condition()
+        self._closing = False
+        self._runner: web.AppRunner | None = None
+        self._client: aiohttp.ClientSession | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    @property
+    def api_url(self) -> str:
+        """The value for ``base_url`` (PTB appends the token)."""
+        return f"{self.url}/bot"
+
+    @property
+    def file_url(self) -> str:
+        """The value for ``base_file_url``."""
+        return f"{self.url}/file/bot"
+
+    async def start(self) -> str:
+        """Listen on a free loopback port; return the base URL."""
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._api)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        """End long polls and shut down."""
+        self._closing = True
+        await self._notify()
+        if self._client is not None:
+            await self._client.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # --- scripting ---------------------------------------------------------------------------
+    def fail(
+        self,
+        method: str,
+        status: int,
+        description: str,
+        *,
+        times: int = 1,
+        retry_after: int | None = None,
+        chat_id: int | None = None,
+    ) -> None:
+        """Answer the next ``times`` calls of ``method`` with an error."""
+        self.faults.append(Fault(method, status, description, times, retry_after, chat_id))
+
+    def block(self, chat_id: int) -> None:
+        """The user blocked the bot: sends to this chat get 403."""
+        self.blocked.add(chat_id)
+
+    def add_file(self, data: bytes, path: str) -> tuple[str, str]:
+        """Store a downloadable file; return (file_id, file_unique_id)."""
+        n = next(self._file_ids)
+        self.files[f"file-{n}"] = (path, data)
+        return f"file-{n}", f"uniq-{n}"
+
+    # --- updates -----------------------------------------------------------------------------
+    def next_message_id(self, chat_id: int) -> int:
+        """Message ids count up per chat, shared by user and bot messages."""
+        return next(self._msg_ids.setdefault(chat_id, itertools.count(1)))
+
+    def user(self, user_id: int, name: str = "Ana") -> dict[str, Any]:
+        """A user object."""
+        return {"id": user_id, "is_bot": False, "first_name": name, "language_code": "en"}
+
+    def bot_user(self) -> dict[str, Any]:
+        """The bot's own user object."""
+        return {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "lifebot",
+            "username": BOT_USERNAME,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    def chat(self, chat_id: int) -> dict[str, Any]:
+        """The chat object for ``chat_id`` (a private chat unless made a group)."""
+        return self.chats.setdefault(
+            chat_id, {"id": chat_id, "type": "private", "first_name": "Ana"}
+        )
+
+    def make_group(self, chat_id: int, title: str = "Family") -> None:
+        """Register ``chat_id`` as a supergroup."""
+        self.chats[chat_id] = {"id": chat_id, "type": "supergroup", "title": title}
+
+    def message(
+        self,
+        chat_id: int,
+        text: str | None = None,
+        *,
+        user_id: int | None = None,
+        name: str = "Ana",
+        message_id: int | None = None,
+        reply_to: int | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A user's message object (text, or pass voice=/audio=/entities=... in ``extra``)."""
+        msg: dict[str, Any] = {
+            "message_id": message_id or self.next_message_id(chat_id),
+            "date": int(time.time()),
+            "chat": self.chat(chat_id),
+            "from": self.user(user_id or chat_id, name),
+        }
+        if text is not None:
+            msg["text"] = text
+            if entities := _auto_entities(text):
+                msg["entities"] = entities
+        if reply_to is not None:
+            msg["reply_to_message"] = self._bot_message_dict(self.find(chat_id, reply_to))
+        msg.update(extra)
+        return msg
+
+    async def send_text(self, chat_id: int, text: str, **kw: Any) -> int:
+        """The user sends ``text``; return the update id."""
+        return await self.push({"message": self.message(chat_id, text, **kw)})
+
+    async def send_voice(
+        self, chat_id: int, data: bytes, *, duration: int = 2, audio: bool = False, **kw: Any
+    ) -> int:
+        """The user sends a voice note (or an audio file); return the update id."""
+        file_id, unique = self.add_file(data, f"voice/file_{len(self.files)}.oga")
+        media: dict[str, Any] = {
+            "file_id": file_id,
+            "file_unique_id": unique,
+            "duration": duration,
+            "mime_type": "audio/ogg" if not audio else "audio/mpeg",
+            "file_size": len(data),
+        }
+        kw["audio" if audio else "voice"] = media
+        return await self.push({"message": self.message(chat_id, **kw)})
+
+    async def press(
+        self,
+        chat_id: int,
+        message_id: int,
+        data: str,
+        *,
+        user_id: int | None = None,
+        inaccessible: bool = False,
+    ) -> str:
+        """The user presses a button on a bot message; return the callback query id."""
+        cb_id = f"cb{next(self._cb_ids)}"
+        query: dict[str, Any] = {
+            "id": cb_id,
+            "from": self.user(user_id or chat_id),
+            "chat_instance": f"ci{chat_id}",
+            "data": data,
+        }
+        if inaccessible:
+            query["message"] = {"chat": self.chat(chat_id), "message_id": message_id, "date": 0}
+        else:
+            query["message"] = self._bot_message_dict(self.find(chat_id, message_id))
+        await self.push({"callback_query": query})
+        return cb_id
+
+    async def push(self, update: dict[str, Any]) -> int:
+        """Make an update available: queued for getUpdates, or POSTed to the webhook."""
+        update_id = next(self._update_ids)
+        update = {"update_id": update_id, **update}
+        self._history[update_id] = update
+        self.pushed_at[update_id] = time.perf_counter()
+        if self.webhook_url is not None:
+            await self.post_webhook(update, self.webhook_secret)
+        else:
+            self._pending.append(update)
+            await self._notify()
+        return update_id
+
+    async def redeliver(self, update_id: int) -> None:
+        """Deliver an already seen update again, as Telegram does after a crash or timeout."""
+        update = self._history[update_id]
+        self.pushed_at[update_id] = time.perf_counter()
+        if self.webhook_url is not None:
+            await self.post_webhook(update, self.webhook_secret)
+        else:
+            self._redeliver.append(update)
+            await self._notify()
+
+    async def post_webhook(self, update: dict[str, Any], secret: str | None) -> int:
+        """POST one update to the registered webhook; return the HTTP status."""
+        assert self.webhook_url is not None, "no webhook is set"
+        if self._client is None:
+            self._client = aiohttp.ClientSession()
+        headers = {"X-Telegram-Bot-Api-Secret-Token": secret} if secret is not None else {}
+        async with self._client.post(self.webhook_url, json=update, headers=headers) as resp:
+            return resp.status
+
+    # --- assertions --------------------------------------------------------------------------
+    def calls_to(self, method: str) -> list[Call]:
+        """Every recorded call of ``method``."""
+        return [c for c in self.calls if c.method == method]
+
+    def texts(self, chat_id: int) -> list[str]:
+        """Visible texts of the bot's messages in a chat, oldest first."""
+        return [m.text for m in self.sent.get(chat_id, [])]
+
+    def find(self, chat_id: int, message_id: int) -> BotMessage:
+        """One bot message."""
+        for m in self.sent.get(chat_id, []):
+            if m.message_id == message_id:
+                return m
+        raise KeyError(f"no bot message {message_id} in chat {chat_id}")
+
+    async def wait_for(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
+        """Wait until ``predicate()`` holds (checked after every API call)."""
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(predicate)
+
+    async def wait_texts(self, chat_id: int, count: int, within: float = 10.0) -> list[str]:
+        """Wait until the bot has sent ``count`` messages to the chat; return their texts."""
+        await self.wait_for(lambda: len(self.sent.get(chat_id, [])) >= count, within)
+        return self.texts(chat_id)
+
+    # --- HTTP --------------------------------------------------------------------------------
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type == "application/json":
+            raw: dict[str, Any] = await request.json()
+        else:
+            raw = dict(await request.post()) if request.can_read_body else {}
+            raw.update(request.query)
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            is_json = key in _JSON_PARAMS and isinstance(value, str)
+            out[key] = json.loads(value) if is_json else value
+        return out
+
+    async def _api(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return _error(ApiError(401, "Unauthorized"))
+        method = request.match_info["method"]
+        params = await self._params(request)
+        self.calls.append(Call(method, params, time.perf_counter()))
+        try:
+            self._scripted_fault(method, params)
+            handler = getattr(self, f"_m_{_snake(method)}", None)
+            result = await handler(params) if handler else _not_found()
+        except ApiError as exc:
+            await self._notify()
+            return _error(exc)
+        await self._notify()
+        return web.json_response({"ok": True, "result": result})
+
+    def _scripted_fault(self, method: str, params: dict[str, Any]) -> None:
+        chat = params.get("chat_id")
+        sends = {"sendMessage", "editMessageText", "sendChatAction"}
+        if method in sends and chat is not None and int(chat) in self.blocked:
+            raise ApiError(403, "Forbidden: bot was blocked by the user")
+        for fault in self.faults:
+            if fault.method != method or fault.times <= 0:
+                continue
+            if fault.chat_id is not None and (chat is None or int(chat) != fault.chat_id):
+                continue
+            fault.times -= 1
+            raise ApiError(fault.status, fault.description, fault.retry_after)
+
+    async def _download(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        for path, data in self.files.values():
+            if path == request.match_info["path"]:
+                return web.Response(body=data, content_type="application/octet-stream")
+        return web.Response(status=404)
+
+    # --- methods -----------------------------------------------------------------------------
+    async def _m_get_me(self, _p: dict[str, Any]) -> dict[str, Any]:
+        return self.bot_user()
+
+    async def _m_get_updates(self, p: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.webhook_url is not None:
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
+        offset = int(p.get("offset") or 0)
+        timeout = float(p.get("timeout") or 0)
+        limit = int(p.get("limit") or 100)
+        if offset:
+            # Telegram forgets every update below the offset: they are confirmed.
+            self._pending = [u for u in self._pending if u["update_id"] >= offset]
+
+        def ready() -> bool:
+            return self._closing or bool(self._redeliver) or bool(self._pending)
+
+        if not ready() and timeout > 0:
+            try:
+                async with asyncio.timeout(timeout), self._changed:
+                    await self._changed.wait_for(ready)
+            except TimeoutError:
+                pass
+        out = (self._redeliver + self._pending)[:limit]
+        self._redeliver = []
+        return out
+
+    async def _m_delete_webhook(self, p: dict[str, Any]) -> bool:
+        self.webhook_url = self.webhook_secret = None
+        if str(p.get("drop_pending_updates", "")).lower() == "true":
+            self._pending = []
+        return True
+
+    async def _m_set_webhook(self, p: dict[str, Any]) -> bool:
+        self.webhook_url = str(p["url"])
+        self.webhook_secret = p.get("secret_token")
+        return True
+
+    async def _m_get_webhook_info(self, _p: dict[str, Any]) -> dict[str, Any]:
+        return {"url": self.webhook_url or "", "has_custom_certificate": False,
+                "pending_update_count": len(self._pending)}  # fmt: skip
+
+    async def _m_set_my_commands(self, p: dict[str, Any]) -> bool:
+        for c in p["commands"]:
+            name, desc = c["command"], c["description"]
+            if not (1 <= len(name) <= 32 and name.replace("_", "").isalnum() and name.islower()):
+                raise ApiError(400, "Bad Request: BOT_COMMAND_INVALID")
+            if not 1 <= len(desc) <= 256:
+                raise ApiError(400, "Bad Request: BOT_COMMAND_DESCRIPTION_INVALID")
+        self.commands = list(p["commands"])
+        return True
+
+    async def _m_send_chat_action(self, _p: dict[str, Any]) -> bool:
+        return True
+
+    async def _m_answer_callback_query(self, _p: dict[str, Any]) -> bool:
+        return True
+
+    def _visible(self, p: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+        text = str(p.get("text", ""))
+        mode = str(p.get("parse_mode") or "")
+        if mode.upper() == "HTML":
+            try:
+                text, entities = parse_html(text)
+            except ParseError as exc:
+                raise ApiError(400, f"Bad Request: can't parse entities: {exc}") from exc
+        elif mode:
+            raise ApiError(400, f"Bad Request: unsupported parse_mode {mode} in this fake")
+        else:
+            entities = list(p.get("entities") or [])
+        if not text.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if utf16_len(text) > MAX_TEXT:
+            raise ApiError(400, "Bad Request: message is too long")
+        return text, entities
+
+    async def _m_send_message(self, p: dict[str, Any]) -> dict[str, Any]:
+        chat_id = int(p["chat_id"])
+        text, entities = self._visible(p)
+        reply = p.get("reply_parameters") or {}
+        msg = BotMessage(
+            chat_id=chat_id,
+            message_id=self.next_message_id(chat_id),
+            text=text,
+            source=str(p["text"]),
+            parse_mode=p.get("parse_mode"),
+            entities=entities,
+            reply_markup=p.get("reply_markup"),
+            reply_to=reply.get("message_id"),
+        )
+        self.sent.setdefault(chat_id, []).append(msg)
+        return self._bot_message_dict(msg)
+
+    async def _m_edit_message_text(self, p: dict[str, Any]) -> dict[str, Any]:
+        msg = self._editable(p)
+        text, entities = self._visible(p)
+        markup = p.get("reply_markup")
+        if text == msg.text and entities == msg.entities and markup == msg.reply_markup:
+            raise ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message content and "
+                "reply markup are exactly the same as a current content and reply markup "
+                "of the message",
+            )
+        msg.edits.append(msg.text)
+        msg.text, msg.source, msg.entities = text, str(p["text"]), entities
+        msg.parse_mode, msg.reply_markup = p.get("parse_mode"), markup
+        return self._bot_message_dict(msg)
+
+    async def _m_edit_message_reply_markup(self, p: dict[str, Any]) -> dict[str, Any]:
+        msg = self._editable(p)
+        msg.reply_markup = p.get("reply_markup")
+        return self._bot_message_dict(msg)
+
+    async def _m_get_file(self, p: dict[str, Any]) -> dict[str, Any]:
+        file_id = str(p["file_id"])
+        if file_id not in self.files:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        path, data = self.files[file_id]
+        if len(data) > MAX_DOWNLOAD:
+            raise ApiError(400, "Bad Request: file is too big")
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"uniq-{file_id}",
+            "file_size": len(data),
+            "file_path": path,
+        }
+
+    def _editable(self, p: dict[str, Any]) -> BotMessage:
+        try:
+            return self.find(int(p["chat_id"]), int(p["message_id"]))
+        except KeyError:
+            raise ApiError(400, "Bad Request: message to edit not found") from None
+
+    def _bot_message_dict(self, msg: BotMessage) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "message_id": msg.message_id,
+            "date": int(time.time()),
+            "chat": self.chat(msg.chat_id),
+            "from": self.bot_user(),
+            "text": msg.text,
+        }
+        if msg.entities:
+            out["entities"] = msg.entities
+        if msg.reply_markup:
+            out["reply_markup"] = msg.reply_markup
+        return out
+
+
+def _auto_entities(text: str) -> list[dict[str, Any]]:
+    """The mention and bot_command entities Telegram adds to a user's text on its own."""
+    found: list[dict[str, Any]] = []
+    for kind, pattern in (
+        ("bot_command", r"(?<!\S)/\w{1,32}(?:@\w{5,32})?"),
+        ("mention", r"(?<![\w/])@\w{5,32}"),
+    ):
+        found.extend(
+            {"type": kind, "offset": utf16_len(text[: m.start()]), "length": utf16_len(m.group())}
+            for m in re.finditer(pattern, text)
+        )
+    return sorted(found, key=lambda e: int(e["offset"]))
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
+
+
+def _not_found() -> Any:
+    raise ApiError(404, "Not Found: method not found")
+
+
+def _error(exc: ApiError) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": exc.status, "description": exc.description}
+    if exc.retry_after is not None:
+        body["parameters"] = {"retry_after": exc.retry_after}
+    return web.json_response(body, status=exc.status)

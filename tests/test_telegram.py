@@ -1,0 +1,437 @@
+"""The Telegram channel end to end: real python-telegram-bot against the fake Bot API server."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import av
+import pytest
+from sqlmodel import select
+
+from bot.adapters.telegram import STALE_BUTTON, TelegramAdapter, TelegramConfig
+from bot.clock import SystemClock
+from bot.composition import App
+from bot.doctor import check_telegram
+from bot.errors import ChannelError, RateLimited
+from bot.messages import Address, Button, OutboundMessage
+from bot.serve import start_channels
+from storage.models import ChannelIdentity, Message
+from tests.conftest import AppFactory, add_user, make_settings
+from tests.fakes.llm import FakeLLM, Step, say
+from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, TOKEN, FakeTelegram
+
+CHAT = 555
+"""In a private chat Telegram's chat id is the user's id."""
+ADDRESS = Address("telegram", str(BOT_ID), str(CHAT))
+
+
+def answer_with(llm: FakeLLM, text: str | Callable[[dict[str, Any]], str]) -> None:
+    """Every agent turn answers ``text``; the router's classification says "chat"."""
+
+    def respond(body: dict[str, Any]) -> Step:
+        if "Classify the user's message" in str(body["messages"][0]["content"]):
+            return say('{"route": "chat"}')
+        return say(text(body) if callable(text) else text)
+
+    llm.default = respond
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    return str(body["messages"][-1]["content"])
+
+
+def agent_requests(llm: FakeLLM) -> list[dict[str, Any]]:
+    """Chat requests of agent turns (not the router's classification)."""
+    return [
+        r
+        for r in llm.chat_requests
+        if "Classify the user's message" not in str(r["messages"][0]["content"])
+    ]
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    server = FakeTelegram()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+Starter = Callable[..., Any]
+
+
+@pytest.fixture
+async def telegram(
+    tg: FakeTelegram, app_factory: AppFactory, fake_llm: FakeLLM
+) -> AsyncIterator[Starter]:
+    """Start lifebot with the Telegram channel (through serve.start_channels) and user Ana."""
+    apps: list[App] = []
+
+    async def start(**overrides: Any) -> App:
+        settings: dict[str, Any] = {
+            "telegram_bot_token": TOKEN,
+            "telegram_api_url": tg.api_url,
+            "telegram_poll_timeout": 1,
+            "telegram_retries": 2,
+            **overrides,
+        }
+        app = await app_factory(fake_llm, **settings)
+        assert await start_channels(app) == ["telegram"]
+        apps.append(app)
+        if not apps[:-1]:
+            await add_user(app, str(CHAT), channel_name="telegram", account=str(BOT_ID), name="Ana")
+        return app
+
+    yield start
+    # Stop the channel while the fake server still runs (it is torn down after this fixture).
+    for app in apps:
+        for adapter in app.adapters:
+            await adapter.stop()
+
+
+def adapter_of(app: App) -> TelegramAdapter:
+    adapter = app.dispatcher.adapters["telegram"]
+    assert isinstance(adapter, TelegramAdapter)
+    return adapter
+
+
+async def eventually(check: Callable[[], Any], within: float = 10.0) -> None:
+    """Wait until the async ``check()`` returns true (for effects outside the fake server)."""
+    async with asyncio.timeout(within):
+        while not await check():  # noqa: ASYNC110  (the effect is in the database: poll it)
+            await asyncio.sleep(0.02)
+
+
+async def test_text_round_trip_and_command_menu(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, lambda body: f"You said: {last_user_text(body)}")
+    await telegram()
+
+    await tg.send_text(CHAT, "hello there lifebot")
+
+    assert await tg.wait_texts(CHAT, 1) == ["You said: hello there lifebot"]
+    menu = {c["command"] for c in tg.commands}
+    assert {"start", "help", "link", "remember", "forget", "sources", "retry", "tz"} <= menu
+    assert {"briefing", "quiet"} <= menu
+    await tg.send_text(CHAT, "/help")
+    texts = await tg.wait_texts(CHAT, 2)
+    assert "/remember" in texts[-1]
+
+
+async def test_same_update_twice_gives_one_reply_even_after_a_restart(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, lambda body: f"Answer to {last_user_text(body)}")
+    app = await telegram()
+    first = await tg.send_text(CHAT, "first question")
+    await tg.wait_texts(CHAT, 1)
+
+    await tg.redeliver(first)  # Telegram's at-least-once delivery, same process
+    await tg.send_text(CHAT, "second question")
+    await tg.wait_texts(CHAT, 2)
+
+    # A restart: a new process (new adapter, same database) gets the update yet again.
+    await adapter_of(app).stop()
+    await telegram()
+    await tg.redeliver(first)
+    await tg.send_text(CHAT, "third question")
+    await tg.wait_texts(CHAT, 3)
+
+    assert tg.texts(CHAT) == [
+        "Answer to first question",
+        "Answer to second question",
+        "Answer to third question",
+    ]
+    asked = [last_user_text(r) for r in agent_requests(fake_llm)]
+    assert asked.count("first question") == 1
+
+
+async def test_button_press_runs_once_and_a_stale_press_gets_a_polite_answer(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    app = await telegram()
+    adapter = adapter_of(app)
+    long_data = "/tz " + "America/Argentina/Buenos_Aires" + " " * 60  # over Telegram's 64 bytes
+    receipt = await adapter.send(
+        OutboundMessage(
+            ADDRESS,
+            "Which time zone are you in?",
+            buttons=[Button("Lisbon", "/tz Europe/Lisbon"), Button("Buenos Aires", long_data)],
+        )
+    )
+    mid = int(receipt.message_id)
+    assert [b["text"] for b in tg.find(CHAT, mid).buttons()] == ["Lisbon", "Buenos Aires"]
+
+    await tg.press(CHAT, mid, "/tz Europe/Lisbon")
+    texts = await tg.wait_texts(CHAT, 2)
+
+    assert texts[-1].startswith("Time zone set to Europe/Lisbon")
+    assert tg.find(CHAT, mid).buttons() == []  # the keyboard is used up
+    # The same message pressed again (a second tap, or an old keyboard): polite, no action.
+    await tg.press(CHAT, mid, "/tz Europe/Lisbon")
+    await tg.press(CHAT, 999, "/tz Europe/Lisbon", inaccessible=True)  # too old to see
+    await tg.wait_for(lambda: len(tg.calls_to("answerCallbackQuery")) == 3)
+    answers = [c.params for c in tg.calls_to("answerCallbackQuery")]
+    assert "text" not in answers[0]
+    assert answers[1]["text"] == answers[2]["text"] == STALE_BUTTON
+    # The long data made the round trip through a token.
+    second = await adapter.send(
+        OutboundMessage(ADDRESS, "And now?", buttons=[Button("Buenos Aires", long_data)])
+    )
+    [wire] = [b["callback_data"] for b in tg.find(CHAT, int(second.message_id)).buttons()]
+    await tg.press(CHAT, int(second.message_id), wire)
+    texts = await tg.wait_texts(CHAT, 4)
+    assert texts[-1].startswith("Time zone set to America/Argentina/Buenos_Aires")
+    assert fake_llm.chat_requests == []
+
+
+@pytest.mark.filterwarnings("ignore:.*attribute `retry_after`:DeprecationWarning")
+async def test_429_is_retried_after_retry_after_and_reported_when_it_persists(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, "Here you go.")
+    app = await telegram()
+    tg.fail("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
+
+    await tg.send_text(CHAT, "hello")
+
+    assert await tg.wait_texts(CHAT, 1) == ["Here you go."]
+    refused, accepted = tg.calls_to("sendMessage")
+    assert accepted.at - refused.at >= 1.0  # the retry waited as long as Telegram asked
+
+    tg.fail("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1, times=10)
+    with pytest.raises(RateLimited) as caught:
+        await adapter_of(app).send(OutboundMessage(ADDRESS, "a push"))
+    assert caught.value.retry_after == 1
+
+
+async def test_403_marks_the_identity_unreachable(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, "Hi!")
+    app = await telegram()
+    tg.block(CHAT)
+
+    await tg.send_text(CHAT, "hello")
+
+    async def marked() -> bool:
+        async with app.db.session() as s:
+            ident = (await s.exec(select(ChannelIdentity))).one()
+        return ident.unreachable_at is not None
+
+    await eventually(marked)
+    async with app.db.session() as s:
+        ident = (await s.exec(select(ChannelIdentity))).one()
+    assert "blocked" in (ident.unreachable_reason or "")
+    assert tg.texts(CHAT) == []
+
+
+async def test_network_errors_are_retried_without_losing_the_reply(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, "Still here.")
+    await telegram()
+    tg.fail("sendMessage", 502, "Bad Gateway", times=2)
+
+    await tg.send_text(CHAT, "hello")
+
+    assert await tg.wait_texts(CHAT, 1) == ["Still here."]
+    assert len(tg.calls_to("sendMessage")) == 3
+
+
+TRICKY = "Use <b>bold</b> & <i>, e.g. a < b > c; 2 * 3 = 6 and *unbalanced, _x or **y"
+
+
+async def test_tricky_text_arrives_exactly_as_written(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, TRICKY)
+    await telegram()
+
+    await tg.send_text(CHAT, "show me")
+
+    assert await tg.wait_texts(CHAT, 1) == [TRICKY]
+    assert tg.sent[CHAT][0].parse_mode == "HTML"
+
+
+async def test_markdown_is_formatted_and_rejected_markup_falls_back_to_plain_text(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, "**Milk** is on your list, see [notes](https://example.com/n?a=1&b=2).")
+    await telegram()
+
+    await tg.send_text(CHAT, "what is on my list")
+    [formatted] = await tg.wait_texts(CHAT, 1)
+    msg = tg.sent[CHAT][0]
+    assert formatted == "Milk is on your list, see notes."
+    assert {e["type"] for e in msg.entities} == {"bold", "text_link"}
+    assert [e["url"] for e in msg.entities if "url" in e] == ["https://example.com/n?a=1&b=2"]
+
+    tg.fail("sendMessage", 400, "Bad Request: can't parse entities: unsupported start tag")
+    await tg.send_text(CHAT, "again please")
+    texts = await tg.wait_texts(CHAT, 2)
+    assert texts[-1] == "**Milk** is on your list, see [notes](https://example.com/n?a=1&b=2)."
+    assert tg.sent[CHAT][1].parse_mode is None
+
+
+async def test_a_10000_character_answer_arrives_split_at_paragraphs_and_complete(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    paragraphs = [f"Paragraph {i}: " + ("lorem ipsum dolor " * 30).strip() for i in range(19)]
+    long_answer = "\n\n".join(paragraphs)
+    assert len(long_answer) > 10_000
+    answer_with(fake_llm, long_answer)
+    await telegram()
+
+    await tg.send_text(CHAT, "tell me everything")
+    await tg.wait_for(lambda: sum(len(t) for t in tg.texts(CHAT)) >= len(long_answer) - 10)
+
+    texts = tg.texts(CHAT)
+    assert len(texts) == 3
+    assert all(len(t) <= 4096 for t in texts)
+    assert "\n\n".join(texts) == long_answer  # every split is at a paragraph boundary
+
+
+async def test_a_slow_answer_streams_into_one_edited_message(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer = "Let me think about that. " * 6
+    fake_llm.default = lambda _body: Step(text=answer, chunk_size=10, chunk_delay=0.06)
+    await telegram(telegram_edit_interval=0.5)
+
+    await tg.send_text(CHAT, "what should I cook tonight")
+    await tg.wait_for(lambda: bool(tg.texts(CHAT)) and tg.texts(CHAT)[0] == answer.strip())
+
+    [msg] = tg.sent[CHAT]
+    assert msg.edits and msg.edits[0].endswith("…")  # the user saw it grow
+    assert len(tg.calls_to("sendMessage")) == 1
+    assert tg.calls_to("sendChatAction")[0].params["action"] == "typing"
+
+
+async def test_groups_are_ignored_unless_allowed_then_only_when_mentioned(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    group = -1001234567890
+    tg.make_group(group)
+    answer_with(fake_llm, lambda body: f"Re: {last_user_text(body)}")
+    app = await telegram()
+    await tg.send_text(group, f"@{BOT_USERNAME} are you there", user_id=CHAT)
+    await tg.send_text(CHAT, "ping")  # processed after the group message: a marker
+    await tg.wait_texts(CHAT, 1)
+    assert tg.texts(group) == []
+
+    await adapter_of(app).stop()
+    await telegram(telegram_allow_groups=True)
+    await tg.send_text(group, "just chatting among ourselves", user_id=CHAT)
+    await tg.send_text(group, f"@{BOT_USERNAME} what's for dinner", user_id=CHAT)
+
+    assert await tg.wait_texts(group, 1) == ["Re: what's for dinner"]
+    assert tg.sent[group][0].reply_to is not None  # in groups the answer quotes the question
+
+
+async def test_webhook_mode_rejects_a_wrong_secret_and_processes_nothing(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, "Webhook works.")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app = await telegram(
+        telegram_webhook_url=f"http://127.0.0.1:{port}/telegram/hook",
+        telegram_webhook_secret="right-secret",
+        telegram_webhook_port=port,
+    )
+    assert tg.webhook_url == f"http://127.0.0.1:{port}/telegram/hook"
+    update = {"update_id": 1, "message": tg.message(CHAT, "hello")}
+
+    assert await tg.post_webhook(update, "wrong-secret") == 401
+    assert await tg.post_webhook(update, None) == 401
+    async with app.db.session() as s:
+        assert (await s.exec(select(Message))).all() == []
+    assert fake_llm.requests == []
+
+    assert await tg.post_webhook(update, "right-secret") == 200
+    assert await tg.wait_texts(CHAT, 1) == ["Webhook works."]
+
+
+async def test_a_channel_without_a_token_problem_is_reported_in_plain_words(
+    tg: FakeTelegram,
+) -> None:
+    adapter = TelegramAdapter(
+        TelegramConfig(token="123456:WRONG-token-abcdefghijklmnopq", api_url=tg.api_url),
+        clock=SystemClock(),
+    )
+    with pytest.raises(ChannelError, match="rejected TELEGRAM_BOT_TOKEN") as caught:
+        await adapter.start(lambda _msg: asyncio.sleep(0))
+    assert "WRONG-token" not in str(caught.value)  # the token never reaches a log
+
+
+def voice_note(text: str, tmp_path: Path) -> bytes:
+    """``text`` spoken by espeak-ng, encoded like a Telegram voice note (OGG/Opus, 48 kHz)."""
+    espeak = shutil.which("espeak-ng")
+    assert espeak, "espeak-ng must be installed (.ci/run installs it)"
+    wav, ogg = tmp_path / "speech.wav", tmp_path / "voice.ogg"
+    subprocess.run([espeak, "-v", "en-us", "-w", str(wav), text], check=True)
+    resampler = av.AudioResampler(format="s16", layout="mono", rate=48000)
+    with av.open(str(wav)) as src, av.open(str(ogg), "w", format="ogg") as dst:
+        stream = dst.add_stream("libopus", rate=48000)
+        for frame in [*src.decode(audio=0), None]:
+            for chunk in resampler.resample(frame):
+                dst.mux(stream.encode(chunk))
+        dst.mux(stream.encode(None))
+    return ogg.read_bytes()
+
+
+async def test_voice_note_round_trip_with_real_transcription(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    answer_with(fake_llm, lambda body: f"Noted: {last_user_text(body)}")
+    await telegram()
+    note = voice_note("Please remind me to buy milk tomorrow morning.", tmp_path)
+
+    await tg.send_voice(CHAT, note, duration=3)
+
+    echo, reply = await tg.wait_texts(CHAT, 2, within=60)
+    heard = last_user_text(agent_requests(fake_llm)[0])
+    assert "milk" in heard.lower() and "tomorrow" in heard.lower()
+    assert echo == f"🎙 {heard}"  # the user sees what was understood...
+    assert reply == f"Noted: {heard}"  # ...and the agent got it as the message
+    voice_id = tg.sent[CHAT][0].reply_to
+    assert voice_id is not None and tg.sent[CHAT][1].message_id > voice_id
+
+
+async def test_an_oversized_voice_note_gets_a_clear_message_and_is_not_fetched(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await telegram(telegram_max_voice_bytes=50_000)
+
+    await tg.send_voice(CHAT, b"\x00" * 80_000, duration=600)
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert "too big" in reply and "80 KB" in reply and "up to 50 KB" in reply
+    assert tg.calls_to("getFile") == []
+    assert fake_llm.requests == []
+
+
+async def test_doctor_checks_the_token_against_the_bot_api(
+    tg: FakeTelegram, tmp_path: Path
+) -> None:
+    good = make_settings(tmp_path, telegram_bot_token=TOKEN, telegram_api_url=tg.api_url)
+    check = await check_telegram(good)
+    assert check.ok and check.detail == f"@{BOT_USERNAME}, long polling"
+
+    wrong = make_settings(
+        tmp_path,
+        telegram_bot_token="123456:WRONG-token-abcdefghijklmnopq",
+        telegram_api_url=tg.api_url,
+    )
+    check = await check_telegram(wrong)
+    assert not check.ok and "rejected TELEGRAM_BOT_TOKEN" in check.detail
+    assert "WRONG" not in check.detail
