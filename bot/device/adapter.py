@@ -1,0 +1,130 @@
+"""The pendant as a channel: ChannelAdapter + StreamingAdapter over the device hub.
+
+Replies go to the device's live connection as ``reply-delta`` frames while the answer streams
+and one ``reply`` frame at the end. Pushes (reminders, briefings) arrive as ``reply`` frames
+with their kind.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from bot.adapters.base import MessageHandler
+from bot.device import protocol as p
+from bot.device.hub import DeviceHub
+from bot.device.options import DeviceOptions
+from bot.device.server import DeviceServer
+from bot.device.transcribe import FasterWhisperTranscriber, Transcriber
+from bot.errors import ChannelError
+from bot.messages import Address, OutboundMessage, Receipt
+from storage.repos.devices import DEVICE_CHANNEL, DeviceRepo
+
+if TYPE_CHECKING:
+    from bot.composition import App
+
+log = logging.getLogger(__name__)
+
+_receipts = itertools.count(1)
+
+
+def _citations(msg: OutboundMessage) -> list[dict[str, Any]]:
+    return [asdict(c) for c in msg.citations]
+
+
+class DeviceAdapter:
+    """The ``device`` channel."""
+
+    name = DEVICE_CHANNEL
+
+    def __init__(self, hub: DeviceHub, host: str, port: int) -> None:
+        self.hub = hub
+        self.server = DeviceServer(hub, host, port)
+
+    async def start(self, on_message: MessageHandler) -> None:
+        """Queue unprocessed spooled audio first, then accept devices."""
+        self.hub.on_message = on_message
+        await self.hub.recover()
+        await self.server.start()
+
+    async def stop(self) -> None:
+        """Close connections, let work in progress finish briefly, then stop the pipelines.
+
+        Whatever is still queued after the grace period stays spooled and pending: the next
+        start transcribes and delivers it.
+        """
+        await self.server.stop()
+        if not await self.hub.drain(self.hub.options.stop_grace_seconds):
+            log.info("stopping with utterances still queued; they resume at the next start")
+        await self.hub.stop()
+
+    async def send_frame(self, address: Address, frame: p.Frame) -> None:
+        """Send one frame to the device this address names; ChannelError when it is away."""
+        conn = self.hub.connections.get(address.chat_id)
+        if conn is None:
+            raise ChannelError(f"device {address.chat_id} is not connected")
+        await conn.send(frame)
+
+    async def send(self, msg: OutboundMessage) -> Receipt:
+        """Send a whole message as a ``reply`` frame."""
+        frame = p.Reply(msg.text, _citations(msg), kind=msg.kind)
+        await self.send_frame(msg.address, frame)
+        return Receipt(self.name, f"d{next(_receipts)}", msg.address.chat_id)
+
+    def open_stream(self, address: Address, reply_to: str | None) -> DeviceReplyStream:
+        """Stream an answer to the device."""
+        return DeviceReplyStream(self, address)
+
+
+class DeviceReplyStream:
+    """``reply-delta`` frames while the answer grows, then one ``reply``."""
+
+    def __init__(self, adapter: DeviceAdapter, address: Address) -> None:
+        self.adapter = adapter
+        self.address = address
+
+    async def progress(self, label: str) -> None:
+        """The protocol has no progress frame; a pendant just waits for the deltas."""
+
+    async def delta(self, text: str) -> None:
+        """Send more of the answer."""
+        if text:
+            await self.adapter.send_frame(self.address, p.ReplyDelta(text))
+
+    async def finish(self, msg: OutboundMessage) -> Receipt:
+        """Send the whole answer with its citations."""
+        return await self.adapter.send(msg)
+
+
+def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> DeviceAdapter:
+    """The pendant channel wired to the app (the shared transcriber unless one is given)."""
+    settings = app.settings
+    stt = transcriber or app.extras.get("transcriber")
+    if stt is None:
+        stt = FasterWhisperTranscriber.from_settings(settings)
+    hub = DeviceHub(
+        db=app.db,
+        transcriber=stt,
+        clock=app.clock,
+        options=DeviceOptions.from_settings(settings),
+        memory=app.extras.get("memory"),
+    )
+    return DeviceAdapter(hub, settings.device_host, settings.device_port)
+
+
+async def start_device_channel(app: App) -> bool:
+    """Start the pendant server when a device exists or LIFEBOT_DEVICE_ENABLED is set."""
+    if not app.settings.device_enabled:
+        async with app.db.session() as s:
+            if not await DeviceRepo(s).active():
+                return False
+    adapter = build_device_adapter(app)
+    warm = getattr(adapter.hub.transcriber, "warm_up", None)
+    if warm is not None:
+        await warm()  # load the model now so the first utterance is not slowed by it
+    app.dispatcher.register(adapter)
+    app.adapters.append(adapter)
+    await adapter.start(app.dispatcher.handle)
+    return True

@@ -1,0 +1,88 @@
+"""The pendant channel's options, and what the pipeline knows of a device and its link."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from bot.config import Settings
+from bot.device import protocol as p
+from bot.device.vad import StreamingVad
+from storage.models import Device
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceOptions:
+    """Limits and tuning of the pendant channel (from ``LIFEBOT_DEVICE_*``)."""
+
+    spool_dir: Path
+    max_frame_bytes: int = 65536
+    max_session_seconds: float = 3600.0
+    idle_timeout: float = 90.0
+    auth_timeout: float = 5.0
+    resume_seconds: float = 300.0
+    vad_silence_ms: int = 600
+    max_utterance_seconds: float = 30.0
+    keep_audio: bool = False
+    wake_phrase: str = "hey lifebot"
+    stt_workers: int = 1
+    revoke_check_seconds: float = 30.0
+    stop_grace_seconds: float = 5.0
+    """On shutdown, queued work gets this long to finish; the rest resumes at the next start."""
+    """How often a connected device's token is checked again (``device revoke`` is another
+    process)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DeviceOptions:
+        """Read the pendant settings."""
+        return cls(
+            spool_dir=settings.data_dir / "spool",
+            max_frame_bytes=settings.device_max_frame_bytes,
+            max_session_seconds=settings.device_max_session_seconds,
+            idle_timeout=settings.device_idle_timeout,
+            auth_timeout=settings.device_auth_timeout,
+            resume_seconds=settings.device_resume_seconds,
+            vad_silence_ms=settings.device_vad_silence_ms,
+            max_utterance_seconds=settings.device_max_utterance_seconds,
+            keep_audio=settings.device_keep_audio,
+            wake_phrase=settings.device_wake_phrase,
+            stt_workers=settings.stt_workers,
+        )
+
+    def new_vad(self, position: int) -> StreamingVad:
+        """A VAD tuned by these options, starting at ``position``."""
+        return StreamingVad(
+            position=position,
+            min_silence_ms=self.vad_silence_ms,
+            max_utterance_s=self.max_utterance_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """What the pipeline needs to know of a device."""
+
+    id: int
+    name: str
+    user_id: int
+
+    @classmethod
+    def of(cls, device: Device) -> DeviceInfo:
+        """From the database row."""
+        assert device.id is not None
+        return cls(device.id, device.name, device.user_id)
+
+
+class Connection(Protocol):
+    """A live link to a device (the WebSocket, in ``server.py``)."""
+
+    device: DeviceInfo
+
+    async def send(self, frame: p.Frame) -> None:
+        """Send one frame; raise ChannelError when the device is gone."""
+        ...
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the link."""
+        ...

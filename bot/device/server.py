@@ -1,0 +1,231 @@
+"""The pendant's WebSocket server: one handler per connection, nothing but wire translation.
+
+Auth (header or first frame), the frame ladder, limits (frame size, idle timeout, session
+length) and error frames live here; audio goes straight to the session pipeline's spool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from http import HTTPStatus
+from typing import Any
+
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
+
+from bot.device import protocol as p
+from bot.device.audio import Decoder
+from bot.device.hub import DeviceHub
+from bot.device.options import DeviceInfo
+from bot.device.session import SessionPipeline
+from bot.errors import ChannelError
+
+log = logging.getLogger(__name__)
+
+
+class WsConnection:
+    """A device's WebSocket, as the hub's ``Connection``."""
+
+    def __init__(self, ws: ServerConnection, device: DeviceInfo) -> None:
+        self.ws = ws
+        self.device = device
+
+    async def send(self, frame: p.Frame) -> None:
+        """Send one frame; ChannelError when the device is gone."""
+        try:
+            await self.ws.send(frame.to_wire())
+        except ConnectionClosed as exc:
+            raise ChannelError(f"device {self.device.name} is not connected") from exc
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close the socket with a code and a reason."""
+        await self.ws.close(code, reason)
+
+
+class DeviceServer:
+    """Accepts pendants on ``ws://HOST:PORT/v1/device``."""
+
+    def __init__(self, hub: DeviceHub, host: str, port: int) -> None:
+        self.hub = hub
+        self.host = host
+        self.port = port
+        self._server: Server | None = None
+
+    @property
+    def bound_port(self) -> int:
+        """The port actually listened on (useful when configured as 0)."""
+        assert self._server is not None
+        sock = next(iter(self._server.sockets))
+        return int(sock.getsockname()[1])
+
+    async def start(self) -> None:
+        """Listen."""
+        opts = self.hub.options
+        self._server = await serve(
+            self._handle,
+            self.host,
+            self.port,
+            process_request=self._check_path,
+            max_size=opts.max_frame_bytes,
+            max_queue=16,  # frames buffered per connection before TCP pushes back
+            compression=None,  # audio does not compress; save the CPU
+            ping_interval=20,
+            ping_timeout=20,
+            close_timeout=5,
+        )
+        log.info("pendant endpoint listening on ws://%s:%s%s", self.host, self.port, p.PATH)
+
+    async def stop(self) -> None:
+        """Close every connection and stop listening."""
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    @staticmethod
+    def _check_path(conn: ServerConnection, request: Request) -> Response | None:
+        if request.path.split("?", 1)[0] != p.PATH:
+            return conn.respond(HTTPStatus.NOT_FOUND, f"the pendant endpoint is {p.PATH}\n")
+        return None
+
+    # --- one connection ---------------------------------------------------------------------
+
+    async def _authenticate(self, ws: ServerConnection) -> DeviceInfo | None:
+        header = ws.request.headers.get("Authorization", "") if ws.request else ""
+        if header:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                await ws.close(p.CLOSE_UNAUTHORIZED, "use Authorization: Bearer TOKEN")
+                return None
+        else:
+            try:
+                async with asyncio.timeout(self.hub.options.auth_timeout):
+                    first = await ws.recv()
+            except TimeoutError:
+                await ws.close(p.CLOSE_UNAUTHORIZED, "no token: send an auth frame first")
+                return None
+            frame: Any = None
+            if isinstance(first, str):
+                try:
+                    frame = p.parse_client(first)
+                except p.ProtocolError:
+                    frame = None
+            if not isinstance(frame, p.Auth) or not frame.token:
+                await ws.close(p.CLOSE_UNAUTHORIZED, "no token: the first frame must be auth")
+                return None
+            token = frame.token
+        device = await self.hub.authenticate(token.strip())
+        if device is None:
+            await ws.close(p.CLOSE_UNAUTHORIZED, "unknown or revoked device token")
+        return device
+
+    async def _handle(self, ws: ServerConnection) -> None:
+        try:
+            device = await self._authenticate(ws)
+        except ConnectionClosed:
+            return
+        if device is None:
+            return
+        conn = WsConnection(ws, device)
+        await self.hub.connect(conn)
+        handler = _Session(self.hub, conn)
+        try:
+            await handler.run()
+        except ConnectionClosed:
+            pass
+        finally:
+            await self.hub.disconnect(conn, handler.pipeline)
+
+
+class _Session:
+    """The frame loop of one authenticated connection."""
+
+    def __init__(self, hub: DeviceHub, conn: WsConnection) -> None:
+        self.hub = hub
+        self.conn = conn
+        self.pipeline: SessionPipeline | None = None
+        self.decoder: Decoder | None = None
+
+    async def error(self, code: str, message: str) -> None:
+        """Tell the device what was wrong; the connection stays open."""
+        await self.conn.send(p.Error(code, message))
+
+    async def run(self) -> None:
+        """Receive until the device leaves or goes quiet for too long."""
+        ws, opts = self.conn.ws, self.hub.options
+        checked = time.monotonic()
+        while True:
+            try:
+                async with asyncio.timeout(opts.idle_timeout):
+                    msg = await ws.recv()
+            except TimeoutError:
+                await ws.close(p.CLOSE_IDLE, f"nothing received for {opts.idle_timeout:g} s")
+                return
+            if time.monotonic() - checked >= opts.revoke_check_seconds:
+                # `lifebot device revoke` runs in another process: notice it here.
+                checked = time.monotonic()
+                if not await self.hub.still_active(self.conn.device):
+                    await ws.close(p.CLOSE_UNAUTHORIZED, "this device was revoked")
+                    return
+            if isinstance(msg, bytes):
+                await self.audio(msg)
+            else:
+                await self.frame(msg)
+
+    async def audio(self, data: bytes) -> None:
+        """A binary frame: decode, spool, segment."""
+        if self.pipeline is None or self.decoder is None:
+            await self.error("audio_before_hello", "send hello before any audio")
+            return
+        try:
+            pcm = self.decoder.decode(data)
+        except p.ProtocolError as exc:
+            await self.error(exc.code, exc.message)
+            return
+        await self.pipeline.add_audio(pcm)
+        if self.pipeline.spool.seconds >= self.hub.options.max_session_seconds:
+            self.pipeline = await self.hub.rollover(self.conn, self.pipeline)
+            await self.conn.send(p.Ready(self.pipeline.id, resumed=False, mode=self.pipeline.mode))
+
+    async def frame(self, raw: str) -> None:
+        """A text frame: the flat ladder of client frame types."""
+        try:
+            frame = p.parse_client(raw)
+        except p.ProtocolError as exc:
+            await self.error(exc.code, exc.message)
+            return
+        if isinstance(frame, p.Ping):
+            await self.conn.send(p.Pong())
+        elif isinstance(frame, p.Hello):
+            await self.hello(frame)
+        elif isinstance(frame, p.Auth):
+            return  # already authenticated (a client that sends both header and frame)
+        elif self.pipeline is None:
+            await self.error("hello_first", f"send hello before {frame.type}")
+        elif isinstance(frame, p.AudioStart | p.AudioStop):
+            await self.pipeline.push_to_talk(start=isinstance(frame, p.AudioStart))
+        elif isinstance(frame, p.Mode):
+            await self.pipeline.set_mode(frame.mode)
+        elif isinstance(frame, p.Text):
+            self.pipeline.ask_typed(frame.text, frame.id or _short_id())
+
+    async def hello(self, hello: p.Hello) -> None:
+        """Open or resume the session; a later hello may change format or mode."""
+        try:
+            decoder = Decoder(hello.codec, hello.sample_rate, hello.channels)
+        except p.ProtocolError as exc:
+            await self.error(exc.code, exc.message)
+            return
+        if self.decoder is not None and self.pipeline is not None:
+            await self.pipeline.add_audio(self.decoder.flush())
+        self.decoder = decoder
+        self.pipeline, resumed = await self.hub.open_session(self.conn, hello, self.pipeline)
+        await self.conn.send(p.Ready(self.pipeline.id, resumed=resumed, mode=self.pipeline.mode))
+
+
+def _short_id() -> str:
+    return uuid.uuid4().hex[:12]

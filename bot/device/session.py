@@ -1,0 +1,371 @@
+"""One device session's pipeline: spool → VAD → utterances → transcription → delivery.
+
+Audio is written to the spool before anything else looks at it. VAD turns the stream into
+utterances, each recorded in the database as (start, end) offsets before it is transcribed, so
+a crash at any point leaves either un-segmented audio (cut again at start-up) or pending
+utterances (transcribed at start-up). Memory stays bounded whatever the transcriber's speed:
+queues hold offsets and short texts, never audio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from bot.device import protocol as p
+from bot.device.audio import TARGET_RATE, Int16, to_float
+from bot.device.spool import read_samples
+from bot.device.transcribe import Transcript, TranscriptionError
+from bot.device.utterance import Heard, Typed, Utterance, strip_wake_phrase
+from bot.device.vad import Cut
+from bot.errors import ChannelError
+from storage.models import DeviceSession
+from storage.repos.devices import SessionRepo
+
+if TYPE_CHECKING:
+    from bot.device.hub import DeviceHub
+    from bot.device.options import Connection, DeviceInfo
+
+log = logging.getLogger(__name__)
+
+CATCH_UP_CHUNK = TARGET_RATE * 30
+"""Samples read per step when re-segmenting spooled audio after a restart."""
+CURSOR_EVERY = TARGET_RATE * 30
+"""Persist the VAD cursor at least this often through long silences."""
+SYNC_EVERY_SECONDS = 1.0
+
+
+class SessionPipeline:
+    """Owns one session's spool file, VAD state and work queues."""
+
+    def __init__(self, hub: DeviceHub, row: DeviceSession, device: DeviceInfo) -> None:
+        self.hub = hub
+        self.id = row.id
+        self.device = device
+        self.mode = row.mode
+        self.language = row.language
+        self.started_at = row.started_at
+        self.anchors: list[tuple[int, datetime]] = [
+            (int(off), datetime.fromisoformat(str(at))) for off, at in row.anchors or []
+        ]
+        self.spool = hub.spool.open(row.id)
+        self.vad = hub.options.new_vad(row.vad_cursor)
+        self.cursor_saved = row.vad_cursor
+        self.conn: Connection | None = None
+        self.closed = row.closed_at is not None
+        self._anchor_due = True
+        self._ptt_start: int | None = None
+        self._ask_next = False
+        self._audio_lock = asyncio.Lock()
+        self._heard_ambient = False
+        self._work = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._todo: asyncio.Queue[Utterance] = asyncio.Queue()
+        self._deliver: asyncio.Queue[Heard | Typed] = asyncio.Queue()
+        self._tasks = [
+            asyncio.create_task(self._transcribe_loop(), name=f"stt-{self.id}"),
+            asyncio.create_task(self._deliver_loop(), name=f"deliver-{self.id}"),
+        ]
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def attach(self, conn: Connection) -> None:
+        """A connection now feeds this session; its next audio gets a fresh wall-time anchor."""
+        self.conn = conn
+        self._anchor_due = True
+
+    async def detach(self, conn: Connection | None = None) -> None:
+        """The connection went away: cut the utterance in progress and make the audio durable."""
+        if conn is not None and self.conn is not conn:
+            return
+        self.conn = None
+        async with self._audio_lock:
+            await self._end_of_stream()
+
+    async def _end_of_stream(self) -> None:
+        if self._ptt_start is not None:
+            await self._cut(Cut(self._ptt_start, self.spool.samples))
+            self._ptt_start = None
+        else:
+            cut = self.vad.flush()
+            if cut is not None:
+                await self._cut(cut)
+        self.vad.skip_to(self.spool.samples)
+        await asyncio.to_thread(self.spool.sync)
+        await self._save_cursor(self.vad.safe_cursor)
+
+    async def catch_up(self) -> int:
+        """Cut spooled audio that no utterance covers yet (after a crash); return the count."""
+        found = 0
+        async with self._audio_lock:
+            pos, end = self.vad.position, self.spool.samples
+            while pos < end:
+                upto = min(end, pos + CATCH_UP_CHUNK)
+                chunk = await asyncio.to_thread(read_samples, self.spool.path, pos, upto)
+                events = await asyncio.to_thread(self.vad.feed, chunk)
+                for cut in events.cuts or []:
+                    await self._cut(cut)
+                    found += 1
+                pos = upto
+            last = self.vad.flush()
+            if last is not None:
+                await self._cut(last)
+                found += 1
+            self.vad.skip_to(end)
+            await self._save_cursor(end)
+        return found
+
+    def enqueue(self, rows: list[Utterance]) -> None:
+        """Queue utterances recorded earlier (recovery)."""
+        for row in rows:
+            self._queue(row)
+
+    @property
+    def busy(self) -> bool:
+        """True while any utterance or question is waiting or being worked on."""
+        return self._work > 0
+
+    async def drain(self) -> None:
+        """Wait until every queued utterance is transcribed and delivered."""
+        await self._idle.wait()
+
+    def _queue(self, item: Utterance | Heard | Typed) -> None:
+        self._work += 1
+        self._idle.clear()
+        if isinstance(item, Utterance):
+            self._todo.put_nowait(item)
+        else:
+            self._deliver.put_nowait(item)
+
+    def _done(self) -> None:
+        self._work -= 1
+        if self._work == 0:
+            self._idle.set()
+
+    async def stop(self) -> None:
+        """Cancel the workers and close the file; unfinished work stays pending on disk."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.to_thread(self.spool.close)
+
+    # --- input ------------------------------------------------------------------------------
+
+    async def add_audio(self, pcm: Int16) -> None:
+        """Spool decoded audio, then run VAD over it."""
+        if pcm.size == 0:
+            return
+        async with self._audio_lock:
+            if self._anchor_due:
+                # The first audio of a connection: pin its wall time (for ambient timestamps).
+                spoken = self.hub.clock.now() - timedelta(seconds=pcm.size / TARGET_RATE)
+                self.anchors.append((self.spool.samples, spoken))
+                self._anchor_due = False
+                await self._save_anchors()
+            self.spool.append(pcm)
+            if self.spool.unsynced_seconds >= SYNC_EVERY_SECONDS:
+                await asyncio.to_thread(self.spool.sync)
+            if self._ptt_start is not None:
+                return  # push-to-talk: the utterance ends at audio-stop, not at a pause
+            samples = to_float(pcm)
+            # Silero takes ~0.05 ms per 32 ms window; still, model inference stays off the loop.
+            events = await asyncio.to_thread(self.vad.feed, samples)
+            if events.speech_started:
+                await self.send_quietly(p.Vad("speech"))
+            for cut in events.cuts or []:
+                await self._cut(cut)
+            if events.speech_ended:
+                await self.send_quietly(p.Vad("silence"))
+            if self.vad.safe_cursor - self.cursor_saved >= CURSOR_EVERY:
+                await self._save_cursor(self.vad.safe_cursor)
+
+    async def push_to_talk(self, *, start: bool) -> None:
+        """``audio-start`` / ``audio-stop``: bracket one utterance explicitly."""
+        async with self._audio_lock:
+            if start:
+                if self._ptt_start is None:
+                    cut = self.vad.flush()  # speech VAD had open belongs before the button
+                    if cut is not None:
+                        await self._cut(cut)
+                    self._ptt_start = self.spool.samples
+                    await self.send_quietly(p.Vad("speech"))
+                return
+            if self._ptt_start is None:
+                await self.send_quietly(
+                    p.Error("not_recording", "audio-stop without audio-start was ignored")
+                )
+                return
+            await self._cut(Cut(self._ptt_start, self.spool.samples))
+            self._ptt_start = None
+            self.vad.skip_to(self.spool.samples)
+            await self.send_quietly(p.Vad("silence"))
+
+    async def set_mode(self, mode: str) -> None:
+        """Switch ask/ambient for the utterances cut from now on."""
+        self.mode = mode
+        async with self.hub.db.session() as s:
+            row = await SessionRepo(s).get(self.id)
+            if row is not None:
+                row.mode = mode
+                s.add(row)
+
+    def ask_typed(self, text: str, client_id: str) -> None:
+        """Queue a typed question behind the spoken ones."""
+        self._queue(Typed(text, client_id))
+
+    # --- utterances -------------------------------------------------------------------------
+
+    def wall_time(self, sample: int) -> datetime:
+        """When the audio at ``sample`` was spoken."""
+        base_off, base_at = 0, self.started_at
+        for off, at in self.anchors:
+            if off <= sample:
+                base_off, base_at = off, at
+        return base_at + timedelta(seconds=(sample - base_off) / TARGET_RATE)
+
+    async def _cut(self, cut: Cut) -> None:
+        if cut.end <= cut.start:
+            return
+        async with self.hub.db.session() as s:
+            repo = SessionRepo(s)
+            row = await repo.get(self.id)
+            assert row is not None
+            seg = await repo.add_segment(
+                row, cut.start, cut.end, self.mode, self.wall_time(cut.start)
+            )
+            assert seg.id is not None
+            utt = Utterance(seg.id, seg.seq, cut.start, cut.end, seg.mode, seg.spoken_at)
+        self.cursor_saved = max(self.cursor_saved, cut.end)
+        self._queue(utt)
+        # An empty partial announces the utterance: the device knows a final will follow.
+        await self.send_quietly(self._transcript_frame(utt, "", final=False))
+
+    async def _save_cursor(self, cursor: int) -> None:
+        if cursor <= self.cursor_saved:
+            return
+        async with self.hub.db.session() as s:
+            row = await SessionRepo(s).get(self.id)
+            if row is not None:
+                row.vad_cursor = max(row.vad_cursor, cursor)
+                row.last_seen_at = self.hub.clock.now()
+                s.add(row)
+        self.cursor_saved = cursor
+
+    async def _save_anchors(self) -> None:
+        async with self.hub.db.session() as s:
+            row = await SessionRepo(s).get(self.id)
+            if row is not None:
+                row.anchors = [[off, at.isoformat()] for off, at in self.anchors[-50:]]
+                row.last_seen_at = self.hub.clock.now()
+                s.add(row)
+
+    def _transcript_frame(
+        self, utt: Utterance, text: str, *, final: bool, question: bool = False
+    ) -> p.Transcript:
+        return p.Transcript(
+            text,
+            final=final,
+            segment_id=f"{self.id}:{utt.seq}",
+            start=round(utt.start / TARGET_RATE, 3),
+            end=round(utt.end / TARGET_RATE, 3),
+            question=question,
+        )
+
+    async def send_quietly(self, frame: p.Frame) -> None:
+        """Tell the device, if it is connected; a gone device is not an error here.
+
+        Frames go to the device's current connection, which may belong to a newer session
+        (after a rollover or reconnect): late transcripts of the old session still arrive.
+        """
+        conn = self.hub.connections.get(self.device.name)
+        if conn is None:
+            return
+        try:
+            await conn.send(frame)
+        except ChannelError:
+            log.debug("device %s left before a %s frame", self.device.name, frame.type)
+
+    # --- workers ----------------------------------------------------------------------------
+
+    async def _transcribe_loop(self) -> None:
+        while True:
+            utt = await self._todo.get()
+            try:
+                await self._transcribe(utt)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("transcribing %s:%s failed", self.id, utt.seq)
+            finally:
+                self._done()
+
+    async def _transcribe(self, utt: Utterance) -> None:
+        async with self.hub.stt_slots:
+            audio = await asyncio.to_thread(read_samples, self.spool.path, utt.start, utt.end)
+            try:
+                heard: Transcript = await self.hub.transcriber.transcribe_pcm(
+                    audio, language=self.language
+                )
+            except TranscriptionError as exc:
+                log.warning("could not transcribe %s:%s: %s", self.id, utt.seq, exc)
+                await self.hub.finish(utt, "failed", "", str(exc))
+                await self.send_quietly(
+                    p.Error("transcription_failed", f"utterance {utt.seq} kept for a retry")
+                )
+                return
+        item = self._route(utt, heard.text.strip())
+        await self.send_quietly(
+            self._transcript_frame(utt, item.text, final=True, question=item.route == "ask")
+        )
+        self._queue(item)
+
+    async def _deliver_loop(self) -> None:
+        while True:
+            item = await self._deliver.get()
+            try:
+                if isinstance(item, Typed):
+                    await self.hub.ask(self, item.text, f"{self.id}:text:{item.client_id}")
+                else:
+                    await self._deliver_heard(item)
+                if self._deliver.qsize() == 0 and self._heard_ambient:
+                    self._heard_ambient = False
+                    await self.hub.index_memory(self.device.user_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("delivering a transcript of session %s failed", self.id)
+            finally:
+                self._done()
+
+    def _route(self, utt: Utterance, text: str) -> Heard:
+        """Decide what an utterance is for; the wake phrase turns ambient speech into asking."""
+        if not text:
+            return Heard(utt, text, "empty")
+        if utt.mode == "ask":
+            return Heard(utt, text, "ask", text)
+        rest = strip_wake_phrase(text, self.hub.options.wake_phrase)
+        if rest == "":
+            self._ask_next = True  # the phrase alone: the next utterance is the question
+            return Heard(utt, text, "wake")
+        ask_next, self._ask_next = self._ask_next, False
+        if rest is not None:
+            return Heard(utt, text, "ask", rest)
+        if ask_next:
+            return Heard(utt, text, "ask", text)
+        return Heard(utt, text, "ambient")
+
+    async def _deliver_heard(self, item: Heard) -> None:
+        utt = item.utterance
+        if item.route == "empty":
+            await self.hub.finish(utt, "empty", "")
+        elif item.route == "wake":
+            await self.hub.finish(utt, "done", item.text)
+        elif item.route == "ask":
+            await self.hub.ask(self, item.question, f"{self.id}:{utt.seq}", utt=utt)
+            await self.hub.finish(utt, "done", item.text)
+        else:
+            await self.hub.store_ambient(self, utt, item.text)
+            self._heard_ambient = True
