@@ -1,0 +1,1 @@
+"""Speaking first: scheduler, morning briefings, reminders, proposed events, the outbox."""

@@ -1,0 +1,258 @@
+"""Slash commands of the jobs feature, the same in every channel.
+
+/briefing (now | at HH:MM | on | off), /quiet (HH:MM-HH:MM | off), /tz (zone or city),
+/remind, /reminders (cancel ID), /proposal (yes|no ID), /calendar, /channel, /settings.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from bot.clock import Clock
+from bot.commands import CommandContext, CommandReply, Commands
+from bot.jobs.calendar import event_line
+from bot.jobs.localtime import hhmm, in_quiet_hours, local_instant, parse_hhmm, zone
+from bot.jobs.phrases import PhraseError
+from bot.jobs.service import Jobs
+from storage.db import Database
+from storage.models import User
+from storage.repos.calendar import CalendarRepo
+from storage.repos.users import UserRepo
+
+_QUIET = re.compile(r"^\s*(\S+?)\s*(?:-|\u2013|to)\s*(\S+)\s*$")
+
+
+def resolve_zone(text: str) -> str | None:
+    """An IANA zone from ``Europe/Lisbon``, ``europe/lisbon`` or a city (``new york``)."""
+    name = text.strip()
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        pass
+    else:
+        return name
+    wanted = name.lower().replace(" ", "_")
+    zones = sorted(available_timezones())
+    for z in zones:
+        if z.lower() == wanted:
+            return z
+    for z in zones:
+        if "/" in z and z.lower().rsplit("/", 1)[1] == wanted and not z.startswith("Etc/"):
+            return z
+    return None
+
+
+def settings_text(user: User) -> str:
+    """The user's schedule settings in one line (also used by ``lifebot users``)."""
+    briefing = f"briefing {user.briefing_time}" if user.briefing_enabled else "briefing off"
+    quiet = (
+        f"quiet {user.quiet_start}-{user.quiet_end}"
+        if user.quiet_start and user.quiet_end
+        else "quiet hours off"
+    )
+    prefer = user.preferred_channel or "auto"
+    return f"tz={user.timezone}  {briefing}  {quiet}  channel={prefer}"
+
+
+class JobCommands:
+    """Command handlers; each touches only the calling user's data."""
+
+    def __init__(self, jobs: Jobs, db: Database, clock: Clock) -> None:
+        self.jobs = jobs
+        self.db = db
+        self.clock = clock
+
+    def register(self, commands: Commands) -> None:
+        """Add (or replace the placeholders of) the jobs commands."""
+        for name, fn, help_text in (
+            ("briefing", self.briefing, "morning briefing: /briefing now | at 07:30 | on | off"),
+            ("quiet", self.quiet, "quiet hours: /quiet 22:00-07:00 | off"),
+            ("tz", self.tz, "set your time zone (/tz Europe/Lisbon or /tz Lisbon)"),
+            ("remind", self.remind, "set a reminder (/remind at 5pm to call mom)"),
+            ("reminders", self.reminders, "list reminders; /reminders cancel ID"),
+            ("proposal", self.proposal, "answer a proposed event: /proposal yes ID | no ID"),
+            ("calendar", self.calendar, "your events for the next 7 days"),
+            ("channel", self.channel, "where pushes go first: /channel telegram | auto"),
+            ("settings", self.settings, "your time zone, briefing and quiet hours"),
+        ):
+            commands.register(name, fn, help_text)
+
+    async def _update(self, user_id: int, **values: object) -> User | None:
+        async with self.db.session() as s:
+            user = await UserRepo(s).get(user_id)
+            if user is None:
+                return None
+            for key, value in values.items():
+                setattr(user, key, value)
+            s.add(user)
+            return user
+
+    async def briefing(self, ctx: CommandContext) -> CommandReply:
+        """/briefing now | at HH:MM | on | off."""
+        arg = ctx.args.strip().lower()
+        now = self.clock.now()
+        user = ctx.user
+        if arg == "now":
+            text, _ = await self.jobs.briefings.compose(user, now)
+            return CommandReply(text)
+        if arg in ("off", "stop"):
+            await self._update(ctx.user_id, briefing_enabled=False, briefing_set_at=now)
+            return CommandReply("Morning briefings are off. /briefing on brings them back.")
+        if arg.startswith("at ") or re.match(r"^\d", arg) or arg in ("on", "start"):
+            at_text = arg.removeprefix("at ").strip() if arg not in ("on", "start") else ""
+            try:
+                at = hhmm(parse_hhmm(at_text)) if at_text else user.briefing_time
+            except ValueError as exc:
+                return CommandReply(f"{exc}. Example: /briefing at 07:30")
+            updated = await self._update(
+                ctx.user_id, briefing_enabled=True, briefing_time=at, briefing_set_at=now
+            )
+            return CommandReply(self._briefing_words(updated or user, now))
+        state = self._briefing_words(user, now) if user.briefing_enabled else "Briefings are off."
+        return CommandReply(f"{state}\nUse /briefing now | at HH:MM | on | off.")
+
+    def _briefing_words(self, user: User, now: datetime) -> str:
+        tz = zone(user.timezone)
+        at = parse_hhmm(user.briefing_time)
+        local = now.astimezone(tz)
+        nxt = local_instant(local.date(), at, tz)
+        if nxt <= now:
+            nxt = local_instant(local.date() + timedelta(days=1), at, tz)
+        text = f"Your morning briefing comes at {user.briefing_time} ({user.timezone})."
+        if in_quiet_hours(nxt, tz, user.quiet_start, user.quiet_end):
+            text += (
+                f" That is inside your quiet hours ({user.quiet_start}-{user.quiet_end}), "
+                f"so it will arrive at {user.quiet_end}."
+            )
+        return text
+
+    async def quiet(self, ctx: CommandContext) -> CommandReply:
+        """/quiet HH:MM-HH:MM | off."""
+        arg = ctx.args.strip().lower()
+        if arg in ("off", "none"):
+            await self._update(ctx.user_id, quiet_start=None, quiet_end=None)
+            return CommandReply("Quiet hours are off: I may message you at any time.")
+        m = _QUIET.match(arg)
+        if not arg or m is None:
+            u = ctx.user
+            now_words = f"{u.quiet_start}-{u.quiet_end}" if u.quiet_start else "off"
+            return CommandReply(
+                f"Quiet hours: {now_words}. Set them with /quiet 22:00-07:00 or /quiet off."
+            )
+        try:
+            start, end = hhmm(parse_hhmm(m.group(1))), hhmm(parse_hhmm(m.group(2)))
+        except ValueError as exc:
+            return CommandReply(f"{exc}. Example: /quiet 22:00-07:00")
+        if start == end:
+            return CommandReply(
+                "Quiet hours need a start and an end that differ, e.g. /quiet 22:00-07:00"
+            )
+        await self._update(ctx.user_id, quiet_start=start, quiet_end=end)
+        return CommandReply(
+            f"Quiet hours set to {start}-{end} ({ctx.user.timezone}). Briefings and questions "
+            "wait until they end; reminders you timed still come on time."
+        )
+
+    async def tz(self, ctx: CommandContext) -> CommandReply:
+        """/tz, /tz Europe/Lisbon, /tz Lisbon."""
+        if not ctx.args:
+            local = self.clock.now().astimezone(zone(ctx.user.timezone))
+            return CommandReply(
+                f"Your time zone is {ctx.user.timezone} (local time {local:%H:%M}). "
+                "Change it with /tz Area/City or a city name."
+            )
+        found = resolve_zone(ctx.args)
+        if found is None:
+            return CommandReply(
+                f"{ctx.args} is not a time zone I know. Try e.g. /tz Europe/Lisbon."
+            )
+        now = self.clock.now()
+        await self._update(ctx.user_id, timezone=found, briefing_set_at=now)
+        ctx.user.timezone = found
+        local = now.astimezone(ZoneInfo(found))
+        return CommandReply(
+            f"Time zone set to {found} (local time {local:%H:%M}). "
+            f"Your briefing comes at {ctx.user.briefing_time} local time."
+        )
+
+    async def remind(self, ctx: CommandContext) -> CommandReply:
+        """/remind <request>."""
+        if not ctx.args:
+            return CommandReply(
+                "Usage: /remind at 5pm to call mom (or in 20 minutes, every Monday at 9)"
+            )
+        try:
+            created = await self.jobs.reminders.create(ctx.user, ctx.args, self.clock.now())
+        except PhraseError as exc:
+            return CommandReply(str(exc))
+        return CommandReply(f"{created.text} (#{created.reminder.id}; /reminders to list)")
+
+    async def reminders(self, ctx: CommandContext) -> CommandReply:
+        """/reminders, /reminders cancel ID."""
+        parts = ctx.args.split()
+        if parts and parts[0].lower() in ("cancel", "delete", "remove"):
+            ident = (parts[1] if len(parts) > 1 else "").lstrip("#")
+            if not ident.isdigit():
+                return CommandReply("Usage: /reminders cancel ID (send /reminders to see the ids)")
+            gone = await self.jobs.reminders.cancel(ctx.user_id, int(ident))
+            if gone is None:
+                return CommandReply(f"You have no active reminder #{ident}.")
+            return CommandReply(f"Cancelled reminder #{gone.id}: {gone.text or 'reminder'}")
+        return CommandReply(await self.jobs.reminders.listing(ctx.user, self.clock.now()))
+
+    async def proposal(self, ctx: CommandContext) -> CommandReply:
+        """/proposal yes ID | no ID (what the Yes/No buttons send)."""
+        parts = ctx.args.split()
+        now = self.clock.now()
+        if len(parts) == 2 and parts[0].lower() in ("yes", "no") and parts[1].lstrip("#").isdigit():
+            yes = parts[0].lower() == "yes"
+            return CommandReply(
+                await self.jobs.proposals.answer(ctx.user, int(parts[1].lstrip("#")), yes, now)
+            )
+        async with self.db.session() as s:
+            pending = await CalendarRepo(s).pending_proposals(ctx.user_id, now)
+        if not pending:
+            return CommandReply("No proposed events are waiting for you.")
+        lines = [
+            self.jobs.proposals.question(p, ctx.user.timezone) + f" (#{p.id})" for p in pending
+        ]
+        return CommandReply("\n".join(lines) + "\nAnswer with /proposal yes ID or /proposal no ID.")
+
+    async def calendar(self, ctx: CommandContext) -> CommandReply:
+        """/calendar: the next 7 days."""
+        now = self.clock.now()
+        async with self.db.session() as s:
+            events = await CalendarRepo(s).events_between(ctx.user_id, now, now + timedelta(days=7))
+        if not events:
+            return CommandReply("Nothing in your calendar for the next 7 days.")
+        tz = zone(ctx.user.timezone)
+        return CommandReply("\n".join(event_line(e, tz) for e in events))
+
+    async def channel(self, ctx: CommandContext) -> CommandReply:
+        """/channel NAME | auto."""
+        arg = ctx.args.strip().lower()
+        async with self.db.session() as s:
+            idents = await UserRepo(s).identities(ctx.user_id)
+        mine = sorted({i.channel for i in idents})
+        if not arg:
+            return CommandReply(
+                f"Pushes go first to: {ctx.user.preferred_channel or 'auto (oldest linked)'}. "
+                f"Your channels: {', '.join(mine)}. Change with /channel NAME or /channel auto."
+            )
+        if arg == "auto":
+            await self._update(ctx.user_id, preferred_channel=None)
+            return CommandReply("Pushes go to your oldest linked channel first.")
+        if arg not in mine:
+            return CommandReply(
+                f"You have no {arg} identity linked. Your channels: {', '.join(mine)}."
+            )
+        await self._update(ctx.user_id, preferred_channel=arg)
+        return CommandReply(f"Briefings, reminders and questions now go to {arg} first.")
+
+    async def settings(self, ctx: CommandContext) -> CommandReply:
+        """/settings."""
+        async with self.db.session() as s:
+            user = await UserRepo(s).get(ctx.user_id)
+        return CommandReply(settings_text(user or ctx.user))

@@ -1,0 +1,448 @@
+"""The outbox worker: every push is sent at most once, and proven delivered by a receipt.
+
+A push is a Delivery row with a unique key. To send one the worker marks it ``sending`` (a
+conditional update: nobody else can have it), stores the outbound message, calls the adapter,
+and stores the channel's message id as proof. What can go wrong, and what happens:
+
+* rate limited: wait what the channel asks, try the same row again;
+* transient failure: back to ``pending`` with exponential backoff, ``failed`` after N tries;
+* permanent failure (:class:`~bot.errors.Unreachable`): the identity is marked unreachable and
+  the push goes to the user's next linked reachable identity, at once;
+* quiet hours: a non-urgent push is held until the window ends, never dropped;
+* a briefing more than three hours late (downtime) is ``skipped`` and the reason stored;
+* the process stops after the channel accepted a message but before its receipt was stored:
+  the row is still ``sending`` on restart. If the adapter can be asked (:class:`KeyedChannel`,
+  it tags every push with the row's key) the worker asks and either records the receipt it
+  finds or sends again. Otherwise the row becomes ``uncertain`` and is **not** sent again:
+  at most once, never twice, and ``lifebot jobs`` shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from datetime import datetime, timedelta
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from bot.adapters.base import ChannelAdapter
+from bot.clock import Clock
+from bot.errors import ChannelError, RateLimited, TransientChannelError, Unreachable
+from bot.jobs.localtime import in_quiet_hours, quiet_hours_end, zone
+from bot.jobs.sending import KeyedChannel, RateGate, SendStats, Target
+from bot.messages import Address, Button, OutboundMessage, Receipt
+from storage.db import Database
+from storage.models import ChannelIdentity, Delivery, User
+from storage.repos.messages import ConversationRepo, MessageRepo
+from storage.repos.outbox import OutboxRepo
+from storage.repos.users import UserRepo
+
+log = logging.getLogger(__name__)
+
+Composer = Callable[[Delivery, datetime], Awaitable[str]]
+"""Writes the text of a row that was queued without one (briefings)."""
+
+
+class Outbox:
+    """Sends due outbox rows through the registered adapters."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        adapters: Mapping[str, ChannelAdapter],
+        clock: Clock,
+        composers: Mapping[str, Composer] | None = None,
+        late_limit: timedelta = timedelta(hours=3),
+        max_attempts: int = 6,
+        base_backoff: float = 30.0,
+        concurrency: int = 32,
+        rate_per_channel: float = 30.0,
+        max_rate_wait: float = 120.0,
+        settle_after: timedelta = timedelta(seconds=30),
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.db = db
+        self.adapters = adapters
+        self.clock = clock
+        self.composers: dict[str, Composer] = dict(composers or {})
+        self.late_limit = late_limit
+        self.max_attempts = max_attempts
+        self.base_backoff = base_backoff
+        self.concurrency = concurrency
+        self.rate = rate_per_channel
+        self.max_rate_wait = max_rate_wait
+        self.settle_after = settle_after
+        self._sleep = sleep
+        self._gates: dict[str, RateGate] = {}
+        self._inflight: set[int] = set()
+        self._conversations: dict[tuple[int, Address], int] = {}
+        """Conversation ids by (user, address): the pushed message is stored in that chat."""
+        self._wake = asyncio.Event()
+        self._stopping = False
+        # SQLite has one writer at a time and makes the others busy-wait with sleeps; queueing
+        # our own writes on a lock is much faster than letting 32 senders collide there.
+        self._write_lock: AbstractAsyncContextManager[object] = (
+            asyncio.Lock() if db.is_sqlite else nullcontext()
+        )
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[AsyncSession]:
+        """A write transaction (queued behind our other writes on SQLite)."""
+        async with self._write_lock, self.db.session() as s:
+            yield s
+
+    # --- the worker loop -------------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Make a running worker look for due rows now."""
+        self._wake.set()
+
+    def resume(self) -> None:
+        """Allow sending again after ``request_stop`` (a new term as leader)."""
+        self._stopping = False
+
+    def request_stop(self) -> None:
+        """Finish the sends in flight, start no new ones, and leave ``run_forever``."""
+        self._stopping = True
+        self._wake.set()
+
+    async def run_forever(self, poll: float = 2.0) -> None:
+        """Send due rows until cancelled; wakes every ``poll`` seconds or when kicked."""
+        await self.reconcile(self.clock.now())
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                await self.run_due(self.clock.now())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("the outbox worker failed a pass; trying again shortly")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=poll)
+
+    async def run_due(self, now: datetime, batch: int = 500) -> SendStats:
+        """Send every row due by ``now``, ``concurrency`` at a time.
+
+        Rows stream through: the next batch is fetched as soon as the last row of this one has
+        started, so the channel never idles at batch boundaries.
+        """
+        stats = SendStats()
+        sem = asyncio.Semaphore(self.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def one(row_id: int) -> None:
+            try:
+                await self._process(row_id, now, stats)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("outbox row %s failed unexpectedly", row_id)
+                stats.errors.append(f"{row_id}: {exc}")
+            finally:
+                self._inflight.discard(row_id)
+                sem.release()
+
+        cursor: tuple[datetime, int] | None = None
+        try:
+            while not self._stopping:
+                async with self.db.session() as s:
+                    rows = await OutboxRepo(s).due(now, batch, cursor)
+                if not rows:
+                    break
+                # A keyset cursor: every row is looked at once per pass, even one that fails.
+                cursor = (rows[-1].due_at or now, rows[-1].id or 0)
+                for row in rows:
+                    if row.id is None or row.id in self._inflight:
+                        continue
+                    await sem.acquire()
+                    self._inflight.add(row.id)
+                    task = asyncio.create_task(one(row.id), name=f"outbox-{row.id}")
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return stats
+
+    # --- one row ---------------------------------------------------------------------------
+
+    async def _process(self, row_id: int, now: datetime, stats: SendStats) -> None:
+        if self._stopping:  # stopping: rows not started yet stay pending for the next leader
+            return
+        async with self.db.session() as s:
+            row = await OutboxRepo(s).get(row_id)
+            if row is None or row.status != "pending":
+                return
+            user = await UserRepo(s).get(row.user_id)
+            identities = await UserRepo(s).identities(row.user_id)
+        if user is None:
+            await self._finish(row_id, "failed", "the user no longer exists", "pending")
+            stats.failed += 1
+            return
+        payload = dict(row.payload or {})
+        if await self._hold_back(row, user, payload, now, stats):
+            return
+        if payload.get("text") is None:
+            payload["text"] = await self._compose(row, now)  # stored with the claim below
+        targets = self._targets(user, identities)
+        if not targets:
+            await self._no_target(row, now, stats)
+            return
+        await self._send(row, user, payload, targets, now, stats)
+
+    async def _hold_back(
+        self, row: Delivery, user: User, payload: dict[str, object], now: datetime, st: SendStats
+    ) -> bool:
+        """Skip a briefing that is too late; hold a non-urgent push during quiet hours."""
+        assert row.id is not None
+        due = row.due_at or now
+        if row.kind == "briefing" and now - due > self.late_limit:
+            hours = (now - due).total_seconds() / 3600
+            reason = f"skipped: {hours:.1f} h late (the limit is {self._late_words()})"
+            await self._finish(row.id, "skipped", reason, "pending")
+            st.skipped += 1
+            return True
+        tz = zone(user.timezone)
+        if not payload.get("urgent") and in_quiet_hours(now, tz, user.quiet_start, user.quiet_end):
+            until = quiet_hours_end(now, tz, user.quiet_end or "07:00")
+            payload["deferred_until"] = until.isoformat()
+            async with self._tx() as s:
+                await OutboxRepo(s).defer(row.id, until, payload)
+            st.deferred += 1
+            return True
+        return False
+
+    def _late_words(self) -> str:
+        return f"{self.late_limit.total_seconds() / 3600:g} h"
+
+    async def _compose(self, row: Delivery, now: datetime) -> str:
+        composer = self.composers.get(row.kind)
+        if composer is None:
+            return ""
+        return await composer(row, now)
+
+    def _targets(self, user: User, identities: list[ChannelIdentity]) -> list[Target]:
+        """Reachable identities with a running adapter: preferred channel first, then oldest."""
+        out: list[Target] = []
+        for ident in identities:
+            if ident.unreachable_at is not None or not ident.chat_id or ident.id is None:
+                continue
+            if ident.channel not in self.adapters:
+                continue
+            out.append(Target(ident.id, Address(ident.channel, ident.account, ident.chat_id)))
+        out.sort(key=lambda t: t.address.channel != user.preferred_channel)
+        return out
+
+    async def _no_target(self, row: Delivery, now: datetime, stats: SendStats) -> None:
+        """No reachable identity on a running channel: retry later (a channel may start)."""
+        assert row.id is not None
+        reason = "no reachable channel for this user is running"
+        async with self._tx() as s:
+            repo = OutboxRepo(s)
+            if row.attempts + 1 >= self.max_attempts:
+                await repo.finish(row.id, "failed", reason, from_="pending")
+                stats.failed += 1
+                return
+            # Counted as an attempt so it cannot wait forever.
+            await repo.claim(row.id, now, channel="", account="", chat_id="", message_id=None)
+            await repo.release(row.id, now + self._backoff(row.attempts + 1), reason)
+        stats.retried += 1
+
+    async def _send(
+        self,
+        row: Delivery,
+        user: User,
+        payload: dict[str, object],
+        targets: list[Target],
+        now: datetime,
+        stats: SendStats,
+    ) -> None:
+        assert row.id is not None
+        assert row.key is not None
+        assert user.id is not None
+        text = str(payload.get("text") or "")
+        raw_buttons = payload.get("buttons") or []
+        buttons = [Button(str(b[0]), str(b[1])) for b in raw_buttons]  # type: ignore[attr-defined]
+        first = targets[0].address
+        async with self._tx() as s:
+            conv_id = self._conversations.get((user.id, first))
+            if conv_id is None:
+                conv_id = (await ConversationRepo(s).get_or_create(user.id, first)).id or 0
+            msg_row = await MessageRepo(s).add(
+                user.id,
+                conv_id,
+                role="assistant",
+                text=text,
+                direction="out",
+                channel=first.channel,
+                chat_id=first.chat_id,
+            )
+            await OutboxRepo(s).set_payload(row.id, payload)
+            claimed = await OutboxRepo(s).claim(
+                row.id,
+                self.clock.now(),
+                channel=first.channel,
+                account=first.account,
+                chat_id=first.chat_id,
+                message_id=msg_row.id,
+            )
+            if not claimed:
+                await s.rollback()
+                return
+        if len(self._conversations) > 100_000:
+            self._conversations.clear()
+        self._conversations[(user.id, first)] = conv_id  # committed: safe to remember
+        for i, target in enumerate(targets):
+            if i:
+                stats.fallbacks += 1
+                async with self._tx() as s:
+                    await OutboxRepo(s).retarget(
+                        row.id,
+                        channel=target.address.channel,
+                        account=target.address.account,
+                        chat_id=target.address.chat_id,
+                    )
+            out = OutboundMessage(target.address, text, buttons=buttons, kind=row.kind)
+            outcome = await self._attempt(row, out, stats)
+            if isinstance(outcome, Receipt):
+                await self._record(row, user.id, msg_row.id, outcome)
+                stats.delivered += 1
+                return
+            if isinstance(outcome, Unreachable):
+                async with self._tx() as s:
+                    await UserRepo(s).mark_unreachable(
+                        user.id, target.address.channel, target.address.chat_id, str(outcome), now
+                    )
+                log.warning(
+                    "push %s: %s identity of user %s unreachable (%s); trying the next one",
+                    row.id,
+                    target.address.channel,
+                    user.id,
+                    outcome,
+                )
+                continue
+            if isinstance(outcome, TransientChannelError):
+                await self._retry_later(row, str(outcome), now, stats)
+            else:
+                await self._finish(
+                    row.id, "failed", f"{target.address.channel} refused it: {outcome}", "sending"
+                )
+                stats.failed += 1
+            return
+        async with self._tx() as s:
+            await OutboxRepo(s).finish(
+                row.id,
+                "failed",
+                "every linked channel of this user is unreachable",
+                from_="sending",
+            )
+        stats.failed += 1
+
+    async def _attempt(
+        self, row: Delivery, out: OutboundMessage, stats: SendStats
+    ) -> Receipt | Unreachable | ChannelError:
+        """Send once, waiting out rate limits; the error when it did not go out."""
+        assert row.key is not None
+        adapter = self.adapters[out.address.channel]
+        gate = self._gates.setdefault(out.address.channel, RateGate(self.rate, self._sleep))
+        waited = 0.0
+        while True:
+            await gate.wait()
+            try:
+                if isinstance(adapter, KeyedChannel):
+                    return await adapter.send_keyed(out, row.key)
+                return await adapter.send(out)
+            except RateLimited as exc:
+                # A 429 means "not sent": the same claim may try again after the pause.
+                stats.rate_limited += 1
+                pause = max(exc.retry_after, 0.05)
+                gate.pause(pause)
+                waited += pause
+                if waited > self.max_rate_wait:
+                    return exc
+            except Unreachable as exc:
+                return exc
+            except ChannelError as exc:
+                return exc
+
+    async def _record(self, row: Delivery, user_id: int, msg_id: int | None, r: Receipt) -> None:
+        assert row.id is not None
+        async with self._tx() as s:
+            await OutboxRepo(s).delivered(row.id, r.message_id, self.clock.now())
+            if msg_id is not None:
+                await MessageRepo(s).set_receipt(user_id, msg_id, r.message_id)
+
+    async def _retry_later(self, row: Delivery, error: str, now: datetime, st: SendStats) -> None:
+        assert row.id is not None
+        attempts = row.attempts + 1
+        async with self._tx() as s:
+            repo = OutboxRepo(s)
+            if attempts >= self.max_attempts:
+                await repo.finish(
+                    row.id, "failed", f"gave up after {attempts} tries: {error}", from_="sending"
+                )
+                st.failed += 1
+                return
+            await repo.release(row.id, now + self._backoff(attempts), error)
+        st.retried += 1
+
+    def _backoff(self, attempts: int) -> timedelta:
+        return timedelta(seconds=min(3600.0, self.base_backoff * 2 ** (attempts - 1)))
+
+    async def _finish(self, row_id: int, status: str, reason: str, from_: str) -> None:
+        async with self._tx() as s:
+            await OutboxRepo(s).finish(row_id, status, reason, from_=from_)
+
+    # --- after a crash ---------------------------------------------------------------------
+
+    async def reconcile(self, now: datetime) -> int:
+        """Settle rows a stopped process left in ``sending``; returns how many were settled.
+
+        Only rows claimed more than ``settle_after`` ago and not in flight here: a leader that
+        just lost its lock stops within a heartbeat, and its last sends must not be doubled.
+        """
+        cutoff = now - self.settle_after
+        async with self.db.session() as s:
+            stuck = [r for r in await OutboxRepo(s).sending(cutoff) if r.id not in self._inflight]
+        for row in stuck:
+            await self._settle(row, now)
+        return len(stuck)
+
+    async def _settle(self, row: Delivery, now: datetime) -> None:
+        assert row.id is not None
+        assert row.key is not None
+        adapter = self.adapters.get(row.channel or "")
+        address = Address(row.channel or "", row.account or "", row.chat_id or "")
+        if isinstance(adapter, KeyedChannel):
+            try:
+                found = await adapter.find_sent(address, row.key)
+            except ChannelError as exc:
+                log.warning("could not ask %s about push %s: %s", row.channel, row.id, exc)
+                return
+            async with self._tx() as s:
+                repo = OutboxRepo(s)
+                if found is not None:
+                    await repo.delivered(row.id, found.message_id, now)
+                    if row.message_id is not None:
+                        await MessageRepo(s).set_receipt(
+                            row.user_id, row.message_id, found.message_id
+                        )
+                    log.info("push %s had arrived before the stop; receipt recorded", row.id)
+                else:
+                    await repo.release(row.id, now, "resent: the channel never got it")
+            return
+        reason = (
+            f"uncertain: the process stopped after handing this to {row.channel} and before "
+            f"its receipt was stored; {row.channel} cannot be asked whether it arrived, so it "
+            "is not sent again (at most once)"
+        )
+        async with self._tx() as s:
+            await OutboxRepo(s).finish(row.id, "uncertain", reason, from_="sending")
+        log.warning("push %s is uncertain after a stop; not resending it", row.id)

@@ -1,0 +1,87 @@
+"""Local time arithmetic: users' zones, HH:MM settings, quiet hours, wording of times.
+
+Everything stored is UTC; everything a user sees or sets is in their IANA zone. Daylight-saving
+changes are handled by building local wall-clock times and letting zoneinfo convert them.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+_HHMM = re.compile(r"^\s*(\d{1,2})(?::|\.|h)?(\d{2})?\s*$")
+
+
+def zone(name: str | None) -> ZoneInfo:
+    """The zone by IANA name; UTC when the name is unknown (never fails a job)."""
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def parse_hhmm(text: str) -> time:
+    """``07:30``, ``7:30``, ``0730``, ``7`` -> time; ValueError in plain words otherwise."""
+    m = _HHMM.match(text)
+    if m is None:
+        raise ValueError(f"{text.strip()!r} is not a time of day; write it like 07:30")
+    raw_h, raw_m = m.group(1), m.group(2)
+    if raw_m is None and len(raw_h) > 2:
+        raise ValueError(f"{text.strip()!r} is not a time of day; write it like 07:30")
+    hour, minute = int(raw_h), int(raw_m or 0)
+    if hour > 23 or minute > 59:
+        raise ValueError(f"{text.strip()!r} is not a time of day; write it like 07:30")
+    return time(hour, minute)
+
+
+def hhmm(t: time) -> str:
+    """A time as ``HH:MM``."""
+    return f"{t.hour:02d}:{t.minute:02d}"
+
+
+def local_instant(day: date, at: time, tz: ZoneInfo) -> datetime:
+    """The UTC instant of wall-clock ``at`` on ``day`` in ``tz``.
+
+    A time that does not exist (the hour skipped when clocks go forward) lands at the same
+    distance after the change; a time that exists twice (clocks go back) means the first one.
+    """
+    return datetime.combine(day, at, tzinfo=tz).astimezone(UTC)
+
+
+def local_day_bounds(day: date, tz: ZoneInfo) -> tuple[datetime, datetime]:
+    """UTC start (inclusive) and end (exclusive) of a local day (23 or 25 h on DST days)."""
+    return local_instant(day, time(0), tz), local_instant(day + timedelta(days=1), time(0), tz)
+
+
+def in_quiet_hours(now: datetime, tz: ZoneInfo, start: str | None, end: str | None) -> bool:
+    """True when ``now`` falls inside the user's quiet window (which may span midnight)."""
+    if not start or not end:
+        return False
+    s, e = parse_hhmm(start), parse_hhmm(end)
+    t = now.astimezone(tz).time().replace(second=0, microsecond=0)
+    if s == e:
+        return False
+    if s < e:
+        return s <= t < e
+    return t >= s or t < e
+
+
+def quiet_hours_end(now: datetime, tz: ZoneInfo, end: str) -> datetime:
+    """The next moment the quiet window ends, as a UTC instant after ``now``."""
+    e = parse_hhmm(end)
+    local = now.astimezone(tz)
+    for offset in range(3):
+        candidate = local_instant(local.date() + timedelta(days=offset), e, tz)
+        if candidate > now:
+            return candidate
+    return now  # unreachable: an end time always comes within two days
+
+
+def when_words(at: datetime, tz: ZoneInfo, now: datetime) -> str:
+    """How a time reads to a user: ``Tue 17:00``, with the date when it is a week or more away."""
+    local = at.astimezone(tz)
+    days = (local.date() - now.astimezone(tz).date()).days
+    if 0 <= days < 7:
+        return f"{local:%a} {local:%H:%M}"
+    return f"{local:%a} {local.day} {local:%b} {local:%H:%M}"

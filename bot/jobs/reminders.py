@@ -1,0 +1,132 @@
+"""Reminders: parse the request, confirm it in words, fire it through the outbox.
+
+Firing is one transaction: the push goes into the outbox under a unique key
+(``reminder:<user>:<id>:<n>``) and the reminder moves on to its next time (or is done). A
+restart at any point therefore neither loses nor repeats a reminder.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.jobs.localtime import when_words, zone
+from bot.jobs.phrases import ParsedReminder, describe_recurrence, next_occurrence, parse_reminder
+from storage.db import Database
+from storage.models import Reminder, User
+from storage.repos.outbox import OutboxRepo, Push
+from storage.repos.reminders import ReminderRepo
+from storage.repos.users import UserRepo
+
+log = logging.getLogger(__name__)
+
+LATE_NOTE_AFTER = timedelta(minutes=10)
+"""A reminder that fires later than this (downtime) says when it was due."""
+
+
+def confirmation(parsed: ParsedReminder, tz_name: str, now: datetime) -> str:
+    """``I'll remind you Tue 17:00 to call mom`` (or ``every Monday at 09:00 ...``)."""
+    tz = zone(tz_name)
+    when = when_words(parsed.first_at, tz, now)
+    what = f" {parsed.lead} {parsed.text}" if parsed.text else ""
+    if parsed.recurrence is not None:
+        return f"I'll remind you {describe_recurrence(parsed.recurrence)}{what} (first: {when})."
+    return f"I'll remind you {when}{what}."
+
+
+def reminder_line(r: Reminder, tz_name: str, now: datetime) -> str:
+    """One reminder in a list: ``#3 Tue 17:00 call mom (every Monday at 09:00)``."""
+    when = when_words(r.next_at, zone(tz_name), now)
+    repeat = f" ({describe_recurrence(r.recurrence)})" if r.recurrence else ""
+    return f"#{r.id} {when} {r.text or 'reminder'}{repeat}"
+
+
+@dataclass(slots=True)
+class Created:
+    """A stored reminder and the words confirming it."""
+
+    reminder: Reminder
+    text: str
+
+
+class Reminders:
+    """Create, list, cancel and fire reminders."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create(self, user: User, request: str, now: datetime) -> Created:
+        """Parse and store a request; PhraseError (plain words) when it has no readable time."""
+        assert user.id is not None
+        parsed = parse_reminder(request, now, zone(user.timezone))
+        async with self.db.session() as s:
+            reminder = await ReminderRepo(s).add(
+                Reminder(
+                    user_id=user.id,
+                    text=parsed.text[:300],
+                    request=request[:500],
+                    next_at=parsed.first_at,
+                    recurrence=parsed.recurrence,
+                    timezone=user.timezone,
+                    created_at=now,
+                )
+            )
+        return Created(reminder, confirmation(parsed, user.timezone, now))
+
+    async def listing(self, user: User, now: datetime) -> str:
+        """The user's active reminders in words."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            items = await ReminderRepo(s).active(user.id)
+        if not items:
+            return "You have no reminders."
+        return "\n".join(reminder_line(r, user.timezone, now) for r in items)
+
+    async def cancel(self, user_id: int, reminder_id: int) -> Reminder | None:
+        """Cancel one of the user's reminders."""
+        async with self.db.session() as s:
+            return await ReminderRepo(s).cancel(user_id, reminder_id)
+
+    async def fire_due(self, now: datetime) -> int:
+        """Queue every due reminder and advance it, atomically; returns how many fired."""
+        fired = 0
+        async with self.db.session() as s:
+            due = await ReminderRepo(s).due(now)
+            users = {r.user_id for r in due}
+            zones = {uid: (await UserRepo(s).get(uid)) for uid in users}
+            pushes = []
+            for r in due:
+                assert r.id is not None
+                user = zones.get(r.user_id)
+                tz_name = user.timezone if user is not None else r.timezone
+                pushes.append(
+                    Push(
+                        user_id=r.user_id,
+                        kind="reminder",
+                        key=f"reminder:{r.user_id}:{r.id}:{r.fired}",
+                        due_at=r.next_at,
+                        text=self._text(r, tz_name, now),
+                        urgent=True,
+                        extra={"reminder_id": r.id},
+                    )
+                )
+                r.fired += 1
+                if r.recurrence:
+                    # Missed occurrences (downtime) collapse into the one push above.
+                    r.next_at = next_occurrence(r.recurrence, max(r.next_at, now), zone(tz_name))
+                else:
+                    r.status = "done"
+                s.add(r)
+                fired += 1
+            if pushes:
+                await OutboxRepo(s).enqueue(pushes, now)
+        return fired
+
+    @staticmethod
+    def _text(r: Reminder, tz_name: str, now: datetime) -> str:
+        text = f"⏰ Reminder: {r.text}" if r.text else "⏰ Reminder!"
+        if now - r.next_at > LATE_NOTE_AFTER:
+            local = r.next_at.astimezone(zone(tz_name))
+            text += f" (this was due at {local:%H:%M}; I was offline)"
+        return text

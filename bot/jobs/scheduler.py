@@ -1,0 +1,255 @@
+"""The job service: leader election, APScheduler with a persistent job store, the outbox worker.
+
+Only the leader (see :mod:`bot.jobs.leader`) runs an ``AsyncIOScheduler`` and the outbox
+worker; the others keep trying the lock every ``heartbeat`` seconds and take over when the
+leader dies. APScheduler only says *when* to look; our own tables (outbox, reminders,
+proposals) say *what* must be sent, so a restart, a takeover or a run that fires twice cannot
+send anything twice. Each job body takes ``now`` from the injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.jobstores.memory import MemoryJobStore
+from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+from sqlalchemy import create_engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from bot.clock import Clock
+from bot.errors import BotError
+from bot.jobs.delivery import Outbox
+from bot.jobs.leader import LeaderLock
+from bot.jobs.offloop import OffLoopScheduler
+from storage.db import Database
+from storage.models import JobState
+
+log = logging.getLogger(__name__)
+
+JobFn = Callable[[datetime], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """A periodic job: its id, how often, and its body (takes ``now``, returns a summary)."""
+
+    id: str
+    every: float
+    fn: JobFn
+    description: str
+
+
+class _Active:
+    """The service leading in this process (APScheduler stores jobs by textual reference)."""
+
+    service: JobService | None = None
+
+
+async def run_registered(job_id: str) -> str:
+    """The function every stored APScheduler job points at; runs the job on the leader."""
+    service = _Active.service
+    if service is None:
+        return "no job service is leading in this process"
+    return await service.run_job(job_id)
+
+
+def sync_url(async_url: str) -> str | None:
+    """A synchronous SQLAlchemy URL for APScheduler's job store (which is not async)."""
+    if async_url.startswith("sqlite+aiosqlite://"):
+        return "sqlite://" + async_url.removeprefix("sqlite+aiosqlite://")
+    if async_url.startswith("postgresql+asyncpg://"):
+        try:
+            import psycopg  # noqa: F401, PLC0415  (only to see whether the driver is installed)
+        except ImportError:
+            return None
+        return "postgresql+psycopg://" + async_url.removeprefix("postgresql+asyncpg://")
+    return None
+
+
+class JobService:
+    """Runs the scheduled jobs while this process holds the leader lock."""
+
+    name = "jobs"
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        clock: Clock,
+        outbox: Outbox,
+        lock: LeaderLock,
+        jobs: list[JobSpec],
+        heartbeat: float = 10.0,
+        persistent: bool = True,
+        stop_grace: float = 10.0,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.outbox = outbox
+        self.lock = lock
+        self.jobs = {j.id: j for j in jobs}
+        self.heartbeat = heartbeat
+        self.persistent = persistent
+        self.stop_grace = stop_grace
+        self.scheduler: OffLoopScheduler | None = None
+        self._loop_task: asyncio.Task[None] | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._running: set[asyncio.Task[Any]] = set()
+        self._sync_engine: Any = None
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this process runs the jobs."""
+        return self.scheduler is not None
+
+    async def start(self) -> None:
+        """Start competing for leadership in the background."""
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._lead_loop(), name="jobs-leader")
+
+    async def _lead_loop(self) -> None:
+        while True:
+            await self.step()
+            await asyncio.sleep(self.heartbeat)
+
+    async def step(self) -> bool:
+        """One heartbeat: take or keep the lock; start or stop the jobs to match."""
+        try:
+            leader = await self.lock.acquire(self.clock.now())
+        except (SQLAlchemyError, OSError, BotError) as exc:
+            log.warning("could not check the scheduler lock: %s", exc)
+            leader = False
+        if leader and not self.is_leader:
+            await self._lead()
+        elif not leader and self.is_leader:
+            log.warning("lost the scheduler lock; another process runs the jobs now")
+            await self._step_down()
+        return leader
+
+    async def _lead(self) -> None:
+        log.info("this process now runs the scheduled jobs (%s)", self.lock.holder)
+        scheduler = OffLoopScheduler(
+            timezone=UTC,
+            event_loop=asyncio.get_running_loop(),
+            jobstores={"default": self._jobstore()},
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
+        first = datetime.now(UTC) + timedelta(seconds=1)
+        for spec in self.jobs.values():
+            scheduler.add_job(
+                run_registered,
+                "interval",
+                seconds=spec.every,
+                args=[spec.id],
+                id=spec.id,
+                name=spec.description,
+                replace_existing=True,
+                next_run_time=first,
+            )
+        _Active.service = self
+        await asyncio.to_thread(scheduler.start)  # the job store is synchronous I/O
+        self.scheduler = scheduler
+        self.outbox.resume()
+        self._worker = asyncio.create_task(self.outbox.run_forever(), name="outbox-worker")
+
+    def _jobstore(self) -> SQLAlchemyJobStore | MemoryJobStore:
+        url = sync_url(self.db.url) if self.persistent else None
+        if url is None:
+            if self.persistent:
+                log.warning("no synchronous driver for the job store; jobs are kept in memory")
+            return MemoryJobStore()
+        self._sync_engine = create_engine(url, pool_pre_ping=True)
+        return SQLAlchemyJobStore(engine=self._sync_engine)
+
+    async def _step_down(self) -> None:
+        """Stop the jobs cleanly: no new runs, let running ones finish (up to a grace), stop.
+
+        Sends in flight are allowed to finish: a send cut off half-way would leave its row
+        "sending" and, on a channel that cannot be asked, uncertain.
+        """
+        scheduler, self.scheduler = self.scheduler, None
+        self.outbox.request_stop()
+        running: set[asyncio.Task[Any]] = set(self._running)
+        if scheduler is not None:
+            scheduler.pause()
+            await asyncio.to_thread(scheduler.close_store_thread)  # its last round is done
+            await asyncio.sleep(0)  # runs it asked for are now tasks
+            running |= scheduler.live_tasks()
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            running.add(worker)
+        if running:
+            _, pending = await asyncio.wait(running, timeout=self.stop_grace)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+            await asyncio.sleep(0)  # let the scheduler's own shutdown callback run
+        if _Active.service is self:
+            _Active.service = None
+        if self._sync_engine is not None:
+            await asyncio.to_thread(self._sync_engine.dispose)
+            self._sync_engine = None
+
+    async def stop(self) -> None:
+        """Stop leading (and competing), release the lock; waits for running jobs to end."""
+        task, self._loop_task = self._loop_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self.is_leader:
+            await self._step_down()
+            try:
+                await self.lock.release()
+            except (SQLAlchemyError, OSError) as exc:
+                log.warning("could not release the scheduler lock: %s", exc)
+
+    async def run_soon(self, job_id: str) -> None:
+        """Bring a job's next run forward to now (e.g. a new message to scan)."""
+        scheduler = self.scheduler
+        if scheduler is None:
+            return
+        try:
+            await asyncio.to_thread(scheduler.modify_job, job_id, next_run_time=datetime.now(UTC))
+        except JobLookupError:
+            log.debug("no job %s to run soon", job_id)
+
+    async def run_job(self, job_id: str) -> str:
+        """Run one job now with the clock's ``now``; record its result for ``lifebot jobs``."""
+        spec = self.jobs[job_id]
+        task = asyncio.current_task()
+        if task is not None:
+            self._running.add(task)
+        now = self.clock.now()
+        error: str | None = None
+        try:
+            result = await spec.fn(now)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one error path for jobs: log, record, keep running
+            log.exception("job %s failed", job_id)
+            result, error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            if task is not None:
+                self._running.discard(task)
+        await self._record(job_id, now, result, error)
+        return result
+
+    async def _record(self, job_id: str, now: datetime, result: str, error: str | None) -> None:
+        try:
+            async with self.db.session() as s:
+                state = await s.get(JobState, job_id) or JobState(id=job_id)
+                state.last_run_at = now
+                state.last_result = result[:500]
+                state.last_error = error[:500] if error else None
+                state.runs += 1
+                s.add(state)
+        except SQLAlchemyError as exc:
+            log.warning("could not record the result of job %s: %s", job_id, exc)

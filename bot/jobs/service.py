@@ -1,0 +1,120 @@
+"""Builds the jobs feature from its collaborators (called by the composition root)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from bot.adapters.base import ChannelAdapter
+from bot.agent.llm import LLM
+from bot.agent.tools.base import ToolRegistry
+from bot.clock import Clock
+from bot.jobs.briefing import Briefings
+from bot.jobs.delivery import Outbox
+from bot.jobs.leader import LeaderLock, leader_lock
+from bot.jobs.proposals import SCAN_JOB, Proposals
+from bot.jobs.reminders import Reminders
+from bot.jobs.scheduler import JobService, JobSpec
+from storage.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class JobSettings:
+    """The knobs of the jobs feature (from Settings)."""
+
+    heartbeat: float = 10.0
+    lease_seconds: float = 30.0
+    send_rate: float = 30.0
+    late_hours: float = 3.0
+    proposal_ttl_days: float = 7.0
+
+
+@dataclass
+class Jobs:
+    """Every object of the jobs feature."""
+
+    outbox: Outbox
+    briefings: Briefings
+    reminders: Reminders
+    proposals: Proposals
+    service: JobService
+
+    async def plan_and_send(self, now: datetime) -> str:
+        """Run every planner once and send what is due (tests, ``/briefing``-less catch-up)."""
+        parts = [
+            await self.briefings.plan(now),
+            f"reminders fired {await self.reminders.fire_due(now)}",
+            await self.proposals.expire(now),
+        ]
+        stats = await self.outbox.run_due(now)
+        return "; ".join([*parts, stats.summary()])
+
+
+def build_jobs(
+    *,
+    db: Database,
+    llm: LLM,
+    tools: ToolRegistry,
+    adapters: Mapping[str, ChannelAdapter],
+    clock: Clock,
+    persona_path: Path,
+    settings: JobSettings | None = None,
+    lock: LeaderLock | None = None,
+) -> Jobs:
+    """Wire outbox, briefings, reminders, proposals and the scheduler together."""
+    cfg = settings or JobSettings()
+    late = timedelta(hours=cfg.late_hours)
+    briefings = Briefings(db=db, llm=llm, tools=tools, persona_path=persona_path, late_limit=late)
+    outbox = Outbox(
+        db=db,
+        adapters=adapters,
+        clock=clock,
+        composers={"briefing": briefings.compose_row},
+        late_limit=late,
+        rate_per_channel=cfg.send_rate,
+    )
+    reminders = Reminders(db)
+    proposals = Proposals(db=db, llm=llm, ttl=timedelta(days=cfg.proposal_ttl_days))
+
+    async def plan_briefings(now: datetime) -> str:
+        result = await briefings.plan(now)
+        outbox.kick()
+        return result
+
+    async def fire_reminders(now: datetime) -> str:
+        fired = await reminders.fire_due(now)
+        if fired:
+            outbox.kick()
+        return f"fired {fired}"
+
+    async def scan(now: datetime) -> str:
+        result = await proposals.scan(now)
+        outbox.kick()
+        return result
+
+    async def reconcile(now: datetime) -> str:
+        return f"settled {await outbox.reconcile(now)}"
+
+    specs = [
+        JobSpec("briefings.plan", 60, plan_briefings, "queue morning briefings that are due"),
+        JobSpec("reminders.fire", 10, fire_reminders, "queue reminders that are due"),
+        JobSpec(SCAN_JOB, 60, scan, "propose events found in chats and transcripts"),
+        JobSpec("proposals.expire", 900, proposals.expire, "expire unanswered proposals"),
+        JobSpec("outbox.reconcile", 60, reconcile, "settle pushes a stopped process left"),
+    ]
+    service = JobService(
+        db=db,
+        clock=clock,
+        outbox=outbox,
+        lock=lock or leader_lock(db, timedelta(seconds=cfg.lease_seconds)),
+        jobs=specs,
+        heartbeat=cfg.heartbeat,
+    )
+
+    async def scan_soon() -> None:
+        await service.run_soon(SCAN_JOB)
+
+    proposals.on_new_message = scan_soon
+    return Jobs(outbox, briefings, reminders, proposals, service)

@@ -1,0 +1,184 @@
+"""lifebot's own calendar and the proposed events waiting for a yes or no; one user at a time."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime, timedelta
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import CalendarEvent, Proposal
+
+MERGE_WINDOW = timedelta(hours=1)
+"""Same title and starts within this of each other: the same event."""
+
+
+def title_key(title: str) -> str:
+    """A title reduced to what identifies it: lower case, words only, no articles."""
+    words = re.findall(r"[a-z0-9]+", title.lower())
+    return " ".join(w for w in words if w not in {"a", "an", "the", "with", "at"})
+
+
+class CalendarRepo:
+    """Events and proposals, always scoped by user id."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def events_between(
+        self, user_id: int, start: datetime, end: datetime, *, limit: int = 200
+    ) -> list[CalendarEvent]:
+        """The user's events overlapping [start, end), by start time."""
+        res = await self.s.exec(
+            select(CalendarEvent)
+            .where(
+                CalendarEvent.user_id == user_id,
+                col(CalendarEvent.cancelled_at).is_(None),
+                col(CalendarEvent.start_at) < end,
+                col(CalendarEvent.end_at) > start,
+            )
+            .order_by(col(CalendarEvent.start_at), col(CalendarEvent.id))
+            .limit(limit)
+        )
+        return list(res.all())
+
+    async def all_events(self, user_id: int) -> list[CalendarEvent]:
+        """Every live event of the user (for export)."""
+        res = await self.s.exec(
+            select(CalendarEvent)
+            .where(CalendarEvent.user_id == user_id, col(CalendarEvent.cancelled_at).is_(None))
+            .order_by(col(CalendarEvent.start_at))
+        )
+        return list(res.all())
+
+    async def same_event(self, user_id: int, key: str, start: datetime) -> CalendarEvent | None:
+        """A live event with the same title key starting within an hour of ``start``."""
+        res = await self.s.exec(
+            select(CalendarEvent)
+            .where(
+                CalendarEvent.user_id == user_id,
+                CalendarEvent.title_key == key,
+                col(CalendarEvent.cancelled_at).is_(None),
+                col(CalendarEvent.start_at) >= start - MERGE_WINDOW,
+                col(CalendarEvent.start_at) <= start + MERGE_WINDOW,
+            )
+            .order_by(col(CalendarEvent.id))
+        )
+        return res.first()
+
+    async def add_or_merge(
+        self,
+        user_id: int,
+        *,
+        title: str,
+        start: datetime,
+        end: datetime,
+        place: str | None,
+        people: list[str] | None,
+        source: str,
+        now: datetime,
+    ) -> tuple[CalendarEvent, bool]:
+        """Create an event, or merge into the same one (same title within an hour).
+
+        Returns (event, merged). Merging fills in a missing place and adds new people.
+        """
+        key = title_key(title)
+        existing = await self.same_event(user_id, key, start)
+        if existing is not None:
+            if place and not existing.place:
+                existing.place = place
+            if people:
+                known = list(existing.people or [])
+                existing.people = known + [p for p in people if p not in known]
+            existing.updated_at = now
+            self.s.add(existing)
+            await self.s.flush()
+            return existing, True
+        event = CalendarEvent(
+            user_id=user_id,
+            uid=f"{uuid.uuid4()}@lifebot",
+            title=title.strip(),
+            title_key=key,
+            start_at=start,
+            end_at=max(end, start),
+            place=place or None,
+            people=people or None,
+            source=source,
+            created_at=now,
+            updated_at=now,
+        )
+        self.s.add(event)
+        await self.s.flush()
+        return event, False
+
+    async def cancel_event(
+        self, user_id: int, event_id: int, now: datetime
+    ) -> CalendarEvent | None:
+        """Cancel one of the user's events; None when it is not theirs."""
+        res = await self.s.exec(
+            select(CalendarEvent).where(
+                CalendarEvent.id == event_id,
+                CalendarEvent.user_id == user_id,
+                col(CalendarEvent.cancelled_at).is_(None),
+            )
+        )
+        event = res.first()
+        if event is not None:
+            event.cancelled_at = now
+            self.s.add(event)
+        return event
+
+    # --- proposals ------------------------------------------------------------------------
+
+    async def add_proposal(self, proposal: Proposal) -> Proposal:
+        """Store a new proposal."""
+        self.s.add(proposal)
+        await self.s.flush()
+        return proposal
+
+    async def similar_pending(self, user_id: int, key: str, start: datetime) -> Proposal | None:
+        """A pending proposal with the same title key within an hour of ``start``."""
+        res = await self.s.exec(
+            select(Proposal).where(
+                Proposal.user_id == user_id,
+                Proposal.title_key == key,
+                Proposal.status == "pending",
+                col(Proposal.start_at) >= start - MERGE_WINDOW,
+                col(Proposal.start_at) <= start + MERGE_WINDOW,
+            )
+        )
+        return res.first()
+
+    async def proposal(self, user_id: int, proposal_id: int) -> Proposal | None:
+        """One of the user's proposals."""
+        res = await self.s.exec(
+            select(Proposal).where(Proposal.id == proposal_id, Proposal.user_id == user_id)
+        )
+        return res.first()
+
+    async def pending_proposals(self, user_id: int, now: datetime) -> list[Proposal]:
+        """The user's unanswered, unexpired proposals."""
+        res = await self.s.exec(
+            select(Proposal)
+            .where(
+                Proposal.user_id == user_id,
+                Proposal.status == "pending",
+                col(Proposal.expires_at) > now,
+            )
+            .order_by(col(Proposal.start_at))
+        )
+        return list(res.all())
+
+    async def expire_due(self, now: datetime) -> list[Proposal]:
+        """Mark every pending proposal past its expiry as expired; return them."""
+        res = await self.s.exec(
+            select(Proposal).where(Proposal.status == "pending", col(Proposal.expires_at) <= now)
+        )
+        expired = list(res.all())
+        for p in expired:
+            p.status = "expired"
+            p.answered_at = now
+            self.s.add(p)
+        return expired

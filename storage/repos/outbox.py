@@ -1,0 +1,193 @@
+"""The outbox: scheduled pushes as Delivery rows with a unique key, moved through their states.
+
+pending → sending → delivered (receipt stored), or back to pending (retry), failed, skipped,
+uncertain (the process stopped while the channel had it and the channel cannot be asked).
+Every transition is a conditional UPDATE so two workers can never both send one row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, func, or_, update
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Delivery
+from storage.repos._upsert import insert_ignore
+
+SCHEDULED_KINDS = ("briefing", "reminder", "proposal", "notice")
+_INSERT_CHUNK = 500
+"""Rows per INSERT: keeps SQLite under its bound-parameter limit."""
+
+
+@dataclass(slots=True)
+class Push:
+    """A push to put in the outbox."""
+
+    user_id: int
+    kind: str
+    key: str
+    """Unique: (user, kind, local date or reminder id). The same key is never sent twice."""
+    due_at: datetime
+    text: str | None = None
+    """None: composed just before sending (briefings)."""
+    buttons: list[tuple[str, str]] = field(default_factory=list)
+    urgent: bool = False
+    """Urgent pushes (reminders the user timed) are not held back by quiet hours."""
+    status: str = "pending"
+    note: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, now: datetime) -> dict[str, Any]:
+        """Column values for an insert."""
+        payload = {"text": self.text, "buttons": self.buttons, "urgent": self.urgent}
+        payload.update(self.extra)
+        payload.setdefault("scheduled_for", self.due_at.isoformat())
+        return {
+            "user_id": self.user_id,
+            "key": self.key,
+            "kind": self.kind,
+            "status": self.status,
+            "attempts": 0,
+            "payload": payload,
+            "due_at": self.due_at,
+            "created_at": now,
+            "last_error": self.note,
+        }
+
+
+class OutboxRepo:
+    """State changes of outbox rows; each method is one small statement."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def enqueue(self, pushes: Sequence[Push], now: datetime) -> int:
+        """Insert pushes whose key is new; returns how many were new."""
+        added = 0
+        for i in range(0, len(pushes), _INSERT_CHUNK):
+            chunk = [p.row(now) for p in pushes[i : i + _INSERT_CHUNK]]
+            stmt = insert_ignore(self.s, Delivery, ["key"]).values(chunk)
+            result = await self.s.exec(stmt)
+            added += max(0, int(getattr(result, "rowcount", 0) or 0))
+        return added
+
+    async def keys_since(self, kind: str, since: datetime) -> set[str]:
+        """Keys of rows of one kind due since ``since`` (for planners)."""
+        res = await self.s.exec(
+            select(Delivery.key).where(Delivery.kind == kind, col(Delivery.due_at) >= since)
+        )
+        return {k for k in res.all() if k}
+
+    async def due(
+        self, now: datetime, limit: int, after: tuple[datetime, int] | None = None
+    ) -> list[Delivery]:
+        """Pending rows due by ``now``, oldest first, after the (due_at, id) ``after`` cursor."""
+        q = select(Delivery).where(Delivery.status == "pending", col(Delivery.due_at) <= now)
+        if after is not None:
+            due, row_id = after
+            q = q.where(
+                or_(
+                    col(Delivery.due_at) > due,
+                    and_(col(Delivery.due_at) == due, col(Delivery.id) > row_id),
+                )
+            )
+        q = q.order_by(col(Delivery.due_at), col(Delivery.id)).limit(limit)
+        return list((await self.s.exec(q)).all())
+
+    async def get(self, delivery_id: int) -> Delivery | None:
+        """One row."""
+        return await self.s.get(Delivery, delivery_id)
+
+    async def set_payload(self, delivery_id: int, payload: dict[str, Any]) -> None:
+        """Store composed text and notes (only while pending)."""
+        await self._update(delivery_id, ("pending",), payload=payload)
+
+    async def claim(
+        self,
+        delivery_id: int,
+        now: datetime,
+        *,
+        channel: str,
+        account: str,
+        chat_id: str,
+        message_id: int | None,
+    ) -> bool:
+        """Pending → sending, recording the target; False if someone else has it."""
+        return await self._update(
+            delivery_id,
+            ("pending",),
+            status="sending",
+            claimed_at=now,
+            attempts=col(Delivery.attempts) + 1,
+            channel=channel,
+            account=account,
+            chat_id=chat_id,
+            message_id=message_id,
+        )
+
+    async def retarget(self, delivery_id: int, *, channel: str, account: str, chat_id: str) -> None:
+        """Point a row being sent at the next identity (after a permanent failure)."""
+        await self._update(
+            delivery_id, ("sending",), channel=channel, account=account, chat_id=chat_id
+        )
+
+    async def delivered(self, delivery_id: int, receipt: str, now: datetime) -> bool:
+        """Sending → delivered, with the channel's message id as proof."""
+        return await self._update(
+            delivery_id,
+            ("sending",),
+            status="delivered",
+            receipt=receipt,
+            delivered_at=now,
+            last_error=None,
+        )
+
+    async def release(self, delivery_id: int, due_at: datetime, error: str | None) -> bool:
+        """Sending → pending again (a retry later); the row keeps its attempt count."""
+        return await self._update(
+            delivery_id, ("sending",), status="pending", due_at=due_at, last_error=error
+        )
+
+    async def finish(self, delivery_id: int, status: str, reason: str, *, from_: str) -> bool:
+        """Close a row as failed, skipped or uncertain, with the reason in plain words."""
+        return await self._update(delivery_id, (from_,), status=status, last_error=reason)
+
+    async def defer(self, delivery_id: int, until: datetime, payload: dict[str, Any]) -> None:
+        """Hold a pending row until ``until`` (quiet hours)."""
+        await self._update(delivery_id, ("pending",), due_at=until, payload=payload)
+
+    async def sending(self, claimed_before: datetime) -> list[Delivery]:
+        """Rows left in ``sending`` since before ``claimed_before`` (a stopped process)."""
+        res = await self.s.exec(
+            select(Delivery).where(
+                Delivery.status == "sending", col(Delivery.claimed_at) < claimed_before
+            )
+        )
+        return list(res.all())
+
+    async def counts(self) -> dict[str, int]:
+        """Scheduled rows per status (for ``lifebot jobs``)."""
+        res = await self.s.exec(
+            select(Delivery.status, func.count())
+            .where(col(Delivery.kind).in_(SCHEDULED_KINDS))
+            .group_by(Delivery.status)
+        )
+        return {status: int(n) for status, n in res.all()}
+
+    async def for_key(self, key: str) -> Delivery | None:
+        """The row with this key."""
+        return (await self.s.exec(select(Delivery).where(Delivery.key == key))).first()
+
+    async def _update(self, delivery_id: int, states: tuple[str, ...], **values: Any) -> bool:
+        stmt = (
+            update(Delivery)
+            .where(col(Delivery.id) == delivery_id, col(Delivery.status).in_(states))
+            .values(**values)
+        )
+        result = await self.s.exec(stmt)
+        return int(getattr(result, "rowcount", 0) or 0) == 1

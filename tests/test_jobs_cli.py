@@ -1,0 +1,96 @@
+"""Settings commands in the chat, and the jobs CLI (briefing preview, calendar export)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from bot.cli import app as cli
+from storage.repos.calendar import CalendarRepo
+from storage.repos.users import UserRepo
+from tests.builders import make_inbound
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import ManualClock
+from tests.jobs_support import jobs_app, make_user
+
+T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
+
+
+async def test_schedule_settings_are_commands_with_plain_errors(tmp_path: Path) -> None:
+    async with jobs_app(tmp_path, ManualClock(T0)) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        app.dispatcher.register(RecordingChannel("other"))
+        await make_user(app, "ana", channels=("fake", "other"))
+
+        async def say(text: str) -> str:
+            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
+            assert result.reply is not None
+            return result.reply
+
+        replies = [
+            await say("/tz new york"),
+            await say("/tz Atlantis"),
+            await say("/briefing at 25:00"),
+            await say("/briefing at 6:15"),
+            await say("/quiet 23:30-06:00"),
+            await say("/quiet 9pm"),
+            await say("/channel slack"),
+            await say("/channel other"),
+            await say("/settings"),
+            await say("/briefing off"),
+        ]
+        async with app.db.session() as s:
+            user = await UserRepo(s).find_by_name("ana")
+    assert replies[0].startswith("Time zone set to America/New_York (local time 08:00).")
+    assert replies[1] == "Atlantis is not a time zone I know. Try e.g. /tz Europe/Lisbon."
+    assert (
+        replies[2]
+        == "'25:00' is not a time of day; write it like 07:30. Example: /briefing at 07:30"
+    )
+    assert replies[3] == (
+        "Your morning briefing comes at 06:15 (America/New_York). That is inside your quiet "
+        "hours (22:00-07:00), so it will arrive at 07:00."
+    )
+    assert replies[4].startswith("Quiet hours set to 23:30-06:00 (America/New_York).")
+    assert replies[5].startswith("Quiet hours: 23:30-06:00.")
+    assert replies[6] == "You have no slack identity linked. Your channels: fake, other."
+    assert replies[8] == "tz=America/New_York  briefing 06:15  quiet 23:30-06:00  channel=other"
+    assert replies[9].startswith("Morning briefings are off.")
+    assert user is not None and not user.briefing_enabled
+
+
+def test_briefing_preview_and_calendar_export_from_the_cli(tmp_path: Path) -> None:
+    async def prepare() -> None:
+        async with jobs_app(tmp_path, ManualClock(datetime.now(UTC))) as app:
+            user = await make_user(app, "ana")
+            async with app.db.session() as s:
+                await CalendarRepo(s).add_or_merge(
+                    user.id or 0,
+                    title="Dentist",
+                    start=datetime(2030, 1, 2, 9, 0, tzinfo=UTC),
+                    end=datetime(2030, 1, 2, 10, 0, tzinfo=UTC),
+                    place=None,
+                    people=None,
+                    source="manual",
+                    now=datetime.now(UTC),
+                )
+
+    asyncio.run(prepare())
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    preview = runner.invoke(cli, ["briefing", "preview", "--user", "ana"], env=env)
+    out = tmp_path / "ana.ics"
+    export = runner.invoke(cli, ["calendar", "export", "--user", "ana", "-o", str(out)], env=env)
+    missing = runner.invoke(cli, ["briefing", "preview", "--user", "bob"], env=env)
+
+    assert preview.exit_code == 0, preview.output
+    assert preview.output.startswith("Good morning, ana!")
+    assert export.exit_code == 0, export.output
+    assert "Wrote 1 event(s)" in export.output
+    ics = out.read_text()
+    assert "SUMMARY:Dentist" in ics and "DTSTART:20300102T090000Z" in ics
+    assert missing.exit_code == 1
+    assert "No user 'bob'" in missing.output

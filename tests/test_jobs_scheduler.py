@@ -1,0 +1,170 @@
+"""The scheduler: one leader runs the jobs, another takes over when it dies; jobs persist."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from bot.cli import app as cli
+from bot.jobs.leader import AdvisoryLock, LeaseLock
+from bot.messages import OutboundMessage, Receipt
+from storage.db import Database
+from tests.builders import make_inbound
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import ManualClock
+from tests.jobs_support import deliveries, jobs_app, jobs_of, make_user
+
+T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
+
+
+class NotifyingChannel(RecordingChannel):
+    """Sets ``pushed`` when a scheduled push (not a reply) arrives."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.pushed = asyncio.Event()
+
+    async def send(self, msg: OutboundMessage) -> Receipt:
+        receipt = await super().send(msg)
+        if msg.kind != "reply":
+            self.pushed.set()
+        return receipt
+
+
+async def test_a_lease_has_one_holder_and_passes_on_when_the_holder_stops_renewing(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(T0)
+    async with jobs_app(tmp_path, clock) as app:
+        a = LeaseLock(app.db, "a", ttl=timedelta(seconds=30))
+        b = LeaseLock(app.db, "b", ttl=timedelta(seconds=30))
+        assert await a.acquire(clock.now())
+        assert not await b.acquire(clock.advance(seconds=10))
+        assert await a.acquire(clock.advance(seconds=10))  # a heartbeat renews
+        assert not await b.acquire(clock.advance(seconds=29))
+        # "a" dies: no more heartbeats. Its lease runs out and "b" takes over.
+        assert await b.acquire(clock.advance(seconds=2))
+        assert not await a.acquire(clock.advance(seconds=1))  # a late "a" learns it lost
+        await b.release()
+        assert await a.acquire(clock.now())  # a clean stop hands over at once
+
+
+async def test_only_the_leader_runs_jobs_and_a_standby_takes_over(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    fake = RecordingChannel("fake")
+    async with jobs_app(tmp_path, clock) as one, jobs_app(tmp_path, clock) as two:
+        for application in (one, two):
+            application.dispatcher.register(fake)
+        first, second = jobs_of(one).service, jobs_of(two).service
+        try:
+            assert await first.step()
+            assert not await second.step()
+            assert first.is_leader and not second.is_leader
+            # The leader stops heartbeating (a hung or dead process); its lease expires.
+            clock.advance(seconds=31)
+            assert await second.step()
+            assert not await first.step()  # the old leader notices and stops its scheduler
+            assert second.is_leader and not first.is_leader
+        finally:
+            await first.stop()
+            await second.stop()
+
+
+async def test_the_leader_runs_due_work_and_keeps_its_jobs_in_the_database(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    async with jobs_app(tmp_path, clock) as app:
+        fake = NotifyingChannel("fake")
+        app.dispatcher.register(fake)
+        await make_user(app, "ana")
+        await app.dispatcher.handle(make_inbound("/remind in 5 minutes to stretch", sender="ana"))
+        clock.advance(minutes=5)
+        service = jobs_of(app).service
+        assert await service.step()  # leader: APScheduler runs the jobs (first run in ~1 s)
+        await asyncio.wait_for(fake.pushed.wait(), timeout=15)
+        async with app.db.session() as s:
+            stored = (await s.exec(text("SELECT id FROM apscheduler_jobs ORDER BY id"))).all()  # type: ignore[call-overload]
+        await service.stop()
+        assert not service.is_leader
+        [row] = await deliveries(app, "reminder")
+    assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
+    assert row.status == "delivered"
+    assert sorted(r[0] for r in stored) == [
+        "briefings.plan",
+        "outbox.reconcile",
+        "proposals.expire",
+        "proposals.scan",
+        "reminders.fire",
+    ]
+
+
+def test_lifebot_jobs_lists_jobs_next_runs_and_last_results(tmp_path: Path) -> None:
+    async def prepare() -> None:
+        clock = ManualClock(datetime.now(UTC))
+        async with jobs_app(tmp_path, clock) as app:
+            service = jobs_of(app).service
+            await service.step()
+            await service.run_job("briefings.plan")
+            await service.stop()
+
+    asyncio.run(prepare())
+    result = CliRunner().invoke(cli, ["jobs"], env={"LIFEBOT_DATA_DIR": str(tmp_path / "data")})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("leader: none")
+    plan = next(line for line in lines if line.startswith("briefings.plan"))
+    assert "60s" in plan and "nothing due" in plan
+    assert plan.count(str(datetime.now(UTC).year)) == 2  # next run and last run
+
+
+async def test_postgres_advisory_lock_passes_on_when_the_leaders_connection_dies(
+    postgres_url: str,
+) -> None:
+    a_db, b_db = Database(postgres_url), Database(postgres_url)
+    try:
+        a, b = AdvisoryLock(a_db, "a"), AdvisoryLock(b_db, "b")
+        assert await a.acquire(T0)
+        assert not await b.acquire(T0)
+        assert await a.acquire(T0)  # heartbeat
+        # The leader's process dies: the server ends its session, and with it the lock.
+        async with b_db.engine.connect() as conn:
+            await conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks "
+                    "WHERE locktype = 'advisory' AND objid = 7140007 AND granted"
+                )
+            )
+            await conn.commit()
+        for _ in range(50):
+            if await b.acquire(T0):
+                break
+            await asyncio.sleep(0.05)
+        assert await b.acquire(T0)
+        assert not await a.acquire(T0)  # the old leader learns it lost the lock
+        await b.release()
+    finally:
+        await a_db.dispose()
+        await b_db.dispose()
+
+
+async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    clock = ManualClock(T0)
+    async with jobs_app(tmp_path, clock, database_url_setting=postgres_url) as app:
+        fake = NotifyingChannel("fake")
+        app.dispatcher.register(fake)
+        await make_user(app, "ana")
+        await app.dispatcher.handle(make_inbound("/remind in 5 minutes to stretch", sender="ana"))
+        clock.advance(minutes=5)
+        service = jobs_of(app).service
+        assert await service.step()
+        await asyncio.wait_for(fake.pushed.wait(), timeout=15)
+        async with app.db.session() as s:
+            stored = (await s.exec(text("SELECT count(*) FROM apscheduler_jobs"))).one()  # type: ignore[call-overload]
+        await service.stop()
+    assert stored[0] == 5
+    assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
