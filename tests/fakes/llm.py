@@ -31,6 +31,8 @@ class Step:
     hang: float = 0.0
     delay: float = 0.0
     chunk_size: int = 8
+    chunk_delay: float = 0.0
+    """Seconds between streamed chunks (a slow model, for streaming UIs)."""
 
 
 def say(text: str, *, delay: float = 0.0) -> Step:
@@ -190,6 +192,8 @@ class FakeLLM:
         text = step.text or ""
         for i in range(0, len(text), step.chunk_size):
             await send({"content": text[i : i + step.chunk_size]})
+            if step.chunk_delay:
+                await asyncio.sleep(step.chunk_delay)
         for i, (name, args) in enumerate(step.tool_calls):
             await send(
                 {
