@@ -204,7 +204,8 @@ def pairing_approve(
 
 @app.command()
 def users() -> None:
-    """List users and their linked channels."""
+    """List users, their linked channels and their schedule settings."""
+    from bot.jobs.commands import settings_text
     from storage.repos.users import UserRepo
 
     async def go(application: App) -> None:
@@ -217,7 +218,8 @@ def users() -> None:
                     for i in idents
                 )
                 owner = " owner" if user.is_owner else ""
-                typer.echo(f"{user.id}  {user.display_name}{owner}  tz={user.timezone}  {chans}")
+                typer.echo(f"{user.id}  {user.display_name}{owner}  {chans}")
+                typer.echo(f"    {settings_text(user)}")
 
     run_with_app(go)
 

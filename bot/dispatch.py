@@ -38,6 +38,8 @@ class DispatchResult:
     """duplicate, pairing, linked, command, answered, llm_down, failed."""
     reply: str | None = None
     receipt: Receipt | None = None
+    turn: StoredTurn | None = None
+    """The stored turn, for the hooks (run once the conversation lock is released)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +192,12 @@ class Dispatcher:
             return DispatchResult("linked", res.reply)
 
         async with self._locks.hold(conv_id):
-            return await self._in_turn(user, conv_id, msg, message_id)
+            result = await self._in_turn(user, conv_id, msg, message_id)
+        # Hooks (indexing, extraction, proposals) run after the lock: the person's next
+        # message never waits for them.
+        if result.turn is not None:
+            await self._run_hooks(result.turn)
+        return result
 
     async def _in_turn(
         self, user: User, conv_id: int, msg: InboundMessage, message_id: int
@@ -288,8 +295,8 @@ class Dispatcher:
             stream=stream,
             assistant=status == "answered",
         )
-        await self._run_hooks(StoredTurn(user.id, conv_id, message_id, reply_id, status))
-        return DispatchResult(status, outcome.text, receipt)
+        turn = StoredTurn(user.id, conv_id, message_id, reply_id, status)
+        return DispatchResult(status, outcome.text, receipt, turn)
 
     async def _run_hooks(self, turn: StoredTurn) -> None:
         for hook in self.hooks:

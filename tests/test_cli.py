@@ -132,6 +132,7 @@ async def test_pairing_approve_from_the_cli(tmp_path: Path) -> None:
     assert "not a pending pairing code" in err
     code, out, _ = await run_cli("users", cwd=tmp_path, env=env)
     assert "newbie owner" in out  # the first approved person becomes the owner
+    assert "tz=UTC  briefing 07:30  quiet 22:00-07:00" in out
     assert "fake:newbie" in out
 
 
