@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.adapters.base import MessageHandler
 from bot.device import protocol as p
+from bot.device.choices import spoken_prompt
 from bot.device.hub import DeviceHub
 from bot.device.options import DeviceOptions
 from bot.device.server import DeviceServer
@@ -68,9 +69,16 @@ class DeviceAdapter:
         await conn.send(frame)
 
     async def send(self, msg: OutboundMessage) -> Receipt:
-        """Send a whole message as a ``reply`` frame."""
-        frame = p.Reply(msg.text, _citations(msg), kind=msg.kind)
+        """Send a whole message as a ``reply`` frame; its buttons are offered in words."""
+        text = msg.text
+        buttons = [{"label": b.label, "data": b.data} for b in msg.buttons]
+        if msg.buttons:
+            text = f"{text} {spoken_prompt(msg.buttons)}"
+        frame = p.Reply(text, _citations(msg), kind=msg.kind, buttons=buttons)
         await self.send_frame(msg.address, frame)
+        if msg.buttons:
+            # Only once the device has the question may its next utterance answer it.
+            self.hub.choices.offer(msg.address.chat_id, msg.buttons)
         return Receipt(self.name, f"d{next(_receipts)}", msg.address.chat_id)
 
     def open_stream(self, address: Address, reply_to: str | None) -> DeviceReplyStream:

@@ -16,6 +16,7 @@ from typing import Any
 from bot.clock import Clock
 from bot.device import protocol as p
 from bot.device.audio import TARGET_RATE
+from bot.device.choices import SpokenChoices
 from bot.device.options import Connection, DeviceInfo, DeviceOptions
 from bot.device.session import SessionPipeline
 from bot.device.spool import Spool
@@ -56,6 +57,8 @@ class DeviceHub:
         self.spool = Spool(options.spool_dir)
         self.stt_slots = asyncio.Semaphore(options.stt_workers)
         self.on_message: MessageHandler | None = None
+        self.choices = SpokenChoices()
+        """Buttons offered to each device, answered by the next utterance."""
         self.connections: dict[str, Connection] = {}
         self.sessions: dict[str, SessionPipeline] = {}
         self._lock = asyncio.Lock()
@@ -332,6 +335,8 @@ class DeviceHub:
             sender_id=pipeline.device.name,
             message_id=message_id,
             text=text,
+            # "Yes" right after a question with buttons is that button's press.
+            callback_data=self.choices.take(pipeline.device.name, text),
             received_at=self.clock.now(),
             sender_name=pipeline.device.name,
             raw=raw,

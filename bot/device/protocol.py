@@ -267,6 +267,8 @@ class Reply(Frame):
     citations: list[dict[str, Any]] = field(default_factory=list)
     kind: str = "reply"
     """``reply`` to a question, or a push such as ``reminder`` or ``briefing``."""
+    buttons: list[dict[str, str]] = field(default_factory=list)
+    """Choices ``{"label", "data"}``: answer by saying a label, or send a ``text`` frame with it."""
 
 
 @dataclass(frozen=True, slots=True)
