@@ -1,0 +1,43 @@
+"""SQLModel tables. Raw messages are the ground truth; everything else hangs off a user id.
+
+One module per feature; everything is importable from ``storage.models``.
+"""
+
+from storage.models._types import UTCDateTime, utcnow
+from storage.models.core import (
+    ChannelIdentity,
+    Conversation,
+    Delivery,
+    Fact,
+    Message,
+    PairingRequest,
+    Task,
+    User,
+)
+from storage.models.device import AudioSegment, Device, DeviceSession
+from storage.models.jobs import CalendarEvent, JobLease, JobState, Proposal, Reminder
+from storage.models.memory import Episode, MemoryCursor, MemoryItem
+
+__all__ = [
+    "AudioSegment",
+    "CalendarEvent",
+    "ChannelIdentity",
+    "Conversation",
+    "Delivery",
+    "Device",
+    "DeviceSession",
+    "Episode",
+    "Fact",
+    "JobLease",
+    "JobState",
+    "MemoryCursor",
+    "MemoryItem",
+    "Message",
+    "PairingRequest",
+    "Proposal",
+    "Reminder",
+    "Task",
+    "UTCDateTime",
+    "User",
+    "utcnow",
+]
