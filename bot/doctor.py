@@ -146,58 +146,60 @@ async def run_doctor(settings: Settings, echo: Callable[[str], object]) -> bool:
     return all_ok
 
 
+async def probe_check(
+    name: str,
+    *,
+    enabled: bool,
+    how_to_enable: str,
+    probe: Callable[[], Awaitable[str]],
+    fix: str,
+) -> Check:
+    """A channel's check: "off" with how to turn it on, else the probe's word or its error."""
+    if not enabled:
+        return Check(name, ok=False, optional=True, detail="not configured", fix=how_to_enable)
+    try:
+        detail = await probe()
+    except BotError as exc:
+        return Check(name, ok=False, detail=str(exc), fix=fix)
+    return Check(name, ok=True, detail=detail)
+
+
 async def check_telegram(settings: Settings) -> Check:
     """The Telegram token works against the configured Bot API (getMe)."""
-    if not settings.telegram_enabled:
-        return Check(
-            "telegram",
-            ok=True,
-            optional=True,
-            detail="off",
-            fix="create a bot with @BotFather and set TELEGRAM_BOT_TOKEN (README: Telegram)",
-        )
-    from bot.adapters.telegram_config import TelegramConfig, probe  # noqa: PLC0415  (lazy)
 
-    try:
-        detail = await probe(TelegramConfig.from_settings(settings))
-    except BotError as exc:
-        return Check(
-            "telegram",
-            ok=False,
-            detail=str(exc),
-            fix="check TELEGRAM_BOT_TOKEN (from @BotFather) and LIFEBOT_TELEGRAM_API_URL",
-        )
-    return Check("telegram", ok=True, detail=detail)
+    async def probe() -> str:
+        from bot.adapters.telegram_config import TelegramConfig  # noqa: PLC0415  (lazy)
+        from bot.adapters.telegram_config import probe as get_me  # noqa: PLC0415
 
+        return await get_me(TelegramConfig.from_settings(settings))
 
-CHECKS.append(check_telegram)
+    return await probe_check(
+        "telegram",
+        enabled=settings.telegram_enabled,
+        how_to_enable="create a bot with @BotFather and set TELEGRAM_BOT_TOKEN (README: Telegram)",
+        probe=probe,
+        fix="check TELEGRAM_BOT_TOKEN (from @BotFather) and LIFEBOT_TELEGRAM_API_URL",
+    )
 
 
 async def check_slack(settings: Settings) -> Check:
     """The Slack tokens work against the configured Web API (auth.test, Socket Mode)."""
-    if not settings.slack_enabled:
-        return Check(
-            "slack",
-            ok=True,
-            optional=True,
-            detail="off",
-            fix="create the app from docs/slack-app-manifest.yaml (README: Slack)",
-        )
-    from bot.adapters.slack_transport import probe  # noqa: PLC0415  (lazy: loads Bolt)
 
-    try:
-        detail = await probe(settings)
-    except BotError as exc:
-        return Check(
-            "slack",
-            ok=False,
-            detail=str(exc),
-            fix="check SLACK_BOT_TOKEN / SLACK_APP_TOKEN (README: Slack) and LIFEBOT_SLACK_API_URL",
-        )
-    return Check("slack", ok=True, detail=detail)
+    async def probe() -> str:
+        from bot.adapters.slack_transport import probe as auth_test  # noqa: PLC0415  (loads Bolt)
+
+        return await auth_test(settings)
+
+    return await probe_check(
+        "slack",
+        enabled=settings.slack_enabled,
+        how_to_enable="create the app from docs/slack-app-manifest.yaml (README: Slack)",
+        probe=probe,
+        fix="check SLACK_BOT_TOKEN / SLACK_APP_TOKEN (README: Slack) and LIFEBOT_SLACK_API_URL",
+    )
 
 
-CHECKS.append(check_slack)
+CHECKS.extend([check_telegram, check_slack])
 
 
 async def check_speech_model(settings: Settings) -> Check:
