@@ -69,11 +69,25 @@ class Database:
                 await session.rollback()
                 raise
 
-    async def migrate(self) -> None:
-        """Bring the schema to the newest migration."""
+    async def migrate(self, revision: str = "head") -> None:
+        """Bring the schema to ``revision`` (the newest migration by default)."""
         try:
-            async with self.engine.begin() as conn:
-                await conn.run_sync(_upgrade_head)
+            async with self.engine.connect() as conn:
+                if self.is_sqlite:
+                    # SQLite changes a column by rebuilding the table; with foreign keys on,
+                    # dropping the old copy of a referenced table fails once rows exist. The
+                    # pragma only takes effect outside a transaction, so it comes first.
+                    await conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+                await conn.run_sync(_upgrade, revision)
+                if self.is_sqlite:
+                    broken = (await conn.exec_driver_sql("PRAGMA foreign_key_check")).all()
+                    if broken:
+                        raise StorageError(
+                            f"migration left {len(broken)} rows pointing at missing rows"
+                        )
+                await conn.commit()
+                if self.is_sqlite:
+                    await conn.exec_driver_sql("PRAGMA foreign_keys=ON")
         except SQLAlchemyError as exc:
             raise StorageError(f"could not migrate the database at {self.safe_url}: {exc}") from exc
 
@@ -95,8 +109,8 @@ class Database:
         await self.engine.dispose()
 
 
-def _upgrade_head(connection: Connection) -> None:
+def _upgrade(connection: Connection, revision: str) -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["connection"] = connection
-    command.upgrade(cfg, "head")
+    command.upgrade(cfg, revision)

@@ -143,6 +143,14 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
+def postgres_or_sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database URL: a SQLite file, then a throwaway PostgreSQL database."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return f"sqlite+aiosqlite:///{tmp_path / 'upgrade.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
 async def any_db_app(
     request: pytest.FixtureRequest, app_factory: AppFactory, fake_llm: FakeLLM
 ) -> App:

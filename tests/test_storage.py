@@ -52,3 +52,46 @@ async def test_exact_repeat_of_a_fact_is_stored_once(any_db_app: App) -> None:
         _, first = await FactRepo(s).add(user.id, "My sister is Ana.")
         _, second = await FactRepo(s).add(user.id, "my sister is  ana")
     assert (first, second) == (True, False)
+
+
+async def test_a_database_with_data_upgrades_through_every_migration(
+    tmp_path, postgres_or_sqlite_url: str
+) -> None:
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    from storage.db import Database
+
+    db = Database(postgres_or_sqlite_url)
+    await db.migrate("0001")  # as a first release left it
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    async with db.engine.begin() as conn:
+        await conn.execute(
+            text(
+                'INSERT INTO "user" (id, display_name, is_owner, timezone, created_at) '
+                "VALUES (1, 'ana', true, 'Europe/Lisbon', :now)"
+            ),
+            {"now": now},
+        )
+        await conn.execute(
+            text(
+                "INSERT INTO channelidentity (id, user_id, channel, account, sender_id, created_at)"
+                " VALUES (1, 1, 'telegram', 'bot', '42', :now)"
+            ),
+            {"now": now},
+        )
+    await db.migrate()
+    async with db.session() as s:
+        from storage.repos.users import UserRepo
+
+        user = await UserRepo(s).get(1)
+        [ident] = await UserRepo(s).identities(1)
+    await db.dispose()
+    assert user is not None
+    assert (user.display_name, user.timezone, user.briefing_enabled) == (
+        "ana",
+        "Europe/Lisbon",
+        True,
+    )
+    assert (ident.channel, ident.sender_id) == ("telegram", "42")
