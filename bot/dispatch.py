@@ -9,8 +9,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any
 
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
@@ -341,7 +340,7 @@ class Dispatcher:
             address,
             text,
             buttons=buttons or [],
-            citations=[citation_from_dict(c) for c in citations or []],
+            citations=[Citation.from_dict(c) for c in citations or []],
             reply_to=reply_to,
         )
         try:
@@ -382,22 +381,3 @@ class Dispatcher:
         except ChannelError as exc:
             log.warning("could not send a %s message on %s: %s", out.kind, out.address.channel, exc)
             return None
-
-
-def citation_dicts(citations: list[Citation]) -> list[dict[str, Any]]:
-    """Citations as JSON-able dicts for storage (times as ISO 8601 strings)."""
-    out = []
-    for c in citations:
-        d = asdict(c)
-        if isinstance(c.ts, datetime):
-            d["ts"] = c.ts.isoformat()
-        out.append(d)
-    return out
-
-
-def citation_from_dict(data: dict[str, Any]) -> Citation:
-    """A stored citation dict back as a Citation (an ISO ``ts`` string becomes a datetime)."""
-    fields = dict(data)
-    if isinstance(fields.get("ts"), str):
-        fields["ts"] = datetime.fromisoformat(fields["ts"])
-    return Citation(**fields)

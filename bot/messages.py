@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +54,20 @@ class Citation:
     ts: datetime | None = None
     snippet: str = ""
     link: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form for storage (``ts`` as an ISO 8601 string)."""
+        data = asdict(self)
+        data["ts"] = self.ts.isoformat() if self.ts is not None else None
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Citation:
+        """Back from storage (an ISO ``ts`` string becomes an aware datetime again)."""
+        fields = dict(data)
+        if isinstance(fields.get("ts"), str):
+            fields["ts"] = datetime.fromisoformat(fields["ts"])
+        return cls(**fields)
 
 
 @dataclass(slots=True)

@@ -8,7 +8,6 @@ the reply's citations. Numbers the model made up are dropped from the text.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -76,12 +75,8 @@ class SourceLedger:
             n = int(m.group(1))
             if n in self.entries and n not in seen:
                 seen.append(n)
-        out = []
-        for n in seen:
-            c = self.entries[n]
-            # JSON-able for Message.citations; dispatch turns ts back into a datetime.
-            out.append({**asdict(c), "ts": c.ts.isoformat() if c.ts else None})
-        return out
+        # JSON-able for Message.citations; dispatch turns them back with Citation.from_dict.
+        return [self.entries[n].to_dict() for n in seen]
 
     def strip_unknown(self, text: str) -> str:
         """Remove citation numbers that no tool gave (an invented source is no source)."""
