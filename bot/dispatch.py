@@ -16,7 +16,7 @@ from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
 from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
 from bot.agent.turn import Agent, TurnOutcome
 from bot.clock import Clock
-from bot.commands import CommandReply, Commands
+from bot.commands import Commands
 from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
 from bot.identity import resolve
 from bot.messages import Address, Button, Citation, InboundMessage, OutboundMessage, Receipt
@@ -132,6 +132,7 @@ class Dispatcher:
                 msg.address.chat_id,
                 msg.message_id,
             )
+            await self._keep_for_retry(msg)
             await self._send_quietly(
                 OutboundMessage(
                     msg.address,
@@ -142,6 +143,14 @@ class Dispatcher:
                 )
             )
             return DispatchResult("failed")
+
+    async def _keep_for_retry(self, msg: InboundMessage) -> None:
+        """After a failure, leave a person's stored message waiting for /retry."""
+        try:
+            async with self.db.session() as s:
+                await MessageRepo(s).mark_unanswered(msg.dedupe_key)
+        except Exception:  # the database may be what failed; the reply still goes out
+            log.exception("could not mark a failed message for /retry")
 
     async def _handle(self, msg: InboundMessage) -> DispatchResult:
         async with self.db.session() as s:
@@ -230,7 +239,7 @@ class Dispatcher:
             pending = await repo.get(user.id or 0, pending_id)
             await repo.set_status(user.id or 0, retry_msg_id, "answered")
         if pending is None:
-            return DispatchResult("command", CommandReply("Nothing to retry.").text)
+            return DispatchResult("command", "Nothing to retry.")
         return await self._answer(
             user, conv_id, msg.address, pending.text, pending_id, pending.external_id
         )

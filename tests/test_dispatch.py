@@ -215,3 +215,35 @@ async def test_a_group_message_never_becomes_the_push_address(app: App, fake_llm
     async with app.db.session() as s:
         [ident] = await UserRepo(s).identities(user.id or 0)
     assert ident.chat_id == "ana"  # still the DM
+
+
+async def test_a_crash_mid_turn_is_told_plainly_and_retry_answers_later(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    from pydantic import BaseModel
+
+    from bot.agent.tools.base import Tool, ToolContext
+
+    class NoArgs(BaseModel):
+        pass
+
+    broken = {"yes": True}
+
+    async def flaky(_ctx: ToolContext, _args: NoArgs) -> str:
+        if broken["yes"]:
+            raise RuntimeError("bug in a tool")
+        return "all good"
+
+    app.tools.add(Tool("flaky", "A tool with a bug.", NoArgs, flaky, "Working…"))
+    await add_user(app)
+    fake_llm.add(call("flaky", {}))
+
+    failed = await app.dispatcher.handle(make_inbound("check my tasks with flaky"))
+
+    assert failed.status == "failed"
+    assert "something went wrong on my side" in channel(app).texts()[-1]
+    broken["yes"] = False
+    fake_llm.add(call("flaky", {}), say("Everything is fine."))
+    again = await app.dispatcher.handle(make_inbound("/retry"))
+    assert again.reply == "Everything is fine."
+    assert fake_llm.chat_requests[-1]["messages"][1]["content"] == "check my tasks with flaky"

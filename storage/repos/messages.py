@@ -57,6 +57,20 @@ class MessageRepo:
             row.status = "refused"
             self.s.add(row)
 
+    async def mark_unanswered(self, dedupe_key: str) -> None:
+        """A known person's inbound message that failed mid-turn now waits for /retry."""
+        res = await self.s.exec(
+            select(Message).where(
+                Message.dedupe_key == dedupe_key,
+                col(Message.user_id).is_not(None),
+                Message.status == "received",
+            )
+        )
+        row = res.first()
+        if row is not None:
+            row.status = "pending_retry"
+            self.s.add(row)
+
     async def get(self, user_id: int, message_id: int) -> Message | None:
         """One message of this user's."""
         res = await self.s.exec(
