@@ -5,7 +5,9 @@ Acknowledge first: Bolt runs our listeners before it answers Slack
 ``InboundMessage`` and hands it to a tracked background task, so the ack never waits for the
 agent. Exactly once: the message id is the Slack message ``ts`` (see ``slack_events``), and
 dispatch drops a repeated dedupe key, persisted, so Slack's retries (``X-Slack-Retry-Num``)
-and Socket Mode redeliveries never produce a second reply, across restarts too.
+and Socket Mode redeliveries never produce a second reply, across restarts too. Scheduled
+pushes are exactly once as well: each carries its outbox key as message metadata, and after a
+crash the outbox asks ``find_sent`` whether Slack already has it (see ``slack_keyed``).
 
 Socket Mode by default (no public URL); HTTP mode serves the Events API on an aiohttp server
 where Bolt verifies every request's signature (401 otherwise, nothing processed).
@@ -37,6 +39,7 @@ from bot.adapters.slack_events import (
     is_dm,
 )
 from bot.adapters.slack_format import chosen_blocks, escape, render
+from bot.adapters.slack_keyed import LOOKBACK, find_push, push_metadata
 from bot.adapters.slack_stream import SlackStream
 from bot.adapters.slack_transport import build_bolt, close_socket, connect_socket, serve_http
 from bot.clock import Clock
@@ -52,7 +55,7 @@ PRIVATE_KINDS = {"briefing", "reminder", "proposal"}
 
 
 class SlackAdapter:
-    """The Slack ``ChannelAdapter`` (and ``StreamingAdapter``)."""
+    """The Slack ``ChannelAdapter``, ``StreamingAdapter`` and the outbox's ``KeyedChannel``."""
 
     name = "slack"
 
@@ -74,6 +77,7 @@ class SlackAdapter:
         stream_interval: float = 1.5,
         drain_seconds: float = 10.0,
         retries: int = 3,
+        lookback: int = LOOKBACK,
     ) -> None:
         if mode not in ("socket", "http"):
             raise ValueError(f"unknown Slack mode {mode!r}")
@@ -90,6 +94,8 @@ class SlackAdapter:
         self.stream_interval = stream_interval
         self.drain_seconds = drain_seconds
         self.calls = SlackCalls(attempts=retries)
+        self.lookback = lookback
+        """How many of a chat's newest messages ``find_sent`` searches."""
         self.bot: BotIdentity | None = None
         self._on_message: MessageHandler | None = None
         self._session: aiohttp.ClientSession | None = None
@@ -312,13 +318,40 @@ class SlackAdapter:
 
     async def send(self, msg: OutboundMessage) -> Receipt:
         """Post a message (split when long, buttons on the last part); receipt = first ts."""
+        return await self._send(msg, None)
+
+    async def send_keyed(self, msg: OutboundMessage, key: str) -> Receipt:
+        """Post a push tagged with the outbox key (message metadata), so it can be found again."""
+        return await self._send(msg, key)
+
+    async def find_sent(self, address: Address, key: str) -> Receipt | None:
+        """The receipt of the push ``key`` if our bot posted it among the chat's newest messages.
+
+        Raises ChannelError when Slack cannot be asked (the outbox then asks again later).
+        """
+        if self.bot is None:
+            raise ChannelError("the Slack adapter is not started")
+        ts = await find_push(
+            self.calls,
+            self._api().conversations_history,
+            self.bot,
+            address.chat_id,
+            key,
+            lookback=self.lookback,
+        )
+        return None if ts is None else Receipt("slack", ts, address.chat_id)
+
+    async def _send(self, msg: OutboundMessage, key: str | None) -> Receipt:
         self._check_private(msg)
         thread = {"thread_ts": msg.address.thread_id} if msg.address.thread_id else {}
         first: Receipt | None = None
-        for part in render(msg):
+        parts = render(msg)
+        for i, part in enumerate(parts):
             kwargs: dict[str, Any] = {"channel": msg.address.chat_id, "text": part.text, **thread}
             if part.blocks is not None:
                 kwargs["blocks"] = part.blocks
+            if key is not None:
+                kwargs["metadata"] = push_metadata(key, i, len(parts))
             resp = await self.calls.call(
                 "chat.postMessage", functools.partial(self._post, **kwargs)
             )

@@ -3,8 +3,10 @@
 Real ``slack_sdk`` / ``slack_bolt`` code runs against it. It plays both of Slack's roles:
 
 * the server our adapter calls (``auth.test``, ``chat.postMessage``, ``chat.update``,
-  ``users.info``, ``apps.connections.open`` and private file downloads), with scriptable
-  failures (429 with Retry-After, ``invalid_auth``, ``token_revoked``, ``not_in_channel``);
+  ``users.info``, ``conversations.history``, ``apps.connections.open`` and private file
+  downloads), with scriptable failures (429 with Retry-After, ``invalid_auth``,
+  ``token_revoked``, ``not_in_channel``) and answers held back (``hold``: Slack did the work,
+  then our process dies before the answer arrives);
 * the client that delivers events to our adapter: signed HTTP requests to its Events API
   endpoint (``post_event``), or envelopes over the Socket Mode WebSocket (``deliver``), whose
   acknowledgements it records with timings.
@@ -16,6 +18,7 @@ too, because they are Slack's format, not ours.
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 import itertools
@@ -45,6 +48,8 @@ METHOD_SCOPES = {
     "files": "files:read",
 }
 """The scope Slack requires for each method (``files`` = private file downloads)."""
+HISTORY_SCOPES = {"D": "im:history", "C": "channels:history", "G": "groups:history"}
+"""``conversations.history`` needs the scope of the conversation's type (by id prefix)."""
 EVENT_SCOPES = {"message.im": "im:history", "app_mention": "app_mentions:read"}
 """The scope and subscription Slack requires before it sends an event."""
 
@@ -129,6 +134,10 @@ class FakeSlack:
         self.connections = 0
         self._connects = asyncio.Condition()
         self._session: aiohttp.ClientSession | None = None
+        self._holds: dict[str, int] = {}
+        self._released = asyncio.Event()
+        self.held = asyncio.Event()
+        """Set when an answer is being held back (the work was done)."""
 
     # --- lifecycle -------------------------------------------------------------------------
 
@@ -150,6 +159,7 @@ class FakeSlack:
 
     async def stop(self) -> None:
         """Close sockets and the server."""
+        self.release()
         for ws in list(self._sockets):
             await ws.close()
         if self._session is not None:
@@ -172,6 +182,35 @@ class FakeSlack:
         self._failures.setdefault(method, []).extend(
             Failure(error, status, retry_after) for _ in range(times)
         )
+
+    def hold(self, method: str, times: int = 1) -> None:
+        """Do the next ``times`` calls of ``method``, but hold their answers until ``release``."""
+        self._holds[method] = self._holds.get(method, 0) + times
+        self._released.clear()
+
+    def release(self) -> None:
+        """Send the held answers (to whoever is still waiting for them)."""
+        self._released.set()
+
+    def add_message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str = "U0ANA",
+        bot_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Put a message someone else wrote into ``channel``'s history; its ts."""
+        ts = self._next_ts()
+        msg: dict[str, Any] = {"type": "message", "channel": channel, "ts": ts, "text": text}
+        msg["user"] = user
+        if bot_id is not None:
+            msg["bot_id"] = bot_id
+        if metadata is not None:
+            msg["metadata"] = metadata
+        self.messages[(channel, ts)] = msg
+        return ts
 
     def add_file(
         self, data: bytes, name: str, mimetype: str, *, subtype: str | None = None
@@ -226,6 +265,10 @@ class FakeSlack:
         assert resp.text is not None
         error = json.loads(resp.text).get("error", "ok")
         self.calls.append(Call(method, args, time.monotonic(), token, str(error)))
+        if self._holds.get(method):
+            self._holds[method] -= 1
+            self.held.set()
+            await self._released.wait()
         return resp
 
     def _answer(self, method: str, args: dict[str, Any], token: str | None) -> web.Response:
@@ -234,7 +277,7 @@ class FakeSlack:
             return _error("not_authed" if not token else "invalid_auth")
         if self.revoked and method != "apps.connections.open":
             return _error("token_revoked")
-        if not self._granted(method):
+        if not self._granted(method) or not self._history_granted(method, args):
             return _error("missing_scope")
         queue = self._failures.get(method)
         if queue:
@@ -247,6 +290,7 @@ class FakeSlack:
             "chat.postMessage": self._post_message,
             "chat.update": self._update,
             "users.info": self._users_info,
+            "conversations.history": self._history,
         }.get(method)
         if handler is None:
             return _error("unknown_method")
@@ -255,6 +299,12 @@ class FakeSlack:
     def _granted(self, method: str) -> bool:
         needed = METHOD_SCOPES.get(method)
         return self.scopes is None or needed is None or needed in self.scopes
+
+    def _history_granted(self, method: str, args: dict[str, Any]) -> bool:
+        if method != "conversations.history" or self.scopes is None:
+            return True
+        needed = HISTORY_SCOPES.get(str(args.get("channel", ""))[:1], "mpim:history")
+        return needed in self.scopes
 
     def check_subscribed(self, body: dict[str, Any]) -> None:
         """Slack only sends events the app subscribed to and has the scope for."""
@@ -296,10 +346,49 @@ class FakeSlack:
             "text": args.get("text", ""),
             "blocks": _json_arg(args.get("blocks")),
             "thread_ts": args.get("thread_ts"),
+            "metadata": _json_arg(args.get("metadata")),
         }
         self.posted.append(msg)
-        self.messages[(channel, ts)] = dict(msg)
+        self.messages[(channel, ts)] = {
+            **msg,
+            "type": "message",
+            "user": self.bot_user_id,
+            "bot_id": self.bot_id,
+        }
         return _ok(channel=channel, ts=ts, message={"text": msg["text"], "ts": ts})
+
+    def _history(self, args: dict[str, Any]) -> web.Response:
+        """A conversation's top-level messages, newest first, in pages (cursor = offset)."""
+        channel = str(args.get("channel", ""))
+        if not channel:
+            return _error("channel_not_found")
+        try:
+            limit = min(999, max(1, int(args.get("limit") or 100)))
+            cursor = str(args.get("cursor") or "")
+            offset = int(base64.b64decode(cursor).decode().removeprefix("next:")) if cursor else 0
+        except ValueError:
+            return _error("invalid_cursor" if args.get("cursor") else "invalid_arguments")
+        with_metadata = str(args.get("include_all_metadata", "")).lower() in ("1", "true")
+        timeline = sorted(
+            (
+                m
+                for (ch, ts), m in self.messages.items()
+                # Thread replies are not part of the channel's timeline.
+                if ch == channel and m.get("thread_ts") in (None, ts)
+            ),
+            key=lambda m: float(m["ts"]),
+            reverse=True,
+        )
+        page = timeline[offset : offset + limit]
+        out = []
+        for m in page:
+            shown = {k: v for k, v in m.items() if v is not None and k != "channel"}
+            if not with_metadata:
+                shown.pop("metadata", None)
+            out.append(shown)
+        more = offset + limit < len(timeline)
+        next_cursor = base64.b64encode(f"next:{offset + limit}".encode()).decode() if more else ""
+        return _ok(messages=out, has_more=more, response_metadata={"next_cursor": next_cursor})
 
     def _update(self, args: dict[str, Any]) -> web.Response:
         key = (str(args.get("channel")), str(args.get("ts")))
