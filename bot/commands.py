@@ -1,7 +1,7 @@
 """Slash commands: deterministic, channel-agnostic, never call the LLM.
 
-Features register their own commands (``Commands.register``); commands whose feature has not
-landed yet answer politely that it is coming.
+Features register their own commands (``Commands.register``): memory adds /sources, the
+scheduler /briefing, /quiet and the reminder and calendar commands.
 """
 
 from __future__ import annotations
@@ -51,12 +51,6 @@ class CommandReply:
 
 CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]
 
-COMING_SOON = {
-    "briefing": "Morning briefings are coming soon.",
-    "quiet": "Quiet hours are coming soon.",
-    "sources": "I have no sources to show for my last answer.",
-}
-
 
 class Commands:
     """The command table."""
@@ -83,8 +77,6 @@ class Commands:
             ("retry", self._retry, "answer your last unanswered message again"),
         ):
             self.register(name, fn, help_text)
-        for name, text in COMING_SOON.items():
-            self.register(name, self._polite(text), name)
 
     def register(self, name: str, fn: CommandFn, help_text: str) -> None:
         """Add or replace a command."""
@@ -107,13 +99,6 @@ class Commands:
         if entry is None:
             return CommandReply(f"I don't know /{name}. Send /help to see what I can do.")
         return await entry[0](CommandContext(user, msg, conversation_id, args))
-
-    @staticmethod
-    def _polite(text: str) -> CommandFn:
-        async def reply(_ctx: CommandContext) -> CommandReply:
-            return CommandReply(text)
-
-        return reply
 
     async def _start(self, ctx: CommandContext) -> CommandReply:
         return CommandReply(
