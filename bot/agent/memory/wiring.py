@@ -48,7 +48,7 @@ def wire_memory(
         every_messages=settings.extraction_every_messages,
     )
     for tool in memory_tools.TOOLS:
-        tools.add(tool)  # replaces the spine's plain fact tools with indexed, deduped ones
+        tools.add(tool)
     agent.memory = memory
     dispatcher.hooks.append(memory.on_turn)
 

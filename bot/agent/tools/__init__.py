@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from bot.agent.tools import facts, tasks, timekeeping
+from bot.agent.tools import tasks, timekeeping
 from bot.agent.tools.base import Tool, ToolContext, ToolRegistry
 
 
 def default_registry() -> ToolRegistry:
-    """Every tool the agent may use, in one registry."""
-    return ToolRegistry([*timekeeping.TOOLS, *facts.TOOLS, *tasks.TOOLS])
+    """The spine's tools (time, tasks); features add theirs (memory adds the fact tools)."""
+    return ToolRegistry([*timekeeping.TOOLS, *tasks.TOOLS])
 
 
 __all__ = ["Tool", "ToolContext", "ToolRegistry", "default_registry"]
