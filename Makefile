@@ -22,6 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
+	$(BIN)/lint-imports --no-cache
 
 test: $(STAMP)
 	$(BIN)/pytest

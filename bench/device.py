@@ -29,12 +29,11 @@ import numpy as np
 from websockets.asyncio.client import connect
 
 from bench._stats import pct, summary
-from bot.composition import App, build_app, start_app
-from bot.device.adapter import build_device_adapter
-from bot.device.transcribe import FasterWhisperTranscriber
+from bot.app.build import App, build_app, build_device_adapter, start_app
+from bot.speech.transcribe import FasterWhisperTranscriber
 from tests.conftest import make_settings
-from tests.device_support import add_device
-from tests.speech import read_wav, speak
+from tests.support.device import add_device
+from tests.support.speech import read_wav, speak
 
 PHRASES = [
     "What is on my calendar tomorrow morning",
@@ -78,8 +77,7 @@ class Bench:
         await start_app(self.app)
         adapter = build_device_adapter(self.app, transcriber=self.stt)
         adapter.server.port = 0
-        self.app.dispatcher.register(adapter)
-        self.app.adapters.append(adapter)
+        self.app.add_channel(adapter)
         await adapter.start(self.app.dispatcher.handle)
         self.url = f"ws://127.0.0.1:{adapter.server.bound_port}/v1/device"
 

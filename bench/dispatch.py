@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 from bench._stats import ms, pct, summary
-from bot.composition import App, build_app, start_app
+from bot.app.build import App, build_app, start_app
 from storage.repos.users import UserRepo
-from tests.builders import make_inbound
 from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step
+from tests.support.builders import make_inbound
 
 MESSAGES = 400
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from sqlalchemy import func, insert
 from sqlmodel import select
 
-from bot.composition import build_app, start_app
+from bot.app.build import build_app, start_app
 from bot.config import Settings
 from storage.models import ChannelIdentity, Delivery, User
 from tests.fakes.channel import RateLimitedChannel
@@ -45,7 +45,7 @@ async def run(users: int, rate: float, pace: bool, concurrency: int) -> dict[str
         await start_app(app)
         channel = RateLimitedChannel("fake", rate=rate)
         app.dispatcher.register(channel)
-        jobs = app.extras["jobs"]
+        jobs = app.jobs
         jobs.outbox.concurrency = concurrency
         try:
             async with app.db.session() as s:

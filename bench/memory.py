@@ -25,13 +25,13 @@ import numpy as np
 
 from bot.agent.memory.embeddings import MiniLMEmbedder, Vectors
 from bot.agent.memory.service import MemoryService
+from bot.app.importer import import_file
 from bot.clock import SystemClock
-from bot.importer import import_file
 from storage.db import Database
 from storage.repos.users import UserRepo
 from storage.search.base import SearchFilter
 from storage.search.vectors import exact_top_k
-from tests.memory_corpus import NOW, TZ, build_corpus
+from tests.support.memory_corpus import NOW, TZ, build_corpus
 
 
 class CachingEmbedder:

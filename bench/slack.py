@@ -17,10 +17,9 @@ import time
 from pathlib import Path
 
 from bench._stats import pct
-from bot.adapters.slack import SlackAdapter
-from bot.composition import App, build_app, start_app
+from bot.adapters.slack.adapter import SlackAdapter
+from bot.app.build import App, build_app, start_app, start_channels
 from bot.config import Settings
-from bot.serve import start_channels
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.slack_api import (

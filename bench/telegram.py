@@ -21,10 +21,9 @@ from pathlib import Path
 
 from bench._stats import ms, pct, summary
 from bot.adapters.console import ConsoleAdapter
-from bot.composition import App, build_app, start_app
+from bot.app.build import App, build_app, start_app, start_channels
 from bot.config import Settings
-from bot.identity import ensure_console_owner
-from bot.serve import start_channels
+from bot.dispatch.identity import ensure_console_owner
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step
 from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
@@ -105,8 +104,7 @@ async def measure() -> None:
     with tempfile.TemporaryDirectory() as tmp, open(read_fd, encoding="utf-8") as stdin:  # noqa: ASYNC230  (a pipe end, not a disk file)
         app = await start(Path(tmp), llm, tg)
         console = ConsoleAdapter(app.clock, stdin=stdin, stdout=out)
-        app.dispatcher.register(console)
-        app.adapters.append(console)
+        app.add_channel(console)
         await console.start(app.dispatcher.handle)
         try:
             for _ in range(WARM_UP):

@@ -1,5 +1,5 @@
 """``python -m bot`` runs the lifebot CLI."""
 
-from bot.cli import main
+from bot.app.cli import main
 
 main()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 
 class Clock(Protocol):
@@ -20,3 +21,11 @@ class SystemClock:
     def now(self) -> datetime:
         """The current time in UTC."""
         return datetime.now(UTC)
+
+
+def zone(name: str | None) -> ZoneInfo:
+    """The zone by IANA name; UTC when the name is empty or unknown (never fails a turn)."""
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")

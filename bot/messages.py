@@ -118,3 +118,19 @@ class Receipt:
     channel: str
     message_id: str
     chat_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTurn:
+    """Told to hooks after a turn's messages are stored (memory extraction listens)."""
+
+    user_id: int
+    """Whose turn it was."""
+    conversation_id: int
+    """The conversation it belongs to."""
+    inbound_id: int
+    """The stored inbound message."""
+    reply_id: int | None
+    """The stored reply, if one was made."""
+    status: str
+    """How dispatch ended: answered, command, llm_down, failed, ..."""

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from bot.composition import App, build_app, start_app
+from bot.app.build import App, build_app, start_app
 from bot.config import Settings, normalise_database_url
+from bot.speech.transcribe import Transcriber
 from storage.models import User
 from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
@@ -99,9 +100,11 @@ async def app_factory(tmp_path: Path) -> AsyncIterator[AppFactory]:
     """Build started apps (migrated database); all are closed after the test."""
     apps: list[App] = []
 
-    async def factory(llm: FakeLLM | None = None, **overrides: Any) -> App:
+    async def factory(
+        llm: FakeLLM | None = None, *, transcriber: Transcriber | None = None, **overrides: Any
+    ) -> App:
         settings = make_settings(tmp_path, llm, **overrides)
-        application = build_app(settings)
+        application = build_app(settings, transcriber=transcriber)
         await start_app(application)
         apps.append(application)
         return application

@@ -7,11 +7,11 @@ from typing import Any
 
 from bot.agent.budget import count_tokens, fit_history
 from bot.agent.router import Route, route_by_rules
-from bot.composition import App
-from tests.builders import make_inbound
+from bot.app.build import App
 from tests.conftest import AppFactory, add_user, channel
 from tests.fakes.channel import StreamingRecordingChannel
 from tests.fakes.llm import FakeLLM, Step, call, say
+from tests.support.builders import make_inbound
 
 
 def tool_results(fake: FakeLLM, request: int = -1) -> list[str]:

@@ -106,10 +106,10 @@ async def test_dotenv_file_is_read(tmp_path: Path) -> None:
 
 
 async def test_pairing_approve_from_the_cli(tmp_path: Path) -> None:
-    from bot.composition import build_app, start_app
-    from tests.builders import make_inbound
+    from bot.app.build import build_app, start_app
     from tests.conftest import make_settings
     from tests.fakes.channel import RecordingChannel
+    from tests.support.builders import make_inbound
 
     settings = make_settings(tmp_path)
     application = build_app(settings)

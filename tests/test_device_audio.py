@@ -13,7 +13,7 @@ from bot.device.audio import Decoder, opus_available, to_float
 from bot.device.spool import Spool, SpoolFile, read_samples
 from bot.device.utterance import strip_wake_phrase
 from bot.device.vad import StreamingVad
-from tests.speech import concat_wavs, read_wav, speak
+from tests.support.speech import concat_wavs, read_wav, speak
 
 
 def test_pcm16_at_16k_passes_through_and_odd_bytes_wait_for_the_next_frame() -> None:

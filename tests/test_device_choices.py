@@ -14,11 +14,11 @@ from websockets.asyncio.client import ClientConnection, connect
 from bot.device.choices import SpokenChoices, matches, spoken_prompt
 from bot.messages import Button
 from storage.models import CalendarEvent
-from tests.device_support import add_device, running_device
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, Step
-from tests.jobs_support import jobs_app, jobs_of
-from tests.speech import shared_transcriber
+from tests.support.device import add_device, running_device
+from tests.support.jobs import jobs_app, jobs_of
+from tests.support.speech import shared_transcriber
 
 NOW = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)  # a Monday
 

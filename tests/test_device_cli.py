@@ -10,15 +10,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bot.cli import app as cli
-from bot.composition import App, build_app, start_app
-from bot.device.adapter import start_device_channel
+from bot.app.build import App, build_app, start_app, start_device_channel
+from bot.app.cli import app as cli
 from storage.models import Device
 from storage.repos.devices import hash_token
 from storage.repos.users import UserRepo
 from tests.conftest import AppFactory, make_settings
-from tests.device_support import add_device, running_device
-from tests.speech import speak
+from tests.support.device import add_device, running_device
+from tests.support.speech import speak
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,13 +15,13 @@ from pathlib import Path
 from sqlmodel import select
 from websockets.asyncio.client import connect
 
-from bot.composition import App
+from bot.app.build import App
 from storage.models import Message
 from tests.conftest import AppFactory
-from tests.device_support import add_device, eventually, running_device
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.transcriber import GatedTranscriber
-from tests.speech import shared_transcriber, speak
+from tests.support.device import add_device, eventually, running_device
+from tests.support.speech import shared_transcriber, speak
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,13 +13,13 @@ import numpy.typing as npt
 from sqlmodel import col, select
 from websockets.asyncio.client import connect
 
-from bot.composition import App
+from bot.app.build import App
 from storage.models import MemoryItem, Message
 from tests.conftest import AppFactory
-from tests.device_support import add_device, eventually, running_device
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.transcriber import GatedTranscriber
-from tests.speech import concat_wavs, read_wav, shared_transcriber, speak, to_stereo
+from tests.support.device import add_device, eventually, running_device
+from tests.support.speech import concat_wavs, read_wav, shared_transcriber, speak, to_stereo
 
 
 def opus_packets(pcm: npt.NDArray[np.int16], rate: int) -> list[bytes]:

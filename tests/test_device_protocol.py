@@ -12,13 +12,13 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from bot.composition import App
+from bot.app.build import App
 from bot.device import protocol as p
 from storage.repos.devices import DeviceRepo
 from tests.conftest import AppFactory
-from tests.device_support import Running, add_device, running_device
 from tests.fakes.llm import FakeLLM, say
-from tests.speech import speak
+from tests.support.device import Running, add_device, running_device
+from tests.support.speech import speak
 
 
 def _open(dev: Running, token: str | None = None, **kwargs: Any) -> Any:

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from bot.config import Settings
-from bot.device.transcribe import (
+from bot.speech.transcribe import (
     FasterWhisperTranscriber,
     TranscriptionError,
     resolve_model,
 )
-from tests.speech import read_wav, shared_transcriber, speak
+from tests.support.speech import read_wav, shared_transcriber, speak
 
 
 async def test_a_spoken_question_becomes_text(tmp_path: Path) -> None:

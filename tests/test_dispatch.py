@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from sqlmodel import col, select
 
-from bot.composition import App
+from bot.app.build import App
 from storage.models import Fact, Message, PairingRequest
-from tests.builders import make_inbound
 from tests.conftest import add_user, channel
 from tests.fakes.llm import FakeLLM, call, say
+from tests.support.builders import make_inbound
 
 
 async def test_question_needing_a_tool_is_answered_after_the_tool_result(

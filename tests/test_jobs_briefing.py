@@ -10,11 +10,11 @@ import pytest
 
 from storage.repos.calendar import CalendarRepo
 from storage.repos.tasks import TaskRepo
-from tests.builders import make_inbound
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, fail, say
-from tests.jobs_support import deliveries, jobs_app, jobs_of, make_user
+from tests.support.builders import make_inbound
+from tests.support.jobs import deliveries, jobs_app, jobs_of, make_user
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from bot.cli import app as cli
+from bot.app.cli import app as cli
 from storage.repos.calendar import CalendarRepo
 from storage.repos.users import UserRepo
-from tests.builders import make_inbound
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
-from tests.jobs_support import jobs_app, make_user
+from tests.support.builders import make_inbound
+from tests.support.jobs import jobs_app, make_user
 
 T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
 

@@ -12,7 +12,6 @@ from bot.errors import TransientChannelError, Unreachable
 from bot.jobs.proposals import Candidate
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.users import UserRepo
-from tests.builders import make_inbound
 from tests.fakes.channel import (
     ChannelServer,
     KeyedFakeChannel,
@@ -21,7 +20,8 @@ from tests.fakes.channel import (
     SimulatedCrash,
 )
 from tests.fakes.clock import ManualClock
-from tests.jobs_support import deliveries, jobs_app, jobs_of, make_user
+from tests.support.builders import make_inbound
+from tests.support.jobs import deliveries, jobs_app, jobs_of, make_user
 
 T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
 

@@ -11,14 +11,14 @@ from typing import Any
 
 from sqlmodel import col, select
 
-from bot.composition import App
+from bot.app.build import App
 from storage.models import CalendarEvent, Message, Proposal
 from storage.repos.calendar import CalendarRepo
-from tests.builders import make_inbound
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, Step
-from tests.jobs_support import jobs_app, jobs_of, make_user
+from tests.support.builders import make_inbound
+from tests.support.jobs import jobs_app, jobs_of, make_user
 
 NOW = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)  # Monday 13:00 in Lisbon
 

@@ -14,11 +14,11 @@ from sqlmodel import select
 from bot.jobs.phrases import PhraseError, describe_recurrence, next_occurrence, parse_reminder
 from bot.jobs.reminders import confirmation
 from storage.models import Reminder
-from tests.builders import make_inbound
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, call, say
-from tests.jobs_support import deliveries, jobs_app, jobs_of, make_user
+from tests.support.builders import make_inbound
+from tests.support.jobs import deliveries, jobs_app, jobs_of, make_user
 
 NY = ZoneInfo("America/New_York")
 NOW = datetime(2025, 6, 3, 10, 0, tzinfo=NY)  # Tuesday 10:00 EDT (14:00 UTC)

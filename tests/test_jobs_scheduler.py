@@ -9,14 +9,14 @@ from pathlib import Path
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from bot.cli import app as cli
+from bot.app.cli import app as cli
 from bot.jobs.leader import AdvisoryLock, LeaseLock
 from bot.messages import OutboundMessage, Receipt
 from storage.db import Database
-from tests.builders import make_inbound
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
-from tests.jobs_support import deliveries, jobs_app, jobs_of, make_user
+from tests.support.builders import make_inbound
+from tests.support.jobs import deliveries, jobs_app, jobs_of, make_user
 
 T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
 

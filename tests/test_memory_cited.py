@@ -9,11 +9,11 @@ from zoneinfo import ZoneInfo
 from sqlmodel import col, select
 
 from bot.agent.memory.service import MemoryService
-from bot.composition import App
+from bot.app.build import App
 from storage.models import Message
-from tests.builders import make_inbound
 from tests.conftest import add_user, channel
 from tests.fakes.llm import FakeLLM, call, say
+from tests.support.builders import make_inbound
 
 
 async def test_answer_cites_its_sources_and_why_shows_them(app: App, fake_llm: FakeLLM) -> None:
@@ -52,7 +52,7 @@ async def test_answer_cites_its_sources_and_why_shows_them(app: App, fake_llm: F
     assert len(fake_llm.chat_requests) == calls_before  # no model needed for either
 
     # The question itself was a query, not a memory: it never comes back as evidence.
-    memory: MemoryService = app.extras["memory"]
+    memory: MemoryService = app.memory
     out = await memory.retriever.search(
         user.id, "dentist appointment", now=datetime.now(UTC), tz=ZoneInfo("UTC")
     )

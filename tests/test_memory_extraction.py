@@ -11,13 +11,13 @@ from typing import Any
 from sqlmodel import col, select
 
 from bot.agent.memory.service import MemoryService
-from bot.composition import App
+from bot.app.build import App
 from storage.models import Episode, Fact, Message, Task
 from storage.repos.messages import ConversationRepo
-from tests.builders import make_inbound
 from tests.conftest import AppFactory, add_user, channel
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step, call, say
+from tests.support.builders import make_inbound
 
 
 class Brain:
@@ -69,7 +69,7 @@ async def test_repeated_statements_make_one_fact(
     for text in ("I had green tea again", "green tea is the best", "more green tea today",
                  "I really do love green tea", "tea time", "green tea again"):  # fmt: skip
         await app.dispatcher.handle(make_inbound(text))
-        await app.extras["memory"].drain()
+        await app.memory.drain()
         if text == "I really do love green tea":
             brain.facts = ["Really loves green tea"]
             brain.decision = {"decision": "skip", "target": "first"}
@@ -88,7 +88,7 @@ async def test_changed_preference_supersedes_the_old_fact(app: App, fake_llm: Fa
     r = await app.dispatcher.handle(make_inbound("remember I drink coffee in the morning now"))
     assert r.reply is not None and "updated" in r.reply and "tea" in r.reply
     assert [f.text for f in await _facts(app)] == ["I drink coffee in the morning now"]
-    memory: MemoryService = app.extras["memory"]
+    memory: MemoryService = app.memory
     user_id = (await _facts(app))[0].user_id
     out = await memory.retriever.search(
         user_id, "tea in the morning", now=datetime.now(UTC), tz=memory_tz(), kinds=("fact",)
@@ -114,7 +114,7 @@ async def test_forget_that_forgets_and_is_not_learned_again(app: App, fake_llm: 
     # Later the model proposes the same thing from chat: it stays forgotten.
     brain.facts = ["Locker code is 4521"]
     await app.dispatcher.handle(make_inbound("the locker code is still 4521 by the way"))
-    memory: MemoryService = app.extras["memory"]
+    memory: MemoryService = app.memory
     async with app.db.session() as s:
         conv = (await s.exec(select(Message).where(Message.direction == "in"))).all()[-1]
     report = await memory.extract(user.id, f"conv:{conv.conversation_id}", datetime.now(UTC))
@@ -164,7 +164,7 @@ async def test_injected_transcript_never_becomes_a_tool_call(app: App, fake_llm:
     brain = Brain()
     fake_llm.default = brain
     await app.dispatcher.handle(make_inbound("remember my sister is Ana"))
-    memory: MemoryService = app.extras["memory"]
+    memory: MemoryService = app.memory
     spoken = datetime.now(UTC) - timedelta(minutes=30)
     await _store_transcript(app, user.id, ["the bus is late again", INJECTION], spoken)
 
@@ -206,7 +206,7 @@ async def test_episodes_get_stand_in_summaries_while_the_model_is_down(
     brain = Brain()
     brain.down = True
     fake_llm.default = brain
-    memory: MemoryService = app.extras["memory"]
+    memory: MemoryService = app.memory
     spoken = datetime.now(UTC) - timedelta(hours=1)
     await _store_transcript(app, user.id, ["lunch with Ana at noon", "then the dentist"], spoken)
     await memory.run_due(spoken + timedelta(minutes=15))

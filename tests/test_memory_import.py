@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from bot.composition import build_app, start_app
-from bot.importer import import_file
+from bot.app.build import build_app, start_app
+from bot.app.importer import import_file
 from storage.repos.users import UserRepo
 from tests.conftest import add_user, make_settings
 from tests.test_cli import run_cli
@@ -60,7 +60,7 @@ async def test_jsonl_import_reports_bad_lines_and_runs_once(app, tmp_path: Path)
     again = await import_file(app.db, user.id, path, timezone="Europe/Lisbon")
     assert (again.added, again.duplicates) == (0, 3)
 
-    memory = app.extras["memory"]
+    memory = app.memory
     await memory.after_import(user.id, first.conversations)
     out = await memory.retriever.search(
         user.id, "where is the cabin?", now=datetime.now(UTC), tz=ZoneInfo("Europe/Lisbon")
@@ -81,8 +81,8 @@ async def test_telegram_export_is_imported(app, tmp_path: Path) -> None:
     report = await import_file(app.db, user.id, path)
     assert report.added == 1
     assert [w for w, _ in report.bad] == ["message 4 of chat 'Carlos'"]
-    await app.extras["memory"].after_import(user.id, report.conversations)
-    out = await app.extras["memory"].retriever.search(
+    await app.memory.after_import(user.id, report.conversations)
+    out = await app.memory.retriever.search(
         user.id, "sourdough", now=datetime.now(UTC), tz=ZoneInfo("UTC")
     )
     [hit] = out.evidence
@@ -120,7 +120,8 @@ async def test_cli_import_search_facts_forget_reindex(tmp_path: Path) -> None:
 
     application = build_app(settings)
     await start_app(application)
-    decision = await application.extras["memory"].remember(1, "my sister is Ana")
+    decision = await application.memory.remember(1, "my sister is Ana")
+    assert decision.fact is not None
     await application.close()
     code, out, _ = await run_cli("memory", "facts", "--user", "alice", cwd=tmp_path, env=env)
     assert f"#{decision.fact.id} [people] my sister is Ana" in out

@@ -13,15 +13,15 @@ from pathlib import Path
 from sqlmodel import select
 
 from bot.agent.memory.service import MemoryService
-from bot.composition import App
-from bot.importer import import_file
+from bot.app.build import App
+from bot.app.importer import import_file
 from storage.models import MemoryItem
 from storage.search.base import SearchFilter
 from storage.search.fulltext import fts_terms
-from tests.builders import make_inbound
 from tests.conftest import add_user
 from tests.fakes.llm import FakeLLM, say
-from tests.memory_corpus import NOW, TZ, Corpus, Question, build_corpus
+from tests.support.builders import make_inbound
+from tests.support.memory_corpus import NOW, TZ, Corpus, Question, build_corpus
 
 
 async def load_corpus(app: App, user_id: int, tmp: Path, corpus: Corpus) -> None:
@@ -30,7 +30,7 @@ async def load_corpus(app: App, user_id: int, tmp: Path, corpus: Corpus) -> None
     path.write_text("\n".join(json.dumps(r) for r in corpus.records), encoding="utf-8")
     report = await import_file(app.db, user_id, path, timezone="Europe/Lisbon")
     assert report.added == len(corpus.records) and not report.bad
-    await app.extras["memory"].after_import(user_id, report.conversations)
+    await app.memory.after_import(user_id, report.conversations)
 
 
 def _recall(q: Question, refs: list[str], k: int) -> float:
@@ -63,7 +63,7 @@ async def test_recall_windows_recency_abstention_and_isolation(
     bob = await add_user(app, "bob", timezone="Europe/Lisbon")
     assert alice.id is not None and bob.id is not None
     await load_corpus(app, alice.id, tmp_path, corpus)
-    memory: MemoryService = app.extras["memory"]
+    memory: MemoryService = app.memory
 
     table: dict[str, dict[str, list[float]]] = {}
     for q in corpus.questions:
@@ -110,7 +110,7 @@ async def test_time_window_that_holds_nothing_fails_closed(
     app = any_db_app
     user = await add_user(app, "u1", timezone="Europe/Lisbon")
     assert user.id is not None
-    memory: MemoryService = app.extras["memory"]
+    memory: MemoryService = app.memory
     fake_llm.add(say("Nice!"))
     await app.dispatcher.handle(make_inbound("I went hiking in Sintra today, lovely views"))
     now = datetime.now(UTC)

@@ -14,12 +14,11 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # a dev dependency without stubs
 from sqlmodel import select
 
-from bot.adapters.slack import SlackAdapter
-from bot.composition import App
-from bot.device.transcribe import Transcriber
+from bot.adapters.slack.adapter import SlackAdapter
+from bot.app.build import App, start_channels
 from bot.errors import Unreachable
 from bot.messages import Address, Button, OutboundMessage
-from bot.serve import start_channels
+from bot.speech.transcribe import Transcriber
 from storage.models import ChannelIdentity, Message, PairingRequest
 from tests.conftest import AppFactory, add_user
 from tests.fakes.llm import FakeLLM, Step, say
@@ -91,9 +90,7 @@ async def start_slack(
         "jobs_enabled": False,
         **overrides,
     }
-    app = await app_factory(fake_llm, **settings)
-    if transcriber is not None:
-        app.extras["transcriber"] = transcriber
+    app = await app_factory(fake_llm, transcriber=transcriber, **settings)
     assert await start_channels(app) == ["slack"]
     adapter = app.dispatcher.adapters["slack"]
     assert isinstance(adapter, SlackAdapter)
@@ -378,7 +375,7 @@ async def test_revoked_token_marks_the_person_unreachable(
     answer(fake_llm, say("You will never see this."))
     http.fake.revoked = True
 
-    with caplog.at_level(logging.ERROR, logger="bot.adapters.slack_api"):
+    with caplog.at_level(logging.ERROR, logger="bot.adapters.slack.api"):
         await http.post(dm_event("hello?"))
 
     async with http.app.db.session() as s:
@@ -512,7 +509,7 @@ def test_manifest_asks_for_exactly_what_lifebot_uses() -> None:
 
 
 async def test_doctor_checks_both_tokens(tmp_path: Path, fake_slack: FakeSlack) -> None:
-    from bot.doctor import check_slack
+    from bot.app.doctor import check_slack
     from tests.conftest import make_settings
 
     good = make_settings(

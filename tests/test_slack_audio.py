@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import AppFactory, add_user
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack, dm_event
-from tests.speech import shared_transcriber, speak
+from tests.support.speech import shared_transcriber, speak
 from tests.test_slack import ANA, ANA_DM, Slack, answer, asked_of, fake_slack, start_slack
 
 __all__ = ["fake_slack"]  # the fixture is shared with test_slack

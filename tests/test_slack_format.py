@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.adapters.slack_format import (
+from bot.adapters.slack.format import (
     MAX_TEXT,
     chosen_blocks,
     escape,

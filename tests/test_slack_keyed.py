@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from bot.adapters.slack import SlackAdapter
-from bot.adapters.slack_keyed import PUSH_EVENT
-from bot.composition import App
+from bot.adapters.slack.adapter import SlackAdapter
+from bot.adapters.slack.keyed import PUSH_EVENT
+from bot.app.build import App
 from bot.errors import ChannelError, Unreachable
 from bot.jobs.sending import KeyedChannel
 from bot.messages import Address, InboundMessage, OutboundMessage
@@ -27,7 +27,7 @@ from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.users import UserRepo
 from tests.fakes.clock import ManualClock
 from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, TEAM_ID, FakeSlack
-from tests.jobs_support import deliveries, jobs_app, jobs_of
+from tests.support.jobs import deliveries, jobs_app, jobs_of
 from tests.test_slack import ANA, ANA_DM, manifest
 
 T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)

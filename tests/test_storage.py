@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from sqlmodel import select
 
-from bot.composition import App
+from bot.app.build import App
 from storage.models import Message
 from storage.repos.facts import FactRepo
 from storage.repos.tasks import TaskRepo
-from tests.builders import make_inbound
 from tests.conftest import add_user, channel
 from tests.fakes.llm import FakeLLM, say
+from tests.support.builders import make_inbound
 
 
 async def test_dedupe_key_holds_in_the_database(any_db_app: App, fake_llm: FakeLLM) -> None:

@@ -14,13 +14,12 @@ import av
 import pytest
 from sqlmodel import select
 
-from bot.adapters.telegram import STALE_BUTTON, TelegramAdapter, TelegramConfig
+from bot.adapters.telegram.adapter import STALE_BUTTON, TelegramAdapter, TelegramConfig
+from bot.app.build import App, start_channels
+from bot.app.doctor import check_telegram
 from bot.clock import SystemClock
-from bot.composition import App
-from bot.doctor import check_telegram
 from bot.errors import ChannelError, RateLimited
 from bot.messages import Address, Button, OutboundMessage
-from bot.serve import start_channels
 from storage.models import ChannelIdentity, Message
 from tests.conftest import AppFactory, add_user, make_settings
 from tests.fakes.llm import FakeLLM, Step, say
@@ -70,7 +69,7 @@ Starter = Callable[..., Any]
 async def telegram(
     tg: FakeTelegram, app_factory: AppFactory, fake_llm: FakeLLM
 ) -> AsyncIterator[Starter]:
-    """Start lifebot with the Telegram channel (through serve.start_channels) and user Ana."""
+    """Start lifebot with the Telegram channel (through start_channels) and user Ana."""
     apps: list[App] = []
 
     async def start(**overrides: Any) -> App:
@@ -91,7 +90,7 @@ async def telegram(
     yield start
     # Stop the channel while the fake server still runs (it is torn down after this fixture).
     for app in apps:
-        for adapter in app.adapters:
+        for adapter in app.started:
             await adapter.stop()
 
 

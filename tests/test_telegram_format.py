@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.adapters.telegram_format import markdown_to_html, split_text, utf16_len
-from bot.adapters.telegram_send import ButtonCodec, render
+from bot.adapters.telegram.format import markdown_to_html, split_text, utf16_len
+from bot.adapters.telegram.send import ButtonCodec, render
 from bot.messages import Address, Button, Citation, OutboundMessage
 from tests.fakes.telegram_html import parse_html
 

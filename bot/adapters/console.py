@@ -12,11 +12,14 @@ from typing import TextIO
 
 from bot.adapters.base import MessageHandler
 from bot.clock import Clock
-from bot.identity import CONSOLE_ACCOUNT, CONSOLE_SENDER
 from bot.messages import Address, InboundMessage, OutboundMessage, Receipt
 
 log = logging.getLogger(__name__)
 
+CONSOLE_ACCOUNT = "local"
+"""The console channel's one account."""
+CONSOLE_SENDER = "owner"
+"""The console's one sender: the owner at this terminal."""
 ADDRESS = Address("console", CONSOLE_ACCOUNT, "console")
 PROMPT = "you> "
 

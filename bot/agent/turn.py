@@ -11,9 +11,9 @@ from zoneinfo import ZoneInfo
 
 from bot.agent.llm import LLM
 from bot.agent.loop import AgentEvent, FinalAnswer, Limits, run_turn
-from bot.agent.memory.sources import SourceLedger, last_answer_citations, render_sources
 from bot.agent.prompts import load_persona, system_prompt
 from bot.agent.router import Route, Router, remember_text
+from bot.agent.sources import SourceLedger, last_answer_citations, render_sources
 from bot.agent.tools.base import ToolContext, ToolRegistry
 from bot.clock import Clock
 from storage.db import Database
@@ -71,7 +71,7 @@ class Agent:
         limits: Limits,
         persona_path: Path,
         history_messages: int = 20,
-        extras: dict[str, Any] | None = None,
+        memory: MemoryService | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -81,9 +81,8 @@ class Agent:
         self.persona_path = persona_path
         self.history_messages = history_messages
         self.router = Router(llm)
-        self.extras = extras or {}
-        self.memory: MemoryService | None = None
-        """Set by the composition root when memory is wired (remember, forget that, sources)."""
+        self.memory = memory
+        """Memory, when wired: "remember", "forget that" and fact dedupe go through it."""
 
     async def answer(
         self,
@@ -135,18 +134,15 @@ class Agent:
         history = history_to_openai(rows)
         if not history or history[-1].get("content") != text:
             history.append({"role": "user", "content": text})
-        # Per-turn extras: the shared collaborators plus this turn's source ledger.
         ledger = SourceLedger()
-        extras = {**self.extras, "sources": ledger, "message_id": message_id}
-        if self.memory is not None:
-            extras["memory"] = self.memory
         ctx = ToolContext(
             user_id=user.id,
             db=self.db,
             now=now,
             timezone=user.timezone,
             conversation_id=conversation_id,
-            extras=extras,
+            message_id=message_id,
+            sources=ledger,
         )
         final: FinalAnswer | None = None
         async for event in run_turn(

@@ -10,21 +10,16 @@ from __future__ import annotations
 import itertools
 import logging
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.adapters.base import MessageHandler
 from bot.device import protocol as p
 from bot.device.choices import spoken_prompt
 from bot.device.hub import DeviceHub
-from bot.device.options import DeviceOptions
 from bot.device.server import DeviceServer
-from bot.device.transcribe import FasterWhisperTranscriber, Transcriber
 from bot.errors import ChannelError
 from bot.messages import Address, OutboundMessage, Receipt
-from storage.repos.devices import DEVICE_CHANNEL, DeviceRepo
-
-if TYPE_CHECKING:
-    from bot.composition import App
+from storage.repos.devices import DEVICE_CHANNEL
 
 log = logging.getLogger(__name__)
 
@@ -104,35 +99,3 @@ class DeviceReplyStream:
     async def finish(self, msg: OutboundMessage) -> Receipt:
         """Send the whole answer with its citations."""
         return await self.adapter.send(msg)
-
-
-def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> DeviceAdapter:
-    """The pendant channel wired to the app (the shared transcriber unless one is given)."""
-    settings = app.settings
-    stt = transcriber or app.extras.get("transcriber")
-    if stt is None:
-        stt = FasterWhisperTranscriber.from_settings(settings)
-    hub = DeviceHub(
-        db=app.db,
-        transcriber=stt,
-        clock=app.clock,
-        options=DeviceOptions.from_settings(settings),
-        memory=app.extras.get("memory"),
-    )
-    return DeviceAdapter(hub, settings.device_host, settings.device_port)
-
-
-async def start_device_channel(app: App) -> bool:
-    """Start the pendant server when a device exists or LIFEBOT_DEVICE_ENABLED is set."""
-    if not app.settings.device_enabled:
-        async with app.db.session() as s:
-            if not await DeviceRepo(s).active():
-                return False
-    adapter = build_device_adapter(app)
-    warm = getattr(adapter.hub.transcriber, "warm_up", None)
-    if warm is not None:
-        await warm()  # load the model now so the first utterance is not slowed by it
-    app.dispatcher.register(adapter)
-    app.adapters.append(adapter)
-    await adapter.start(app.dispatcher.handle)
-    return True

@@ -20,10 +20,10 @@ from bot.device.choices import SpokenChoices
 from bot.device.options import Connection, DeviceInfo, DeviceOptions
 from bot.device.session import SessionPipeline
 from bot.device.spool import Spool
-from bot.device.transcribe import Transcriber
 from bot.device.utterance import Utterance
 from bot.errors import ChannelError
 from bot.messages import Address, InboundMessage
+from bot.speech.transcribe import Transcriber
 from storage.db import Database
 from storage.models import AudioSegment, Device, DeviceSession
 from storage.repos.devices import DEVICE_ACCOUNT, DEVICE_CHANNEL, DeviceRepo, SessionRepo

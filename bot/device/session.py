@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from bot.device import protocol as p
 from bot.device.audio import TARGET_RATE, Int16, to_float
 from bot.device.spool import read_samples
-from bot.device.transcribe import Transcript, TranscriptionError
 from bot.device.utterance import Heard, Typed, Utterance, strip_wake_phrase
 from bot.device.vad import Cut
 from bot.errors import ChannelError
+from bot.speech.transcribe import Transcript, TranscriptionError
 from storage.models import DeviceSession
 from storage.repos.devices import SessionRepo
 

@@ -10,10 +10,10 @@ import re
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
-from bot.clock import Clock
-from bot.commands import CommandContext, CommandReply, Commands
+from bot.clock import Clock, zone
+from bot.dispatch.commands import CommandContext, CommandReply, Commands
 from bot.jobs.calendar import event_line
-from bot.jobs.localtime import hhmm, in_quiet_hours, local_instant, parse_hhmm, zone
+from bot.jobs.localtime import hhmm, in_quiet_hours, local_instant, parse_hhmm
 from bot.jobs.phrases import PhraseError
 from bot.jobs.service import Jobs
 from storage.db import Database

@@ -29,9 +29,9 @@ from datetime import datetime, timedelta
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.adapters.base import ChannelAdapter
-from bot.clock import Clock
+from bot.clock import Clock, zone
 from bot.errors import ChannelError, RateLimited, TransientChannelError, Unreachable
-from bot.jobs.localtime import in_quiet_hours, quiet_hours_end, zone
+from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
 from bot.jobs.sending import KeyedChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
 from storage.db import Database

@@ -8,17 +8,9 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 _HHMM = re.compile(r"^\s*(\d{1,2})(?::|\.|h)?(\d{2})?\s*$")
-
-
-def zone(name: str | None) -> ZoneInfo:
-    """The zone by IANA name; UTC when the name is unknown (never fails a job)."""
-    try:
-        return ZoneInfo(name or "UTC")
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
 
 
 def parse_hhmm(text: str) -> time:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,9 +16,9 @@ from sqlalchemy import or_
 from sqlmodel import col, select
 
 from bot.agent.llm import LLM, parse_json_object
+from bot.clock import zone
 from bot.errors import AgentError, LLMRequestError
 from bot.jobs.calendar import event_line
-from bot.jobs.localtime import zone
 from storage.db import Database
 from storage.models import JobState, Message, Proposal, User
 from storage.repos.calendar import CalendarRepo, title_key
@@ -93,13 +92,6 @@ class Proposals:
         self.llm = llm
         self.ttl = ttl
         self.batch = batch
-        self.on_new_message: Callable[[], Awaitable[None]] | None = None
-        """Set by the scheduler: makes the scan run soon after a turn."""
-
-    async def after_turn(self, _turn: object) -> None:
-        """Dispatcher hook: a new message may hold a plan; ask for an early scan."""
-        if self.on_new_message is not None:
-            await self.on_new_message()
 
     async def scan(self, now: datetime) -> str:
         """Look at new user messages and pendant transcripts since the last scan."""

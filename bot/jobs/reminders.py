@@ -11,7 +11,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.jobs.localtime import when_words, zone
+from bot.clock import zone
+from bot.jobs.localtime import when_words
 from bot.jobs.phrases import ParsedReminder, describe_recurrence, next_occurrence, parse_reminder
 from storage.db import Database
 from storage.models import Reminder, User

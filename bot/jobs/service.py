@@ -51,6 +51,10 @@ class Jobs:
         stats = await self.outbox.run_due(now)
         return "; ".join([*parts, stats.summary()])
 
+    async def after_turn(self, _turn: object) -> None:
+        """Dispatcher hook: a new message may hold a plan, so the proposal scan runs soon."""
+        await self.service.run_soon(SCAN_JOB)
+
 
 def build_jobs(
     *,
@@ -112,9 +116,4 @@ def build_jobs(
         jobs=specs,
         heartbeat=cfg.heartbeat,
     )
-
-    async def scan_soon() -> None:
-        await service.run_soon(SCAN_JOB)
-
-    proposals.on_new_message = scan_soon
     return Jobs(outbox, briefings, reminders, proposals, service)

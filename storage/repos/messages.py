@@ -173,6 +173,27 @@ class MessageRepo:
         )
         return res.first()
 
+    async def recent_answers(
+        self, user_id: int, conversation_id: int, limit: int = 20
+    ) -> list[tuple[Message, str]]:
+        """The newest outbound answers in a conversation, each with the text it answered."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.conversation_id == conversation_id,
+                Message.direction == "out",
+                Message.role == "assistant",
+            )
+            .order_by(col(Message.id).desc())
+            .limit(limit)
+        )
+        out: list[tuple[Message, str]] = []
+        for answer in res.all():
+            asked = await self.s.get(Message, answer.reply_to_id) if answer.reply_to_id else None
+            out.append((answer, asked.text if asked is not None else ""))
+        return out
+
 
 class ConversationRepo:
     """Finds or opens the conversation an address belongs to."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from bot.device.transcribe import Transcriber, Transcript
+from bot.speech.transcribe import Transcriber, Transcript
 
 
 class GatedTranscriber:
@@ -37,3 +37,7 @@ class GatedTranscriber:
         """Transcribe a file once the gate is open."""
         await self.gate.wait()
         return await self.real.transcribe_file(path, language=language)
+
+    async def warm_up(self) -> None:
+        """Load the real model (the gate holds transcriptions only)."""
+        await self.real.warm_up()

@@ -14,8 +14,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from sqlmodel import select
 
@@ -25,15 +24,13 @@ from bot.agent.memory.extraction import ExtractionReport, Extractor
 from bot.agent.memory.facts import FactDecision, FactKeeper
 from bot.agent.memory.index import MemoryIndex, Progress
 from bot.agent.retrieval import Retriever
-from bot.clock import Clock
+from bot.clock import Clock, zone
+from bot.messages import StoredTurn
 from storage.db import Database
 from storage.models import Message, User
 from storage.repos.episodes import CursorRepo
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
-
-if TYPE_CHECKING:
-    from bot.dispatch import StoredTurn
 
 log = logging.getLogger(__name__)
 
@@ -258,16 +255,9 @@ class MemoryService:
     async def _tz(self, user_id: int) -> ZoneInfo:
         async with self.db.session() as s:
             user = await s.get(User, user_id)
-        return _zone(user.timezone if user else "UTC")
+        return zone(user.timezone if user else "UTC")
 
     async def _zones(self) -> dict[int, ZoneInfo]:
         async with self.db.session() as s:
             users = (await s.exec(select(User))).all()
-        return {u.id: _zone(u.timezone) for u in users if u.id is not None}
-
-
-def _zone(name: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return ZoneInfo("UTC")
+        return {u.id: zone(u.timezone) for u in users if u.id is not None}

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ValidationError
 
+from bot.agent.sources import SourceLedger
 from bot.errors import ToolError
 from storage.db import Database
 
@@ -29,8 +30,10 @@ class ToolContext:
     now: datetime
     timezone: str
     conversation_id: int | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
-    """Collaborators other features add (retriever, scheduler, ...), keyed by name."""
+    message_id: int | None = None
+    """The stored inbound message this turn answers (tools cite it as the fact's source)."""
+    sources: SourceLedger = field(default_factory=SourceLedger)
+    """This turn's numbered sources: every stored item a tool shows is numbered here."""
 
     @property
     def tz(self) -> ZoneInfo:

@@ -1,0 +1,145 @@
+"""Audio files shared in a Slack DM: download them (bot token, Slack hosts only) and transcribe.
+
+The transcript becomes the message text, so the agent answers a voice note like typed words.
+A file that cannot be fetched or transcribed is not dropped silently: the message says so in
+plain words, and the agent tells the person.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import aiohttp
+
+from bot.messages import Attachment
+from bot.speech.transcribe import Transcriber
+
+log = logging.getLogger(__name__)
+
+_SLACK_DOMAINS = ("slack.com", "slack-gov.com")
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+@dataclass(slots=True)
+class Transcribed:
+    """What the audio files of one message became."""
+
+    texts: list[str] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)
+    """Downloaded files, removed by the caller once the message is handled."""
+
+
+def token_may_go_to(url: str, api_url: str) -> bool:
+    """Send the bot token only to Slack's own hosts (or the configured API host)."""
+    target, api = urlparse(url), urlparse(api_url)
+    host = (target.hostname or "").lower()
+    if host and host == (api.hostname or "").lower() and target.scheme == api.scheme:
+        return True
+    return target.scheme == "https" and any(
+        host == d or host.endswith("." + d) for d in _SLACK_DOMAINS
+    )
+
+
+class AudioFetcher:
+    """Downloads and transcribes audio files for the Slack adapter."""
+
+    def __init__(
+        self,
+        *,
+        session: aiohttp.ClientSession,
+        token: str,
+        api_url: str,
+        transcriber: Transcriber | None,
+        spool_dir: Path,
+        max_bytes: int,
+    ) -> None:
+        self.session = session
+        self.token = token
+        self.api_url = api_url
+        self.transcriber = transcriber
+        self.spool_dir = spool_dir
+        self.max_bytes = max_bytes
+
+    async def transcribe(self, files: list[dict[str, Any]]) -> Transcribed:
+        """Transcribe every file; failures become a plain-words note in ``texts``."""
+        out = Transcribed()
+        for file in files:
+            name = str(file.get("name") or file.get("title") or "audio")
+            try:
+                path = await self._download(file, name)
+            except _AudioProblem as exc:
+                log.warning("slack audio file %s not fetched: %s", file.get("id"), exc)
+                out.texts.append(f"(I sent an audio file, {name}, but {exc}.)")
+                continue
+            out.paths.append(path)
+            out.attachments.append(
+                Attachment("audio", str(path), file.get("mimetype"), file.get("size"), name)
+            )
+            out.texts.append(await self._transcribe(path, name))
+        return out
+
+    async def _transcribe(self, path: Path, name: str) -> str:
+        if self.transcriber is None:
+            return f"(I sent an audio file, {name}, but speech recognition is not set up here.)"
+        try:
+            transcript = await self.transcriber.transcribe_file(path)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("transcribing a slack audio file failed")
+            return f"(I sent an audio file, {name}, but it could not be transcribed: {exc}.)"
+        text = transcript.text.strip()
+        return text or f"(I sent an audio file, {name}, but no speech was heard in it.)"
+
+    async def _download(self, file: dict[str, Any], name: str) -> Path:
+        url = str(file.get("url_private_download") or file.get("url_private") or "")
+        if not url:
+            raise _AudioProblem("Slack gave no link to download it")
+        if not token_may_go_to(url, self.api_url):
+            raise _AudioProblem("its link does not point at Slack, so it was not fetched")
+        size = file.get("size")
+        if isinstance(size, int) and size > self.max_bytes:
+            raise _AudioProblem(f"it is larger than the {self.max_bytes // 1_000_000} MB limit")
+        headers = {"Authorization": f"Bearer {self.token}"}
+        try:
+            async with self.session.get(url, headers=headers) as resp:
+                if resp.status != 200 or resp.content_type.startswith("text/html"):
+                    # Slack answers a sign-in page when the token may not read the file.
+                    raise _AudioProblem(
+                        f"Slack refused the download ({resp.status}); the app needs files:read"
+                    )
+                data = bytearray()
+                async for chunk in resp.content.iter_chunked(64 * 1024):
+                    data += chunk
+                    if len(data) > self.max_bytes:
+                        raise _AudioProblem(
+                            f"it is larger than the {self.max_bytes // 1_000_000} MB limit"
+                        )
+        except aiohttp.ClientError as exc:
+            raise _AudioProblem(f"downloading it failed ({exc})") from exc
+        file_id = _SAFE_NAME.sub("_", str(file.get("id") or "file"))
+        path = self.spool_dir / f"{file_id}-{_SAFE_NAME.sub('_', name)[-60:]}"
+        await asyncio.to_thread(_write, path, bytes(data))
+        return path
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def remove_files(paths: list[Path]) -> None:
+    """Delete downloaded audio (blocking: run it in a thread)."""
+    for p in paths:
+        p.unlink(missing_ok=True)
+
+
+class _AudioProblem(Exception):
+    """Why an audio file could not be used, in words that finish "... but <reason>"."""

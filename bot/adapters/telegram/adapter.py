@@ -1,0 +1,388 @@
+"""Telegram channel on python-telegram-bot: Update <-> InboundMessage / OutboundMessage.
+
+Long polling by default; webhook mode (secret-token checked) when a webhook URL is set. Every
+Bot API call goes through AIORateLimiter (429 retry_after honoured) and the shared retry
+helper. The adapter only translates: dedupe, identity and the agent live behind ``on_message``
+(dispatch's persisted dedupe key makes a redelivered update harmless, even across restarts).
+
+Helpers: ``telegram_format`` (Markdown -> HTML, splitting, sources), ``telegram_send``
+(delivery, errors), ``telegram_stream`` (typing, streamed drafts), ``telegram_voice``
+(voice notes), ``telegram_webhook`` (the webhook server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import secrets
+from collections import OrderedDict
+from collections.abc import Awaitable
+from typing import Any
+from urllib.parse import urlsplit
+
+from telegram import BotCommand, CallbackQuery, Message, Update
+from telegram.constants import ChatType
+from telegram.error import Conflict, InvalidToken, TelegramError
+from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
+
+from bot.adapters.base import MessageHandler
+from bot.adapters.telegram.config import TelegramConfig
+from bot.adapters.telegram.send import ButtonCodec, TelegramSender, translate
+from bot.adapters.telegram.stream import TelegramStream, Typing, echo_text
+from bot.adapters.telegram.updates import ChatOrderedProcessor, addressed, stale_press
+from bot.adapters.telegram.voice import VoiceNotes
+from bot.adapters.telegram.webhook import WebhookServer
+from bot.clock import Clock
+from bot.errors import ChannelError
+from bot.messages import Address, Attachment, InboundMessage, OutboundMessage, Receipt
+from bot.speech.transcribe import Transcriber
+
+__all__ = ["STALE_BUTTON", "TelegramAdapter", "TelegramConfig"]
+
+log = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = ["message", "callback_query"]
+STALE_BUTTON = "That button has expired. Send me your request again and I'll take it from there."
+UNSUPPORTED = "I can read text messages and voice notes; I can't open this kind of message yet."
+_COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
+
+PTBApp = Application[Any, Any, Any, Any, Any, Any]
+
+
+class TelegramAdapter:
+    """The Telegram channel (a ChannelAdapter and StreamingAdapter)."""
+
+    name = "telegram"
+
+    def __init__(
+        self,
+        config: TelegramConfig,
+        *,
+        clock: Clock,
+        menu: list[tuple[str, str]] | None = None,
+        transcriber: Transcriber | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.menu = menu or []
+        self.transcriber = transcriber
+        self.codec = ButtonCodec()
+        self.account = ""
+        """The bot's user id, known once started."""
+        self.username = ""
+        self.webhook: WebhookServer | None = None
+        self._app: PTBApp | None = None
+        self._sender: TelegramSender | None = None
+        self._typing: Typing | None = None
+        self._voice: VoiceNotes | None = None
+        self._handler: MessageHandler | None = None
+        self._echoes: dict[tuple[int, int], str] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._used_keyboards: OrderedDict[tuple[int, int], None] = OrderedDict()
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def start(self, on_message: MessageHandler) -> None:
+        """Connect (getMe), register the command menu, then poll or listen for the webhook."""
+        cfg = self.config
+        builder = (
+            Application.builder()
+            .token(cfg.token)
+            .base_url(cfg.api_url)
+            .base_file_url(cfg.base_file_url)
+            .rate_limiter(AIORateLimiter(max_retries=cfg.retries))
+            .concurrent_updates(ChatOrderedProcessor())
+            .job_queue(None)
+        )
+        if cfg.webhook_url:
+            builder = builder.updater(None)
+        app: PTBApp = builder.build()
+        app.add_handler(TypeHandler(Update, self._on_update))
+        app.add_error_handler(self._on_ptb_error)
+        self._handler = on_message
+        self._app = app
+        try:
+            await app.initialize()
+        except TelegramError as exc:
+            self._app = None
+            await app.bot.shutdown()  # close the HTTP clients initialize() opened
+            raise translate(exc, "getMe") from None if isinstance(exc, InvalidToken) else exc
+        self.account, self.username = str(app.bot.id), app.bot.username or ""
+        self._sender = TelegramSender(app.bot, retries=cfg.retries, codec=self.codec)
+        self._typing = Typing(self._sender)
+        self._voice = VoiceNotes(
+            app.bot,
+            self._sender,
+            self.transcriber,
+            max_bytes=cfg.max_voice_bytes,
+            workdir=cfg.workdir,
+        )
+        try:
+            await self._register_commands()
+            await app.start()
+            if cfg.webhook_url:
+                await self._start_webhook(app, cfg.webhook_url)
+            else:
+                assert app.updater is not None
+                await app.updater.start_polling(
+                    timeout=int(cfg.poll_timeout),
+                    allowed_updates=ALLOWED_UPDATES,
+                    error_callback=self._poll_error,
+                )
+        except BaseException:
+            await self.stop()
+            raise
+        log.info(
+            "Telegram bot @%s started (%s)",
+            self.username,
+            "webhook" if cfg.webhook_url else "polling",
+        )
+
+    async def _start_webhook(self, app: PTBApp, url: str) -> None:
+        secret = self.config.webhook_secret or secrets.token_urlsafe(32)
+
+        async def sink(data: dict[str, Any]) -> None:
+            update = Update.de_json(data, app.bot)
+            await app.update_queue.put(update)
+
+        self.webhook = WebhookServer(
+            path=urlsplit(url).path or "/",
+            secret=secret,
+            listen=self.config.webhook_listen,
+            port=self.config.webhook_port,
+            sink=sink,
+        )
+        await self.webhook.start()
+        await self.sender.call(
+            "setWebhook",
+            lambda: app.bot.set_webhook(url, secret_token=secret, allowed_updates=ALLOWED_UPDATES),
+        )
+
+    async def _register_commands(self) -> None:
+        commands = [
+            BotCommand(name, (desc or name)[:256])
+            for name, desc in self.menu
+            if _COMMAND_NAME.match(name)
+        ]
+        if not commands:
+            return
+        try:
+            await self.sender.call(
+                "setMyCommands", lambda: self.sender.bot.set_my_commands(commands)
+            )
+        except ChannelError as exc:
+            # The menu is a convenience: typed commands work without it.
+            log.warning("could not register the command menu: %s", exc)
+
+    async def stop(self) -> None:
+        """Stop receiving, finish updates in progress, release connections."""
+        app, self._app = self._app, None
+        if app is None:
+            return
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        if self.webhook is not None:
+            await self.webhook.stop()
+        if app.running:
+            await app.stop()
+        if self._typing is not None:
+            await self._typing.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await app.shutdown()
+
+    @property
+    def sender(self) -> TelegramSender:
+        """The delivery helper (available once started)."""
+        if self._sender is None:
+            raise ChannelError("the Telegram channel is not running")
+        return self._sender
+
+    # --- outbound ----------------------------------------------------------------------------
+    async def send(self, msg: OutboundMessage) -> Receipt:
+        """Send a whole message (split, formatted, with buttons and sources)."""
+        chat_id = _chat_id(msg)
+        if self._typing is not None:
+            self._typing.stop(chat_id)
+        return await self.sender.deliver(msg, quote=chat_id < 0)
+
+    def open_stream(self, address: Address, reply_to: str | None) -> TelegramStream:
+        """Render an answer as it streams; a voice note's transcript is shown first."""
+        chat_id = int(address.chat_id)
+        echo: asyncio.Task[None] | None = None
+        key = (chat_id, int(reply_to)) if reply_to and reply_to.isdigit() else None
+        if key is not None and key in self._echoes:
+            echo = self._spawn(self._send_echo(chat_id, key[1], self._echoes.pop(key)))
+        assert self._typing is not None
+        return TelegramStream(
+            self.sender,
+            self._typing,
+            chat_id,
+            edit_interval=self.config.edit_interval,
+            quote=chat_id < 0,
+            echo=echo,
+        )
+
+    async def _send_echo(self, chat_id: int, reply_to: int, transcript: str) -> None:
+        html_text, plain = echo_text(transcript)
+        await self.sender.send(chat_id, html_text, plain, reply_to)
+
+    def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _notice(self, chat_id: int, reply_to: int | None, text: str) -> None:
+        try:
+            await self.sender.send(chat_id, None, text, reply_to)
+        except ChannelError as exc:
+            log.warning("could not tell chat %s about a problem: %s", chat_id, exc)
+
+    # --- inbound -----------------------------------------------------------------------------
+    async def _on_update(self, update: Update, _context: ContextTypes.DEFAULT_TYPE) -> None:
+        try:
+            if update.callback_query is not None:
+                await self._on_callback(update.callback_query)
+            elif update.message is not None:
+                await self._on_message(update.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("failed to handle Telegram update %s", update.update_id)
+
+    async def _on_ptb_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        log.error("Telegram update failed: %r", context.error, exc_info=context.error)
+
+    def _poll_error(self, exc: TelegramError) -> None:
+        if isinstance(exc, Conflict):
+            log.error("another process polls this bot token, or a webhook is set: %s", exc)
+        elif isinstance(exc, InvalidToken):
+            log.error("Telegram rejected TELEGRAM_BOT_TOKEN: %s", exc)
+        else:
+            log.warning("polling Telegram failed (%s); retrying", exc)
+
+    async def _on_message(self, message: Message) -> None:
+        user, chat = message.from_user, message.chat
+        if user is None or user.is_bot:
+            return
+        text = message.text or message.caption or ""
+        if chat.type != ChatType.PRIVATE:
+            if not self.config.allow_groups:
+                return
+            ok, text = addressed(message, text, int(self.account), self.username)
+            if not ok:
+                return
+        media = message.voice or message.audio
+        attachments: list[Attachment] = []
+        assert self._typing is not None
+        assert self._voice is not None
+        assert self._handler is not None
+        async with self._typing.during(chat.id):
+            if media is not None:
+                result = await self._voice.transcribe(media)
+                if result.text is None:
+                    await self._notice(chat.id, message.message_id, result.problem or UNSUPPORTED)
+                    return
+                text = result.text
+                attachments.append(
+                    Attachment(
+                        "voice" if message.voice else "audio",
+                        mime_type=media.mime_type,
+                        size=media.file_size,
+                        name=getattr(media, "file_name", None),
+                    )
+                )
+                self._echoes[(chat.id, message.message_id)] = text
+            elif not text.strip():
+                if message.effective_attachment is not None:
+                    await self._notice(chat.id, message.message_id, UNSUPPORTED)
+                return
+            inbound = InboundMessage(
+                address=Address(self.name, self.account, str(chat.id)),
+                sender_id=str(user.id),
+                message_id=str(message.message_id),
+                text=text,
+                received_at=message.date,
+                sender_name=user.full_name,
+                attachments=attachments,
+                reply_to=str(message.reply_to_message.message_id)
+                if message.reply_to_message
+                else None,
+                private=chat.type == ChatType.PRIVATE,
+                raw={"chat_type": chat.type},
+            )
+            try:
+                await self._handler(inbound)
+            finally:
+                self._echoes.pop((chat.id, message.message_id), None)
+
+    async def _on_callback(self, query: CallbackQuery) -> None:
+        answered = False
+        try:
+            msg = query.message
+            data = None
+            if isinstance(msg, Message) and not stale_press(query, msg, self._used_keyboards):
+                data = self.codec.decode(query.data or "")
+            if data is None or not isinstance(msg, Message):
+                await self._answer(query, STALE_BUTTON)
+                answered = True
+                return
+            await self._answer(query, None)
+            answered = True
+            if msg.chat.type != ChatType.PRIVATE and not self.config.allow_groups:
+                return
+            await self._retire_keyboard(msg)
+            assert self._typing is not None
+            assert self._handler is not None
+            inbound = InboundMessage(
+                address=Address(self.name, self.account, str(msg.chat.id)),
+                sender_id=str(query.from_user.id),
+                message_id=f"cb:{query.id}",
+                text=data,
+                received_at=self.clock.now(),
+                sender_name=query.from_user.full_name,
+                callback_data=data,
+                reply_to=str(msg.message_id),
+                private=msg.chat.type == ChatType.PRIVATE,
+                raw={"chat_type": msg.chat.type},
+            )
+            async with self._typing.during(msg.chat.id):
+                await self._handler(inbound)
+        finally:
+            if not answered:
+                await self._answer(query, None)
+
+    async def _answer(self, query: CallbackQuery, text: str | None) -> None:
+        """answerCallbackQuery: stops the button's spinner (always called, once)."""
+        try:
+            await self.sender.call(
+                "answerCallbackQuery",
+                lambda: self.sender.bot.answer_callback_query(query.id, text=text),
+            )
+        except ChannelError as exc:
+            log.warning("could not answer a button press: %s", exc)
+
+    async def _retire_keyboard(self, msg: Message) -> None:
+        """Buttons work once: remove the keyboard so a second press cannot repeat the action."""
+        key = (msg.chat.id, msg.message_id)
+        self._used_keyboards[key] = None
+        while len(self._used_keyboards) > 4096:
+            self._used_keyboards.popitem(last=False)
+        try:
+            await self.sender.call(
+                "editMessageReplyMarkup",
+                lambda: self.sender.bot.edit_message_reply_markup(
+                    chat_id=msg.chat.id, message_id=msg.message_id, reply_markup=None
+                ),
+            )
+        except ChannelError as exc:
+            log.info("could not remove a used keyboard: %s", exc)
+
+
+def _chat_id(msg: OutboundMessage) -> int:
+    try:
+        return int(msg.address.chat_id)
+    except ValueError:
+        raise ChannelError(f"{msg.address.chat_id!r} is not a Telegram chat id") from None

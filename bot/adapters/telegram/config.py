@@ -1,0 +1,76 @@
+"""The Telegram adapter's settings, read once from ``bot.config.Settings``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bot.config import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramConfig:
+    """The adapter's settings (see the Telegram section of ``bot.config.Settings``)."""
+
+    token: str
+    api_url: str = "https://api.telegram.org/bot"
+    file_url: str | None = None
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = 8443
+    allow_groups: bool = False
+    max_voice_bytes: int = 20_000_000
+    poll_timeout: float = 10.0
+    edit_interval: float = 1.2
+    retries: int = 3
+    workdir: Path | None = None
+
+    @classmethod
+    def from_settings(cls, s: Settings) -> TelegramConfig:
+        """Build from Settings (the token must be set)."""
+        assert s.telegram_bot_token is not None
+        return cls(
+            token=s.telegram_bot_token,
+            api_url=s.telegram_api_url,
+            file_url=s.telegram_file_url,
+            webhook_url=s.telegram_webhook_url,
+            webhook_secret=s.telegram_webhook_secret,
+            webhook_listen=s.telegram_webhook_listen,
+            webhook_port=s.telegram_webhook_port,
+            allow_groups=s.telegram_allow_groups,
+            max_voice_bytes=s.telegram_max_voice_bytes,
+            poll_timeout=s.telegram_poll_timeout,
+            edit_interval=s.telegram_edit_interval,
+            retries=s.telegram_retries,
+            workdir=s.data_dir / "tmp",
+        )
+
+    @property
+    def base_file_url(self) -> str:
+        """Where files are downloaded from (``.../file/bot`` next to the API URL)."""
+        if self.file_url:
+            return self.file_url
+        base = self.api_url.removesuffix("/")
+        return base[: -len("/bot")] + "/file/bot" if base.endswith("/bot") else base + "/file/bot"
+
+
+async def probe(config: TelegramConfig) -> str:
+    """Ask the Bot API who the bot is (for ``lifebot doctor``); raise ChannelError if it fails."""
+    from telegram import Bot  # noqa: PLC0415  (the doctor stays fast when Telegram is off)
+    from telegram.error import TelegramError  # noqa: PLC0415
+
+    from bot.adapters.telegram.send import translate  # noqa: PLC0415
+
+    bot = Bot(config.token, base_url=config.api_url, base_file_url=config.base_file_url)
+    try:
+        async with bot:
+            info = await bot.get_webhook_info()
+    except TelegramError as exc:
+        raise translate(exc, "getMe") from None
+    mode = f"webhook {config.webhook_url}" if config.webhook_url else "long polling"
+    if info.url and not config.webhook_url:
+        mode += f" (a webhook {info.url} is set; polling removes it at start)"
+    return f"@{bot.username}, {mode}"

@@ -1,0 +1,261 @@
+"""The composition root: the only place that builds collaborators and wires them together.
+
+``build_app`` turns Settings into a typed ``App`` (no I/O); ``start_app`` prepares storage;
+``start_channels`` starts what the settings ask for; ``App.close`` stops it all in reverse.
+Everything else takes its collaborators in its constructor.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from bot.adapters.base import ChannelAdapter
+from bot.agent.llm import OpenAILLM
+from bot.agent.loop import Limits
+from bot.agent.memory.embeddings import build_embedder
+from bot.agent.memory.service import MemoryService
+from bot.agent.memory.tools import memory_tools
+from bot.agent.tools import default_registry
+from bot.agent.tools.base import ToolRegistry
+from bot.agent.turn import Agent
+from bot.clock import Clock, SystemClock
+from bot.config import Settings
+from bot.dispatch import Dispatcher
+from bot.dispatch.commands import Commands
+from bot.dispatch.memory_commands import register_memory_commands
+from bot.jobs.commands import JobCommands
+from bot.jobs.service import Jobs, JobSettings, build_jobs
+from bot.jobs.tools import calendar as calendar_tools
+from bot.jobs.tools import reminders as reminder_tools
+from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
+from storage.db import Database
+from storage.repos.devices import DeviceRepo
+
+if TYPE_CHECKING:
+    from bot.device.adapter import DeviceAdapter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class App:
+    """Every long-lived object of one lifebot process, each with its own type."""
+
+    settings: Settings
+    """What the process was started with."""
+    clock: Clock
+    """The one source of "now"."""
+    db: Database
+    """Storage (SQLite or PostgreSQL)."""
+    llm: OpenAILLM
+    """The language model client (fast and smart models)."""
+    transcriber: Transcriber
+    """Speech to text, shared by every channel that receives audio."""
+    tools: ToolRegistry
+    """Every tool the agent may offer."""
+    memory: MemoryService
+    """Facts, episodes, the search index and background extraction."""
+    agent: Agent
+    """Answers one message."""
+    commands: Commands
+    """Slash commands, the spine's and every feature's."""
+    jobs: Jobs
+    """Briefings, reminders, proposals, the outbox and the scheduler."""
+    dispatcher: Dispatcher
+    """The one path from any channel to the agent."""
+    channels: dict[str, ChannelAdapter]
+    """Started channels by name: the way back for replies (dispatch) and pushes (outbox)."""
+    started: list[ChannelAdapter] = field(default_factory=list)
+    """Adapters in the order they started (stopped in reverse)."""
+
+    def add_channel(self, adapter: ChannelAdapter) -> None:
+        """Make ``adapter`` the way back to its channel and stop it with the app."""
+        self.channels[adapter.name] = adapter
+        self.started.append(adapter)
+
+    async def close(self) -> None:
+        """Stop the scheduler, the adapters and memory, then release connections."""
+        await self.jobs.service.stop()  # first: the outbox sends through the adapters
+        for adapter in reversed(self.started):
+            try:
+                await adapter.stop()
+            except Exception:
+                log.exception("adapter %s did not stop cleanly", adapter.name)
+        await self.memory.close()
+        await self.llm.close()
+        await self.db.dispose()
+
+
+def build_app(
+    settings: Settings, *, clock: Clock | None = None, transcriber: Transcriber | None = None
+) -> App:
+    """Build the object graph (no I/O yet; call ``start_app`` to migrate).
+
+    ``transcriber`` replaces the faster-whisper one (tests pass a shared, warmed model).
+    """
+    clock = clock or SystemClock()
+    db = Database(settings.database_url)
+    llm = OpenAILLM(
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
+        model=settings.llm_model,
+        fast_model=settings.llm_fast_model,
+        timeout=settings.llm_timeout,
+        max_retries=settings.llm_max_retries,
+    )
+    # One speech model for every channel (pendant, voice notes); it loads on first use.
+    stt = transcriber or FasterWhisperTranscriber.from_settings(settings)
+    memory = MemoryService(
+        db,
+        llm,
+        build_embedder(
+            settings.embeddings_model,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            timeout=settings.llm_timeout,
+        ),
+        clock,
+        quiet_minutes=settings.extraction_quiet_minutes,
+        every_messages=settings.extraction_every_messages,
+    )
+    tools = default_registry()
+    for tool in [*reminder_tools.TOOLS, *calendar_tools.TOOLS, *memory_tools(memory)]:
+        tools.add(tool)
+    agent = Agent(
+        db=db,
+        llm=llm,
+        tools=tools,
+        clock=clock,
+        limits=Limits(
+            max_rounds=settings.max_tool_rounds,
+            max_calls=settings.max_tool_calls,
+            wall_seconds=settings.turn_timeout,
+            context_tokens=settings.context_tokens,
+            tool_result_tokens=settings.tool_result_tokens,
+        ),
+        persona_path=settings.persona_path,
+        history_messages=settings.history_messages,
+        memory=memory,
+    )
+    channels: dict[str, ChannelAdapter] = {}
+    jobs = build_jobs(
+        db=db,
+        llm=llm,
+        tools=tools,
+        adapters=channels,
+        clock=clock,
+        persona_path=settings.persona_path,
+        settings=JobSettings(
+            heartbeat=settings.jobs_heartbeat,
+            lease_seconds=settings.jobs_lease_seconds,
+            send_rate=settings.jobs_send_rate,
+            late_hours=settings.briefing_late_hours,
+            proposal_ttl_days=settings.proposal_ttl_days,
+        ),
+    )
+    commands = Commands(db, clock, settings.default_timezone)
+    JobCommands(jobs, db, clock).register(commands)
+    register_memory_commands(commands, memory, db, clock)
+    dispatcher = Dispatcher(
+        db=db,
+        agent=agent,
+        commands=commands,
+        clock=clock,
+        adapters=channels,
+        # After every stored turn: index and extract memory; look for plans to propose.
+        hooks=[memory.on_turn, jobs.after_turn],
+        allowlist=settings.allowlisted(),
+        default_timezone=settings.default_timezone,
+    )
+    return App(
+        settings=settings,
+        clock=clock,
+        db=db,
+        llm=llm,
+        transcriber=stt,
+        tools=tools,
+        memory=memory,
+        agent=agent,
+        commands=commands,
+        jobs=jobs,
+        dispatcher=dispatcher,
+        channels=channels,
+    )
+
+
+async def start_app(app: App) -> None:
+    """Prepare storage (data dir, migrations)."""
+    app.settings.data_dir.mkdir(parents=True, exist_ok=True)
+    await app.db.migrate()
+
+
+async def start_channels(app: App) -> list[str]:
+    """Start every configured channel and the background services; return channel names.
+
+    An empty list means no channel is configured (the CLI then offers the console).
+    """
+    started: list[str] = []
+    if app.settings.telegram_enabled:
+        from bot.adapters.telegram.adapter import (  # noqa: PLC0415  # loads PTB
+            TelegramAdapter,
+            TelegramConfig,
+        )
+
+        telegram = TelegramAdapter(
+            TelegramConfig.from_settings(app.settings),
+            clock=app.clock,
+            menu=app.commands.menu(),
+            transcriber=app.transcriber,
+        )
+        app.add_channel(telegram)
+        await telegram.start(app.dispatcher.handle)
+        started.append("telegram")
+    if app.settings.slack_enabled:
+        from bot.adapters.slack.adapter import SlackAdapter  # noqa: PLC0415  # loads Bolt
+
+        slack = SlackAdapter.from_settings(app.settings, app.clock, transcriber=app.transcriber)
+        app.add_channel(slack)
+        await slack.start(app.dispatcher.handle)
+        started.append("slack")
+    if await start_device_channel(app):
+        started.append("device")
+    # Memory's background pass: index other paths' messages, extract from quiet chats.
+    app.memory.start()
+    # Scheduled jobs (briefings, reminders, proposals): only the leader process runs them.
+    if app.settings.jobs_enabled:
+        await app.jobs.service.start()
+    return started
+
+
+def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> DeviceAdapter:
+    """The pendant channel over the app's database, transcriber, clock and memory.
+
+    ``transcriber`` replaces the app's one (tests share one warmed model).
+    """
+    from bot.device.adapter import DeviceAdapter  # noqa: PLC0415  # loads audio libraries
+    from bot.device.hub import DeviceHub  # noqa: PLC0415
+    from bot.device.options import DeviceOptions  # noqa: PLC0415
+
+    hub = DeviceHub(
+        db=app.db,
+        transcriber=transcriber or app.transcriber,
+        clock=app.clock,
+        options=DeviceOptions.from_settings(app.settings),
+        memory=app.memory,
+    )
+    return DeviceAdapter(hub, app.settings.device_host, app.settings.device_port)
+
+
+async def start_device_channel(app: App) -> bool:
+    """Start the pendant server when a device exists or LIFEBOT_DEVICE_ENABLED is set."""
+    if not app.settings.device_enabled:
+        async with app.db.session() as s:
+            if not await DeviceRepo(s).active():
+                return False
+    adapter = build_device_adapter(app)
+    await app.transcriber.warm_up()  # load the model now, not on the first utterance
+    app.add_channel(adapter)
+    await adapter.start(app.dispatcher.handle)
+    return True

@@ -1,0 +1,162 @@
+"""``lifebot jobs``, ``lifebot briefing preview``, ``lifebot calendar export``."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import col, select
+
+from bot.app.build import App
+
+briefing_app = typer.Typer(help="Morning briefings.", no_args_is_help=True)
+calendar_app = typer.Typer(help="lifebot's calendar.", no_args_is_help=True)
+
+UserOption = Annotated[str, typer.Option("--user", "-u", help="User id or display name")]
+
+
+def register_jobs_cli(app: typer.Typer) -> None:
+    """Add the jobs commands to the ``lifebot`` CLI (one call from bot/cli.py)."""
+    app.command("jobs")(jobs)
+    app.add_typer(briefing_app, name="briefing")
+    app.add_typer(calendar_app, name="calendar")
+
+
+def _run(fn: object) -> None:
+    from bot.app.cli import run_with_app
+
+    run_with_app(fn)  # type: ignore[arg-type]  # each caller passes an App -> Awaitable
+
+
+def _when(ts: datetime | float | None) -> str:
+    if ts is None:
+        return "-"
+    if isinstance(ts, float | int):
+        ts = datetime.fromtimestamp(ts, UTC)
+    return f"{ts.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
+
+
+async def _leader(application: App) -> str:
+    from storage.models import JobLease
+
+    db = application.db
+    if db.url.startswith("postgresql"):
+        from bot.jobs.leader import ADVISORY_KEY
+
+        async with db.engine.connect() as conn:
+            pid = (
+                await conn.execute(
+                    text(
+                        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                        "AND classid = 0 AND objid = :k"
+                    ),
+                    {"k": ADVISORY_KEY},
+                )
+            ).scalar()
+        return f"leader: PostgreSQL backend pid {pid}" if pid else "leader: none"
+    async with db.session() as s:
+        lease = await s.get(JobLease, "scheduler")
+    now = application.clock.now()
+    if lease is None or lease.expires_at < now:
+        return "leader: none (no `lifebot serve` is running the jobs)"
+    return f"leader: {lease.holder} (lease until {_when(lease.expires_at)} UTC)"
+
+
+def jobs() -> None:
+    """List scheduled jobs, their next run times and last results, and the outbox."""
+    from storage.models import Delivery, JobState
+    from storage.repos.outbox import OutboxRepo
+
+    async def go(application: App) -> None:
+        service = application.jobs.service
+        typer.echo(await _leader(application))
+        async with application.db.session() as s:
+            try:
+                rows = (
+                    await s.exec(text("SELECT id, next_run_time FROM apscheduler_jobs"))  # type: ignore[call-overload]
+                ).all()
+            except SQLAlchemyError:
+                rows = []
+            next_runs = {r[0]: r[1] for r in rows}
+            states = {st.id: st for st in (await s.exec(select(JobState))).all()}
+            counts = await OutboxRepo(s).counts()
+            problems = (
+                await s.exec(
+                    select(Delivery)
+                    .where(col(Delivery.status).in_(("failed", "uncertain", "skipped")))
+                    .order_by(col(Delivery.id).desc())
+                    .limit(5)
+                )
+            ).all()
+        typer.echo(
+            f"{'JOB':<18} {'EVERY':>6}  {'NEXT RUN (UTC)':<19}  {'LAST RUN (UTC)':<19}  RESULT"
+        )
+        for job_id, spec in service.jobs.items():
+            st = states.get(job_id)
+            result = (st.last_error or st.last_result) if st else "never ran"
+            typer.echo(
+                f"{job_id:<18} {spec.every:>5.0f}s  {_when(next_runs.get(job_id)):<19}  "
+                f"{_when(st.last_run_at if st else None):<19}  {result}"
+            )
+        summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "empty"
+        typer.echo(f"outbox: {summary}")
+        for d in problems:
+            typer.echo(f"  #{d.id} {d.kind} user {d.user_id} {d.status}: {d.last_error or ''}")
+
+    _run(go)
+
+
+@briefing_app.command("preview")
+def preview(user: UserOption) -> None:
+    """Print the briefing a user would get now (nothing is sent)."""
+    from storage.repos.users import UserRepo
+
+    async def go(application: App) -> None:
+        async with application.db.session() as s:
+            found = await UserRepo(s).find_by_name(user)
+        if found is None:
+            typer.echo(f"No user {user!r}; `lifebot users` lists them.", err=True)
+            raise typer.Exit(1)
+        briefings = application.jobs.briefings
+        body, by_llm = await briefings.compose(found, application.clock.now())
+        typer.echo(body)
+        how = "written by the LLM" if by_llm else "deterministic: the LLM was not available"
+        typer.echo(f"\n({how})", err=True)
+
+    _run(go)
+
+
+@calendar_app.command("export")
+def export(
+    user: UserOption,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="ICS file to write; '-' for stdout")
+    ] = None,
+) -> None:
+    """Write a user's calendar as an ICS file any calendar app can import."""
+    from bot.jobs.calendar import to_ics
+    from storage.repos.calendar import CalendarRepo
+    from storage.repos.users import UserRepo
+
+    async def go(application: App) -> None:
+        async with application.db.session() as s:
+            found = await UserRepo(s).find_by_name(user)
+            if found is None or found.id is None:
+                typer.echo(f"No user {user!r}; `lifebot users` lists them.", err=True)
+                raise typer.Exit(1)
+            events = await CalendarRepo(s).all_events(found.id)
+        ics = to_ics(events, name=f"lifebot: {found.display_name}", now=application.clock.now())
+        if out is not None and str(out) == "-":
+            typer.echo(ics, nl=False)
+            return
+        safe = re.sub(r"[^\w.-]+", "_", found.display_name or str(found.id))
+        target = out or Path(f"lifebot-{safe}.ics")
+        target.write_text(ics, encoding="utf-8", newline="")
+        typer.echo(f"Wrote {len(events)} event(s) to {target}")
+
+    _run(go)

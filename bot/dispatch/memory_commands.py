@@ -1,0 +1,43 @@
+"""The chat commands over memory: /sources, /remember and /forget."""
+
+from __future__ import annotations
+
+from bot.agent.memory.service import MemoryService
+from bot.agent.sources import last_answer_citations, render_sources
+from bot.clock import Clock, zone
+from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from storage.db import Database
+
+
+def register_memory_commands(
+    commands: Commands, memory: MemoryService, db: Database, clock: Clock
+) -> None:
+    """Add /sources, /remember and /forget to the command table."""
+
+    async def sources(ctx: CommandContext) -> CommandReply:
+        async with db.session() as s:
+            cited = await last_answer_citations(s, ctx.user_id, ctx.conversation_id)
+        if not cited:
+            return CommandReply("My last answer didn't rely on anything stored in your memory.")
+        listing = render_sources(cited, zone(ctx.user.timezone))
+        return CommandReply("Sources of my last answer:\n" + listing)
+
+    async def remember(ctx: CommandContext) -> CommandReply:
+        if not ctx.args:
+            return CommandReply("Usage: /remember something about you")
+        decision = await memory.remember(ctx.user_id, ctx.args)
+        reply = memory.remember_reply(decision)
+        return CommandReply(f"{reply} (#{decision.fact.id})" if decision.fact else reply)
+
+    async def forget(ctx: CommandContext) -> CommandReply:
+        arg = ctx.args.lstrip("#")
+        if not arg.isdigit():
+            return CommandReply("Usage: /forget ID (send /facts to see the ids)")
+        fact = await memory.keeper.forget(ctx.user_id, int(arg), clock.now())
+        if fact is None:
+            return CommandReply(f"You have no fact #{arg}.")
+        return CommandReply(f"Forgotten: {fact.text}")
+
+    commands.register("sources", sources, "show the sources of my last answer")
+    commands.register("remember", remember, "remember a fact (/remember my sister is Ana)")
+    commands.register("forget", forget, "forget a fact (/forget ID)")
