@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 
 from sqlmodel import col, select
 
-from bot.errors import BotError
+from bot.errors import ImportFileError
 from bot.messages import Address
 from storage.db import Database
 from storage.models import Message
@@ -32,10 +32,6 @@ from storage.repos._upsert import insert_ignore
 from storage.repos.messages import ConversationRepo
 
 Progress = Callable[[int], None]
-
-
-class ImportFileError(BotError):
-    """The file cannot be imported at all (missing, not JSON Lines or a Telegram export)."""
 
 
 @dataclass(slots=True)

@@ -19,8 +19,8 @@ from bot.device.audio import TARGET_RATE, Int16, to_float
 from bot.device.spool import read_samples
 from bot.device.utterance import Heard, Typed, Utterance, strip_wake_phrase
 from bot.device.vad import Cut
-from bot.errors import ChannelError
-from bot.speech.transcribe import Transcript, TranscriptionError
+from bot.errors import ChannelError, TranscriptionError
+from bot.speech.transcribe import Transcript
 from storage.models import DeviceSession
 from storage.repos.devices import SessionRepo
 

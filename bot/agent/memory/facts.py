@@ -16,9 +16,8 @@ import numpy as np
 from sqlmodel import col, select
 
 from bot.agent.llm import LLM, parse_json_object
-from bot.agent.memory.embeddings import EmbeddingError
 from bot.agent.memory.index import MemoryIndex
-from bot.errors import AgentError
+from bot.errors import AgentError, EmbeddingError
 from storage.models import Fact
 from storage.repos.facts import FactRepo, fact_hash
 from storage.repos.memory_index import MemoryIndexRepo
@@ -145,14 +144,14 @@ class FactKeeper:
             return FactDecision("blocked")
         try:
             vec = (await self.index.embedder.embed([text]))[0]
+            lost = await self._similarities(vec, forgotten) if not explicit and forgotten else []
+            sims = await self._similarities(vec, active)
         except EmbeddingError as exc:
+            # Not an AgentError: a fact is still stored, only without the near-duplicate check.
             log.warning("fact dedupe without embeddings: %s", exc)
             return None
-        if not explicit and forgotten:
-            sims = await self._similarities(vec, forgotten)
-            if sims and max(sims) >= self.blocked:
-                return FactDecision("blocked")
-        sims = await self._similarities(vec, active)
+        if lost and max(lost) >= self.blocked:
+            return FactDecision("blocked")
         ranked = sorted(zip(sims, active, strict=True), key=lambda p: p[0], reverse=True)
         if ranked and ranked[0][0] >= self.same:
             return FactDecision("known", ranked[0][1])

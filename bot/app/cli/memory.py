@@ -153,7 +153,8 @@ def import_command(
     """Import chat history (JSON Lines or a Telegram Desktop export) into a user's memory."""
 
     async def go(app: App) -> None:
-        from bot.app.importer import ImportFileError, import_file, read_records
+        from bot.app.importer import import_file, read_records
+        from bot.errors import ImportFileError
 
         who = await _user(app, user)
         try:
