@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from bot.clock import Clock
 from bot.dispatch.commands import Commands
 from bot.dispatch.identity import resolve
 from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
+from bot.locks import ConversationLock, KeyedLocks
 from bot.messages import (
     Address,
     Button,
@@ -52,28 +52,6 @@ class DispatchResult:
 TurnHook = Callable[[StoredTurn], Awaitable[None]]
 
 
-class _ConversationLocks:
-    """One lock per conversation, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, conv_id: int) -> AsyncIterator[None]:
-        """Serialise turns of one conversation; later messages queue behind."""
-        lock, users = self._locks.get(conv_id, (asyncio.Lock(), 0))
-        self._locks[conv_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[conv_id]
-            if users <= 1:
-                del self._locks[conv_id]
-            else:
-                self._locks[conv_id] = (lock, users - 1)
-
-
 def llm_down_text(exc: AgentError) -> str:
     """Plain words for a user when the LLM cannot answer."""
     if isinstance(exc, LLMNotConfigured):
@@ -102,6 +80,7 @@ class Dispatcher:
         hooks: Sequence[TurnHook] = (),
         allowlist: set[str] | None = None,
         default_timezone: str = "UTC",
+        locks: ConversationLock[int] | None = None,
     ) -> None:
         self.db = db
         self.agent = agent
@@ -113,7 +92,8 @@ class Dispatcher:
         """Channels by name: the way back to each (shared with the outbox)."""
         self.hooks = tuple(hooks)
         """Awaited after every stored turn; a failing hook is logged, never fatal."""
-        self._locks = _ConversationLocks()
+        self._locks: ConversationLock[int] = locks if locks is not None else KeyedLocks[int]()
+        """Serialises the turns of one conversation (by conversation id)."""
 
     def register(self, adapter: ChannelAdapter) -> None:
         """Make an adapter the way back to its channel."""

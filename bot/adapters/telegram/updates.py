@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Container
 from typing import Any
 
 from telegram import CallbackQuery, Message, MessageEntity, Update
 from telegram.ext import BaseUpdateProcessor
+
+from bot.locks import KeyedLocks
 
 
 class ChatOrderedProcessor(BaseUpdateProcessor):
@@ -20,7 +21,7 @@ class ChatOrderedProcessor(BaseUpdateProcessor):
 
     def __init__(self, max_concurrent_updates: int = 64) -> None:
         super().__init__(max_concurrent_updates)
-        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
+        self._locks = KeyedLocks[int]()
 
     async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
         """Await the update's processing behind its chat's lock."""
@@ -28,17 +29,8 @@ class ChatOrderedProcessor(BaseUpdateProcessor):
         if chat is None:
             await coroutine
             return
-        lock, users = self._locks.get(chat.id, (asyncio.Lock(), 0))
-        self._locks[chat.id] = (lock, users + 1)
-        try:
-            async with lock:
-                await coroutine
-        finally:
-            lock, users = self._locks[chat.id]
-            if users <= 1:
-                del self._locks[chat.id]
-            else:
-                self._locks[chat.id] = (lock, users - 1)
+        async with self._locks.hold(chat.id):
+            await coroutine
 
     async def initialize(self) -> None:
         """Nothing to set up."""
