@@ -36,10 +36,14 @@ async def test_one_key_runs_in_order_other_keys_run_alongside() -> None:
 async def test_a_released_key_is_forgotten_even_after_an_error() -> None:
     """The table never grows with the number of chats, and a failing body frees the key."""
     locks = KeyedLocks[str]()
-    with pytest.raises(RuntimeError, match="boom"):
+
+    async def failing() -> None:
         async with locks.hold("chat"):
             assert len(locks) == 1
             raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        await failing()
     assert len(locks) == 0
     async with locks.hold("chat"):  # not left locked by the error
         pass
