@@ -314,6 +314,23 @@ async def test_a_slow_answer_streams_into_one_edited_message(
     assert tg.calls_to("sendChatAction")[0].params["action"] == "typing"
 
 
+async def test_a_draft_that_cannot_be_edited_still_ends_in_the_whole_answer(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer = "Let me think about that. " * 6
+    fake_llm.default = lambda _body: Step(text=answer, chunk_size=10, chunk_delay=0.06)
+    # Every edit is refused (old message, deleted draft...): the preview stops, not the answer.
+    tg.fail("editMessageText", 400, "Bad Request: message can't be edited", times=50)
+    await telegram(telegram_edit_interval=0.5)
+
+    await tg.send_text(CHAT, "what should I cook tonight")
+    await tg.wait_texts(CHAT, 2)
+
+    draft, final = tg.texts(CHAT)
+    assert draft.endswith("…")
+    assert final == answer.strip()
+
+
 async def test_groups_are_ignored_unless_allowed_then_only_when_mentioned(
     telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
