@@ -18,7 +18,7 @@ from bot.device import protocol as p
 from bot.device.audio import TARGET_RATE
 from bot.device.choices import SpokenChoices
 from bot.device.options import Connection, DeviceInfo, DeviceOptions
-from bot.device.session import SessionPipeline
+from bot.device.session import SessionDeps, SessionPipeline
 from bot.device.spool import Spool
 from bot.device.utterance import Utterance
 from bot.errors import ChannelError
@@ -65,6 +65,16 @@ class DeviceHub:
         self._retiring: set[asyncio.Task[None]] = set()
         self._live: set[SessionPipeline] = set()
         """Every pipeline not yet stopped (some may have left ``sessions`` already)."""
+        self._session_deps = SessionDeps(
+            db=db,
+            clock=clock,
+            transcriber=transcriber,
+            stt_slots=self.stt_slots,
+            spool=self.spool,
+            options=options,
+            connection=self.connections.get,
+            outcomes=self,
+        )
 
     # --- auth and connections ---------------------------------------------------------------
 
@@ -177,7 +187,7 @@ class DeviceHub:
         return new
 
     def _new_pipeline(self, row: DeviceSession, device: DeviceInfo) -> SessionPipeline:
-        pipeline = SessionPipeline(self, row, device)
+        pipeline = SessionPipeline(self._session_deps, row, device)
         self.sessions[row.id] = pipeline
         self._live.add(pipeline)
         return pipeline
