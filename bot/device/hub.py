@@ -25,7 +25,7 @@ from bot.errors import ChannelError
 from bot.messages import Address, InboundMessage
 from bot.speech.transcribe import Transcriber
 from storage.db import Database
-from storage.models import AudioSegment, Device, DeviceSession
+from storage.models import AudioSegment, DeviceSession
 from storage.repos.devices import DEVICE_ACCOUNT, DEVICE_CHANNEL, DeviceRepo, SessionRepo
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class DeviceHub:
     async def still_active(self, device: DeviceInfo) -> bool:
         """False once the device was revoked (a connected device is then closed)."""
         async with self.db.session() as s:
-            row = await s.get(Device, device.id)
+            row = await DeviceRepo(s).get(device.id)
             return row is not None and row.revoked_at is None
 
     async def connect(self, conn: Connection) -> None:
@@ -307,7 +307,7 @@ class DeviceHub:
         }
         async with self.db.session() as s:
             repo = SessionRepo(s)
-            seg = await s.get(AudioSegment, utt.segment_id)
+            seg = await repo.segment(utt.segment_id)
             if seg is None:
                 return
             await repo.store_ambient(pipeline.device.name, seg, text, meta)

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlmodel import col, select
 
 from bot.agent.llm import LLM, parse_json_object
 from bot.agent.memory.index import MemoryIndex
@@ -111,13 +110,8 @@ class FactKeeper:
             fact.origin = "explicit" if explicit else "extracted"
             fact.created_at = fact.updated_at = now
             s.add(fact)
-            if target is not None:
-                old = await s.get(Fact, target.id)
-                if old is not None and old.user_id == user_id:
-                    await s.flush()
-                    old.superseded_by = fact.id
-                    old.updated_at = now
-                    s.add(old)
+            if target is not None and target.id is not None:
+                await FactRepo(s).supersede(user_id, target.id, fact, now)
         await self.index.put_fact(fact)
         if target is not None and target.id is not None:
             await self.index.drop_fact(user_id, target.id)
@@ -132,9 +126,7 @@ class FactKeeper:
         """A decision when the fact must not be added; else the fact it supersedes (or None)."""
         h = fact_hash(text)
         async with self.db.session() as s:
-            rows = (
-                await s.exec(select(Fact).where(Fact.user_id == user_id).order_by(col(Fact.id)))
-            ).all()
+            rows = await FactRepo(s).every(user_id)
         active = [f for f in rows if f.forgotten_at is None and f.superseded_by is None]
         forgotten = [f for f in rows if f.forgotten_at is not None]
         known = next((f for f in active if f.text_hash == h), None)
