@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import JobState
+from storage.models import JobLease, JobState
 
 
 class JobStateRepo:
@@ -34,3 +38,33 @@ class JobStateRepo:
         state = await self.s.get(JobState, job_id) or JobState(id=job_id, cursor=cursor)
         state.cursor = max(state.cursor, cursor)
         self.s.add(state)
+
+    async def all(self) -> dict[str, JobState]:
+        """Every job's state by job id."""
+        return {st.id: st for st in (await self.s.exec(select(JobState))).all()}
+
+    async def next_runs(self) -> dict[str, Any]:
+        """APScheduler's next run time per job id, from its own table ({} before it exists)."""
+        conn = await self.s.connection()
+        try:
+            res = await conn.execute(text("SELECT id, next_run_time FROM apscheduler_jobs"))
+        except SQLAlchemyError:
+            return {}
+        return {str(r[0]): r[1] for r in res.all()}
+
+    async def lease(self, name: str) -> JobLease | None:
+        """The scheduler lease row (SQLite leadership)."""
+        return await self.s.get(JobLease, name)
+
+    async def advisory_holder(self, key: int) -> int | None:
+        """The PostgreSQL backend pid holding advisory lock ``key``, if any (PostgreSQL only)."""
+        conn = await self.s.connection()
+        res = await conn.execute(
+            text(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND classid = 0 AND objid = :k"
+            ),
+            {"k": key},
+        )
+        pid = res.scalar()
+        return int(pid) if pid is not None else None
