@@ -1,7 +1,29 @@
-"""One documented error tree for lifebot.
+"""One documented error tree for lifebot: every error we raise on purpose lives here.
 
 Third-party errors are translated into these at the boundary (``raise ... from exc``) so the
 rest of the code only ever catches lifebot errors. Errors carry data, not just text.
+
+::
+
+    BotError
+    ├── ConfigError              bad settings; names each setting and its fix
+    ├── StorageError             the database could not do what was asked
+    ├── ChannelError             a channel failed to deliver or receive
+    │   ├── TransientChannelError    worth retrying (network, 5xx)
+    │   │   └── RateLimited          the peer said slow down (retry_after)
+    │   └── Unreachable              permanent for one identity (blocked, not in channel)
+    ├── AgentError               the language model could not answer: dispatch tells the
+    │   │                        user "I can't reach my language model" and retries later
+    │   ├── LLMNotConfigured
+    │   ├── LLMUnavailable           (retry_after)
+    │   └── LLMRequestError
+    ├── ToolError                model-fixable: goes back to the model as a tool result
+    ├── EmbeddingError           no vectors now; callers fall back to full-text search
+    ├── TranscriptionError       speech could not become text
+    └── ImportFileError          a history file cannot be imported at all
+
+``ToolError`` and ``EmbeddingError`` are deliberately not ``AgentError``: neither means the
+language model is unreachable, and neither should ever reach the user as if it did.
 """
 
 from __future__ import annotations
@@ -21,10 +43,6 @@ class ConfigError(BotError):
 
 class StorageError(BotError):
     """The database could not do what was asked."""
-
-
-class AccessDenied(BotError):
-    """A user asked for something they may not see or change."""
 
 
 class ChannelError(BotError):
@@ -67,5 +85,17 @@ class LLMRequestError(AgentError):
     """The LLM endpoint refused the request (bad model name, bad key, bad request)."""
 
 
-class ToolError(AgentError):
+class ToolError(BotError):
     """A tool failed in a way the model should see and may correct (bad argument, not found)."""
+
+
+class EmbeddingError(BotError):
+    """The embedding model could not embed (endpoint down, model files missing)."""
+
+
+class TranscriptionError(BotError):
+    """Speech could not be turned into text (model missing, unreadable audio)."""
+
+
+class ImportFileError(BotError):
+    """The file cannot be imported at all (missing, not JSON Lines or a Telegram export)."""

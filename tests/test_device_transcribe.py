@@ -10,11 +10,8 @@ import numpy as np
 import pytest
 
 from bot.config import Settings
-from bot.speech.transcribe import (
-    FasterWhisperTranscriber,
-    TranscriptionError,
-    resolve_model,
-)
+from bot.errors import TranscriptionError
+from bot.speech.transcribe import FasterWhisperTranscriber, resolve_model
 from tests.support.speech import read_wav, shared_transcriber, speak
 
 

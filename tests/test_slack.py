@@ -344,6 +344,20 @@ async def test_long_answer_is_split_and_escaped(http: Slack, fake_llm: FakeLLM) 
     assert [p["channel"] for p in http.fake.posted] == [ANA_DM] * len(texts)
 
 
+async def test_a_draft_that_cannot_be_updated_still_ends_in_the_whole_answer(
+    http: Slack, fake_llm: FakeLLM
+) -> None:
+    # The draft is posted, then every chat.update is refused (e.g. the message was deleted).
+    http.fake.fail("chat.update", error="cant_update_message", times=20)
+    answer(fake_llm, say("Here is the whole answer, streamed in small chunks."))
+
+    await http.post(dm_event("hi"))
+
+    draft, final = http.fake.texts(ANA_DM)
+    assert draft.endswith("…")  # the streamed draft the user saw
+    assert final == "Here is the whole answer, streamed in small chunks."  # never lost
+
+
 async def test_rate_limited_reply_waits_for_retry_after(http: Slack, fake_llm: FakeLLM) -> None:
     http.fake.fail("chat.postMessage", status=429, retry_after=1)
     answer(fake_llm, say("Worth the wait."))

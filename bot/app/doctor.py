@@ -204,7 +204,8 @@ CHECKS.extend([check_telegram, check_slack])
 
 async def check_speech_model(settings: Settings) -> Check:
     """The speech model (pendant, voice notes) is on disk and loads, without any download."""
-    from bot.speech.transcribe import FasterWhisperTranscriber, TranscriptionError  # noqa: PLC0415
+    from bot.errors import TranscriptionError  # noqa: PLC0415
+    from bot.speech.transcribe import FasterWhisperTranscriber  # noqa: PLC0415
 
     stt = FasterWhisperTranscriber.from_settings(settings)
     try:

@@ -22,20 +22,13 @@ from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sqlmodel import col, select
-
-from bot.errors import BotError
+from bot.errors import ImportFileError
 from bot.messages import Address
 from storage.db import Database
-from storage.models import Message
-from storage.repos._upsert import insert_ignore
-from storage.repos.messages import ConversationRepo
+from storage.repos.episodes import CursorRepo
+from storage.repos.messages import ConversationRepo, MessageRepo
 
 Progress = Callable[[int], None]
-
-
-class ImportFileError(BotError):
-    """The file cannot be imported at all (missing, not JSON Lines or a Telegram export)."""
 
 
 @dataclass(slots=True)
@@ -216,7 +209,7 @@ async def _store(
 ) -> None:
     async with db.session() as s:
         convs: dict[tuple[str, str], int] = {}
-        rows = []
+        rows: list[dict[str, Any]] = []
         for rec in recs:
             key = (rec.source, rec.conversation)
             if key not in convs:
@@ -251,10 +244,7 @@ async def _store(
                     "created_at": rec.ts,
                 }
             )
-        stmt = (
-            insert_ignore(s, Message, ["dedupe_key"]).values(rows).returning(Message.__table__.c.id)  # type: ignore[attr-defined]
-        )
-        ids = [int(r[0]) for r in (await s.exec(stmt)).all()]
+        ids = await MessageRepo(s).add_new_rows(rows)
         report.added += len(ids)
         report.duplicates += len(rows) - len(ids)
         report.message_ids.extend(ids)
@@ -266,9 +256,5 @@ async def imported_ids(db: Database, user_id: int, message_ids: list[int]) -> di
     if not message_ids:
         return {}
     async with db.session() as s:
-        rows = (
-            await s.exec(
-                select(Message).where(Message.user_id == user_id, col(Message.id).in_(message_ids))
-            )
-        ).all()
+        rows = await CursorRepo(s).messages(user_id, message_ids)
     return {r.id: str((r.meta or {}).get("import_id") or r.external_id) for r in rows if r.id}

@@ -18,14 +18,14 @@ from bot.device import protocol as p
 from bot.device.audio import TARGET_RATE
 from bot.device.choices import SpokenChoices
 from bot.device.options import Connection, DeviceInfo, DeviceOptions
-from bot.device.session import SessionPipeline
+from bot.device.session import SessionDeps, SessionPipeline
 from bot.device.spool import Spool
 from bot.device.utterance import Utterance
 from bot.errors import ChannelError
 from bot.messages import Address, InboundMessage
 from bot.speech.transcribe import Transcriber
 from storage.db import Database
-from storage.models import AudioSegment, Device, DeviceSession
+from storage.models import AudioSegment, DeviceSession
 from storage.repos.devices import DEVICE_ACCOUNT, DEVICE_CHANNEL, DeviceRepo, SessionRepo
 
 log = logging.getLogger(__name__)
@@ -65,6 +65,16 @@ class DeviceHub:
         self._retiring: set[asyncio.Task[None]] = set()
         self._live: set[SessionPipeline] = set()
         """Every pipeline not yet stopped (some may have left ``sessions`` already)."""
+        self._session_deps = SessionDeps(
+            db=db,
+            clock=clock,
+            transcriber=transcriber,
+            stt_slots=self.stt_slots,
+            spool=self.spool,
+            options=options,
+            connection=self.connections.get,
+            outcomes=self,
+        )
 
     # --- auth and connections ---------------------------------------------------------------
 
@@ -80,7 +90,7 @@ class DeviceHub:
     async def still_active(self, device: DeviceInfo) -> bool:
         """False once the device was revoked (a connected device is then closed)."""
         async with self.db.session() as s:
-            row = await s.get(Device, device.id)
+            row = await DeviceRepo(s).get(device.id)
             return row is not None and row.revoked_at is None
 
     async def connect(self, conn: Connection) -> None:
@@ -177,7 +187,7 @@ class DeviceHub:
         return new
 
     def _new_pipeline(self, row: DeviceSession, device: DeviceInfo) -> SessionPipeline:
-        pipeline = SessionPipeline(self, row, device)
+        pipeline = SessionPipeline(self._session_deps, row, device)
         self.sessions[row.id] = pipeline
         self._live.add(pipeline)
         return pipeline
@@ -297,7 +307,7 @@ class DeviceHub:
         }
         async with self.db.session() as s:
             repo = SessionRepo(s)
-            seg = await s.get(AudioSegment, utt.segment_id)
+            seg = await repo.segment(utt.segment_id)
             if seg is None:
                 return
             await repo.store_ambient(pipeline.device.name, seg, text, meta)

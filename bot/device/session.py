@@ -11,22 +11,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from bot.clock import Clock
 from bot.device import protocol as p
 from bot.device.audio import TARGET_RATE, Int16, to_float
-from bot.device.spool import read_samples
+from bot.device.spool import Spool, read_samples
 from bot.device.utterance import Heard, Typed, Utterance, strip_wake_phrase
 from bot.device.vad import Cut
-from bot.errors import ChannelError
-from bot.speech.transcribe import Transcript, TranscriptionError
+from bot.errors import ChannelError, TranscriptionError
+from bot.speech.transcribe import Transcriber, Transcript
+from storage.db import Database
 from storage.models import DeviceSession
 from storage.repos.devices import SessionRepo
 
 if TYPE_CHECKING:
-    from bot.device.hub import DeviceHub
-    from bot.device.options import Connection, DeviceInfo
+    from bot.device.options import Connection, DeviceInfo, DeviceOptions
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +40,57 @@ CURSOR_EVERY = TARGET_RATE * 30
 SYNC_EVERY_SECONDS = 1.0
 
 
+class SessionOutcomes(Protocol):
+    """Where a session's results go: the device hub records them and asks the dispatcher."""
+
+    async def finish(
+        self, utt: Utterance, status: str, text: str, error: str | None = None
+    ) -> None:
+        """Record the outcome of an utterance."""
+        ...
+
+    async def ask(
+        self,
+        pipeline: SessionPipeline,
+        text: str,
+        message_id: str,
+        *,
+        utt: Utterance | None = None,
+    ) -> None:
+        """Hand a question to the dispatcher as the device's message."""
+        ...
+
+    async def store_ambient(self, pipeline: SessionPipeline, utt: Utterance, text: str) -> None:
+        """Keep an ambient transcript."""
+        ...
+
+    async def index_memory(self, user_id: int) -> None:
+        """Let memory pick up new ambient transcripts."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDeps:
+    """What a session pipeline needs, given once by the device hub (never the hub itself)."""
+
+    db: Database
+    clock: Clock
+    transcriber: Transcriber
+    stt_slots: asyncio.Semaphore
+    """Shared by every session: at most ``stt_workers`` transcriptions at once."""
+    spool: Spool
+    options: DeviceOptions
+    """VAD settings (``new_vad``) and the wake phrase."""
+    connection: Callable[[str], Connection | None]
+    """The device's live connection by device name (it may belong to a newer session)."""
+    outcomes: SessionOutcomes
+
+
 class SessionPipeline:
     """Owns one session's spool file, VAD state and work queues."""
 
-    def __init__(self, hub: DeviceHub, row: DeviceSession, device: DeviceInfo) -> None:
-        self.hub = hub
+    def __init__(self, deps: SessionDeps, row: DeviceSession, device: DeviceInfo) -> None:
+        self.deps = deps
         self.id = row.id
         self.device = device
         self.mode = row.mode
@@ -50,8 +99,8 @@ class SessionPipeline:
         self.anchors: list[tuple[int, datetime]] = [
             (int(off), datetime.fromisoformat(str(at))) for off, at in row.anchors or []
         ]
-        self.spool = hub.spool.open(row.id)
-        self.vad = hub.options.new_vad(row.vad_cursor)
+        self.spool = deps.spool.open(row.id)
+        self.vad = deps.options.new_vad(row.vad_cursor)
         self.cursor_saved = row.vad_cursor
         self.conn: Connection | None = None
         self.closed = row.closed_at is not None
@@ -161,7 +210,7 @@ class SessionPipeline:
         async with self._audio_lock:
             if self._anchor_due:
                 # The first audio of a connection: pin its wall time (for ambient timestamps).
-                spoken = self.hub.clock.now() - timedelta(seconds=pcm.size / TARGET_RATE)
+                spoken = self.deps.clock.now() - timedelta(seconds=pcm.size / TARGET_RATE)
                 self.anchors.append((self.spool.samples, spoken))
                 self._anchor_due = False
                 await self._save_anchors()
@@ -206,7 +255,7 @@ class SessionPipeline:
     async def set_mode(self, mode: str) -> None:
         """Switch ask/ambient for the utterances cut from now on."""
         self.mode = mode
-        async with self.hub.db.session() as s:
+        async with self.deps.db.session() as s:
             row = await SessionRepo(s).get(self.id)
             if row is not None:
                 row.mode = mode
@@ -229,7 +278,7 @@ class SessionPipeline:
     async def _cut(self, cut: Cut) -> None:
         if cut.end <= cut.start:
             return
-        async with self.hub.db.session() as s:
+        async with self.deps.db.session() as s:
             repo = SessionRepo(s)
             row = await repo.get(self.id)
             assert row is not None
@@ -246,20 +295,20 @@ class SessionPipeline:
     async def _save_cursor(self, cursor: int) -> None:
         if cursor <= self.cursor_saved:
             return
-        async with self.hub.db.session() as s:
+        async with self.deps.db.session() as s:
             row = await SessionRepo(s).get(self.id)
             if row is not None:
                 row.vad_cursor = max(row.vad_cursor, cursor)
-                row.last_seen_at = self.hub.clock.now()
+                row.last_seen_at = self.deps.clock.now()
                 s.add(row)
         self.cursor_saved = cursor
 
     async def _save_anchors(self) -> None:
-        async with self.hub.db.session() as s:
+        async with self.deps.db.session() as s:
             row = await SessionRepo(s).get(self.id)
             if row is not None:
                 row.anchors = [[off, at.isoformat()] for off, at in self.anchors[-50:]]
-                row.last_seen_at = self.hub.clock.now()
+                row.last_seen_at = self.deps.clock.now()
                 s.add(row)
 
     def _transcript_frame(
@@ -280,7 +329,7 @@ class SessionPipeline:
         Frames go to the device's current connection, which may belong to a newer session
         (after a rollover or reconnect): late transcripts of the old session still arrive.
         """
-        conn = self.hub.connections.get(self.device.name)
+        conn = self.deps.connection(self.device.name)
         if conn is None:
             return
         try:
@@ -303,15 +352,15 @@ class SessionPipeline:
                 self._done()
 
     async def _transcribe(self, utt: Utterance) -> None:
-        async with self.hub.stt_slots:
+        async with self.deps.stt_slots:
             audio = await asyncio.to_thread(read_samples, self.spool.path, utt.start, utt.end)
             try:
-                heard: Transcript = await self.hub.transcriber.transcribe_pcm(
+                heard: Transcript = await self.deps.transcriber.transcribe_pcm(
                     audio, language=self.language
                 )
             except TranscriptionError as exc:
                 log.warning("could not transcribe %s:%s: %s", self.id, utt.seq, exc)
-                await self.hub.finish(utt, "failed", "", str(exc))
+                await self.deps.outcomes.finish(utt, "failed", "", str(exc))
                 await self.send_quietly(
                     p.Error("transcription_failed", f"utterance {utt.seq} kept for a retry")
                 )
@@ -327,12 +376,13 @@ class SessionPipeline:
             item = await self._deliver.get()
             try:
                 if isinstance(item, Typed):
-                    await self.hub.ask(self, item.text, f"{self.id}:text:{item.client_id}")
+                    message_id = f"{self.id}:text:{item.client_id}"
+                    await self.deps.outcomes.ask(self, item.text, message_id)
                 else:
                     await self._deliver_heard(item)
                 if self._deliver.qsize() == 0 and self._heard_ambient:
                     self._heard_ambient = False
-                    await self.hub.index_memory(self.device.user_id)
+                    await self.deps.outcomes.index_memory(self.device.user_id)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -346,7 +396,7 @@ class SessionPipeline:
             return Heard(utt, text, "empty")
         if utt.mode == "ask":
             return Heard(utt, text, "ask", text)
-        rest = strip_wake_phrase(text, self.hub.options.wake_phrase)
+        rest = strip_wake_phrase(text, self.deps.options.wake_phrase)
         if rest == "":
             self._ask_next = True  # the phrase alone: the next utterance is the question
             return Heard(utt, text, "wake")
@@ -360,12 +410,12 @@ class SessionPipeline:
     async def _deliver_heard(self, item: Heard) -> None:
         utt = item.utterance
         if item.route == "empty":
-            await self.hub.finish(utt, "empty", "")
+            await self.deps.outcomes.finish(utt, "empty", "")
         elif item.route == "wake":
-            await self.hub.finish(utt, "done", item.text)
+            await self.deps.outcomes.finish(utt, "done", item.text)
         elif item.route == "ask":
-            await self.hub.ask(self, item.question, f"{self.id}:{utt.seq}", utt=utt)
-            await self.hub.finish(utt, "done", item.text)
+            await self.deps.outcomes.ask(self, item.question, f"{self.id}:{utt.seq}", utt=utt)
+            await self.deps.outcomes.finish(utt, "done", item.text)
         else:
-            await self.hub.store_ambient(self, utt, item.text)
+            await self.deps.outcomes.store_ambient(self, utt, item.text)
             self._heard_ambient = True

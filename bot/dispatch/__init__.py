@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
 from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
@@ -18,7 +19,9 @@ from bot.agent.turn import Agent, TurnOutcome
 from bot.clock import Clock
 from bot.dispatch.commands import Commands
 from bot.dispatch.identity import resolve
+from bot.dispatch.receipts import send_and_record
 from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
+from bot.locks import ConversationLock, KeyedLocks
 from bot.messages import (
     Address,
     Button,
@@ -52,28 +55,6 @@ class DispatchResult:
 TurnHook = Callable[[StoredTurn], Awaitable[None]]
 
 
-class _ConversationLocks:
-    """One lock per conversation, dropped when nobody holds or waits for it."""
-
-    def __init__(self) -> None:
-        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
-
-    @asynccontextmanager
-    async def hold(self, conv_id: int) -> AsyncIterator[None]:
-        """Serialise turns of one conversation; later messages queue behind."""
-        lock, users = self._locks.get(conv_id, (asyncio.Lock(), 0))
-        self._locks[conv_id] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[conv_id]
-            if users <= 1:
-                del self._locks[conv_id]
-            else:
-                self._locks[conv_id] = (lock, users - 1)
-
-
 def llm_down_text(exc: AgentError) -> str:
     """Plain words for a user when the LLM cannot answer."""
     if isinstance(exc, LLMNotConfigured):
@@ -102,6 +83,7 @@ class Dispatcher:
         hooks: Sequence[TurnHook] = (),
         allowlist: set[str] | None = None,
         default_timezone: str = "UTC",
+        locks: ConversationLock[int] | None = None,
     ) -> None:
         self.db = db
         self.agent = agent
@@ -113,7 +95,8 @@ class Dispatcher:
         """Channels by name: the way back to each (shared with the outbox)."""
         self.hooks = tuple(hooks)
         """Awaited after every stored turn; a failing hook is logged, never fatal."""
-        self._locks = _ConversationLocks()
+        self._locks: ConversationLock[int] = locks if locks is not None else KeyedLocks[int]()
+        """Serialises the turns of one conversation (by conversation id)."""
 
     def register(self, adapter: ChannelAdapter) -> None:
         """Make an adapter the way back to its channel."""
@@ -352,31 +335,36 @@ class Dispatcher:
             citations=[Citation.from_dict(c) for c in citations or []],
             reply_to=reply_to,
         )
-        try:
-            receipt = await stream.finish(out) if stream is not None else await self._send(out)
-        except Unreachable as exc:
-            log.warning("%s identity of user %s is unreachable: %s", address.channel, user.id, exc)
-            async with self.db.session() as s:
-                await UserRepo(s).mark_unreachable(
-                    user.id, address.channel, address.chat_id, str(exc), self.clock.now()
-                )
-            return None, row.id or 0
-        except ChannelError as exc:
-            log.warning("could not deliver a reply on %s: %s", address.channel, exc)
-            return None, row.id or 0
-        async with self.db.session() as s:
-            assert row.id is not None
-            await MessageRepo(s).set_receipt(user.id, row.id, receipt.message_id)
+        assert row.id is not None
+        user_id, row_id = user.id, row.id
+
+        async def record(s: AsyncSession, receipt: Receipt) -> None:
             await DeliveryRepo(s).record_sent(
-                user.id,
-                message_id=row.id,
+                user_id,
+                message_id=row_id,
                 channel=address.channel,
                 chat_id=address.chat_id,
                 receipt=receipt.message_id,
                 kind="reply",
                 now=self.clock.now(),
             )
-        return receipt, row.id
+
+        outcome = await send_and_record(
+            (lambda: stream.finish(out)) if stream is not None else (lambda: self._send(out)),
+            tx=self.db.session,
+            user_id=user_id,
+            message_id=row_id,
+            address=address,
+            record=record,
+            now=self.clock.now(),
+        )
+        if isinstance(outcome, Unreachable):
+            log.warning(
+                "%s identity of user %s is unreachable: %s", address.channel, user_id, outcome
+            )
+        elif isinstance(outcome, ChannelError):
+            log.warning("could not deliver a reply on %s: %s", address.channel, outcome)
+        return (outcome if isinstance(outcome, Receipt) else None), row_id
 
     async def _send(self, out: OutboundMessage) -> Receipt:
         adapter = self.adapters.get(out.address.channel)

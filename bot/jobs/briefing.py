@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import col, select
 
 from bot.agent.llm import LLM
 from bot.agent.loop import FinalAnswer, Limits, run_turn
@@ -26,13 +25,15 @@ from bot.errors import AgentError, LLMNotConfigured
 from bot.jobs.calendar import event_line
 from bot.jobs.localtime import local_day_bounds, local_instant, parse_hhmm
 from bot.jobs.reminders import reminder_line
-from storage import models
 from storage.db import Database
-from storage.models import Delivery, Message, User
+from storage.models import Delivery, User
 from storage.repos.calendar import CalendarRepo
+from storage.repos.episodes import EpisodeRepo
+from storage.repos.messages import MessageRepo
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.reminders import ReminderRepo
 from storage.repos.tasks import TaskRepo
+from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
 
@@ -126,42 +127,16 @@ async def gather(db: Database, user: User, now: datetime) -> BriefingData:
 async def _recap(db: Database, user_id: int, day: date, tz: Any) -> tuple[list[str], str]:
     """Yesterday from episodes (memory) when there are any, else from the day's messages."""
     start, end = local_day_bounds(day, tz)
-    episode = getattr(models, "Episode", None)
-    if episode is not None:
-        try:
-            async with db.session() as s:
-                rows = (
-                    await s.exec(
-                        select(episode)
-                        .where(
-                            episode.user_id == user_id,
-                            episode.start_at >= start,
-                            episode.start_at < end,
-                        )
-                        .order_by(episode.start_at)
-                        .limit(5)
-                    )
-                ).all()
-            items = [str(e.title or e.summary)[:160] for e in rows if (e.title or e.summary)]
-            if items:
-                return items, "episodes"
-        except SQLAlchemyError as exc:  # the memory tables may not be there yet
-            log.info("no episodes for the recap: %s", exc)
+    try:
+        async with db.session() as s:
+            rows = await EpisodeRepo(s).started_between(user_id, start, end, limit=5)
+        items = [str(e.title or e.summary)[:160] for e in rows if (e.title or e.summary)]
+        if items:
+            return items, "episodes"
+    except SQLAlchemyError as exc:  # the memory tables may not be there yet
+        log.info("no episodes for the recap: %s", exc)
     async with db.session() as s:
-        msgs = (
-            await s.exec(
-                select(Message)
-                .where(
-                    Message.user_id == user_id,
-                    Message.direction == "in",
-                    col(Message.created_at) >= start,
-                    col(Message.created_at) < end,
-                    col(Message.status) != "refused",
-                )
-                .order_by(col(Message.id))
-                .limit(200)
-            )
-        ).all()
+        msgs = await MessageRepo(s).said_between(user_id, start, end, limit=200)
     said = [m.text for m in msgs if m.text and not m.text.startswith("/")]
     if not said:
         return [], "none"
@@ -228,7 +203,7 @@ class Briefings:
     async def compose_row(self, row: Delivery, now: datetime) -> str:
         """Outbox composer for briefing rows."""
         async with self.db.session() as s:
-            user = await s.get(User, row.user_id)
+            user = await UserRepo(s).get(row.user_id)
         if user is None:
             return ""
         text, _ = await self.compose(user, now)
@@ -237,7 +212,7 @@ class Briefings:
     async def plan(self, now: datetime) -> str:
         """Queue today's briefing for every user whose time has come; record skipped ones."""
         async with self.db.session() as s:
-            users = (await s.exec(select(User).where(col(User.briefing_enabled)))).all()
+            users = await UserRepo(s).with_briefing()
             seen = await OutboxRepo(s).keys_since("briefing", now - timedelta(days=3))
         pushes: list[Push] = []
         for u in users:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -30,6 +31,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.adapters.base import ChannelAdapter
 from bot.clock import Clock, zone
+from bot.dispatch.receipts import send_and_record
 from bot.errors import ChannelError, RateLimited, TransientChannelError, Unreachable
 from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
 from bot.jobs.sending import KeyedChannel, RateGate, SendStats, Target
@@ -310,16 +312,19 @@ class Outbox:
                         chat_id=target.address.chat_id,
                     )
             out = OutboundMessage(target.address, text, buttons=buttons, kind=row.kind)
-            outcome = await self._attempt(row, out, stats)
+            outcome = await send_and_record(
+                functools.partial(self._attempt, row, out, stats),
+                tx=self._tx,
+                user_id=user.id,
+                message_id=msg_row.id or 0,
+                address=target.address,
+                record=functools.partial(self._record, row.id),
+                now=now,
+            )
             if isinstance(outcome, Receipt):
-                await self._record(row, user.id, msg_row.id, outcome)
                 stats.delivered += 1
                 return
             if isinstance(outcome, Unreachable):
-                async with self._tx() as s:
-                    await UserRepo(s).mark_unreachable(
-                        user.id, target.address.channel, target.address.chat_id, str(outcome), now
-                    )
                 log.warning(
                     "push %s: %s identity of user %s unreachable (%s); trying the next one",
                     row.id,
@@ -345,10 +350,8 @@ class Outbox:
             )
         stats.failed += 1
 
-    async def _attempt(
-        self, row: Delivery, out: OutboundMessage, stats: SendStats
-    ) -> Receipt | Unreachable | ChannelError:
-        """Send once, waiting out rate limits; the error when it did not go out."""
+    async def _attempt(self, row: Delivery, out: OutboundMessage, stats: SendStats) -> Receipt:
+        """Send once, waiting out rate limits; raises the ChannelError when it did not go out."""
         assert row.key is not None
         adapter = self.adapters[out.address.channel]
         gate = self._gates.setdefault(out.address.channel, RateGate(self.rate, self._sleep))
@@ -366,18 +369,11 @@ class Outbox:
                 gate.pause(pause)
                 waited += pause
                 if waited > self.max_rate_wait:
-                    return exc
-            except Unreachable as exc:
-                return exc
-            except ChannelError as exc:
-                return exc
+                    raise
 
-    async def _record(self, row: Delivery, user_id: int, msg_id: int | None, r: Receipt) -> None:
-        assert row.id is not None
-        async with self._tx() as s:
-            await OutboxRepo(s).delivered(row.id, r.message_id, self.clock.now())
-            if msg_id is not None:
-                await MessageRepo(s).set_receipt(user_id, msg_id, r.message_id)
+    async def _record(self, row_id: int, s: AsyncSession, r: Receipt) -> None:
+        """The push's own bookkeeping, in the receipt's transaction: the row is delivered."""
+        await OutboxRepo(s).delivered(row_id, r.message_id, self.clock.now())
 
     async def _retry_later(self, row: Delivery, error: str, now: datetime, st: SendStats) -> None:
         assert row.id is not None

@@ -12,16 +12,15 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import or_
-from sqlmodel import col, select
-
 from bot.agent.llm import LLM, parse_json_object
 from bot.clock import zone
 from bot.errors import AgentError, LLMRequestError
 from bot.jobs.calendar import event_line
 from storage.db import Database
-from storage.models import JobState, Message, Proposal, User
+from storage.models import Message, Proposal, User
 from storage.repos.calendar import CalendarRepo, title_key
+from storage.repos.job_state import JobStateRepo
+from storage.repos.messages import MessageRepo
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.users import UserRepo
 
@@ -96,33 +95,14 @@ class Proposals:
     async def scan(self, now: datetime) -> str:
         """Look at new user messages and pendant transcripts since the last scan."""
         async with self.db.session() as s:
-            state = await s.get(JobState, SCAN_JOB)
-            if state is None:
+            known = await JobStateRepo(s).cursor(SCAN_JOB)
+            if known is None:
                 # First run: look back one day, not through the whole history.
-                older = await s.exec(
-                    select(col(Message.id))
-                    .where(col(Message.created_at) < now - timedelta(days=1))
-                    .order_by(col(Message.id).desc())
-                )
-                state = JobState(id=SCAN_JOB, cursor=int(older.first() or 0))
-                s.add(state)
-            cursor = state.cursor
-            rows = (
-                await s.exec(
-                    select(Message)
-                    .where(
-                        col(Message.id) > cursor,
-                        col(Message.user_id).is_not(None),
-                        or_(
-                            (col(Message.direction) == "in") & (col(Message.role) == "user"),
-                            (col(Message.channel) == "device")
-                            & (col(Message.sender_id) == "pendant"),
-                        ),
-                    )
-                    .order_by(col(Message.id))
-                    .limit(self.batch)
-                )
-            ).all()
+                cursor = await MessageRepo(s).last_id_before(now - timedelta(days=1))
+                await JobStateRepo(s).advance(SCAN_JOB, cursor)
+            else:
+                cursor = known
+            rows = await MessageRepo(s).people_said_after(cursor, self.batch)
         proposed = 0
         for row in rows:
             assert row.id is not None
@@ -135,10 +115,7 @@ class Proposals:
                 break
             cursor = row.id
         async with self.db.session() as s:
-            state = await s.get(JobState, SCAN_JOB)
-            if state is not None:
-                state.cursor = max(state.cursor, cursor)
-                s.add(state)
+            await JobStateRepo(s).advance(SCAN_JOB, cursor)
         return f"scanned up to message {cursor}, proposed {proposed}"
 
     async def _consider(self, row: Message, now: datetime) -> int:

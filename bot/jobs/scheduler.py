@@ -28,7 +28,7 @@ from bot.jobs.delivery import Outbox
 from bot.jobs.leader import LeaderLock
 from bot.jobs.offloop import OffLoopScheduler
 from storage.db import Database
-from storage.models import JobState
+from storage.repos.job_state import JobStateRepo
 
 log = logging.getLogger(__name__)
 
@@ -245,11 +245,6 @@ class JobService:
     async def _record(self, job_id: str, now: datetime, result: str, error: str | None) -> None:
         try:
             async with self.db.session() as s:
-                state = await s.get(JobState, job_id) or JobState(id=job_id)
-                state.last_run_at = now
-                state.last_result = result[:500]
-                state.last_error = error[:500] if error else None
-                state.runs += 1
-                s.add(state)
+                await JobStateRepo(s).record_run(job_id, now, result, error)
         except SQLAlchemyError as exc:
             log.warning("could not record the result of job %s: %s", job_id, exc)

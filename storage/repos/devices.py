@@ -43,6 +43,10 @@ class DeviceRepo:
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
 
+    async def get(self, device_id: int) -> Device | None:
+        """A device by id."""
+        return await self.s.get(Device, device_id)
+
     async def by_name(self, name: str) -> Device | None:
         """A device by its unique name."""
         res = await self.s.exec(select(Device).where(Device.name == name))
@@ -162,6 +166,10 @@ class SessionRepo:
     async def get(self, session_id: str) -> DeviceSession | None:
         """A session by id."""
         return await self.s.get(DeviceSession, session_id)
+
+    async def segment(self, segment_id: int) -> AudioSegment | None:
+        """An utterance's audio segment by id."""
+        return await self.s.get(AudioSegment, segment_id)
 
     async def latest_open(self, device_id: int) -> DeviceSession | None:
         """The device's newest session that was not closed."""

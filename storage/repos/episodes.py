@@ -66,6 +66,22 @@ class EpisodeRepo:
         q = q.order_by(col(Episode.start_at)).limit(limit)
         return list((await self.s.exec(q)).all())
 
+    async def started_between(
+        self, user_id: int, start: datetime, end: datetime, limit: int
+    ) -> list[Episode]:
+        """Episodes that started in [start, end), oldest first (a day's recap)."""
+        res = await self.s.exec(
+            select(Episode)
+            .where(
+                Episode.user_id == user_id,
+                col(Episode.start_at) >= start,
+                col(Episode.start_at) < end,
+            )
+            .order_by(col(Episode.start_at))
+            .limit(limit)
+        )
+        return list(res.all())
+
     async def unsummarized(self, limit: int, before: datetime) -> list[Episode]:
         """Episodes with a stand-in summary that ended before ``before``."""
         res = await self.s.exec(

@@ -55,6 +55,25 @@ class FactRepo:
         await self.s.flush()
         return fact, True
 
+    async def get(self, fact_id: int) -> Fact | None:
+        """A fact by id, whoever it belongs to (for the operator's CLI)."""
+        return await self.s.get(Fact, fact_id)
+
+    async def every(self, user_id: int) -> list[Fact]:
+        """All of the user's facts, forgotten and superseded ones too, oldest first."""
+        res = await self.s.exec(select(Fact).where(Fact.user_id == user_id).order_by(col(Fact.id)))
+        return list(res.all())
+
+    async def supersede(self, user_id: int, old_id: int, new: Fact, now: datetime) -> None:
+        """Mark the user's fact ``old_id`` as replaced by ``new`` (not someone else's)."""
+        old = await self.s.get(Fact, old_id)
+        if old is None or old.user_id != user_id:
+            return
+        await self.s.flush()  # ``new`` gets its id
+        old.superseded_by = new.id
+        old.updated_at = now
+        self.s.add(old)
+
     async def active(self, user_id: int, category: str | None = None) -> list[Fact]:
         """The user's current facts (not forgotten, not superseded), oldest first."""
         q = select(Fact).where(

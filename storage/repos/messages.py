@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from sqlalchemy import or_
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -40,6 +42,17 @@ class MessageRepo:
         )
         row = (await self.s.exec(stmt)).first()
         return int(row[0]) if row is not None else None
+
+    async def add_new_rows(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert message rows in one statement, skipping seen dedupe keys; the new rows' ids."""
+        if not rows:
+            return []
+        stmt = (
+            insert_ignore(self.s, Message, ["dedupe_key"])
+            .values(rows)
+            .returning(Message.__table__.c.id)  # type: ignore[attr-defined]
+        )
+        return [int(r[0]) for r in (await self.s.exec(stmt)).all()]
 
     async def claim_for_user(self, message_id: int, user_id: int, conversation_id: int) -> None:
         """Attach an inbound message to the user and conversation it belongs to."""
@@ -158,6 +171,59 @@ class MessageRepo:
             .order_by(col(Message.id).desc())
         )
         return res.first()
+
+    async def owners(self, message_ids: list[int]) -> dict[int, int]:
+        """Message id -> its user's id, for the given messages that belong to a user."""
+        if not message_ids:
+            return {}
+        res = await self.s.exec(
+            select(Message.id, Message.user_id).where(col(Message.id).in_(message_ids))
+        )
+        return {int(mid): int(uid) for mid, uid in res.all() if mid is not None and uid is not None}
+
+    async def said_between(
+        self, user_id: int, start: datetime, end: datetime, limit: int = 200
+    ) -> list[Message]:
+        """What the user sent in [start, end), oldest first (refused messages left out)."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.direction == "in",
+                col(Message.created_at) >= start,
+                col(Message.created_at) < end,
+                col(Message.status) != "refused",
+            )
+            .order_by(col(Message.id))
+            .limit(limit)
+        )
+        return list(res.all())
+
+    async def last_id_before(self, when: datetime) -> int:
+        """The id of the newest message stored before ``when`` (0 when there is none)."""
+        res = await self.s.exec(
+            select(col(Message.id))
+            .where(col(Message.created_at) < when)
+            .order_by(col(Message.id).desc())
+        )
+        return int(res.first() or 0)
+
+    async def people_said_after(self, after_id: int, limit: int) -> list[Message]:
+        """What people said after message ``after_id``: their messages and pendant speech."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                col(Message.id) > after_id,
+                col(Message.user_id).is_not(None),
+                or_(
+                    (col(Message.direction) == "in") & (col(Message.role) == "user"),
+                    (col(Message.channel) == "device") & (col(Message.sender_id) == "pendant"),
+                ),
+            )
+            .order_by(col(Message.id))
+            .limit(limit)
+        )
+        return list(res.all())
 
     async def last_answer(self, user_id: int, conversation_id: int) -> Message | None:
         """The newest outbound answer in a conversation (for /sources)."""

@@ -179,6 +179,16 @@ class OutboxRepo:
         )
         return {status: int(n) for status, n in res.all()}
 
+    async def problems(self, limit: int = 5) -> list[Delivery]:
+        """The newest rows that failed, were skipped or are uncertain (for ``lifebot jobs``)."""
+        res = await self.s.exec(
+            select(Delivery)
+            .where(col(Delivery.status).in_(("failed", "uncertain", "skipped")))
+            .order_by(col(Delivery.id).desc())
+            .limit(limit)
+        )
+        return list(res.all())
+
     async def for_key(self, key: str) -> Delivery | None:
         """The row with this key."""
         return (await self.s.exec(select(Delivery).where(Delivery.key == key))).first()

@@ -29,6 +29,11 @@ class UserRepo:
         """Every user, oldest first (for the operator's CLI)."""
         return list((await self.s.exec(select(User).order_by(col(User.id)))).all())
 
+    async def with_briefing(self) -> list[User]:
+        """Users who want a morning briefing."""
+        res = await self.s.exec(select(User).where(col(User.briefing_enabled)))
+        return list(res.all())
+
     async def find_by_name(self, name: str) -> User | None:
         """A user by id (digits) or by display name, for CLI arguments."""
         if name.isdigit():

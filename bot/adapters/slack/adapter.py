@@ -29,6 +29,7 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.adapters.base import MessageHandler
+from bot.adapters.draft import DraftStream
 from bot.adapters.slack.api import SlackCalls
 from bot.adapters.slack.audio import AudioFetcher, remove_files
 from bot.adapters.slack.events import (
@@ -40,7 +41,7 @@ from bot.adapters.slack.events import (
 )
 from bot.adapters.slack.format import chosen_blocks, escape, render
 from bot.adapters.slack.keyed import LOOKBACK, find_push, push_metadata
-from bot.adapters.slack.stream import SlackStream
+from bot.adapters.slack.stream import SlackDraft
 from bot.adapters.slack.transport import build_bolt, close_socket, connect_socket, serve_http
 from bot.clock import Clock
 from bot.config import Settings
@@ -360,13 +361,13 @@ class SlackAdapter:
         assert first is not None
         return first
 
-    def open_stream(self, address: Address, reply_to: str | None) -> SlackStream:
+    def open_stream(self, address: Address, reply_to: str | None) -> DraftStream:
         """Render an answer as it streams: one message, updated at most every interval."""
-        return SlackStream(
+        surface = SlackDraft(
             address=address,
             calls=self.calls,
             post=lambda **kw: self._post(channel=address.chat_id, **kw),
             update=self._update,
             send=self.send,
-            interval=self.stream_interval,
         )
+        return DraftStream(surface, interval=self.stream_interval, first_draft_waits=False)

@@ -5,9 +5,9 @@ Bot API call goes through AIORateLimiter (429 retry_after honoured) and the shar
 helper. The adapter only translates: dedupe, identity and the agent live behind ``on_message``
 (dispatch's persisted dedupe key makes a redelivered update harmless, even across restarts).
 
-Helpers: ``telegram_format`` (Markdown -> HTML, splitting, sources), ``telegram_send``
-(delivery, errors), ``telegram_stream`` (typing, streamed drafts), ``telegram_voice``
-(voice notes), ``telegram_webhook`` (the webhook server).
+Helpers: ``events`` (pure Update -> InboundMessage translation), ``format`` (Markdown ->
+HTML, splitting, sources), ``send`` (delivery, errors), ``stream`` (typing, the draft surface),
+``updates`` (per-chat ordering), ``voice`` (voice notes), ``webhook`` (the webhook server).
 """
 
 from __future__ import annotations
@@ -28,14 +28,21 @@ from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
 
 from bot.adapters.base import MessageHandler
 from bot.adapters.telegram.config import TelegramConfig
+from bot.adapters.telegram.events import (
+    from_message,
+    from_press,
+    person_text,
+    stale_press,
+    voice_attachment,
+)
 from bot.adapters.telegram.send import ButtonCodec, TelegramSender, translate
 from bot.adapters.telegram.stream import TelegramStream, Typing, echo_text
-from bot.adapters.telegram.updates import ChatOrderedProcessor, addressed, stale_press
+from bot.adapters.telegram.updates import ChatOrderedProcessor
 from bot.adapters.telegram.voice import VoiceNotes
 from bot.adapters.telegram.webhook import WebhookServer
 from bot.clock import Clock
 from bot.errors import ChannelError
-from bot.messages import Address, Attachment, InboundMessage, OutboundMessage, Receipt
+from bot.messages import Address, OutboundMessage, Receipt
 from bot.speech.transcribe import Transcriber
 
 __all__ = ["STALE_BUTTON", "TelegramAdapter", "TelegramConfig"]
@@ -264,18 +271,17 @@ class TelegramAdapter:
             log.warning("polling Telegram failed (%s); retrying", exc)
 
     async def _on_message(self, message: Message) -> None:
-        user, chat = message.from_user, message.chat
-        if user is None or user.is_bot:
+        text = person_text(
+            message,
+            allow_groups=self.config.allow_groups,
+            bot_id=int(self.account),
+            username=self.username,
+        )
+        if text is None:
             return
-        text = message.text or message.caption or ""
-        if chat.type != ChatType.PRIVATE:
-            if not self.config.allow_groups:
-                return
-            ok, text = addressed(message, text, int(self.account), self.username)
-            if not ok:
-                return
+        chat = message.chat
         media = message.voice or message.audio
-        attachments: list[Attachment] = []
+        attachment = voice_attachment(message)
         assert self._typing is not None
         assert self._voice is not None
         assert self._handler is not None
@@ -286,32 +292,16 @@ class TelegramAdapter:
                     await self._notice(chat.id, message.message_id, result.problem or UNSUPPORTED)
                     return
                 text = result.text
-                attachments.append(
-                    Attachment(
-                        "voice" if message.voice else "audio",
-                        mime_type=media.mime_type,
-                        size=media.file_size,
-                        name=getattr(media, "file_name", None),
-                    )
-                )
                 self._echoes[(chat.id, message.message_id)] = text
             elif not text.strip():
                 if message.effective_attachment is not None:
                     await self._notice(chat.id, message.message_id, UNSUPPORTED)
                 return
-            inbound = InboundMessage(
-                address=Address(self.name, self.account, str(chat.id)),
-                sender_id=str(user.id),
-                message_id=str(message.message_id),
+            inbound = from_message(
+                message,
+                account=self.account,
                 text=text,
-                received_at=message.date,
-                sender_name=user.full_name,
-                attachments=attachments,
-                reply_to=str(message.reply_to_message.message_id)
-                if message.reply_to_message
-                else None,
-                private=chat.type == ChatType.PRIVATE,
-                raw={"chat_type": chat.type},
+                attachments=[attachment] if attachment is not None else [],
             )
             try:
                 await self._handler(inbound)
@@ -336,17 +326,8 @@ class TelegramAdapter:
             await self._retire_keyboard(msg)
             assert self._typing is not None
             assert self._handler is not None
-            inbound = InboundMessage(
-                address=Address(self.name, self.account, str(msg.chat.id)),
-                sender_id=str(query.from_user.id),
-                message_id=f"cb:{query.id}",
-                text=data,
-                received_at=self.clock.now(),
-                sender_name=query.from_user.full_name,
-                callback_data=data,
-                reply_to=str(msg.message_id),
-                private=msg.chat.type == ChatType.PRIVATE,
-                raw={"chat_type": msg.chat.type},
+            inbound = from_press(
+                query, msg, account=self.account, data=data, received_at=self.clock.now()
             )
             async with self._typing.during(msg.chat.id):
                 await self._handler(inbound)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from telegram.constants import ChatAction
 
+from bot.adapters.draft import DraftStream
 from bot.adapters.telegram.format import MAX_MESSAGE, escape, utf16_len
 from bot.adapters.telegram.send import TelegramSender
 from bot.errors import ChannelError
@@ -79,8 +80,45 @@ class Typing:
             await asyncio.sleep(TYPING_EVERY)
 
 
+class TelegramDraft:
+    """Telegram's draft surface: plain-text drafts, the final message through the sender."""
+
+    def __init__(self, sender: TelegramSender, chat_id: int, *, quote: bool) -> None:
+        self.sender = sender
+        self.chat_id = chat_id
+        self.quote = quote
+        self.where = f"telegram chat {chat_id}"
+
+    def preview(self, text: str, label: str | None) -> str:
+        """The answer so far with an ellipsis; before any text, the progress label."""
+        shown = text.strip() + " …" if text.strip() else (label or "")
+        if utf16_len(shown) > MAX_MESSAGE:
+            shown = shown[: MAX_MESSAGE - 2] + " …"
+        return shown
+
+    async def post(self, text: str) -> str:
+        """Send the first draft (plain text: half-streamed Markdown is not valid HTML)."""
+        return str(await self.sender.send(self.chat_id, None, text))
+
+    async def edit(self, draft: str, text: str) -> None:
+        """Edit the draft."""
+        await self.sender.edit(self.chat_id, int(draft), None, text)
+
+    async def replace(self, draft: str, msg: OutboundMessage) -> Receipt:
+        """The draft becomes the answer's first piece; the rest follows."""
+        return await self.sender.deliver(msg, edit_id=int(draft), quote=self.quote)
+
+    async def send(self, msg: OutboundMessage) -> Receipt:
+        """The whole answer as new messages."""
+        return await self.sender.deliver(msg, quote=self.quote)
+
+
 class TelegramStream:
-    """Renders one answer in one chat: echo (voice transcript), draft edits, final message."""
+    """Renders one answer in one chat: echo (voice transcript), draft edits, final message.
+
+    The draft itself is the shared ``DraftStream``; Telegram adds the typing indicator and the
+    transcript echo, which goes out before any part of the answer.
+    """
 
     def __init__(
         self,
@@ -93,17 +131,14 @@ class TelegramStream:
         echo: Awaitable[None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.sender = sender
         self.typing = typing
         self.chat_id = chat_id
-        self.edit_interval = edit_interval
-        self.quote = quote
-        self.clock = clock
-        self.text = ""
-        self.draft_id: int | None = None
-        self._shown = ""
-        self._last = clock()
-        self._broken = False
+        self.draft = DraftStream(
+            TelegramDraft(sender, chat_id, quote=quote),
+            interval=edit_interval,
+            first_draft_waits=True,
+            clock=clock,
+        )
         self._echo = echo
 
     async def _await_echo(self) -> None:
@@ -118,39 +153,18 @@ class TelegramStream:
     async def progress(self, label: str) -> None:
         """Tool progress: shown in the draft while no answer text has streamed yet."""
         await self._await_echo()
-        if not self.text and not self._broken and self.clock() - self._last >= self.edit_interval:
-            await self._show(label)
+        await self.draft.progress(label)
 
     async def delta(self, text: str) -> None:
         """More answer text: edit the draft when the throttle allows."""
         await self._await_echo()
-        self.text += text
-        if self._broken or self.clock() - self._last < self.edit_interval:
-            return
-        await self._show(self.text.strip() + " …")
-
-    async def _show(self, text: str) -> None:
-        if not text.strip() or text == self._shown:
-            return
-        if utf16_len(text) > MAX_MESSAGE:
-            text = text[: MAX_MESSAGE - 2] + " …"
-        self._last = self.clock()
-        try:
-            if self.draft_id is None:
-                self.draft_id = await self.sender.send(self.chat_id, None, text)
-            else:
-                await self.sender.edit(self.chat_id, self.draft_id, None, text)
-            self._shown = text
-        except ChannelError as exc:
-            # The final message still goes out; only the live preview stops.
-            log.warning("stopped streaming in chat %s: %s", self.chat_id, exc)
-            self._broken = True
+        await self.draft.delta(text)
 
     async def finish(self, msg: OutboundMessage) -> Receipt:
         """Deliver the answer, turning the draft (if any) into its first part."""
         await self._await_echo()
         self.typing.stop(self.chat_id)
-        return await self.sender.deliver(msg, edit_id=self.draft_id, quote=self.quote)
+        return await self.draft.finish(msg)
 
 
 def echo_text(transcript: str) -> tuple[str, str]:

@@ -24,17 +24,13 @@ import numpy as np
 import numpy.typing as npt
 import openai
 
-from bot.errors import AgentError
+from bot.errors import EmbeddingError
 
 log = logging.getLogger(__name__)
 
 Vectors = npt.NDArray[np.float32]
 
 TOKENIZER_PATH = Path(__file__).parent / "minilm-tokenizer.json"
-
-
-class EmbeddingError(AgentError):
-    """The embedding model could not embed (endpoint down, model files missing)."""
 
 
 class Embedder(Protocol):

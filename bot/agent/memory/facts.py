@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
-from sqlmodel import col, select
 
 from bot.agent.llm import LLM, parse_json_object
-from bot.agent.memory.embeddings import EmbeddingError
 from bot.agent.memory.index import MemoryIndex
-from bot.errors import AgentError
+from bot.errors import AgentError, EmbeddingError
 from storage.models import Fact
 from storage.repos.facts import FactRepo, fact_hash
 from storage.repos.memory_index import MemoryIndexRepo
@@ -112,13 +110,8 @@ class FactKeeper:
             fact.origin = "explicit" if explicit else "extracted"
             fact.created_at = fact.updated_at = now
             s.add(fact)
-            if target is not None:
-                old = await s.get(Fact, target.id)
-                if old is not None and old.user_id == user_id:
-                    await s.flush()
-                    old.superseded_by = fact.id
-                    old.updated_at = now
-                    s.add(old)
+            if target is not None and target.id is not None:
+                await FactRepo(s).supersede(user_id, target.id, fact, now)
         await self.index.put_fact(fact)
         if target is not None and target.id is not None:
             await self.index.drop_fact(user_id, target.id)
@@ -133,9 +126,7 @@ class FactKeeper:
         """A decision when the fact must not be added; else the fact it supersedes (or None)."""
         h = fact_hash(text)
         async with self.db.session() as s:
-            rows = (
-                await s.exec(select(Fact).where(Fact.user_id == user_id).order_by(col(Fact.id)))
-            ).all()
+            rows = await FactRepo(s).every(user_id)
         active = [f for f in rows if f.forgotten_at is None and f.superseded_by is None]
         forgotten = [f for f in rows if f.forgotten_at is not None]
         known = next((f for f in active if f.text_hash == h), None)
@@ -145,14 +136,14 @@ class FactKeeper:
             return FactDecision("blocked")
         try:
             vec = (await self.index.embedder.embed([text]))[0]
+            lost = await self._similarities(vec, forgotten) if not explicit and forgotten else []
+            sims = await self._similarities(vec, active)
         except EmbeddingError as exc:
+            # Not an AgentError: a fact is still stored, only without the near-duplicate check.
             log.warning("fact dedupe without embeddings: %s", exc)
             return None
-        if not explicit and forgotten:
-            sims = await self._similarities(vec, forgotten)
-            if sims and max(sims) >= self.blocked:
-                return FactDecision("blocked")
-        sims = await self._similarities(vec, active)
+        if lost and max(lost) >= self.blocked:
+            return FactDecision("blocked")
         ranked = sorted(zip(sims, active, strict=True), key=lambda p: p[0], reverse=True)
         if ranked and ranked[0][0] >= self.same:
             return FactDecision("known", ranked[0][1])

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from bot.agent.memory.embeddings import Embedder, EmbeddingError
+from bot.agent.memory.embeddings import Embedder
+from bot.errors import EmbeddingError
 from storage.db import Database
 from storage.models import Episode, Fact, MemoryItem, Message
 from storage.repos.memory_index import MemoryIndexRepo

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from sqlmodel import select
-
 from bot.agent.llm import LLM
 from bot.agent.memory.embeddings import Embedder
 from bot.agent.memory.extraction import ExtractionReport, Extractor
@@ -27,10 +25,10 @@ from bot.agent.retrieval import Retriever
 from bot.clock import Clock, zone
 from bot.messages import StoredTurn
 from storage.db import Database
-from storage.models import Message, User
 from storage.repos.episodes import CursorRepo
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
+from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
 
@@ -80,10 +78,9 @@ class MemoryService:
         if self.asked:
             by_user: dict[int, list[int]] = {}
             async with self.db.session() as s:
-                for mid in list(self.asked):
-                    row = await s.get(Message, mid)
-                    if row is not None and row.user_id is not None:
-                        by_user.setdefault(row.user_id, []).append(mid)
+                owners = await MessageRepo(s).owners(list(self.asked))
+            for mid, uid in owners.items():
+                by_user.setdefault(uid, []).append(mid)
             for uid, mids in by_user.items():
                 await self.index.hide_messages(uid, mids)
                 self.asked.difference_update(mids)
@@ -254,10 +251,10 @@ class MemoryService:
 
     async def _tz(self, user_id: int) -> ZoneInfo:
         async with self.db.session() as s:
-            user = await s.get(User, user_id)
+            user = await UserRepo(s).get(user_id)
         return zone(user.timezone if user else "UTC")
 
     async def _zones(self) -> dict[int, ZoneInfo]:
         async with self.db.session() as s:
-            users = (await s.exec(select(User))).all()
+            users = await UserRepo(s).all()
         return {u.id: zone(u.timezone) for u in users if u.id is not None}

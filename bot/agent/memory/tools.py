@@ -13,7 +13,6 @@ from functools import partial
 from typing import Literal
 
 from pydantic import BaseModel, Field
-from sqlmodel import col, select
 
 from bot.agent.memory.index import episode_text
 from bot.agent.memory.service import MemoryService
@@ -21,7 +20,7 @@ from bot.agent.retrieval import Evidence, SearchOutcome
 from bot.agent.sources import describe
 from bot.agent.tools.base import Tool, ToolContext
 from bot.errors import ToolError
-from storage.models import Episode, MemoryItem, Message
+from storage.models import Episode, MemoryItem
 from storage.repos.episodes import CursorRepo, EpisodeRepo
 from storage.repos.facts import FactRepo
 from storage.repos.memory_index import MemoryIndexRepo
@@ -98,11 +97,7 @@ async def _number(ctx: ToolContext, items: list[MemoryItem]) -> list[int]:
     links: dict[int, str] = {}
     if ids:
         async with ctx.db.session() as s:
-            rows = (
-                await s.exec(
-                    select(Message).where(Message.user_id == ctx.user_id, col(Message.id).in_(ids))
-                )
-            ).all()
+            rows = await CursorRepo(s).messages(ctx.user_id, ids)
         links = {
             r.id: str((r.meta or {})["link"]) for r in rows if r.id and (r.meta or {}).get("link")
         }

@@ -8,9 +8,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import col, select
 
 from bot.app.build import App
 
@@ -42,25 +39,17 @@ def _when(ts: datetime | float | None) -> str:
 
 
 async def _leader(application: App) -> str:
-    from storage.models import JobLease
+    from storage.repos.job_state import JobStateRepo
 
     db = application.db
     if db.url.startswith("postgresql"):
         from bot.jobs.leader import ADVISORY_KEY
 
-        async with db.engine.connect() as conn:
-            pid = (
-                await conn.execute(
-                    text(
-                        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                        "AND classid = 0 AND objid = :k"
-                    ),
-                    {"k": ADVISORY_KEY},
-                )
-            ).scalar()
+        async with db.session() as s:
+            pid = await JobStateRepo(s).advisory_holder(ADVISORY_KEY)
         return f"leader: PostgreSQL backend pid {pid}" if pid else "leader: none"
     async with db.session() as s:
-        lease = await s.get(JobLease, "scheduler")
+        lease = await JobStateRepo(s).lease("scheduler")
     now = application.clock.now()
     if lease is None or lease.expires_at < now:
         return "leader: none (no `lifebot serve` is running the jobs)"
@@ -69,30 +58,17 @@ async def _leader(application: App) -> str:
 
 def jobs() -> None:
     """List scheduled jobs, their next run times and last results, and the outbox."""
-    from storage.models import Delivery, JobState
+    from storage.repos.job_state import JobStateRepo
     from storage.repos.outbox import OutboxRepo
 
     async def go(application: App) -> None:
         service = application.jobs.service
         typer.echo(await _leader(application))
         async with application.db.session() as s:
-            try:
-                rows = (
-                    await s.exec(text("SELECT id, next_run_time FROM apscheduler_jobs"))  # type: ignore[call-overload]
-                ).all()
-            except SQLAlchemyError:
-                rows = []
-            next_runs = {r[0]: r[1] for r in rows}
-            states = {st.id: st for st in (await s.exec(select(JobState))).all()}
+            next_runs = await JobStateRepo(s).next_runs()
+            states = await JobStateRepo(s).all()
             counts = await OutboxRepo(s).counts()
-            problems = (
-                await s.exec(
-                    select(Delivery)
-                    .where(col(Delivery.status).in_(("failed", "uncertain", "skipped")))
-                    .order_by(col(Delivery.id).desc())
-                    .limit(5)
-                )
-            ).all()
+            problems = await OutboxRepo(s).problems(limit=5)
         typer.echo(
             f"{'JOB':<18} {'EVERY':>6}  {'NEXT RUN (UTC)':<19}  {'LAST RUN (UTC)':<19}  RESULT"
         )

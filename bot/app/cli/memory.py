@@ -114,10 +114,10 @@ def forget(fact_id: Annotated[int, typer.Argument(help="The fact id from `memory
     """Forget a fact; it will not be extracted again."""
 
     async def go(app: App) -> None:
-        from storage.models import Fact
+        from storage.repos.facts import FactRepo
 
         async with app.db.session() as s:
-            row = await s.get(Fact, fact_id)
+            row = await FactRepo(s).get(fact_id)
         if row is None or row.forgotten_at is not None:
             typer.echo(f"There is no fact #{fact_id}.", err=True)
             raise typer.Exit(1)
@@ -153,7 +153,8 @@ def import_command(
     """Import chat history (JSON Lines or a Telegram Desktop export) into a user's memory."""
 
     async def go(app: App) -> None:
-        from bot.app.importer import ImportFileError, import_file, read_records
+        from bot.app.importer import import_file, read_records
+        from bot.errors import ImportFileError
 
         who = await _user(app, user)
         try:

@@ -1,0 +1,125 @@
+"""Telegram updates -> ``InboundMessage``: pure functions, no network, no state.
+
+The adapter does the I/O (downloading and transcribing voice notes, answering button presses);
+everything that decides *what a person said and where* lives here, unit-tested on plain PTB
+objects (``Message.de_json``) without any server.
+
+The message id is Telegram's ``message_id`` (unique within a chat, the same when an update is
+redelivered); a button press is keyed by its callback query id, so every press is one message.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Container
+from datetime import datetime
+
+from telegram import CallbackQuery, Message, MessageEntity
+from telegram.constants import ChatType
+
+from bot.messages import Address, Attachment, InboundMessage
+
+CHANNEL = "telegram"
+
+
+def person_text(message: Message, *, allow_groups: bool, bot_id: int, username: str) -> str | None:
+    """What a person wrote (caption for media, mention removed); None when it is not for us.
+
+    Ignored: messages without a human sender (channels, other bots), group messages when
+    groups are not allowed, and group messages that do not address the bot.
+    """
+    user = message.from_user
+    if user is None or user.is_bot:
+        return None
+    text = message.text or message.caption or ""
+    if message.chat.type == ChatType.PRIVATE:
+        return text
+    if not allow_groups:
+        return None
+    ok, text = addressed(message, text, bot_id, username)
+    return text if ok else None
+
+
+def voice_attachment(message: Message) -> Attachment | None:
+    """The voice note or audio file to transcribe, as an attachment; None for other messages."""
+    media = message.voice or message.audio
+    if media is None:
+        return None
+    return Attachment(
+        "voice" if message.voice else "audio",
+        mime_type=media.mime_type,
+        size=media.file_size,
+        name=getattr(media, "file_name", None),
+    )
+
+
+def from_message(
+    message: Message, *, account: str, text: str, attachments: list[Attachment] | None = None
+) -> InboundMessage:
+    """A person's message (``text`` already addressed or transcribed) as an InboundMessage."""
+    user = message.from_user
+    assert user is not None  # person_text() let only messages from a person through
+    reply = message.reply_to_message
+    return InboundMessage(
+        address=Address(CHANNEL, account, str(message.chat.id)),
+        sender_id=str(user.id),
+        message_id=str(message.message_id),
+        text=text,
+        received_at=message.date,
+        sender_name=user.full_name,
+        attachments=list(attachments or []),
+        reply_to=str(reply.message_id) if reply else None,
+        private=message.chat.type == ChatType.PRIVATE,
+        raw={"chat_type": message.chat.type},
+    )
+
+
+def from_press(
+    query: CallbackQuery, message: Message, *, account: str, data: str, received_at: datetime
+) -> InboundMessage:
+    """A button press on ``message`` (its decoded ``data``) as an InboundMessage."""
+    return InboundMessage(
+        address=Address(CHANNEL, account, str(message.chat.id)),
+        sender_id=str(query.from_user.id),
+        message_id=f"cb:{query.id}",
+        text=data,
+        received_at=received_at,
+        sender_name=query.from_user.full_name,
+        callback_data=data,
+        reply_to=str(message.message_id),
+        private=message.chat.type == ChatType.PRIVATE,
+        raw={"chat_type": message.chat.type},
+    )
+
+
+def addressed(message: Message, text: str, bot_id: int, username: str) -> tuple[bool, str]:
+    """In a group: only when replied to, mentioned, or sent a /command@thisbot."""
+    reply = message.reply_to_message
+    if reply is not None and reply.from_user is not None and reply.from_user.id == bot_id:
+        return True, text
+    handle = f"@{username}".lower()
+    kinds: list[str | None] = [
+        MessageEntity.MENTION,
+        MessageEntity.TEXT_MENTION,
+        MessageEntity.BOT_COMMAND,
+    ]
+    entities = (
+        message.parse_entities(kinds) if message.text else message.parse_caption_entities(kinds)
+    )
+    for entity, value in entities.items():
+        if entity.type == MessageEntity.MENTION and value.lower() == handle:
+            return True, re.sub(r"[ \t]{2,}", " ", text.replace(value, "")).strip()
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == bot_id:
+            return True, text
+        if entity.type == MessageEntity.BOT_COMMAND and value.lower().endswith(handle):
+            return True, text
+    return False, text
+
+
+def stale_press(query: CallbackQuery, msg: Message, used: Container[tuple[int, int]]) -> bool:
+    """A press on a used keyboard, or on a button the message no longer carries."""
+    if (msg.chat.id, msg.message_id) in used or not query.data:
+        return True
+    markup = msg.reply_markup
+    wires = [b.callback_data for row in markup.inline_keyboard for b in row] if markup else []
+    return query.data not in wires

@@ -1,0 +1,70 @@
+"""Scheduled jobs' own bookkeeping: last results (``lifebot jobs``) and scan cursors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import JobLease, JobState
+
+
+class JobStateRepo:
+    """One ``JobState`` row per job id."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def record_run(self, job_id: str, now: datetime, result: str, error: str | None) -> None:
+        """Store the outcome of one run (texts cut to 500 characters)."""
+        state = await self.s.get(JobState, job_id) or JobState(id=job_id)
+        state.last_run_at = now
+        state.last_result = result[:500]
+        state.last_error = error[:500] if error else None
+        state.runs += 1
+        self.s.add(state)
+
+    async def cursor(self, job_id: str) -> int | None:
+        """A scanning job's cursor (the last message id it looked at); None before its first run."""
+        state = await self.s.get(JobState, job_id)
+        return None if state is None else state.cursor
+
+    async def advance(self, job_id: str, cursor: int) -> None:
+        """Move the cursor forward (never back); creates the row on the first run."""
+        state = await self.s.get(JobState, job_id) or JobState(id=job_id, cursor=cursor)
+        state.cursor = max(state.cursor, cursor)
+        self.s.add(state)
+
+    async def all(self) -> dict[str, JobState]:
+        """Every job's state by job id."""
+        return {st.id: st for st in (await self.s.exec(select(JobState))).all()}
+
+    async def next_runs(self) -> dict[str, Any]:
+        """APScheduler's next run time per job id, from its own table ({} before it exists)."""
+        conn = await self.s.connection()
+        try:
+            res = await conn.execute(text("SELECT id, next_run_time FROM apscheduler_jobs"))
+        except SQLAlchemyError:
+            return {}
+        return {str(r[0]): r[1] for r in res.all()}
+
+    async def lease(self, name: str) -> JobLease | None:
+        """The scheduler lease row (SQLite leadership)."""
+        return await self.s.get(JobLease, name)
+
+    async def advisory_holder(self, key: int) -> int | None:
+        """The PostgreSQL backend pid holding advisory lock ``key``, if any (PostgreSQL only)."""
+        conn = await self.s.connection()
+        res = await conn.execute(
+            text(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                "AND classid = 0 AND objid = :k"
+            ),
+            {"k": key},
+        )
+        pid = res.scalar()
+        return int(pid) if pid is not None else None
