@@ -1,0 +1,254 @@
+"""The web page and REST API through httpx: sign-in, CSRF, isolation, tokens, health."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.app.build import App
+from bot.web.auth import LINK_LIMIT, LinkRateLimited
+from storage.repos.facts import FactRepo
+from tests.conftest import add_user, channel
+from tests.fakes.clock import ManualClock
+from tests.support.builders import make_inbound
+from tests.support.jobs import jobs_app
+from tests.support.web import client_for, csrf_of, seed, sign_in
+
+
+async def test_a_link_signs_in_once_with_an_httponly_samesite_cookie(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    async with client_for(app) as client:
+        assert (await client.get("/", follow_redirects=False)).headers["location"] == "/signin"
+        url = await app.web.auth.issue_link(ann.id)
+        secret = url.rsplit("/", 1)[1]
+        # Opening the link (what a chat app's link preview does) spends nothing.
+        page = await client.get(f"/login/{secret}")
+        assert "Sign in" in page.text
+        done = await client.post("/login", data={"secret": secret})
+        assert done.status_code == 303
+        cookie = done.headers["set-cookie"].lower()
+        assert "httponly" in cookie
+        assert "samesite=lax" in cookie
+        today = await client.get("/")
+        assert today.status_code == 200
+        assert "Today" in today.text
+    async with client_for(app) as other:
+        again = await other.post("/login", data={"secret": secret})
+        assert again.status_code == 400
+        assert "not valid any more" in again.text
+        assert (await other.get("/", follow_redirects=False)).status_code == 303
+
+
+async def test_a_link_expires_after_ten_minutes(tmp_path: Path) -> None:
+    clock = ManualClock()
+    async with jobs_app(tmp_path, clock) as application:
+        ann = await add_user(application, "ann")
+        assert ann.id is not None
+        url = await application.web.auth.issue_link(ann.id)
+        clock.advance(timedelta(minutes=11))
+        async with client_for(application) as client:
+            done = await client.post("/login", data={"secret": url.rsplit("/", 1)[1]})
+            assert done.status_code == 400
+
+
+async def test_forged_cookie_is_refused(app: App) -> None:
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        await sign_in(app, client, ann)
+        real = client.cookies["lifebot_session"]
+        secret, _, _mac = real.rpartition(".")
+        client.cookies.set("lifebot_session", f"{secret}.{'0' * 32}")
+        assert (await client.get("/", follow_redirects=False)).status_code == 303
+
+
+async def test_web_command_sends_a_link_only_in_private_and_is_rate_limited(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    await app.dispatcher.handle(make_inbound("/web", sender="ann"))
+    reply = channel(app).texts("ann")[-1]
+    assert f"{app.settings.web_url}/login/" in reply
+    group = make_inbound("/web", sender="ann", chat="group-1")
+    group.private = False
+    await app.dispatcher.handle(group)
+    assert "private chat" in channel(app).texts("group-1")[-1]
+    for _ in range(LINK_LIMIT - 1):
+        await app.web.auth.issue_link(ann.id)
+    with pytest.raises(LinkRateLimited):
+        await app.web.auth.issue_link(ann.id)
+    await app.dispatcher.handle(make_inbound("/web", sender="ann"))
+    assert "wait a few minutes" in channel(app).texts("ann")[-1]
+
+
+async def test_forms_without_the_csrf_token_are_refused_and_change_nothing(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    mine = await seed(app, ann, "my sister is Ana")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        for data in ({}, {"csrf": "wrong"}):
+            refused = await client.post(f"/facts/{mine.fact_id}/forget", data=data)
+            assert refused.status_code == 403
+            refused = await client.post("/reminders", data={**data, "text": "in 5 minutes tea"})
+            assert refused.status_code == 403
+        async with app.db.session() as s:
+            assert [f.id for f in await FactRepo(s).active(ann.id)] == [mine.fact_id]
+        assert await app.web.service.reminders(ann) == []
+        ok = await client.post(f"/facts/{mine.fact_id}/forget", data={"csrf": csrf})
+        assert ok.status_code == 303
+        async with app.db.session() as s:
+            assert await FactRepo(s).active(ann.id) == []
+
+
+async def test_one_user_never_reaches_anothers_objects(app: App) -> None:
+    ann = await add_user(app, "ann")
+    bob = await add_user(app, "bob")
+    assert ann.id is not None and bob.id is not None
+    anns = await seed(app, ann, "ann's passport number is X123")
+    await seed(app, bob, "bob likes tea")
+    device, _ = await app.web.service.add_device(ann, "ann-pendant")
+    reminder = (await app.web.service.add_reminder(ann, "tomorrow at 9 to call mom")).reminder
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, bob)
+        for path in (f"/memory/message/{anns.message_id}", "/memory/episode/1"):
+            assert (await client.get(path)).status_code == 404
+        for path in (
+            f"/facts/{anns.fact_id}/forget",
+            f"/facts/{anns.fact_id}/edit",
+            f"/reminders/{reminder.id}/cancel",
+            f"/devices/{device.id}/revoke",
+            f"/proposals/{anns.proposal_id}/accept",
+        ):
+            answer = await client.post(path, data={"csrf": csrf, "text": "hacked"})
+            assert answer.status_code == 404, path
+        assert (await client.get("/owner")).status_code == 404  # bob is not the owner
+        facts_page = await client.get("/facts")
+        assert "passport" not in facts_page.text
+        search = await client.get("/memory", params={"q": "passport"})
+        assert "X123" not in search.text
+        _, token = await app.web.auth.new_api_token(bob.id, "bob's script")
+    api = {"Authorization": f"Bearer {token}"}
+    async with client_for(app) as client:
+        assert (
+            await client.delete(f"/api/v1/facts/{anns.fact_id}", headers=api)
+        ).status_code == 404
+        assert (
+            await client.delete(f"/api/v1/reminders/{reminder.id}", headers=api)
+        ).status_code == 404
+        assert (await client.delete(f"/api/v1/devices/{device.id}", headers=api)).status_code == 404
+        accept = await client.post(f"/api/v1/proposals/{anns.proposal_id}/accept", headers=api)
+        assert accept.status_code == 404
+        facts = (await client.get("/api/v1/facts", headers=api)).json()
+        assert [f["text"] for f in facts] == ["bob likes tea"]
+        hits = (
+            await client.get("/api/v1/memory/search", params={"q": "passport"}, headers=api)
+        ).json()
+        assert all("X123" not in h["text"] for h in hits["hits"])
+    # Nothing of ann's changed.
+    assert [f.id for f in await app.web.service.facts(ann)] == [anns.fact_id]
+    assert [r.id for r in await app.web.service.reminders(ann)] == [reminder.id]
+    assert [p.id for p in await app.web.service.proposals(ann)] == [anns.proposal_id]
+
+
+async def test_api_token_works_until_revoked(app: App) -> None:
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        made = await client.post("/settings/tokens", data={"csrf": csrf, "name": "phone"})
+        token = made.text.split('id="api-token">', 1)[1].split("<", 1)[0]
+        assert token.startswith("lbk_")
+    api = {"Authorization": f"Bearer {token}"}
+    async with client_for(app) as client:
+        assert (await client.get("/api/v1/facts")).status_code == 401
+        created = await client.post(
+            "/api/v1/reminders", json={"text": "in 20 minutes to check the oven"}, headers=api
+        )
+        assert created.status_code == 201, created.text
+        rid = created.json()["id"]
+        listed = (await client.get("/api/v1/reminders", headers=api)).json()
+        assert [r["id"] for r in listed] == [rid]
+        bad = await client.post("/api/v1/reminders", json={"text": "sometime maybe"}, headers=api)
+        assert bad.status_code == 422
+        assert (await client.delete(f"/api/v1/reminders/{rid}", headers=api)).status_code == 204
+        added = await client.post("/api/v1/facts", json={"text": "I live in Porto"}, headers=api)
+        assert added.status_code == 201
+        me = await client.patch("/api/v1/settings", json={"timezone": "Lisbon"}, headers=api)
+        assert me.json()["timezone"] == "Europe/Lisbon"
+        wrong = await client.patch("/api/v1/settings", json={"quiet": "soon"}, headers=api)
+        assert wrong.status_code == 422
+        tokens = await app.web.auth.api_tokens(ann.id or 0)
+        assert await app.web.auth.revoke_api_token(ann.id or 0, tokens[0].id or 0)
+        assert (await client.get("/api/v1/facts", headers=api)).status_code == 401
+
+
+async def test_sign_out_everywhere_ends_every_session(app: App) -> None:
+    ann = await add_user(app, "ann")
+    async with client_for(app) as phone, client_for(app) as laptop:
+        await sign_in(app, phone, ann)
+        csrf = await sign_in(app, laptop, ann)
+        out = await laptop.post("/signout", data={"csrf": csrf, "everywhere": "1"})
+        assert out.status_code == 303
+        assert (await phone.get("/", follow_redirects=False)).status_code == 303
+        assert (await laptop.get("/", follow_redirects=False)).status_code == 303
+
+
+async def test_export_and_delete_my_data(any_db_app: App) -> None:
+    app = any_db_app
+    ann = await add_user(app, "ann")
+    bob = await add_user(app, "bob")
+    assert ann.id is not None and bob.id is not None
+    await seed(app, ann, "ann plays the cello")
+    await seed(app, bob, "bob plays drums")
+    await app.web.service.add_device(ann, "ann-pendant")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        got = await client.get("/export")
+        assert got.headers["content-type"] == "application/zip"
+        files = zipfile.ZipFile(io.BytesIO(got.content))
+        facts = json.loads(files.read("fact.json"))
+        assert [f["text"] for f in facts] == ["ann plays the cello"]
+        assert "bob" not in json.dumps([json.loads(files.read(n)) for n in files.namelist()])
+        refused = await client.post("/delete", data={"csrf": csrf, "confirm": "nope"})
+        assert refused.status_code == 303
+        assert await app.web.service.user(ann.id) is not None
+        gone = await client.post("/delete", data={"csrf": csrf, "confirm": "DELETE"})
+        assert gone.headers["location"] == "/signin?deleted=1"
+        assert (await client.get("/", follow_redirects=False)).status_code == 303
+    assert await app.web.service.user(ann.id) is None
+    assert [f.text for f in await app.web.service.facts(bob)] == ["bob plays drums"]
+
+
+async def test_health_readiness_and_metrics(app: App) -> None:
+    ann = await add_user(app, "ann")
+    await seed(app, ann, "hello")
+    async with client_for(app) as client:
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
+        ready = await client.get("/readyz")
+        body = ready.json()
+        assert body["checks"]["database"]["ok"]
+        assert body["checks"]["migrations"]["ok"], body
+        # Jobs are on but nobody leads yet (the scheduler was not started): not ready.
+        assert ready.status_code == 503
+        assert not body["checks"]["leader"]["ok"]
+        metrics = (await client.get("/metrics")).text
+        assert 'lifebot_messages_total{channel="fake",direction="in"} 1' in metrics
+        assert "# TYPE lifebot_turn_seconds histogram" in metrics
+        assert 'lifebot_outbox_pushes{status="pending"} 0' in metrics
+
+
+async def test_readiness_with_the_scheduler_leading(app_factory) -> None:
+    application = await app_factory(jobs_heartbeat=0.2)
+    await application.jobs.service.start()
+    async with client_for(application) as client:
+        ready = await client.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["checks"]["leader"]["detail"] == "this process"
+
+
+def test_pages_carry_csrf_tokens() -> None:
+    assert csrf_of('<input type="hidden" name="csrf" value="abc">') == "abc"
