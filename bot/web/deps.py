@@ -8,6 +8,7 @@ session's CSRF token (``checked_form``); the API finds the user from a bearer to
 from __future__ import annotations
 
 import hmac
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,16 +25,18 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 
 def highlight(text: str, terms: list[str]) -> Markup:
-    """``text`` escaped, with every query word (roughly stemmed) wrapped in <mark>."""
-    out = str(escape(text))
-    for term in sorted({t for t in terms if len(t) > 2}, key=len, reverse=True):
-        stem = str(escape(term[: max(4, len(term) - 2)]))
-        low, pieces, i = out.lower(), [], 0
-        while (j := low.find(stem.lower(), i)) >= 0:
-            pieces += [out[i:j], f"<mark>{out[j : j + len(stem)]}</mark>"]
-            i = j + len(stem)
-        out = "".join([*pieces, out[i:]])
-    return Markup(out)  # noqa: S704  # built from escaped text above
+    """``text`` escaped, with every word starting like a query word wrapped in <mark>."""
+    stems = sorted({t[: max(4, len(t) - 2)] for t in terms if len(t) > 2}, key=len, reverse=True)
+    if not stems:
+        return escape(text)
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, stems)) + r")\w*", re.IGNORECASE)
+    out, i = Markup(""), 0
+    for m in pattern.finditer(text):
+        out += (
+            escape(text[i : m.start()]) + Markup("<mark>") + escape(m.group()) + Markup("</mark>")
+        )
+        i = m.end()
+    return out + escape(text[i:])
 
 
 def make_templates() -> Jinja2Templates:
