@@ -121,8 +121,9 @@ async def test_a_person_manages_memory_reminders_events_and_devices(
     await page.fill("input[name=name]", "pendant-1")
     await page.click("button:has-text('Add a pendant')")
     token = await page.inner_text("#device-token")
-    assert token.startswith("lbd_") or len(token) > 20
-    assert await page.locator("img.qr").count() == 1
+    assert token.startswith("lbd_")
+    qr_width = await page.locator("img.qr").evaluate("img => img.naturalWidth")
+    assert qr_width > 0  # the QR code renders (a data: URI the page's CSP allows)
     await shot(page, "devices")
     await page.click("ul.cards button:has-text('Revoke')")
     assert "no longer works" in await page.inner_text(".note")

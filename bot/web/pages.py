@@ -6,7 +6,6 @@ the page it came from, carrying a short plain-words note.
 
 from __future__ import annotations
 
-import base64
 from datetime import date, timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -262,15 +261,14 @@ async def add_device(request: Request, who: Who) -> Response:
         device, token = await s.add_device(who.user, form.get("name", ""))
     except ValueError as exc:
         return back("/devices", error=str(exc))
-    qr = segno.make(token, error="m")
-    svg = base64.b64encode(qr.svg_inline(scale=4).encode()).decode()
+    qr = segno.make(token, error="m").svg_data_uri(scale=4, border=2)
     response = render(
         request,
         who,
         "devices.html",
         devices=await s.devices(who.user),
         waiting=await s.audio_waiting(who.user),
-        new={"name": device.name, "token": token, "qr": f"data:image/svg+xml;base64,{svg}"},
+        new={"name": device.name, "token": token, "qr": qr},
     )
     response.headers["Cache-Control"] = "no-store"  # the token is shown once
     return response
