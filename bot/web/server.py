@@ -11,6 +11,8 @@ from collections.abc import Generator
 import uvicorn
 from fastapi import FastAPI
 
+from bot.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 
@@ -40,7 +42,7 @@ class WebServer:
         return int(sock.getsockname()[1])
 
     async def start(self) -> None:
-        """Listen; returns once the socket is bound (raises if it could not be)."""
+        """Listen; returns once the socket is bound (ConfigError when the port is taken)."""
         config = uvicorn.Config(
             self.app,
             host=self.host,
@@ -59,9 +61,11 @@ class WebServer:
             sock.bind((self.host, self.port))
         except OSError as exc:
             sock.close()
-            raise OSError(
-                f"the web page cannot listen on {self.host}:{self.port} ({exc.strerror}); set "
-                "LIFEBOT_WEB_PORT to a free port or LIFEBOT_WEB_ENABLED=false"
+            raise ConfigError(
+                [
+                    f"The web page cannot listen on {self.host}:{self.port} ({exc.strerror}): "
+                    "set LIFEBOT_WEB_PORT to a free port, or LIFEBOT_WEB_ENABLED=false."
+                ]
             ) from exc
         sock.set_inheritable(True)
         self._server = _Server(config)
