@@ -252,3 +252,105 @@ async def test_readiness_with_the_scheduler_leading(app_factory) -> None:
 
 def test_pages_carry_csrf_tokens() -> None:
     assert csrf_of('<input type="hidden" name="csrf" value="abc">') == "abc"
+
+
+async def test_calendar_feed_url_serves_ics_until_turned_off(app: App) -> None:
+    ann = await add_user(app, "ann")
+    seeded = await seed(app, ann, "dinner plans")
+    assert await app.web.service.answer_proposal(ann, seeded.proposal_id, True)
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        made = await client.post("/calendar/feed", data={"csrf": csrf}, follow_redirects=True)
+        url = made.text.split('id="feed-url">', 1)[1].split("<", 1)[0]
+        path = "/" + url.split("/", 3)[3]
+        feed = await client.get(path)
+        assert feed.headers["content-type"].startswith("text/calendar")
+        assert "SUMMARY:Dinner of ann" in feed.text
+        await client.post("/calendar/feed", data={"csrf": csrf, "action": "off"})
+        assert (await client.get(path)).status_code == 404
+        assert (await client.get("/calendar/not-a-token.ics")).status_code == 404
+
+
+async def test_settings_are_saved_and_bad_values_explained(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        form = {
+            "csrf": csrf,
+            "timezone": "Lisbon",
+            "briefing_time": "6:45",
+            "quiet": "23:00-06:30",
+            "preferred_channel": "fake",
+        }
+        saved = await client.post("/settings", data=form, follow_redirects=True)
+        assert "Settings saved." in saved.text
+        user = await app.web.service.user(ann.id)
+        assert user is not None
+        assert (user.timezone, user.briefing_time, user.briefing_enabled) == (
+            "Europe/Lisbon",
+            "06:45",
+            False,  # the box was not ticked
+        )
+        assert (user.quiet_start, user.quiet_end, user.preferred_channel) == (
+            "23:00",
+            "06:30",
+            "fake",
+        )
+        bad = await client.post(
+            "/settings",
+            data={
+                "csrf": csrf,
+                "timezone": "Mars/Olympus",
+                "quiet": "late",
+                "briefing_enabled": "on",
+            },
+            follow_redirects=True,
+        )
+        assert "Mars/Olympus is not a time zone I know" in bad.text
+        assert "Quiet hours" in bad.text
+
+
+async def test_owner_retries_a_failed_push(app: App) -> None:
+    from storage.repos.outbox import OutboxRepo, Push
+
+    ann = await add_user(app, "ann", owner=True)
+    assert ann.id is not None
+    now = app.clock.now()
+    async with app.db.session() as s:
+        await OutboxRepo(s).enqueue(
+            [Push(ann.id, "notice", "k1", now, text="hi", status="failed", note="chat not found")],
+            now,
+        )
+        row = await OutboxRepo(s).for_key("k1")
+    assert row is not None
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        page = await client.get("/owner")
+        assert "chat not found" in page.text
+        done = await client.post(
+            f"/owner/outbox/{row.id}/retry", data={"csrf": csrf}, follow_redirects=True
+        )
+        assert "queued again" in done.text
+        again = await client.post(
+            f"/owner/outbox/{row.id}/retry", data={"csrf": csrf}, follow_redirects=True
+        )
+        assert "is not a failed push" in again.text
+    async with app.db.session() as s:
+        fresh = await OutboxRepo(s).for_key("k1")
+    assert fresh is not None
+    assert fresh.status in ("pending", "sending", "delivered")
+
+
+async def test_timeline_shows_a_day_and_opens_the_cited_turn(app: App) -> None:
+    ann = await add_user(app, "ann")
+    seeded = await seed(app, ann, "we walked to the lighthouse")
+    today = app.clock.now().date().isoformat()
+    async with client_for(app) as client:
+        await sign_in(app, client, ann)
+        day = await client.get("/memory", params={"day": today})
+        assert "we walked to the lighthouse" in day.text
+        opened = await client.get(f"/memory/message/{seeded.message_id}")
+        assert f'id="m{seeded.message_id}" class="msg in cited"' in opened.text
+        found = await client.get("/memory", params={"q": "lighthouse"})
+        assert "<mark>lighthouse</mark>" in found.text
