@@ -239,6 +239,8 @@ async def test_health_readiness_and_metrics(app: App) -> None:
         assert 'lifebot_messages_total{channel="fake",direction="in"} 1' in metrics
         assert "# TYPE lifebot_turn_seconds histogram" in metrics
         assert 'lifebot_outbox_pushes{status="pending"} 0' in metrics
+        assert "# TYPE lifebot_push_lateness_seconds histogram" in metrics
+        assert "lifebot_transcription_queue 0" in metrics
 
 
 async def test_readiness_with_the_scheduler_leading(app_factory) -> None:

@@ -76,13 +76,21 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
+def _histogram_tail(name: str, values: list[float]) -> list[str]:
+    return [
+        f'{name}_bucket{{le="+Inf"}} {len(values)}',
+        f"{name}_sum {sum(values):.3f}",
+        f"{name}_count {len(values)}",
+    ]
+
+
 def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(request: Request) -> PlainTextResponse:
-    """Prometheus text format: messages per channel, turn latency, outbox depth."""
+    """Prometheus text: messages per channel, turn latency, outbox depth and lateness."""
     s = ctx(request).service
     async with s.db.session() as session:
         repo = WebViewRepo(session)
@@ -90,6 +98,7 @@ async def metrics(request: Request) -> PlainTextResponse:
         depth = await repo.outbox_depth()
         seconds = await repo.turn_seconds(LATENCY_SAMPLE)
         waiting = await repo.audio_waiting_all()
+        late = await repo.lateness_seconds(LATENCY_SAMPLE)
     lines = [
         "# HELP lifebot_messages_total Messages stored, by channel and direction (in/out).",
         "# TYPE lifebot_messages_total counter",
@@ -107,10 +116,18 @@ async def metrics(request: Request) -> PlainTextResponse:
         lines.append(
             f'lifebot_turn_seconds_bucket{{le="{bound}"}} {sum(x <= bound for x in seconds)}'
         )
+    lines += _histogram_tail("lifebot_turn_seconds", seconds)
     lines += [
-        f'lifebot_turn_seconds_bucket{{le="+Inf"}} {len(seconds)}',
-        f"lifebot_turn_seconds_sum {sum(seconds):.3f}",
-        f"lifebot_turn_seconds_count {len(seconds)}",
+        "# HELP lifebot_push_lateness_seconds Seconds a scheduled push was delivered after it "
+        f"was due (newest {LATENCY_SAMPLE}).",
+        "# TYPE lifebot_push_lateness_seconds histogram",
+    ]
+    for bound in LATENCY_BUCKETS:
+        lines.append(
+            f'lifebot_push_lateness_seconds_bucket{{le="{bound}"}} {sum(x <= bound for x in late)}'
+        )
+    lines += _histogram_tail("lifebot_push_lateness_seconds", late)
+    lines += [
         "# HELP lifebot_outbox_pushes Pushes in the outbox, by state.",
         "# TYPE lifebot_outbox_pushes gauge",
     ]

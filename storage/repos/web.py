@@ -31,6 +31,7 @@ from storage.models import (
     WebLoginLink,
     WebSession,
 )
+from storage.repos.outbox import SCHEDULED_KINDS
 
 
 def digest(secret: str) -> str:
@@ -333,6 +334,24 @@ class WebViewRepo:
             max(0.0, (out - at[int(r)]).total_seconds())
             for out, r in answers
             if r is not None and int(r) in at
+        ]
+
+    async def lateness_seconds(self, limit: int) -> list[float]:
+        """Seconds between due and delivered, for the newest ``limit`` delivered pushes."""
+        res = await self.s.exec(
+            select(Delivery.due_at, Delivery.delivered_at)
+            .where(
+                Delivery.status == "delivered",
+                col(Delivery.due_at).is_not(None),
+                col(Delivery.kind).in_(SCHEDULED_KINDS),
+            )
+            .order_by(col(Delivery.id).desc())
+            .limit(limit)
+        )
+        return [
+            max(0.0, (done - due).total_seconds())
+            for due, done in res.all()
+            if due is not None and done is not None
         ]
 
     async def jobs(self) -> list[JobState]:
