@@ -356,3 +356,30 @@ async def test_timeline_shows_a_day_and_opens_the_cited_turn(app: App) -> None:
         assert f'id="m{seeded.message_id}" class="msg in cited"' in opened.text
         found = await client.get("/memory", params={"q": "lighthouse"})
         assert "<mark>lighthouse</mark>" in found.text
+
+
+async def test_api_answers_proposals_and_manages_devices(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    seeded = await seed(app, ann, "lunch with Rui")
+    _, token = await app.web.auth.new_api_token(ann.id, "script")
+    api = {"Authorization": f"Bearer {token}"}
+    async with client_for(app) as client:
+        waiting = (await client.get("/api/v1/proposals", headers=api)).json()
+        assert [p["id"] for p in waiting] == [seeded.proposal_id]
+        said = await client.post(f"/api/v1/proposals/{seeded.proposal_id}/accept", headers=api)
+        assert said.json()["message"].startswith("Added")
+        events = (await client.get("/api/v1/events", headers=api)).json()
+        assert [e["title"] for e in events] == ["Dinner of ann"]
+        assert (await client.get("/api/v1/proposals", headers=api)).json() == []
+        bad = await client.post("/api/v1/devices", json={"text": "no spaces please"}, headers=api)
+        assert bad.status_code == 422
+        made = await client.post("/api/v1/devices", json={"text": "pendant-2"}, headers=api)
+        assert made.status_code == 201
+        assert made.json()["token"].startswith("lbd_")
+        dev_id = made.json()["id"]
+        assert (await client.delete(f"/api/v1/devices/{dev_id}", headers=api)).status_code == 204
+        listed = (await client.get("/api/v1/devices", headers=api)).json()
+        assert [d["revoked"] for d in listed] == [True]
+        schema = (await client.get("/api/openapi.json")).json()
+        assert "/api/v1/memory/search" in schema["paths"]
