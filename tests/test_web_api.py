@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import zipfile
@@ -246,6 +247,10 @@ async def test_health_readiness_and_metrics(app: App) -> None:
 async def test_readiness_with_the_scheduler_leading(app_factory) -> None:
     application = await app_factory(jobs_heartbeat=0.2)
     await application.jobs.service.start()
+    for _ in range(200):  # the first heartbeat takes the lease; on a busy machine it may lag
+        if application.jobs.service.is_leader:
+            break
+        await asyncio.sleep(0.05)
     async with client_for(application) as client:
         ready = await client.get("/readyz")
     assert ready.status_code == 200, ready.text
