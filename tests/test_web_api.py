@@ -388,3 +388,17 @@ async def test_api_answers_proposals_and_manages_devices(app: App) -> None:
         assert [d["revoked"] for d in listed] == [True]
         schema = (await client.get("/api/openapi.json")).json()
         assert "/api/v1/memory/search" in schema["paths"]
+
+
+async def test_send_briefing_now_goes_through_the_outbox_once(app: App, fake_llm) -> None:
+    from tests.fakes.llm import say
+
+    ann = await add_user(app, "ann")
+    fake_llm.add(say("Good morning, Ann! Nothing urgent today."))
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        for _ in range(2):  # a double click
+            sent = await client.post("/briefing/send", data={"csrf": csrf}, follow_redirects=True)
+            assert "on its way" in sent.text
+    await app.jobs.outbox.run_due(app.clock.now())
+    assert channel(app).texts("ann") == ["Good morning, Ann! Nothing urgent today."]

@@ -300,7 +300,11 @@ class WebService:
         """Queue a briefing for right now through the outbox (composed just before sending)."""
         assert user.id is not None
         now = self.clock.now()
-        push = Push(user.id, "briefing", f"briefing:{user.id}:web:{now.isoformat()}", now)
+        # One per minute: a double click sends one briefing.
+        # Asked for now, so quiet hours do not hold it back.
+        push = Push(
+            user.id, "briefing", f"briefing:{user.id}:web:{now:%Y%m%dT%H%M}", now, urgent=True
+        )
         async with self.db.session() as s:
             await OutboxRepo(s).enqueue([push], now)
         self.jobs.outbox.kick()
