@@ -14,6 +14,7 @@ import pytest
 from bot.app.build import App
 from bot.web.auth import LINK_LIMIT, LinkRateLimited
 from storage.repos.facts import FactRepo
+from storage.repos.messages import MessageRepo
 from tests.conftest import add_user, channel
 from tests.fakes.clock import ManualClock
 from tests.support.builders import make_inbound
@@ -242,6 +243,14 @@ async def test_health_readiness_and_metrics(app: App) -> None:
         assert 'lifebot_outbox_pushes{status="pending"} 0' in metrics
         assert "# TYPE lifebot_push_lateness_seconds histogram" in metrics
         assert "lifebot_transcription_queue 0" in metrics
+        assert "lifebot_turns_unanswered{" not in metrics
+        async with app.db.session() as s:
+            waiting = await MessageRepo(s).add(
+                ann.id or 0, 1, role="user", text="?", direction="in", channel="fake"
+            )
+            await MessageRepo(s).set_status(ann.id or 0, waiting.id or 0, "pending_retry")
+        metrics = (await client.get("/metrics")).text
+        assert 'lifebot_turns_unanswered{channel="fake",status="pending_retry"} 1' in metrics
 
 
 async def test_readiness_with_the_scheduler_leading(app_factory) -> None:

@@ -95,6 +95,7 @@ async def metrics(request: Request) -> PlainTextResponse:
     async with s.db.session() as session:
         repo = WebViewRepo(session)
         counts = await repo.message_counts()
+        unanswered = await repo.unanswered()
         depth = await repo.outbox_depth()
         seconds = await repo.turn_seconds(LATENCY_SAMPLE)
         waiting = await repo.audio_waiting_all()
@@ -107,6 +108,13 @@ async def metrics(request: Request) -> PlainTextResponse:
         lines.append(
             f'lifebot_messages_total{{channel="{_esc(channel)}",direction="{direction}"}} {n}'
         )
+    lines += [
+        "# HELP lifebot_turns_unanswered Messages whose turn failed (the model or a tool "
+        "failed): pending_retry waits for /retry.",
+        "# TYPE lifebot_turns_unanswered gauge",
+    ]
+    for channel, status, n in sorted(unanswered):
+        lines.append(f'lifebot_turns_unanswered{{channel="{_esc(channel)}",status="{status}"}} {n}')
     lines += [
         "# HELP lifebot_turn_seconds Seconds from a message in to its answer out "
         f"(newest {LATENCY_SAMPLE} answers).",

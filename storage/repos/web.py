@@ -314,6 +314,18 @@ class WebViewRepo:
         )
         return [(str(c), str(d), int(n)) for c, d, n in res.all()]
 
+    async def unanswered(self) -> list[tuple[str, str, int]]:
+        """(channel, status, count) of messages in that got no answer (failed or waiting)."""
+        res = await self.s.exec(
+            select(Message.channel, Message.status, func.count())
+            .where(
+                Message.direction == "in",
+                col(Message.status).in_(("pending_retry", "failed")),
+            )
+            .group_by(Message.channel, Message.status)
+        )
+        return [(str(c), str(st), int(n)) for c, st, n in res.all()]
+
     async def turn_seconds(self, limit: int) -> list[float]:
         """Seconds from a message in to its answer out, for the newest ``limit`` answers."""
         res = await self.s.exec(
