@@ -411,3 +411,15 @@ async def test_send_briefing_now_goes_through_the_outbox_once(app: App, fake_llm
             assert "on its way" in sent.text
     await app.jobs.outbox.run_due(app.clock.now())
     assert channel(app).texts("ann") == ["Good morning, Ann! Nothing urgent today."]
+
+
+async def test_link_another_channel_from_the_settings_page(app: App) -> None:
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        page = await client.post("/settings/link", data={"csrf": csrf})
+        code = page.text.split('id="link-code">', 1)[1].split("<", 1)[0]
+    await app.dispatcher.handle(make_inbound(code, sender="ann-work-phone"))
+    assert "Linked." in channel(app).texts("ann-work-phone")[-1]
+    senders = {i.sender_id for i in await app.web.service.identities(ann)}
+    assert senders == {"ann", "ann-work-phone"}

@@ -214,18 +214,25 @@ async def cancel_reminder(request: Request, who: Who, reminder_id: int) -> Respo
 @router.get("/calendar", response_class=HTMLResponse)
 async def calendar(request: Request, who: Who) -> HTMLResponse:
     """Events, and the calendar subscription for phones."""
+    return await _calendar_page(request, who, None)
+
+
+async def _calendar_page(request: Request, who: Viewer, feed_url: str | None) -> HTMLResponse:
     c = ctx(request)
-    return render(
+    response = render(
         request,
         who,
         "calendar.html",
         events=await c.service.events(who.user),
         feed_on=await c.auth.has_ics(who.user_id),
-        feed_url=request.query_params.get("feed"),
+        feed_url=feed_url,
     )
+    if feed_url:
+        response.headers["Cache-Control"] = "no-store"  # the secret URL is shown once
+    return response
 
 
-@router.post("/calendar/feed")
+@router.post("/calendar/feed", response_class=HTMLResponse)
 async def calendar_feed(request: Request, who: Who) -> Response:
     """Make a new subscription URL (the old one stops), or turn the feed off."""
     form = await checked_form(request, who)
@@ -233,8 +240,8 @@ async def calendar_feed(request: Request, who: Who) -> Response:
     if form.get("action") == "off":
         await auth.revoke_ics(who.user_id)
         return back("/calendar", note="The calendar feed is off; old links no longer work.")
-    url = await auth.new_ics_url(who.user_id)
-    return RedirectResponse("/calendar?feed=" + quote(url, safe=""), status_code=303)
+    # Shown in this answer only, never put in a URL of ours (history, logs).
+    return await _calendar_page(request, who, await auth.new_ics_url(who.user_id))
 
 
 # --- Devices ---------------------------------------------------------------------------------
