@@ -423,3 +423,14 @@ async def test_link_another_channel_from_the_settings_page(app: App) -> None:
     assert "Linked." in channel(app).texts("ann-work-phone")[-1]
     senders = {i.sender_id for i in await app.web.service.identities(ann)}
     assert senders == {"ann", "ann-work-phone"}
+
+
+async def test_unknown_pages_answer_a_plain_404(app: App) -> None:
+    async with client_for(app) as client:
+        page = await client.get("/no/such/page")
+        assert page.status_code == 404
+        assert "Not found." in page.text
+        assert page.headers["content-type"].startswith("text/html")
+        api = await client.get("/api/v1/no-such-thing")
+        assert api.status_code == 404
+        assert api.json() == {"detail": "Not Found"}

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
 
 from bot.web import api, health, owner, pages, public
 from bot.web.deps import NeedsSignIn, WebContext
@@ -54,8 +55,7 @@ def create_app(context: WebContext) -> FastAPI:
             return JSONResponse(
                 {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
             )
-        words = {404: "Not found.", 403: "Not allowed."}.get(exc.status_code, str(exc.detail))
-        detail = exc.detail if exc.status_code == 403 else words
+        detail = "Not found." if exc.status_code == 404 else str(exc.detail)
         html = context.templates.get_template("error.html").render(
             status=exc.status_code, detail=detail
         )
