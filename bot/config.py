@@ -186,6 +186,16 @@ class Settings(BaseSettings):
     """After downtime, a briefing later than this is skipped (and recorded as skipped)."""
     proposal_ttl_days: float = Field(7.0, gt=0, validation_alias=_env("LIFEBOT_PROPOSAL_TTL_DAYS"))
 
+    # --- web page and REST API ----------------------------------------------------------------
+    web_enabled: bool = Field(default=True, validation_alias=_env("LIFEBOT_WEB_ENABLED"))
+    web_host: str = Field("127.0.0.1", validation_alias=_env("LIFEBOT_WEB_HOST"))
+    web_port: int = Field(8700, ge=0, le=65535, validation_alias=_env("LIFEBOT_WEB_PORT"))
+    web_public_url: str | None = Field(None, validation_alias=_env("LIFEBOT_WEB_PUBLIC_URL"))
+    """The address people open (behind a reverse proxy: its https:// URL); sign-in links use it."""
+    web_secret: str | None = Field(None, validation_alias=_env("LIFEBOT_WEB_SECRET"))
+    """Signs session cookies; unset: a random one is kept in the data dir."""
+    web_session_days: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_WEB_SESSION_DAYS"))
+
     # --- logging ---------------------------------------------------------------------------
     log_level: str = Field("INFO", validation_alias=_env("LIFEBOT_LOG_LEVEL"))
 
@@ -194,6 +204,13 @@ class Settings(BaseSettings):
         """The async SQLAlchemy URL: the configured one, or a SQLite file in the data dir."""
         url = self.database_url_setting or f"sqlite:///{self.data_dir / 'lifebot.db'}"
         return normalise_database_url(url)
+
+    @property
+    def web_url(self) -> str:
+        """Where the web page is reached: LIFEBOT_WEB_PUBLIC_URL, else the local address."""
+        if self.web_public_url:
+            return self.web_public_url.rstrip("/")
+        return f"http://{self.web_host}:{self.web_port}"
 
     @property
     def llm_configured(self) -> bool:

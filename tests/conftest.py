@@ -85,6 +85,7 @@ def make_settings(tmp_path: Path, llm: FakeLLM | None = None, **overrides: Any) 
         "llm_fast_model": "fake-fast",
         "llm_timeout": 5.0,
         "llm_max_retries": 2,
+        "web_enabled": False,  # tests that want the web page start it on a free port
     }
     if llm is not None:
         values.update(openai_base_url=llm.url, openai_api_key="test-key")

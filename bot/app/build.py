@@ -30,6 +30,7 @@ from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
+from bot.web.room import WebRoom, build_web
 from storage.db import Database
 from storage.repos.devices import DeviceRepo
 
@@ -67,6 +68,8 @@ class App:
     """The one path from any channel to the agent."""
     channels: dict[str, ChannelAdapter]
     """Started channels by name: the way back for replies (dispatch) and pushes (outbox)."""
+    web: WebRoom
+    """The web page, REST API, health and metrics (served when LIFEBOT_WEB_ENABLED)."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
 
@@ -76,7 +79,8 @@ class App:
         self.started.append(adapter)
 
     async def close(self) -> None:
-        """Stop the scheduler, the adapters and memory, then release connections."""
+        """Stop the web page, the scheduler, the adapters and memory, then release connections."""
+        await self.web.stop()
         await self.jobs.service.stop()  # first: the outbox sends through the adapters
         for adapter in reversed(self.started):
             try:
@@ -158,6 +162,9 @@ def build_app(
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
+    web = build_web(
+        settings, db=db, clock=clock, memory=memory, jobs=jobs, channels=channels, commands=commands
+    )
     dispatcher = Dispatcher(
         db=db,
         agent=agent,
@@ -182,6 +189,7 @@ def build_app(
         jobs=jobs,
         dispatcher=dispatcher,
         channels=channels,
+        web=web,
     )
 
 
@@ -226,6 +234,8 @@ async def start_channels(app: App) -> list[str]:
     # Scheduled jobs (briefings, reminders, proposals): only the leader process runs them.
     if app.settings.jobs_enabled:
         await app.jobs.service.start()
+    if app.settings.web_enabled:
+        await app.web.start()
     return started
 
 

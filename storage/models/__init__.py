@@ -17,8 +17,10 @@ from storage.models.core import (
 from storage.models.device import AudioSegment, Device, DeviceSession
 from storage.models.jobs import CalendarEvent, JobLease, JobState, Proposal, Reminder
 from storage.models.memory import Episode, MemoryCursor, MemoryItem
+from storage.models.web import ApiToken, IcsToken, WebLoginLink, WebSession
 
 __all__ = [
+    "ApiToken",
     "AudioSegment",
     "CalendarEvent",
     "ChannelIdentity",
@@ -28,6 +30,7 @@ __all__ = [
     "DeviceSession",
     "Episode",
     "Fact",
+    "IcsToken",
     "JobLease",
     "JobState",
     "MemoryCursor",
@@ -39,5 +42,7 @@ __all__ = [
     "Task",
     "UTCDateTime",
     "User",
+    "WebLoginLink",
+    "WebSession",
     "utcnow",
 ]

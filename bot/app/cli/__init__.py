@@ -15,6 +15,7 @@ import typer
 from bot.app.build import App, build_app, start_app, start_channels
 from bot.app.cli.device import register_device_cli
 from bot.app.cli.jobs import register_jobs_cli
+from bot.app.cli.web import register_web_cli
 from bot.config import Settings, load_settings
 from bot.errors import BotError, ConfigError
 
@@ -29,6 +30,7 @@ pairing_app = typer.Typer(help="Approve strangers who asked to use lifebot.", no
 app.add_typer(pairing_app, name="pairing")
 register_jobs_cli(app)  # lifebot jobs | briefing preview | calendar export
 register_device_cli(app)  # lifebot device add|revoke|status, lifebot device-sim
+register_web_cli(app)  # lifebot web login --user U
 
 NO_LLM_HINT = (
     "No language model is configured, so I can only run commands (/help). Set OPENAI_API_KEY "

@@ -1,0 +1,326 @@
+"""The REST API under /api/v1: the pages' operations as JSON, for a personal API token.
+
+Every endpoint is scoped to the token's user; another user's ids answer 404.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from bot.jobs.phrases import PhraseError
+from bot.web.deps import api_user, ctx
+from bot.web.service import SettingsChange
+from storage.models import User
+
+router = APIRouter(prefix="/api/v1", tags=["api"])
+Me = Annotated[User, Depends(api_user)]
+
+
+class UserOut(BaseModel):
+    """The token's user and their schedule settings."""
+
+    id: int
+    name: str
+    timezone: str
+    briefing_time: str
+    briefing_enabled: bool
+    quiet_start: str | None
+    quiet_end: str | None
+    preferred_channel: str | None
+    channels: list[str]
+
+    @classmethod
+    def of(cls, u: User, channels: list[str]) -> UserOut:
+        """From a user row."""
+        return cls(
+            id=u.id or 0,
+            name=u.display_name,
+            timezone=u.timezone,
+            briefing_time=u.briefing_time,
+            briefing_enabled=u.briefing_enabled,
+            quiet_start=u.quiet_start,
+            quiet_end=u.quiet_end,
+            preferred_channel=u.preferred_channel,
+            channels=channels,
+        )
+
+
+class HitOut(BaseModel):
+    """A memory search hit and the page that opens its source."""
+
+    kind: str
+    source_id: int
+    when: datetime
+    channel: str
+    speaker: str
+    text: str
+    matched: str
+    link: str
+
+
+class SearchOut(BaseModel):
+    """Search results."""
+
+    hits: list[HitOut]
+    note: str | None
+
+
+class FactOut(BaseModel):
+    """A fact and the message ids it was learned from."""
+
+    id: int
+    text: str
+    category: str
+    sources: list[int]
+
+
+class TextIn(BaseModel):
+    """A text body (a fact, a reminder request, a device name)."""
+
+    text: str = Field(min_length=1, max_length=2000)
+
+
+class Said(BaseModel):
+    """What lifebot answered, in words."""
+
+    message: str
+
+
+class ReminderOut(BaseModel):
+    """An active reminder."""
+
+    id: int
+    text: str
+    next_at: datetime
+    recurring: bool
+
+
+class EventOut(BaseModel):
+    """A calendar event."""
+
+    id: int
+    title: str
+    start_at: datetime
+    end_at: datetime
+    place: str | None
+
+
+class ProposalOut(BaseModel):
+    """A proposed event waiting for an answer."""
+
+    id: int
+    title: str
+    start_at: datetime
+    end_at: datetime
+    question: str
+
+
+class DeviceOut(BaseModel):
+    """A pendant."""
+
+    id: int
+    name: str
+    created_at: datetime
+    last_seen_at: datetime | None
+    revoked: bool
+
+
+class NewDeviceOut(DeviceOut):
+    """A new pendant and its token (shown only in this answer)."""
+
+    token: str
+
+
+class SettingsIn(BaseModel):
+    """Settings to change; leave a field out to keep it."""
+
+    timezone: str | None = None
+    briefing_time: str | None = None
+    briefing_enabled: bool | None = None
+    quiet: str | None = Field(None, description="HH:MM-HH:MM or off")
+    preferred_channel: str | None = Field(None, description="a linked channel, or auto")
+
+
+def _404() -> HTTPException:
+    return HTTPException(404, "Not found.")
+
+
+@router.get("/me")
+async def me(request: Request, user: Me) -> UserOut:
+    """Who the token belongs to, and their settings."""
+    idents = await ctx(request).service.identities(user)
+    return UserOut.of(user, sorted({i.channel for i in idents}))
+
+
+@router.patch("/settings")
+async def patch_settings(request: Request, user: Me, body: SettingsIn) -> UserOut:
+    """Change time zone, briefing, quiet hours or preferred channel (422 on bad values)."""
+    s = ctx(request).service
+    change = SettingsChange(**body.model_dump())
+    fresh = await s.change_settings(user, change)
+    if change.errors:
+        raise HTTPException(422, " ".join(change.errors))
+    idents = await s.identities(fresh)
+    return UserOut.of(fresh, sorted({i.channel for i in idents}))
+
+
+@router.get("/memory/search")
+async def search(request: Request, user: Me, q: str, limit: int = 10) -> SearchOut:
+    """Search memory; every hit names its source and the page that opens it."""
+    result = await ctx(request).service.search(user, q, limit=max(1, min(limit, 50)))
+    return SearchOut(
+        hits=[HitOut.model_validate(h, from_attributes=True) for h in result.hits],
+        note=result.note,
+    )
+
+
+@router.get("/facts")
+async def facts(request: Request, user: Me) -> list[FactOut]:
+    """What lifebot knows about you."""
+    return [
+        FactOut(id=f.id or 0, text=f.text, category=f.category, sources=f.source_message_ids or [])
+        for f in await ctx(request).service.facts(user)
+    ]
+
+
+@router.post("/facts", status_code=201)
+async def add_fact(request: Request, user: Me, body: TextIn) -> Said:
+    """Remember a fact."""
+    return Said(message=await ctx(request).service.remember(user, body.text))
+
+
+@router.put("/facts/{fact_id}")
+async def edit_fact(request: Request, user: Me, fact_id: int, body: TextIn) -> Said:
+    """Change a fact's words."""
+    said = await ctx(request).service.edit_fact(user, fact_id, body.text)
+    if said is None:
+        raise _404()
+    return Said(message=said)
+
+
+@router.delete("/facts/{fact_id}", status_code=204)
+async def forget_fact(request: Request, user: Me, fact_id: int) -> Response:
+    """Forget a fact."""
+    if await ctx(request).service.forget(user, fact_id) is None:
+        raise _404()
+    return Response(status_code=204)
+
+
+@router.get("/reminders")
+async def reminders(request: Request, user: Me) -> list[ReminderOut]:
+    """Active reminders."""
+    return [
+        ReminderOut(id=r.id or 0, text=r.text, next_at=r.next_at, recurring=bool(r.recurrence))
+        for r in await ctx(request).service.reminders(user)
+    ]
+
+
+@router.post("/reminders", status_code=201)
+async def add_reminder(request: Request, user: Me, body: TextIn) -> ReminderOut:
+    """Create a reminder from words ("tomorrow at 9 to call mom"); 422 when unreadable."""
+    try:
+        created = await ctx(request).service.add_reminder(user, body.text)
+    except PhraseError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    r = created.reminder
+    return ReminderOut(id=r.id or 0, text=r.text, next_at=r.next_at, recurring=bool(r.recurrence))
+
+
+@router.delete("/reminders/{reminder_id}", status_code=204)
+async def cancel_reminder(request: Request, user: Me, reminder_id: int) -> Response:
+    """Cancel a reminder."""
+    if await ctx(request).service.cancel_reminder(user, reminder_id) is None:
+        raise _404()
+    return Response(status_code=204)
+
+
+@router.get("/events")
+async def events(request: Request, user: Me) -> list[EventOut]:
+    """Calendar events from yesterday to two months ahead."""
+    return [
+        EventOut(id=e.id or 0, title=e.title, start_at=e.start_at, end_at=e.end_at, place=e.place)
+        for e in await ctx(request).service.events(user)
+    ]
+
+
+@router.get("/proposals")
+async def proposals(request: Request, user: Me) -> list[ProposalOut]:
+    """Proposed events waiting for an answer."""
+    s = ctx(request).service
+    return [
+        ProposalOut(
+            id=p.id or 0,
+            title=p.title,
+            start_at=p.start_at,
+            end_at=p.end_at,
+            question=s.proposal_words(p, user),
+        )
+        for p in await s.proposals(user)
+    ]
+
+
+@router.post("/proposals/{proposal_id}/{answer}")
+async def answer(request: Request, user: Me, proposal_id: int, answer: str) -> Said:
+    """``accept`` or ``decline`` a proposed event."""
+    if answer not in ("accept", "decline"):
+        raise _404()
+    said = await ctx(request).service.answer_proposal(user, proposal_id, answer == "accept")
+    if said is None:
+        raise _404()
+    return Said(message=said)
+
+
+@router.get("/devices")
+async def devices(request: Request, user: Me) -> list[DeviceOut]:
+    """Your pendants."""
+    return [
+        DeviceOut(
+            id=d.id or 0,
+            name=d.name,
+            created_at=d.created_at,
+            last_seen_at=d.last_seen_at,
+            revoked=d.revoked_at is not None,
+        )
+        for d in await ctx(request).service.devices(user)
+    ]
+
+
+@router.post("/devices", status_code=201)
+async def add_device(request: Request, user: Me, body: TextIn) -> NewDeviceOut:
+    """Add a pendant named ``text``; the token is in this answer only."""
+    try:
+        d, token = await ctx(request).service.add_device(user, body.text)
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    return NewDeviceOut(
+        id=d.id or 0,
+        name=d.name,
+        created_at=d.created_at,
+        last_seen_at=d.last_seen_at,
+        revoked=False,
+        token=token,
+    )
+
+
+@router.delete("/devices/{device_id}", status_code=204)
+async def revoke_device(request: Request, user: Me, device_id: int) -> Response:
+    """Revoke a pendant."""
+    if await ctx(request).service.revoke_device(user, device_id) is None:
+        raise _404()
+    return Response(status_code=204)
+
+
+@router.get("/export")
+async def export(request: Request, user: Me) -> Response:
+    """All your data as a zip of JSON files."""
+    data = await ctx(request).service.export_zip(user)
+    return Response(
+        data,
+        media_type="application/zip",
+        headers={"Content-Disposition": 'attachment; filename="lifebot-export.zip"'},
+    )

@@ -1,0 +1,181 @@
+"""Sign-in without passwords: one-time links, signed session cookies, CSRF tokens, API tokens.
+
+Every secret is 256-bit random and stored only as a hash; the cookie is the session secret plus
+an HMAC of it under the server's key, so a forged or truncated cookie never reaches the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from bot.clock import Clock
+from storage.db import Database
+from storage.models import ApiToken, WebSession
+from storage.repos.web import WebAuthRepo
+
+LINK_TTL = timedelta(minutes=10)
+"""A sign-in link works once, within ten minutes."""
+LINK_WINDOW = timedelta(minutes=10)
+LINK_LIMIT = 5
+"""At most this many links per user per ``LINK_WINDOW``."""
+API_PREFIX = "lbk_"
+"""API tokens start with this, so a leaked one is easy to recognise."""
+
+
+class KeySource:
+    """The cookie-signing key: LIFEBOT_WEB_SECRET, else a random one kept in a file.
+
+    Read on first use, so building the app does no I/O.
+    """
+
+    def __init__(self, secret: str | None, path: Path) -> None:
+        self._secret = secret
+        self._path = path
+        self._key: bytes | None = None
+
+    def key(self) -> bytes:
+        """The key (created with mode 0600 the first time)."""
+        if self._key is None:
+            if self._secret:
+                self._key = self._secret.encode()
+            elif self._path.exists():
+                self._key = self._path.read_bytes().strip()
+            else:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+                fresh = secrets.token_hex(32).encode()
+                fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(fresh)
+                self._key = fresh
+        return self._key
+
+
+class LinkRateLimited(Exception):
+    """Too many sign-in links asked for in a short time."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignedIn:
+    """A new browser session: the cookie value to set and the session's CSRF token."""
+
+    cookie: str
+    csrf: str
+    user_id: int
+
+
+class WebAuth:
+    """Issues and checks every web credential."""
+
+    def __init__(
+        self, db: Database, clock: Clock, key: KeySource, base_url: str, session_ttl: timedelta
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self._key = key
+        self.base_url = base_url.rstrip("/")
+        self.session_ttl = session_ttl
+
+    # --- links and sessions ----------------------------------------------------------------
+    async def issue_link(self, user_id: int) -> str:
+        """A one-time sign-in URL; LinkRateLimited after LINK_LIMIT in LINK_WINDOW."""
+        now = self.clock.now()
+        secret = secrets.token_urlsafe(32)
+        async with self.db.session() as s:
+            repo = WebAuthRepo(s)
+            if await repo.links_since(user_id, now - LINK_WINDOW) >= LINK_LIMIT:
+                raise LinkRateLimited
+            await repo.add_link(user_id, secret, now, now + LINK_TTL)
+        return f"{self.base_url}/login/{secret}"
+
+    async def sign_in(self, link_secret: str) -> SignedIn | None:
+        """Spend a link and open a session; None when the link is unknown, used or expired."""
+        now = self.clock.now()
+        secret, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
+        async with self.db.session() as s:
+            repo = WebAuthRepo(s)
+            user_id = await repo.use_link(link_secret, now)
+            if user_id is None:
+                return None
+            await repo.add_session(user_id, secret, csrf, now, now + self.session_ttl)
+        return SignedIn(f"{secret}.{self._sign(secret)}", csrf, user_id)
+
+    async def session(self, cookie: str | None) -> WebSession | None:
+        """The live session of a cookie, or None (missing, forged, expired or signed out)."""
+        if not cookie or "." not in cookie:
+            return None
+        secret, _, mac = cookie.rpartition(".")
+        if not hmac.compare_digest(mac, self._sign(secret)):
+            return None
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).session(secret, self.clock.now())
+
+    async def sign_out(self, session_id: int) -> None:
+        """End one browser session."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).end_session(session_id, self.clock.now())
+
+    async def sign_out_everywhere(self, user_id: int) -> None:
+        """End every browser session of the user."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).end_all_sessions(user_id, self.clock.now())
+
+    def _sign(self, secret: str) -> str:
+        return hmac.new(self._key.key(), secret.encode(), hashlib.sha256).hexdigest()[:32]
+
+    # --- API tokens --------------------------------------------------------------------------
+    async def new_api_token(self, user_id: int, name: str) -> tuple[ApiToken, str]:
+        """A new API token; the clear value is returned once and never stored."""
+        secret = API_PREFIX + secrets.token_urlsafe(32)
+        async with self.db.session() as s:
+            row = await WebAuthRepo(s).add_api_token(
+                user_id, name.strip()[:60] or "token", secret, self.clock.now()
+            )
+        return row, secret
+
+    async def api_tokens(self, user_id: int) -> list[ApiToken]:
+        """The user's live API tokens."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).api_tokens(user_id)
+
+    async def revoke_api_token(self, user_id: int, token_id: int) -> bool:
+        """Revoke one of the user's API tokens."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).revoke_api_token(user_id, token_id, self.clock.now())
+
+    async def api_user(self, authorization: str | None) -> int | None:
+        """The user of an ``Authorization: Bearer lbk_...`` header, or None."""
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token.startswith(API_PREFIX):
+            return None
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).api_user(token, self.clock.now())
+
+    # --- calendar feed -----------------------------------------------------------------------
+    async def new_ics_url(self, user_id: int) -> str:
+        """A new calendar subscription URL (the previous one stops working)."""
+        secret = secrets.token_urlsafe(32)
+        async with self.db.session() as s:
+            await WebAuthRepo(s).set_ics_token(user_id, secret, self.clock.now())
+        return f"{self.base_url}/calendar/{secret}.ics"
+
+    async def revoke_ics(self, user_id: int) -> None:
+        """Turn the calendar feed off."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).revoke_ics(user_id, self.clock.now())
+
+    async def has_ics(self, user_id: int) -> bool:
+        """True when the user's calendar feed is on."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).has_ics(user_id)
+
+    async def ics_user(self, secret: str) -> int | None:
+        """The user whose feed this secret opens."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).ics_user(secret)

@@ -1,0 +1,128 @@
+"""What every route needs: the service, the auth, templates, and who is asking.
+
+Pages find the signed-in user from the session cookie (``viewer``); forms are checked for the
+session's CSRF token (``checked_form``); the API finds the user from a bearer token
+(``api_user``). Another user's object is always 404, never 403.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import HTTPException, Request
+from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
+
+from bot.web.auth import WebAuth
+from bot.web.service import WebService
+from storage.models import User, WebSession
+
+COOKIE = "lifebot_session"
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def highlight(text: str, terms: list[str]) -> Markup:
+    """``text`` escaped, with every word starting like a query word wrapped in <mark>."""
+    stems = sorted({t[: max(4, len(t) - 2)] for t in terms if len(t) > 2}, key=len, reverse=True)
+    if not stems:
+        return escape(text)
+    pattern = re.compile(r"\b(?:" + "|".join(map(re.escape, stems)) + r")\w*", re.IGNORECASE)
+    out, i = Markup(""), 0
+    for m in pattern.finditer(text):
+        out += (
+            escape(text[i : m.start()]) + Markup("<mark>") + escape(m.group()) + Markup("</mark>")
+        )
+        i = m.end()
+    return out + escape(text[i:])
+
+
+def make_templates() -> Jinja2Templates:
+    """The page templates with lifebot's filters."""
+    templates = Jinja2Templates(directory=str(TEMPLATES))
+    templates.env.filters["highlight"] = highlight
+    return templates
+
+
+@dataclass(slots=True)
+class WebContext:
+    """Collaborators of every route (kept on ``app.state.web``)."""
+
+    service: WebService
+    auth: WebAuth
+    templates: Jinja2Templates
+    secure_cookies: bool
+    """Set the cookie's Secure flag (the public URL is https)."""
+    jobs_enabled: bool
+    """This process may run the scheduler (readiness expects a leader somewhere)."""
+
+
+@dataclass(slots=True)
+class Viewer:
+    """The signed-in person of a page request."""
+
+    user: User
+    session: WebSession
+
+    @property
+    def user_id(self) -> int:
+        """The user's id."""
+        assert self.user.id is not None
+        return self.user.id
+
+
+class NeedsSignIn(Exception):
+    """No valid session: the page redirects to the sign-in explanation."""
+
+
+def ctx(request: Request) -> WebContext:
+    """The app's collaborators."""
+    found = request.app.state.web
+    assert isinstance(found, WebContext)
+    return found
+
+
+async def viewer(request: Request) -> Viewer:
+    """The signed-in user of this browser; NeedsSignIn otherwise."""
+    c = ctx(request)
+    session = await c.auth.session(request.cookies.get(COOKIE))
+    if session is None:
+        raise NeedsSignIn
+    user = await c.service.user(session.user_id)
+    if user is None:
+        raise NeedsSignIn
+    return Viewer(user, session)
+
+
+async def owner(request: Request) -> Viewer:
+    """The signed-in owner; 404 for anyone else (owner pages are not advertised)."""
+    v = await viewer(request)
+    if not v.user.is_owner:
+        raise HTTPException(404)
+    return v
+
+
+async def checked_form(request: Request, who: Viewer) -> dict[str, str]:
+    """The posted form, after checking its CSRF token against the session's (403 if wrong)."""
+    form = await request.form()
+    token = form.get("csrf")
+    if not isinstance(token, str) or not hmac.compare_digest(token, who.session.csrf):
+        raise HTTPException(403, "This form has expired or did not come from lifebot's page.")
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+async def api_user(request: Request) -> User:
+    """The user of the request's API token; 401 without a valid one."""
+    c = ctx(request)
+    user_id = await c.auth.api_user(request.headers.get("authorization"))
+    user = await c.service.user(user_id) if user_id is not None else None
+    if user is None:
+        raise HTTPException(
+            401,
+            "Send a personal API token as 'Authorization: Bearer lbk_...' "
+            "(create one on the Settings page).",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return user

@@ -1,0 +1,414 @@
+"""Server-rendered pages of one signed-in user (no JavaScript needed).
+
+Every form posts back with the session's CSRF token and is answered by a redirect (303) to
+the page it came from, carrying a short plain-words note.
+"""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import segno
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from bot.clock import zone
+from bot.jobs.phrases import PhraseError
+from bot.web.deps import COOKIE, Viewer, checked_form, ctx, viewer
+from bot.web.service import SettingsChange
+
+router = APIRouter()
+Who = Annotated[Viewer, Depends(viewer)]
+
+
+def render(request: Request, who: Viewer, name: str, **values: Any) -> HTMLResponse:
+    """A page with the user, their CSRF token, their zone and the note of the last action."""
+    c = ctx(request)
+    values.update(
+        user=who.user,
+        csrf=who.session.csrf,
+        tz=zone(who.user.timezone),
+        note=request.query_params.get("note"),
+        error=request.query_params.get("error"),
+    )
+    return c.templates.TemplateResponse(request, name, values)
+
+
+def back(path: str, *, note: str | None = None, error: str | None = None) -> RedirectResponse:
+    """Redirect after a form, with a note or an error in words."""
+    if note:
+        path += ("&" if "?" in path else "?") + "note=" + quote(note[:300])
+    if error:
+        path += ("&" if "?" in path else "?") + "error=" + quote(error[:300])
+    return RedirectResponse(path, status_code=303)
+
+
+def _int(form: dict[str, str], key: str) -> int:
+    value = form.get(key, "")
+    if not value.isdigit():
+        raise HTTPException(404)
+    return int(value)
+
+
+# --- Today -----------------------------------------------------------------------------------
+@router.get("/", response_class=HTMLResponse)
+async def today(request: Request, who: Who) -> HTMLResponse:
+    """Next reminders, proposals awaiting an answer, the briefing."""
+    s = ctx(request).service
+    proposals = [(p, s.proposal_words(p, who.user)) for p in await s.proposals(who.user)]
+    preview = None
+    if request.query_params.get("preview") == "1":
+        preview = await s.briefing_preview(who.user)
+    return render(
+        request,
+        who,
+        "today.html",
+        reminders=(await s.reminders(who.user))[:8],
+        proposals=proposals,
+        events=(await s.events(who.user, days=2))[:8],
+        preview=preview,
+    )
+
+
+@router.post("/proposals/{proposal_id}/{answer}")
+async def answer_proposal(request: Request, who: Who, proposal_id: int, answer: str) -> Response:
+    """Accept or decline a proposed event."""
+    await checked_form(request, who)
+    if answer not in ("accept", "decline"):
+        raise HTTPException(404)
+    said = await ctx(request).service.answer_proposal(who.user, proposal_id, answer == "accept")
+    if said is None:
+        raise HTTPException(404)
+    return back("/", note=said)
+
+
+@router.post("/briefing/send")
+async def send_briefing(request: Request, who: Who) -> Response:
+    """Queue a briefing now."""
+    await checked_form(request, who)
+    await ctx(request).service.send_briefing(who.user)
+    return back("/", note="Your briefing is on its way to your chat.")
+
+
+# --- Memory ----------------------------------------------------------------------------------
+@router.get("/memory", response_class=HTMLResponse)
+async def memory(request: Request, who: Who, q: str = "", day: str = "") -> HTMLResponse:
+    """Search, and the day-by-day timeline."""
+    s = ctx(request).service
+    result = await s.search(who.user, q) if q.strip() else None
+    days = await s.recent_days(who.user)
+    try:
+        shown = date.fromisoformat(day) if day else (days[0] if days else None)
+    except ValueError:
+        shown = None
+    messages = await s.day(who.user, shown) if shown else []
+    return render(
+        request,
+        who,
+        "memory.html",
+        q=q,
+        result=result,
+        days=days[:60],
+        shown=shown,
+        prev_day=shown - timedelta(days=1) if shown else None,
+        next_day=shown + timedelta(days=1) if shown else None,
+        messages=messages,
+        episodes=(await s.episodes(who.user))[:20],
+    )
+
+
+@router.get("/memory/message/{message_id}", response_class=HTMLResponse)
+async def message(request: Request, who: Who, message_id: int) -> HTMLResponse:
+    """A conversation opened at one turn."""
+    found = await ctx(request).service.around(who.user, message_id)
+    if found is None:
+        raise HTTPException(404)
+    target, around = found
+    return render(request, who, "conversation.html", target=target, messages=around)
+
+
+@router.get("/memory/episode/{episode_id}", response_class=HTMLResponse)
+async def episode(request: Request, who: Who, episode_id: int) -> HTMLResponse:
+    """An episode and its messages."""
+    found = await ctx(request).service.episode(who.user, episode_id)
+    if found is None:
+        raise HTTPException(404)
+    ep, messages = found
+    return render(request, who, "episode.html", episode=ep, messages=messages)
+
+
+# --- Facts -----------------------------------------------------------------------------------
+@router.get("/facts", response_class=HTMLResponse)
+async def facts(request: Request, who: Who) -> HTMLResponse:
+    """What lifebot knows, each with its sources."""
+    s = ctx(request).service
+    rows = []
+    for f in await s.facts(who.user):
+        found = await s.fact(who.user, f.id or 0)
+        rows.append((f, found[1] if found else []))
+    return render(request, who, "facts.html", rows=rows)
+
+
+@router.post("/facts")
+async def add_fact(request: Request, who: Who) -> Response:
+    """Remember a typed fact."""
+    form = await checked_form(request, who)
+    text = form.get("text", "").strip()
+    if not text:
+        return back("/facts", error="Type something to remember.")
+    return back("/facts", note=await ctx(request).service.remember(who.user, text))
+
+
+@router.post("/facts/{fact_id}/edit")
+async def edit_fact(request: Request, who: Who, fact_id: int) -> Response:
+    """Change a fact's words."""
+    form = await checked_form(request, who)
+    said = await ctx(request).service.edit_fact(who.user, fact_id, form.get("text", ""))
+    if said is None:
+        raise HTTPException(404)
+    return back("/facts", note=said)
+
+
+@router.post("/facts/{fact_id}/forget")
+async def forget_fact(request: Request, who: Who, fact_id: int) -> Response:
+    """Forget a fact."""
+    await checked_form(request, who)
+    gone = await ctx(request).service.forget(who.user, fact_id)
+    if gone is None:
+        raise HTTPException(404)
+    return back("/facts", note=f"Forgotten: {gone.text}")
+
+
+# --- Reminders -------------------------------------------------------------------------------
+@router.get("/reminders", response_class=HTMLResponse)
+async def reminders(request: Request, who: Who) -> HTMLResponse:
+    """Active reminders and a box to add one in words."""
+    items = await ctx(request).service.reminders(who.user)
+    return render(request, who, "reminders.html", reminders=items)
+
+
+@router.post("/reminders")
+async def add_reminder(request: Request, who: Who) -> Response:
+    """Create a reminder from words ("tomorrow at 9 to call mom")."""
+    form = await checked_form(request, who)
+    try:
+        created = await ctx(request).service.add_reminder(who.user, form.get("text", ""))
+    except PhraseError as exc:
+        return back("/reminders", error=str(exc))
+    return back("/reminders", note=created.text)
+
+
+@router.post("/reminders/{reminder_id}/cancel")
+async def cancel_reminder(request: Request, who: Who, reminder_id: int) -> Response:
+    """Cancel a reminder."""
+    await checked_form(request, who)
+    gone = await ctx(request).service.cancel_reminder(who.user, reminder_id)
+    if gone is None:
+        raise HTTPException(404)
+    return back("/reminders", note=f"Cancelled: {gone.text or 'reminder'}")
+
+
+# --- Calendar --------------------------------------------------------------------------------
+@router.get("/calendar", response_class=HTMLResponse)
+async def calendar(request: Request, who: Who) -> HTMLResponse:
+    """Events, and the calendar subscription for phones."""
+    return await _calendar_page(request, who, None)
+
+
+async def _calendar_page(request: Request, who: Viewer, feed_url: str | None) -> HTMLResponse:
+    c = ctx(request)
+    response = render(
+        request,
+        who,
+        "calendar.html",
+        events=await c.service.events(who.user),
+        feed_on=await c.auth.has_ics(who.user_id),
+        feed_url=feed_url,
+    )
+    if feed_url:
+        response.headers["Cache-Control"] = "no-store"  # the secret URL is shown once
+    return response
+
+
+@router.post("/calendar/feed", response_class=HTMLResponse)
+async def calendar_feed(request: Request, who: Who) -> Response:
+    """Make a new subscription URL (the old one stops), or turn the feed off."""
+    form = await checked_form(request, who)
+    auth = ctx(request).auth
+    if form.get("action") == "off":
+        await auth.revoke_ics(who.user_id)
+        return back("/calendar", note="The calendar feed is off; old links no longer work.")
+    # Shown in this answer only, never put in a URL of ours (history, logs).
+    return await _calendar_page(request, who, await auth.new_ics_url(who.user_id))
+
+
+# --- Devices ---------------------------------------------------------------------------------
+@router.get("/devices", response_class=HTMLResponse)
+async def devices(request: Request, who: Who) -> HTMLResponse:
+    """Pendants: add, revoke, last seen, audio waiting."""
+    s = ctx(request).service
+    return render(
+        request,
+        who,
+        "devices.html",
+        devices=await s.devices(who.user),
+        waiting=await s.audio_waiting(who.user),
+        new=None,
+    )
+
+
+@router.post("/devices", response_class=HTMLResponse)
+async def add_device(request: Request, who: Who) -> Response:
+    """Add a pendant and show its token once (with a QR code)."""
+    form = await checked_form(request, who)
+    s = ctx(request).service
+    try:
+        device, token = await s.add_device(who.user, form.get("name", ""))
+    except ValueError as exc:
+        return back("/devices", error=str(exc))
+    qr = segno.make(token, error="m").svg_data_uri(scale=4, border=2)
+    response = render(
+        request,
+        who,
+        "devices.html",
+        devices=await s.devices(who.user),
+        waiting=await s.audio_waiting(who.user),
+        new={"name": device.name, "token": token, "qr": qr},
+    )
+    response.headers["Cache-Control"] = "no-store"  # the token is shown once
+    return response
+
+
+@router.post("/devices/{device_id}/revoke")
+async def revoke_device(request: Request, who: Who, device_id: int) -> Response:
+    """Revoke a pendant: its token stops working at once."""
+    await checked_form(request, who)
+    gone = await ctx(request).service.revoke_device(who.user, device_id)
+    if gone is None:
+        raise HTTPException(404)
+    return back("/devices", note=f"Revoked {gone.name}; its token no longer works.")
+
+
+# --- Settings, tokens, export, delete ----------------------------------------------------------
+@router.get("/settings", response_class=HTMLResponse)
+async def settings(request: Request, who: Who) -> HTMLResponse:
+    """Time zone, briefing, quiet hours, channels, API tokens, sign-out."""
+    c = ctx(request)
+    return render(
+        request,
+        who,
+        "settings.html",
+        identities=await c.service.identities(who.user),
+        tokens=await c.auth.api_tokens(who.user_id),
+        new_token=None,
+        link_code=None,
+    )
+
+
+@router.post("/settings")
+async def save_settings(request: Request, who: Who) -> Response:
+    """Save the schedule settings."""
+    form = await checked_form(request, who)
+    change = SettingsChange(
+        timezone=form.get("timezone") or None,
+        briefing_time=form.get("briefing_time") or None,
+        briefing_enabled=form.get("briefing_enabled") == "on",
+        quiet=form.get("quiet", ""),
+        preferred_channel=form.get("preferred_channel") or None,
+    )
+    await ctx(request).service.change_settings(who.user, change)
+    if change.errors:
+        return back("/settings", error=" ".join(change.errors))
+    return back("/settings", note="Settings saved.")
+
+
+@router.post("/settings/link", response_class=HTMLResponse)
+async def link_channel(request: Request, who: Who) -> Response:
+    """A code to send from another chat app to link it."""
+    await checked_form(request, who)
+    c = ctx(request)
+    return render(
+        request,
+        who,
+        "settings.html",
+        identities=await c.service.identities(who.user),
+        tokens=await c.auth.api_tokens(who.user_id),
+        new_token=None,
+        link_code=await c.service.link_code(who.user),
+    )
+
+
+@router.post("/settings/tokens", response_class=HTMLResponse)
+async def new_token(request: Request, who: Who) -> Response:
+    """Create a personal API token and show it once."""
+    form = await checked_form(request, who)
+    c = ctx(request)
+    _, secret = await c.auth.new_api_token(who.user_id, form.get("name", ""))
+    response = render(
+        request,
+        who,
+        "settings.html",
+        identities=await c.service.identities(who.user),
+        tokens=await c.auth.api_tokens(who.user_id),
+        new_token=secret,
+        link_code=None,
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@router.post("/settings/tokens/{token_id}/revoke")
+async def revoke_token(request: Request, who: Who, token_id: int) -> Response:
+    """Revoke an API token."""
+    await checked_form(request, who)
+    if not await ctx(request).auth.revoke_api_token(who.user_id, token_id):
+        raise HTTPException(404)
+    return back("/settings", note="Token revoked.")
+
+
+@router.post("/signout")
+async def sign_out(request: Request, who: Who) -> Response:
+    """Sign this browser out, or every browser with ``everywhere``."""
+    form = await checked_form(request, who)
+    auth = ctx(request).auth
+    if form.get("everywhere"):
+        await auth.sign_out_everywhere(who.user_id)
+    else:
+        await auth.sign_out(who.session.id or 0)
+    response = RedirectResponse("/signin?out=1", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response
+
+
+@router.get("/export")
+async def export(request: Request, who: Who) -> Response:
+    """All my data as a zip of JSON files."""
+    data = await ctx(request).service.export_zip(who.user)
+    return Response(
+        data,
+        media_type="application/zip",
+        headers={
+            "Content-Disposition": 'attachment; filename="lifebot-export.zip"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+@router.get("/delete", response_class=HTMLResponse)
+async def delete_page(request: Request, who: Who) -> HTMLResponse:
+    """Explain what deleting does, and ask to type DELETE."""
+    return render(request, who, "delete.html")
+
+
+@router.post("/delete")
+async def delete_everything(request: Request, who: Who) -> Response:
+    """Delete the user and all their data, then sign out."""
+    form = await checked_form(request, who)
+    if form.get("confirm", "").strip().upper() != "DELETE":
+        return back("/delete", error="Type DELETE to confirm.")
+    await ctx(request).service.erase(who.user)
+    response = RedirectResponse("/signin?deleted=1", status_code=303)
+    response.delete_cookie(COOKIE, path="/")
+    return response

@@ -1,0 +1,513 @@
+"""What the pages and the REST API do, once: every method is scoped to one user.
+
+A method that is handed another user's id answers as if the object did not exist (None or
+False), so callers turn that into 404 and nobody learns what others have.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+
+from bot.adapters.base import ChannelAdapter
+from bot.agent.memory.service import MemoryService
+from bot.clock import Clock, zone
+from bot.dispatch.identity import approve, issue_link_code
+from bot.jobs.commands import resolve_zone
+from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
+from bot.jobs.reminders import Created
+from bot.jobs.service import Jobs
+from bot.messages import Address, InboundMessage
+from storage.db import Database
+from storage.models import (
+    CalendarEvent,
+    ChannelIdentity,
+    Delivery,
+    Device,
+    Episode,
+    Fact,
+    JobLease,
+    JobState,
+    Message,
+    PairingRequest,
+    Proposal,
+    Reminder,
+    User,
+)
+from storage.repos.calendar import CalendarRepo
+from storage.repos.devices import DeviceRepo
+from storage.repos.episodes import EpisodeRepo
+from storage.repos.facts import FactRepo
+from storage.repos.messages import MessageRepo
+from storage.repos.outbox import OutboxRepo, Push
+from storage.repos.pairing import PairingRepo
+from storage.repos.reminders import ReminderRepo
+from storage.repos.users import UserRepo
+from storage.repos.web import WebViewRepo
+
+
+@dataclass(slots=True)
+class Hit:
+    """One memory search result and where to open it."""
+
+    kind: str
+    """``message``, ``transcript``, ``episode`` or ``fact``."""
+    source_id: int
+    when: datetime
+    channel: str
+    speaker: str
+    text: str
+    matched: str
+    link: str
+    """The page that shows the source (a conversation opened at the cited turn)."""
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """Hits, the words that matched (to highlight) and anything the search must say."""
+
+    hits: list[Hit]
+    terms: list[str]
+    note: str | None = None
+
+
+@dataclass(slots=True)
+class SettingsChange:
+    """Fields to change; None leaves a field as it is."""
+
+    timezone: str | None = None
+    briefing_time: str | None = None
+    briefing_enabled: bool | None = None
+    quiet: str | None = None
+    """``HH:MM-HH:MM`` or ``off``."""
+    preferred_channel: str | None = None
+    """A linked channel name, or ``auto``."""
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class UserRow:
+    """A user with their linked channels (owner page)."""
+
+    user: User
+    identities: list[ChannelIdentity]
+
+
+class WebService:
+    """The operations of every page and endpoint."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        memory: MemoryService,
+        jobs: Jobs,
+        channels: Mapping[str, ChannelAdapter],
+        default_timezone: str,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.memory = memory
+        self.jobs = jobs
+        self.channels = channels
+        self.default_timezone = default_timezone
+
+    async def user(self, user_id: int) -> User | None:
+        """The user, or None when they were deleted."""
+        async with self.db.session() as s:
+            return await UserRepo(s).get(user_id)
+
+    # --- memory ------------------------------------------------------------------------------
+    async def search(self, user: User, query: str, limit: int = 10) -> SearchResult:
+        """Search the user's memory; each hit links to its source."""
+        assert user.id is not None
+        await self.memory.index_pending(user.id)
+        outcome = await self.memory.retriever.search(
+            user.id, query, now=self.clock.now(), tz=zone(user.timezone), limit=limit
+        )
+        hits = []
+        for ev in outcome.evidence:
+            item = ev.item
+            kind = (
+                "transcript" if item.kind == "message" and item.channel == "device" else item.kind
+            )
+            hits.append(
+                Hit(
+                    kind=kind,
+                    source_id=item.source_id,
+                    when=item.ts,
+                    channel=item.channel,
+                    speaker=item.speaker,
+                    text=item.text,
+                    matched=ev.matched,
+                    link=source_link(item.kind, item.source_id),
+                )
+            )
+        note = outcome.note if not hits or outcome.plan.unresolved else None
+        if note and "Tell the user" in note:
+            note = note.split(" Tell the user", 1)[0]
+        return SearchResult(hits, list(outcome.plan.terms), note)
+
+    async def day(self, user: User, day: date) -> list[Message]:
+        """What was said on one local day."""
+        assert user.id is not None
+        tz = zone(user.timezone)
+        start = local_instant(day, time(0), tz)
+        end = local_instant(day + timedelta(days=1), time(0), tz)
+        async with self.db.session() as s:
+            return await WebViewRepo(s).spoken_between(user.id, start, end)
+
+    async def recent_days(self, user: User, limit: int = 400) -> list[date]:
+        """Local days with messages, newest first."""
+        assert user.id is not None
+        tz = zone(user.timezone)
+        async with self.db.session() as s:
+            stamps = await WebViewRepo(s).days_with_messages(user.id, limit)
+        return list(dict.fromkeys(t.astimezone(tz).date() for t in stamps))
+
+    async def around(self, user: User, message_id: int) -> tuple[Message, list[Message]] | None:
+        """A message and its conversation around it; None when it is not the user's."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            msg = await MessageRepo(s).get(user.id, message_id)
+            if msg is None:
+                return None
+            return msg, await WebViewRepo(s).around(user.id, msg, 8)
+
+    async def episode(self, user: User, episode_id: int) -> tuple[Episode, list[Message]] | None:
+        """An episode and its messages; None when it is not the user's."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            ep = await EpisodeRepo(s).get(user.id, episode_id)
+            if ep is None:
+                return None
+            return ep, await WebViewRepo(s).messages(user.id, list(ep.source_message_ids or []))
+
+    async def episodes(self, user: User, days: int = 30) -> list[Episode]:
+        """Episodes of the last ``days`` days, newest first."""
+        assert user.id is not None
+        now = self.clock.now()
+        async with self.db.session() as s:
+            found = await EpisodeRepo(s).between(user.id, now - timedelta(days=days), now, 100)
+        return sorted(found, key=lambda e: e.start_at, reverse=True)
+
+    # --- facts -------------------------------------------------------------------------------
+    async def facts(self, user: User) -> list[Fact]:
+        """What lifebot knows about the user."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await FactRepo(s).active(user.id)
+
+    async def fact(self, user: User, fact_id: int) -> tuple[Fact, list[Message]] | None:
+        """A live fact and the messages it was learned from."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            repo = WebViewRepo(s)
+            found = await repo.fact(user.id, fact_id)
+            if found is None or found.forgotten_at is not None:
+                return None
+            return found, await repo.messages(user.id, list(found.source_message_ids or []))
+
+    async def remember(self, user: User, text: str) -> str:
+        """Remember a fact the user typed; the reply in words."""
+        assert user.id is not None
+        decision = await self.memory.remember(user.id, text)
+        return self.memory.remember_reply(decision)
+
+    async def edit_fact(self, user: User, fact_id: int, text: str) -> str | None:
+        """Replace a fact's words (keeping its sources); None when it is not the user's."""
+        assert user.id is not None
+        found = await self.fact(user, fact_id)
+        if found is None:
+            return None
+        old = found[0]
+        text = text.strip()
+        if not text or text == old.text:
+            return "Nothing changed."
+        decision = await self.memory.remember(
+            user.id, text, sources=list(old.source_message_ids or []), category=old.category
+        )
+        if decision.fact is None:
+            return self.memory.remember_reply(decision)
+        if decision.fact.id != old.id:
+            await self.memory.keeper.forget(user.id, fact_id, self.clock.now())
+        return f"Saved: {decision.fact.text}"
+
+    async def forget(self, user: User, fact_id: int) -> Fact | None:
+        """Forget a fact; None when it is not the user's."""
+        assert user.id is not None
+        return await self.memory.keeper.forget(user.id, fact_id, self.clock.now())
+
+    # --- reminders, calendar, proposals --------------------------------------------------------
+    async def reminders(self, user: User) -> list[Reminder]:
+        """Active reminders, soonest first."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return sorted(await ReminderRepo(s).active(user.id), key=lambda r: r.next_at)
+
+    async def add_reminder(self, user: User, request: str) -> Created:
+        """Create a reminder from words (PhraseError in plain words when unreadable)."""
+        return await self.jobs.reminders.create(user, request, self.clock.now())
+
+    async def cancel_reminder(self, user: User, reminder_id: int) -> Reminder | None:
+        """Cancel; None when it is not the user's active reminder."""
+        assert user.id is not None
+        return await self.jobs.reminders.cancel(user.id, reminder_id)
+
+    async def events(self, user: User, days: int = 60) -> list[CalendarEvent]:
+        """Calendar events from a day ago to ``days`` ahead."""
+        assert user.id is not None
+        now = self.clock.now()
+        async with self.db.session() as s:
+            return await CalendarRepo(s).events_between(
+                user.id, now - timedelta(days=1), now + timedelta(days=days)
+            )
+
+    async def all_events(self, user: User) -> list[CalendarEvent]:
+        """Every live event (the calendar feed)."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await CalendarRepo(s).all_events(user.id)
+
+    async def proposals(self, user: User) -> list[Proposal]:
+        """Proposed events waiting for an answer."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await CalendarRepo(s).pending_proposals(user.id, self.clock.now())
+
+    async def answer_proposal(self, user: User, proposal_id: int, yes: bool) -> str | None:
+        """Accept or decline; None when the proposal is not the user's."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            if await CalendarRepo(s).proposal(user.id, proposal_id) is None:
+                return None
+        return await self.jobs.proposals.answer(user, proposal_id, yes, self.clock.now())
+
+    def proposal_words(self, p: Proposal, user: User) -> str:
+        """A proposal as the question the chat asks."""
+        return self.jobs.proposals.question(p, user.timezone)
+
+    async def briefing_preview(self, user: User) -> str:
+        """Today's briefing as it would read now."""
+        text, _ = await self.jobs.briefings.compose(user, self.clock.now())
+        return text
+
+    async def send_briefing(self, user: User) -> None:
+        """Queue a briefing for right now through the outbox (composed just before sending)."""
+        assert user.id is not None
+        now = self.clock.now()
+        # One per minute: a double click sends one briefing.
+        # Asked for now, so quiet hours do not hold it back.
+        push = Push(
+            user.id, "briefing", f"briefing:{user.id}:web:{now:%Y%m%dT%H%M}", now, urgent=True
+        )
+        async with self.db.session() as s:
+            await OutboxRepo(s).enqueue([push], now)
+        self.jobs.outbox.kick()
+
+    # --- devices -----------------------------------------------------------------------------
+    async def devices(self, user: User) -> list[Device]:
+        """The user's pendants (revoked ones too, marked)."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await WebViewRepo(s).devices(user.id)
+
+    async def audio_waiting(self, user: User) -> int:
+        """Utterances still to transcribe."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await WebViewRepo(s).audio_waiting(user.id)
+
+    async def add_device(self, user: User, name: str) -> tuple[Device, str]:
+        """Register a pendant; its token is returned once. ValueError in plain words."""
+        assert user.id is not None
+        name = name.strip()
+        if not name or len(name) > 40 or not all(c.isalnum() or c in "-_." for c in name):
+            raise ValueError("A device name is 1 to 40 letters, digits, '-', '_' or '.'.")
+        async with self.db.session() as s:
+            return await DeviceRepo(s).add(user.id, name)
+
+    async def revoke_device(self, user: User, device_id: int) -> Device | None:
+        """Revoke one of the user's devices; None when it is not theirs or already revoked."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            mine = {d.id: d for d in await WebViewRepo(s).devices(user.id)}
+            device = mine.get(device_id)
+            if device is None or device.revoked_at is not None:
+                return None
+            return await DeviceRepo(s).revoke(device.name, self.clock.now())
+
+    # --- settings ----------------------------------------------------------------------------
+    async def identities(self, user: User) -> list[ChannelIdentity]:
+        """The user's linked channels."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await UserRepo(s).identities(user.id)
+
+    async def change_settings(  # noqa: PLR0912  # one branch per setting reads plainly
+        self, user: User, change: SettingsChange
+    ) -> User:
+        """Apply every valid field; problems are added to ``change.errors`` in plain words."""
+        assert user.id is not None
+        now = self.clock.now()
+        values: dict[str, object] = {}
+        if change.timezone:
+            found = resolve_zone(change.timezone)
+            if found is None:
+                change.errors.append(f"{change.timezone} is not a time zone I know.")
+            elif found != user.timezone:
+                values.update(timezone=found, briefing_set_at=now)
+        if change.briefing_time:
+            try:
+                at = hhmm(parse_hhmm(change.briefing_time))
+            except ValueError as exc:
+                change.errors.append(f"Briefing time: {exc}.")
+            else:
+                if at != user.briefing_time:
+                    values.update(briefing_time=at, briefing_set_at=now)
+        if change.briefing_enabled is not None and change.briefing_enabled != user.briefing_enabled:
+            values.update(briefing_enabled=change.briefing_enabled, briefing_set_at=now)
+        if change.quiet is not None:
+            self._quiet(change, values)
+        if change.preferred_channel:
+            wanted = change.preferred_channel.strip().lower()
+            mine = {i.channel for i in await self.identities(user)}
+            if wanted == "auto":
+                values["preferred_channel"] = None
+            elif wanted in mine:
+                values["preferred_channel"] = wanted
+            else:
+                change.errors.append(f"You have no {wanted} channel linked.")
+        async with self.db.session() as s:
+            fresh = await UserRepo(s).get(user.id)
+            assert fresh is not None
+            for key, value in values.items():
+                setattr(fresh, key, value)
+            s.add(fresh)
+        return fresh
+
+    @staticmethod
+    def _quiet(change: SettingsChange, values: dict[str, object]) -> None:
+        text = (change.quiet or "").strip().lower()
+        if text in ("", "off", "none"):
+            values.update(quiet_start=None, quiet_end=None)
+            return
+        start, sep, end = text.replace("\u2013", "-").partition("-")
+        if not sep:
+            change.errors.append("Quiet hours: write them as 22:00-07:00, or off.")
+            return
+        try:
+            a, b = hhmm(parse_hhmm(start.strip())), hhmm(parse_hhmm(end.strip()))
+        except ValueError as exc:
+            change.errors.append(f"Quiet hours: {exc}.")
+            return
+        if a == b:
+            change.errors.append("Quiet hours need a start and an end that differ.")
+            return
+        values.update(quiet_start=a, quiet_end=b)
+
+    async def link_code(self, user: User) -> str:
+        """A code to send from another channel to link it to this user."""
+        assert user.id is not None
+        now = self.clock.now()
+        here = InboundMessage(
+            Address("web", "web", f"user:{user.id}"), f"user:{user.id}", "", "", now
+        )
+        async with self.db.session() as s:
+            return await issue_link_code(s, user.id, here, now)
+
+    # --- export and erase --------------------------------------------------------------------
+    async def export_zip(self, user: User) -> bytes:
+        """All the user's data: one JSON file per table in a zip."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            tables = await WebViewRepo(s).export(user.id)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for name, rows in tables.items():
+                zf.writestr(f"{name}.json", json.dumps(rows, indent=1, ensure_ascii=False))
+        return buf.getvalue()
+
+    async def erase(self, user: User) -> None:
+        """Delete the user and everything that hangs off them."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            await WebViewRepo(s).erase(user.id)
+
+    # --- owner -------------------------------------------------------------------------------
+    async def pairings(self) -> list[PairingRequest]:
+        """Pending pairing requests."""
+        async with self.db.session() as s:
+            return [
+                r for r in await PairingRepo(s).pending(self.clock.now()) if r.purpose == "pair"
+            ]
+
+    async def decide_pairing(self, code: str, yes: bool) -> PairingRequest | None:
+        """Approve (the person becomes a user) or refuse; None when the code is not pending."""
+        now = self.clock.now()
+        async with self.db.session() as s:
+            if yes:
+                req = await approve(s, code, now, self.default_timezone)
+                if req is not None and req.user_id is not None:
+                    # The welcome the chat /approve sends, through the outbox (exactly once).
+                    welcome = Push(
+                        req.user_id,
+                        "notice",
+                        f"welcome:{req.code}",
+                        now,
+                        text="You're approved! Say hi, or send /help to see what I can do.",
+                    )
+                    await OutboxRepo(s).enqueue([welcome], now)
+                    self.jobs.outbox.kick()
+                return req
+            repo = PairingRepo(s)
+            req = await repo.by_code(code, now, purpose="pair")
+            if req is not None:
+                await repo.close(req, "refused")
+            return req
+
+    async def users(self) -> list[UserRow]:
+        """Every user and their channels."""
+        async with self.db.session() as s:
+            repo = UserRepo(s)
+            return [UserRow(u, await repo.identities(u.id or 0)) for u in await repo.all()]
+
+    async def deliveries(self, limit: int = 100) -> list[Delivery]:
+        """The newest pushes of everyone."""
+        async with self.db.session() as s:
+            return await WebViewRepo(s).all_deliveries(limit)
+
+    async def retry_delivery(self, delivery_id: int) -> bool:
+        """Queue a failed push again."""
+        async with self.db.session() as s:
+            done = await WebViewRepo(s).retry_failed(delivery_id, self.clock.now())
+        if done:
+            self.jobs.outbox.kick()
+        return done
+
+    async def job_states(self) -> tuple[list[JobState], list[JobLease]]:
+        """Scheduled jobs' last runs and the leader leases."""
+        async with self.db.session() as s:
+            repo = WebViewRepo(s)
+            return await repo.jobs(), await repo.leases()
+
+    def is_leader(self) -> bool:
+        """True when this process runs the scheduled jobs."""
+        return self.jobs.service.is_leader
+
+    def channel_names(self) -> list[str]:
+        """Channels started in this process."""
+        return sorted(self.channels)
+
+
+def source_link(kind: str, source_id: int) -> str:
+    """The page that opens a source."""
+    if kind == "fact":
+        return f"/facts#fact-{source_id}"
+    if kind == "episode":
+        return f"/memory/episode/{source_id}"
+    return f"/memory/message/{source_id}#m{source_id}"

@@ -1,0 +1,432 @@
+"""Queries of the web room: sign-in links, sessions, API and calendar tokens, listings.
+
+The listings are what its pages show (timeline, conversation around a turn, outbox, jobs,
+export and erase). Every user-facing query filters by the caller's user id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any
+
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import delete, func, text, update
+from sqlmodel import SQLModel, col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.db import MIGRATIONS
+from storage.models import (
+    ApiToken,
+    AudioSegment,
+    Delivery,
+    Device,
+    Fact,
+    IcsToken,
+    JobLease,
+    JobState,
+    Message,
+    User,
+    WebLoginLink,
+    WebSession,
+)
+from storage.repos.outbox import SCHEDULED_KINDS
+
+
+def digest(secret: str) -> str:
+    """SHA-256 hex of a secret (secrets are 256-bit random, so a fast hash suffices)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class WebAuthRepo:
+    """Links, sessions and tokens; secrets arrive in clear and are stored hashed."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def add_link(self, user_id: int, secret: str, now: datetime, expires: datetime) -> None:
+        """Store a new one-time sign-in link."""
+        self.s.add(
+            WebLoginLink(
+                user_id=user_id, token_hash=digest(secret), created_at=now, expires_at=expires
+            )
+        )
+        await self.s.flush()
+
+    async def links_since(self, user_id: int, since: datetime) -> int:
+        """How many links the user asked for since ``since`` (the rate limit)."""
+        res = await self.s.exec(
+            select(func.count()).where(
+                WebLoginLink.user_id == user_id, col(WebLoginLink.created_at) >= since
+            )
+        )
+        return int(res.one())
+
+    async def use_link(self, secret: str, now: datetime) -> int | None:
+        """Spend a valid link; its user id, or None (unknown, used or expired)."""
+        stmt = (
+            update(WebLoginLink)
+            .where(
+                col(WebLoginLink.token_hash) == digest(secret),
+                col(WebLoginLink.used_at).is_(None),
+                col(WebLoginLink.expires_at) > now,
+            )
+            .values(used_at=now)
+        )
+        result = await self.s.exec(stmt)
+        if int(getattr(result, "rowcount", 0) or 0) != 1:
+            return None
+        res = await self.s.exec(
+            select(WebLoginLink.user_id).where(WebLoginLink.token_hash == digest(secret))
+        )
+        return int(res.one())
+
+    async def add_session(
+        self, user_id: int, secret: str, csrf: str, now: datetime, expires: datetime
+    ) -> WebSession:
+        """Store a new browser session."""
+        row = WebSession(
+            user_id=user_id,
+            token_hash=digest(secret),
+            csrf=csrf,
+            created_at=now,
+            expires_at=expires,
+        )
+        self.s.add(row)
+        await self.s.flush()
+        return row
+
+    async def session(self, secret: str, now: datetime) -> WebSession | None:
+        """The live session this cookie secret belongs to."""
+        res = await self.s.exec(
+            select(WebSession).where(
+                WebSession.token_hash == digest(secret),
+                col(WebSession.revoked_at).is_(None),
+                col(WebSession.expires_at) > now,
+            )
+        )
+        return res.first()
+
+    async def end_session(self, session_id: int, now: datetime) -> None:
+        """Sign one browser out."""
+        await self.s.exec(
+            update(WebSession).where(col(WebSession.id) == session_id).values(revoked_at=now)
+        )
+
+    async def end_all_sessions(self, user_id: int, now: datetime) -> None:
+        """Sign out everywhere: every session of the user ends."""
+        await self.s.exec(
+            update(WebSession)
+            .where(col(WebSession.user_id) == user_id, col(WebSession.revoked_at).is_(None))
+            .values(revoked_at=now)
+        )
+
+    async def add_api_token(self, user_id: int, name: str, secret: str, now: datetime) -> ApiToken:
+        """Store a new API token."""
+        row = ApiToken(
+            user_id=user_id, name=name, token_hash=digest(secret), hint=secret[:8], created_at=now
+        )
+        self.s.add(row)
+        await self.s.flush()
+        return row
+
+    async def api_tokens(self, user_id: int) -> list[ApiToken]:
+        """The user's live API tokens."""
+        res = await self.s.exec(
+            select(ApiToken)
+            .where(ApiToken.user_id == user_id, col(ApiToken.revoked_at).is_(None))
+            .order_by(col(ApiToken.id))
+        )
+        return list(res.all())
+
+    async def revoke_api_token(self, user_id: int, token_id: int, now: datetime) -> bool:
+        """Revoke one of the user's tokens; False when it is not theirs or already revoked."""
+        result = await self.s.exec(
+            update(ApiToken)
+            .where(
+                col(ApiToken.id) == token_id,
+                col(ApiToken.user_id) == user_id,
+                col(ApiToken.revoked_at).is_(None),
+            )
+            .values(revoked_at=now)
+        )
+        return int(getattr(result, "rowcount", 0) or 0) == 1
+
+    async def api_user(self, secret: str, now: datetime) -> int | None:
+        """The user a live API token belongs to (and note that it was used)."""
+        res = await self.s.exec(
+            select(ApiToken).where(
+                ApiToken.token_hash == digest(secret), col(ApiToken.revoked_at).is_(None)
+            )
+        )
+        row = res.first()
+        if row is None:
+            return None
+        row.last_used_at = now
+        self.s.add(row)
+        return row.user_id
+
+    async def set_ics_token(self, user_id: int, secret: str, now: datetime) -> None:
+        """Replace the user's calendar feed secret (the old URL stops working)."""
+        await self.revoke_ics(user_id, now)
+        self.s.add(IcsToken(user_id=user_id, token_hash=digest(secret), created_at=now))
+        await self.s.flush()
+
+    async def revoke_ics(self, user_id: int, now: datetime) -> None:
+        """Turn the user's calendar feed off."""
+        await self.s.exec(
+            update(IcsToken)
+            .where(col(IcsToken.user_id) == user_id, col(IcsToken.revoked_at).is_(None))
+            .values(revoked_at=now)
+        )
+
+    async def has_ics(self, user_id: int) -> bool:
+        """True when the user has a live calendar feed."""
+        res = await self.s.exec(
+            select(IcsToken.id).where(
+                IcsToken.user_id == user_id, col(IcsToken.revoked_at).is_(None)
+            )
+        )
+        return res.first() is not None
+
+    async def ics_user(self, secret: str) -> int | None:
+        """The user whose calendar feed this secret opens."""
+        res = await self.s.exec(
+            select(IcsToken.user_id).where(
+                IcsToken.token_hash == digest(secret), col(IcsToken.revoked_at).is_(None)
+            )
+        )
+        found = res.first()
+        return int(found) if found is not None else None
+
+
+class WebViewRepo:
+    """Listings the pages show; user-scoped unless the name says ``all``."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def fact(self, user_id: int, fact_id: int) -> Fact | None:
+        """One of the user's facts (forgotten ones too)."""
+        res = await self.s.exec(select(Fact).where(Fact.id == fact_id, Fact.user_id == user_id))
+        return res.first()
+
+    async def messages(self, user_id: int, ids: list[int]) -> list[Message]:
+        """The user's messages with these ids, oldest first."""
+        if not ids:
+            return []
+        res = await self.s.exec(
+            select(Message)
+            .where(Message.user_id == user_id, col(Message.id).in_(ids))
+            .order_by(col(Message.created_at), col(Message.id))
+        )
+        return list(res.all())
+
+    async def spoken_between(self, user_id: int, start: datetime, end: datetime) -> list[Message]:
+        """What the user and lifebot said between two instants (no tool traffic)."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                col(Message.direction).in_(("in", "out")),
+                col(Message.created_at) >= start,
+                col(Message.created_at) < end,
+            )
+            .order_by(col(Message.created_at), col(Message.id))
+        )
+        return list(res.all())
+
+    async def around(self, user_id: int, message: Message, each_side: int) -> list[Message]:
+        """Messages of the same conversation around ``message`` (no tool traffic)."""
+        base = select(Message).where(
+            Message.user_id == user_id,
+            col(Message.direction).in_(("in", "out")),
+            Message.conversation_id == message.conversation_id,
+            Message.channel == message.channel,
+        )
+        before = await self.s.exec(
+            base.where(col(Message.id) < message.id)
+            .order_by(col(Message.id).desc())
+            .limit(each_side)
+        )
+        after = await self.s.exec(
+            base.where(col(Message.id) >= message.id).order_by(col(Message.id)).limit(each_side + 1)
+        )
+        return [*reversed(list(before.all())), *after.all()]
+
+    async def days_with_messages(self, user_id: int, limit: int) -> list[datetime]:
+        """The instants of the user's most recent messages, newest first (for a day list)."""
+        res = await self.s.exec(
+            select(Message.created_at)
+            .where(Message.user_id == user_id, col(Message.direction).in_(("in", "out")))
+            .order_by(col(Message.created_at).desc())
+            .limit(limit)
+        )
+        return list(res.all())
+
+    async def devices(self, user_id: int) -> list[Device]:
+        """The user's devices, newest first."""
+        res = await self.s.exec(
+            select(Device).where(Device.user_id == user_id).order_by(col(Device.id).desc())
+        )
+        return list(res.all())
+
+    async def audio_waiting(self, user_id: int) -> int:
+        """Utterances of the user's devices waiting to be transcribed."""
+        res = await self.s.exec(
+            select(func.count()).where(
+                AudioSegment.user_id == user_id, AudioSegment.status == "pending"
+            )
+        )
+        return int(res.one())
+
+    async def audio_waiting_all(self) -> int:
+        """Utterances of every device waiting to be transcribed (metrics)."""
+        res = await self.s.exec(select(func.count()).where(AudioSegment.status == "pending"))
+        return int(res.one())
+
+    async def all_deliveries(self, limit: int) -> list[Delivery]:
+        """The newest pushes of every user (owner page)."""
+        res = await self.s.exec(select(Delivery).order_by(col(Delivery.id).desc()).limit(limit))
+        return list(res.all())
+
+    async def retry_failed(self, delivery_id: int, now: datetime) -> bool:
+        """Put a failed push back in the queue, due now."""
+        result = await self.s.exec(
+            update(Delivery)
+            .where(col(Delivery.id) == delivery_id, col(Delivery.status) == "failed")
+            .values(status="pending", due_at=now, claimed_at=None)
+        )
+        return int(getattr(result, "rowcount", 0) or 0) == 1
+
+    async def outbox_depth(self) -> dict[str, int]:
+        """Pushes per status, every kind."""
+        res = await self.s.exec(select(Delivery.status, func.count()).group_by(Delivery.status))
+        return {str(status): int(n) for status, n in res.all()}
+
+    async def message_counts(self) -> list[tuple[str, str, int]]:
+        """(channel, direction, count) of every stored message to or from a person."""
+        res = await self.s.exec(
+            select(Message.channel, Message.direction, func.count())
+            .where(col(Message.direction).in_(("in", "out")))
+            .group_by(Message.channel, Message.direction)
+        )
+        return [(str(c), str(d), int(n)) for c, d, n in res.all()]
+
+    async def unanswered(self) -> list[tuple[str, str, int]]:
+        """(channel, status, count) of messages in that got no answer (failed or waiting)."""
+        res = await self.s.exec(
+            select(Message.channel, Message.status, func.count())
+            .where(
+                Message.direction == "in",
+                col(Message.status).in_(("pending_retry", "failed")),
+            )
+            .group_by(Message.channel, Message.status)
+        )
+        return [(str(c), str(st), int(n)) for c, st, n in res.all()]
+
+    async def turn_seconds(self, limit: int) -> list[float]:
+        """Seconds from a message in to its answer out, for the newest ``limit`` answers."""
+        res = await self.s.exec(
+            select(Message.created_at, Message.reply_to_id)
+            .where(Message.direction == "out", col(Message.reply_to_id).is_not(None))
+            .order_by(col(Message.id).desc())
+            .limit(limit)
+        )
+        answers = list(res.all())
+        asked_ids = [int(r) for _, r in answers if r is not None]
+        if not asked_ids:
+            return []
+        asked = await self.s.exec(
+            select(Message.id, Message.created_at).where(col(Message.id).in_(asked_ids))
+        )
+        at = {int(i or 0): t for i, t in asked.all()}
+        return [
+            max(0.0, (out - at[int(r)]).total_seconds())
+            for out, r in answers
+            if r is not None and int(r) in at
+        ]
+
+    async def lateness_seconds(self, limit: int) -> list[float]:
+        """Seconds between due and delivered, for the newest ``limit`` delivered pushes."""
+        res = await self.s.exec(
+            select(Delivery.due_at, Delivery.delivered_at)
+            .where(
+                Delivery.status == "delivered",
+                col(Delivery.due_at).is_not(None),
+                col(Delivery.kind).in_(SCHEDULED_KINDS),
+            )
+            .order_by(col(Delivery.id).desc())
+            .limit(limit)
+        )
+        return [
+            max(0.0, (done - due).total_seconds())
+            for due, done in res.all()
+            if due is not None and done is not None
+        ]
+
+    async def jobs(self) -> list[JobState]:
+        """Every scheduled job's last run."""
+        return list((await self.s.exec(select(JobState).order_by(col(JobState.id)))).all())
+
+    async def leases(self) -> list[JobLease]:
+        """Leader leases (SQLite; PostgreSQL uses an advisory lock instead)."""
+        return list((await self.s.exec(select(JobLease))).all())
+
+    async def schema_revision(self) -> str | None:
+        """The migration the database is at."""
+        res = await self.s.exec(text("SELECT version_num FROM alembic_version"))  # type: ignore[call-overload]
+        row = res.first()
+        return str(row[0]) if row else None
+
+    async def live_leases(self, now: datetime) -> list[JobLease]:
+        """Leader leases still held at ``now``."""
+        res = await self.s.exec(select(JobLease).where(col(JobLease.expires_at) > now))
+        return list(res.all())
+
+    async def export(self, user_id: int) -> dict[str, list[dict[str, Any]]]:
+        """Every row that belongs to the user, table by table (secrets' hashes left out)."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        user = await self.s.get(User, user_id)
+        out["user"] = [user.model_dump(mode="json")] if user else []
+        for table in SQLModel.metadata.sorted_tables:
+            if "user_id" not in table.c or table.name in _SECRET_TABLES:
+                continue
+            res = await self.s.exec(select(*table.c).where(table.c.user_id == user_id))
+            names = list(table.c.keys())
+            out[table.name] = [
+                {
+                    k: _jsonable(v)
+                    for k, v in zip(names, row, strict=True)
+                    if k not in _SECRET_COLUMNS
+                }
+                for row in res.all()
+            ]
+        return out
+
+    async def erase(self, user_id: int) -> None:
+        """Delete every row of the user, then the user (children before parents)."""
+        for table in reversed(SQLModel.metadata.sorted_tables):
+            if "user_id" in table.c:
+                await self.s.exec(delete(table).where(table.c.user_id == user_id))
+        await self.s.exec(delete(User).where(col(User.id) == user_id))
+
+
+_SECRET_TABLES = frozenset({"websession", "webloginlink", "apitoken", "icstoken"})
+_SECRET_COLUMNS = frozenset({"token_hash", "embedding"})
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return None
+    return value
+
+
+def head_revision() -> str | None:
+    """The newest migration shipped with this code (reads the migration files: call off-loop)."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    return ScriptDirectory.from_config(cfg).get_current_head()

@@ -1,0 +1,436 @@
+"""The web page and REST API through httpx: sign-in, CSRF, isolation, tokens, health."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import zipfile
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from bot.app.build import App
+from bot.web.auth import LINK_LIMIT, LinkRateLimited
+from storage.repos.facts import FactRepo
+from storage.repos.messages import MessageRepo
+from tests.conftest import add_user, channel
+from tests.fakes.clock import ManualClock
+from tests.support.builders import make_inbound
+from tests.support.jobs import jobs_app
+from tests.support.web import client_for, csrf_of, seed, sign_in
+
+
+async def test_a_link_signs_in_once_with_an_httponly_samesite_cookie(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    async with client_for(app) as client:
+        assert (await client.get("/", follow_redirects=False)).headers["location"] == "/signin"
+        url = await app.web.auth.issue_link(ann.id)
+        secret = url.rsplit("/", 1)[1]
+        # Opening the link (what a chat app's link preview does) spends nothing.
+        page = await client.get(f"/login/{secret}")
+        assert "Sign in" in page.text
+        done = await client.post("/login", data={"secret": secret})
+        assert done.status_code == 303
+        cookie = done.headers["set-cookie"].lower()
+        assert "httponly" in cookie
+        assert "samesite=lax" in cookie
+        today = await client.get("/")
+        assert today.status_code == 200
+        assert "Today" in today.text
+    async with client_for(app) as other:
+        again = await other.post("/login", data={"secret": secret})
+        assert again.status_code == 400
+        assert "not valid any more" in again.text
+        assert (await other.get("/", follow_redirects=False)).status_code == 303
+
+
+async def test_a_link_expires_after_ten_minutes(tmp_path: Path) -> None:
+    clock = ManualClock()
+    async with jobs_app(tmp_path, clock) as application:
+        ann = await add_user(application, "ann")
+        assert ann.id is not None
+        url = await application.web.auth.issue_link(ann.id)
+        clock.advance(timedelta(minutes=11))
+        async with client_for(application) as client:
+            done = await client.post("/login", data={"secret": url.rsplit("/", 1)[1]})
+            assert done.status_code == 400
+
+
+async def test_forged_cookie_is_refused(app: App) -> None:
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        await sign_in(app, client, ann)
+        real = client.cookies["lifebot_session"]
+        secret, _, _mac = real.rpartition(".")
+        client.cookies.set("lifebot_session", f"{secret}.{'0' * 32}")
+        assert (await client.get("/", follow_redirects=False)).status_code == 303
+
+
+async def test_web_command_sends_a_link_only_in_private_and_is_rate_limited(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    await app.dispatcher.handle(make_inbound("/web", sender="ann"))
+    reply = channel(app).texts("ann")[-1]
+    assert f"{app.settings.web_url}/login/" in reply
+    group = make_inbound("/web", sender="ann", chat="group-1")
+    group.private = False
+    await app.dispatcher.handle(group)
+    assert "private chat" in channel(app).texts("group-1")[-1]
+    for _ in range(LINK_LIMIT - 1):
+        await app.web.auth.issue_link(ann.id)
+    with pytest.raises(LinkRateLimited):
+        await app.web.auth.issue_link(ann.id)
+    await app.dispatcher.handle(make_inbound("/web", sender="ann"))
+    assert "wait a few minutes" in channel(app).texts("ann")[-1]
+
+
+async def test_forms_without_the_csrf_token_are_refused_and_change_nothing(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    mine = await seed(app, ann, "my sister is Ana")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        for data in ({}, {"csrf": "wrong"}):
+            refused = await client.post(f"/facts/{mine.fact_id}/forget", data=data)
+            assert refused.status_code == 403
+            refused = await client.post("/reminders", data={**data, "text": "in 5 minutes tea"})
+            assert refused.status_code == 403
+        async with app.db.session() as s:
+            assert [f.id for f in await FactRepo(s).active(ann.id)] == [mine.fact_id]
+        assert await app.web.service.reminders(ann) == []
+        ok = await client.post(f"/facts/{mine.fact_id}/forget", data={"csrf": csrf})
+        assert ok.status_code == 303
+        async with app.db.session() as s:
+            assert await FactRepo(s).active(ann.id) == []
+
+
+async def test_one_user_never_reaches_anothers_objects(app: App) -> None:
+    ann = await add_user(app, "ann")
+    bob = await add_user(app, "bob")
+    assert ann.id is not None and bob.id is not None
+    anns = await seed(app, ann, "ann's passport number is X123")
+    await seed(app, bob, "bob likes tea")
+    device, _ = await app.web.service.add_device(ann, "ann-pendant")
+    reminder = (await app.web.service.add_reminder(ann, "tomorrow at 9 to call mom")).reminder
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, bob)
+        for path in (f"/memory/message/{anns.message_id}", "/memory/episode/1"):
+            assert (await client.get(path)).status_code == 404
+        for path in (
+            f"/facts/{anns.fact_id}/forget",
+            f"/facts/{anns.fact_id}/edit",
+            f"/reminders/{reminder.id}/cancel",
+            f"/devices/{device.id}/revoke",
+            f"/proposals/{anns.proposal_id}/accept",
+        ):
+            answer = await client.post(path, data={"csrf": csrf, "text": "hacked"})
+            assert answer.status_code == 404, path
+        assert (await client.get("/owner")).status_code == 404  # bob is not the owner
+        facts_page = await client.get("/facts")
+        assert "passport" not in facts_page.text
+        search = await client.get("/memory", params={"q": "passport"})
+        assert "X123" not in search.text
+        _, token = await app.web.auth.new_api_token(bob.id, "bob's script")
+    api = {"Authorization": f"Bearer {token}"}
+    async with client_for(app) as client:
+        assert (
+            await client.delete(f"/api/v1/facts/{anns.fact_id}", headers=api)
+        ).status_code == 404
+        assert (
+            await client.delete(f"/api/v1/reminders/{reminder.id}", headers=api)
+        ).status_code == 404
+        assert (await client.delete(f"/api/v1/devices/{device.id}", headers=api)).status_code == 404
+        accept = await client.post(f"/api/v1/proposals/{anns.proposal_id}/accept", headers=api)
+        assert accept.status_code == 404
+        facts = (await client.get("/api/v1/facts", headers=api)).json()
+        assert [f["text"] for f in facts] == ["bob likes tea"]
+        hits = (
+            await client.get("/api/v1/memory/search", params={"q": "passport"}, headers=api)
+        ).json()
+        assert all("X123" not in h["text"] for h in hits["hits"])
+    # Nothing of ann's changed.
+    assert [f.id for f in await app.web.service.facts(ann)] == [anns.fact_id]
+    assert [r.id for r in await app.web.service.reminders(ann)] == [reminder.id]
+    assert [p.id for p in await app.web.service.proposals(ann)] == [anns.proposal_id]
+
+
+async def test_api_token_works_until_revoked(app: App) -> None:
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        made = await client.post("/settings/tokens", data={"csrf": csrf, "name": "phone"})
+        token = made.text.split('id="api-token">', 1)[1].split("<", 1)[0]
+        assert token.startswith("lbk_")
+    api = {"Authorization": f"Bearer {token}"}
+    async with client_for(app) as client:
+        assert (await client.get("/api/v1/facts")).status_code == 401
+        created = await client.post(
+            "/api/v1/reminders", json={"text": "in 20 minutes to check the oven"}, headers=api
+        )
+        assert created.status_code == 201, created.text
+        rid = created.json()["id"]
+        listed = (await client.get("/api/v1/reminders", headers=api)).json()
+        assert [r["id"] for r in listed] == [rid]
+        bad = await client.post("/api/v1/reminders", json={"text": "sometime maybe"}, headers=api)
+        assert bad.status_code == 422
+        assert (await client.delete(f"/api/v1/reminders/{rid}", headers=api)).status_code == 204
+        added = await client.post("/api/v1/facts", json={"text": "I live in Porto"}, headers=api)
+        assert added.status_code == 201
+        me = await client.patch("/api/v1/settings", json={"timezone": "Lisbon"}, headers=api)
+        assert me.json()["timezone"] == "Europe/Lisbon"
+        wrong = await client.patch("/api/v1/settings", json={"quiet": "soon"}, headers=api)
+        assert wrong.status_code == 422
+        tokens = await app.web.auth.api_tokens(ann.id or 0)
+        assert await app.web.auth.revoke_api_token(ann.id or 0, tokens[0].id or 0)
+        assert (await client.get("/api/v1/facts", headers=api)).status_code == 401
+
+
+async def test_sign_out_everywhere_ends_every_session(app: App) -> None:
+    ann = await add_user(app, "ann")
+    async with client_for(app) as phone, client_for(app) as laptop:
+        await sign_in(app, phone, ann)
+        csrf = await sign_in(app, laptop, ann)
+        out = await laptop.post("/signout", data={"csrf": csrf, "everywhere": "1"})
+        assert out.status_code == 303
+        assert (await phone.get("/", follow_redirects=False)).status_code == 303
+        assert (await laptop.get("/", follow_redirects=False)).status_code == 303
+
+
+async def test_export_and_delete_my_data(any_db_app: App) -> None:
+    app = any_db_app
+    ann = await add_user(app, "ann")
+    bob = await add_user(app, "bob")
+    assert ann.id is not None and bob.id is not None
+    await seed(app, ann, "ann plays the cello")
+    await seed(app, bob, "bob plays drums")
+    await app.web.service.add_device(ann, "ann-pendant")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        got = await client.get("/export")
+        assert got.headers["content-type"] == "application/zip"
+        files = zipfile.ZipFile(io.BytesIO(got.content))
+        facts = json.loads(files.read("fact.json"))
+        assert [f["text"] for f in facts] == ["ann plays the cello"]
+        assert "bob" not in json.dumps([json.loads(files.read(n)) for n in files.namelist()])
+        refused = await client.post("/delete", data={"csrf": csrf, "confirm": "nope"})
+        assert refused.status_code == 303
+        assert await app.web.service.user(ann.id) is not None
+        gone = await client.post("/delete", data={"csrf": csrf, "confirm": "DELETE"})
+        assert gone.headers["location"] == "/signin?deleted=1"
+        assert (await client.get("/", follow_redirects=False)).status_code == 303
+    assert await app.web.service.user(ann.id) is None
+    assert [f.text for f in await app.web.service.facts(bob)] == ["bob plays drums"]
+
+
+async def test_health_readiness_and_metrics(app: App) -> None:
+    ann = await add_user(app, "ann")
+    await seed(app, ann, "hello")
+    async with client_for(app) as client:
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
+        ready = await client.get("/readyz")
+        body = ready.json()
+        assert body["checks"]["database"]["ok"]
+        assert body["checks"]["migrations"]["ok"], body
+        # Jobs are on but nobody leads yet (the scheduler was not started): not ready.
+        assert ready.status_code == 503
+        assert not body["checks"]["leader"]["ok"]
+        metrics = (await client.get("/metrics")).text
+        assert 'lifebot_messages_total{channel="fake",direction="in"} 1' in metrics
+        assert "# TYPE lifebot_turn_seconds histogram" in metrics
+        assert 'lifebot_outbox_pushes{status="pending"} 0' in metrics
+        assert "# TYPE lifebot_push_lateness_seconds histogram" in metrics
+        assert "lifebot_transcription_queue 0" in metrics
+        assert "lifebot_turns_unanswered{" not in metrics
+        async with app.db.session() as s:
+            waiting = await MessageRepo(s).add(
+                ann.id or 0, 1, role="user", text="?", direction="in", channel="fake"
+            )
+            await MessageRepo(s).set_status(ann.id or 0, waiting.id or 0, "pending_retry")
+        metrics = (await client.get("/metrics")).text
+        assert 'lifebot_turns_unanswered{channel="fake",status="pending_retry"} 1' in metrics
+
+
+async def test_readiness_with_the_scheduler_leading(app_factory) -> None:
+    application = await app_factory(jobs_heartbeat=0.2)
+    await application.jobs.service.start()
+    for _ in range(200):  # the first heartbeat takes the lease; on a busy machine it may lag
+        if application.jobs.service.is_leader:
+            break
+        await asyncio.sleep(0.05)
+    async with client_for(application) as client:
+        ready = await client.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["checks"]["leader"]["detail"] == "this process"
+
+
+def test_pages_carry_csrf_tokens() -> None:
+    assert csrf_of('<input type="hidden" name="csrf" value="abc">') == "abc"
+
+
+async def test_calendar_feed_url_serves_ics_until_turned_off(app: App) -> None:
+    ann = await add_user(app, "ann")
+    seeded = await seed(app, ann, "dinner plans")
+    assert await app.web.service.answer_proposal(ann, seeded.proposal_id, True)
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        made = await client.post("/calendar/feed", data={"csrf": csrf}, follow_redirects=True)
+        url = made.text.split('id="feed-url">', 1)[1].split("<", 1)[0]
+        path = "/" + url.split("/", 3)[3]
+        feed = await client.get(path)
+        assert feed.headers["content-type"].startswith("text/calendar")
+        assert "SUMMARY:Dinner of ann" in feed.text
+        await client.post("/calendar/feed", data={"csrf": csrf, "action": "off"})
+        assert (await client.get(path)).status_code == 404
+        assert (await client.get("/calendar/not-a-token.ics")).status_code == 404
+
+
+async def test_settings_are_saved_and_bad_values_explained(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        form = {
+            "csrf": csrf,
+            "timezone": "Lisbon",
+            "briefing_time": "6:45",
+            "quiet": "23:00-06:30",
+            "preferred_channel": "fake",
+        }
+        saved = await client.post("/settings", data=form, follow_redirects=True)
+        assert "Settings saved." in saved.text
+        user = await app.web.service.user(ann.id)
+        assert user is not None
+        assert (user.timezone, user.briefing_time, user.briefing_enabled) == (
+            "Europe/Lisbon",
+            "06:45",
+            False,  # the box was not ticked
+        )
+        assert (user.quiet_start, user.quiet_end, user.preferred_channel) == (
+            "23:00",
+            "06:30",
+            "fake",
+        )
+        bad = await client.post(
+            "/settings",
+            data={
+                "csrf": csrf,
+                "timezone": "Mars/Olympus",
+                "quiet": "late",
+                "briefing_enabled": "on",
+            },
+            follow_redirects=True,
+        )
+        assert "Mars/Olympus is not a time zone I know" in bad.text
+        assert "Quiet hours" in bad.text
+
+
+async def test_owner_retries_a_failed_push(app: App) -> None:
+    from storage.repos.outbox import OutboxRepo, Push
+
+    ann = await add_user(app, "ann", owner=True)
+    assert ann.id is not None
+    now = app.clock.now()
+    async with app.db.session() as s:
+        await OutboxRepo(s).enqueue(
+            [Push(ann.id, "notice", "k1", now, text="hi", status="failed", note="chat not found")],
+            now,
+        )
+        row = await OutboxRepo(s).for_key("k1")
+    assert row is not None
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        page = await client.get("/owner")
+        assert "chat not found" in page.text
+        done = await client.post(
+            f"/owner/outbox/{row.id}/retry", data={"csrf": csrf}, follow_redirects=True
+        )
+        assert "queued again" in done.text
+        again = await client.post(
+            f"/owner/outbox/{row.id}/retry", data={"csrf": csrf}, follow_redirects=True
+        )
+        assert "is not a failed push" in again.text
+    async with app.db.session() as s:
+        fresh = await OutboxRepo(s).for_key("k1")
+    assert fresh is not None
+    assert fresh.status in ("pending", "sending", "delivered")
+
+
+async def test_timeline_shows_a_day_and_opens_the_cited_turn(app: App) -> None:
+    ann = await add_user(app, "ann")
+    seeded = await seed(app, ann, "we walked to the lighthouse")
+    today = app.clock.now().date().isoformat()
+    async with client_for(app) as client:
+        await sign_in(app, client, ann)
+        day = await client.get("/memory", params={"day": today})
+        assert "we walked to the lighthouse" in day.text
+        opened = await client.get(f"/memory/message/{seeded.message_id}")
+        assert f'id="m{seeded.message_id}" class="msg in cited"' in opened.text
+        found = await client.get("/memory", params={"q": "lighthouse"})
+        assert "<mark>lighthouse</mark>" in found.text
+
+
+async def test_api_answers_proposals_and_manages_devices(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    seeded = await seed(app, ann, "lunch with Rui")
+    _, token = await app.web.auth.new_api_token(ann.id, "script")
+    api = {"Authorization": f"Bearer {token}"}
+    async with client_for(app) as client:
+        waiting = (await client.get("/api/v1/proposals", headers=api)).json()
+        assert [p["id"] for p in waiting] == [seeded.proposal_id]
+        said = await client.post(f"/api/v1/proposals/{seeded.proposal_id}/accept", headers=api)
+        assert said.json()["message"].startswith("Added")
+        events = (await client.get("/api/v1/events", headers=api)).json()
+        assert [e["title"] for e in events] == ["Dinner of ann"]
+        assert (await client.get("/api/v1/proposals", headers=api)).json() == []
+        bad = await client.post("/api/v1/devices", json={"text": "no spaces please"}, headers=api)
+        assert bad.status_code == 422
+        made = await client.post("/api/v1/devices", json={"text": "pendant-2"}, headers=api)
+        assert made.status_code == 201
+        assert made.json()["token"].startswith("lbd_")
+        dev_id = made.json()["id"]
+        assert (await client.delete(f"/api/v1/devices/{dev_id}", headers=api)).status_code == 204
+        listed = (await client.get("/api/v1/devices", headers=api)).json()
+        assert [d["revoked"] for d in listed] == [True]
+        schema = (await client.get("/api/openapi.json")).json()
+        assert "/api/v1/memory/search" in schema["paths"]
+
+
+async def test_send_briefing_now_goes_through_the_outbox_once(app: App, fake_llm) -> None:
+    from tests.fakes.llm import say
+
+    ann = await add_user(app, "ann")
+    fake_llm.add(say("Good morning, Ann! Nothing urgent today."))
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        for _ in range(2):  # a double click
+            sent = await client.post("/briefing/send", data={"csrf": csrf}, follow_redirects=True)
+            assert "on its way" in sent.text
+    await app.jobs.outbox.run_due(app.clock.now())
+    assert channel(app).texts("ann") == ["Good morning, Ann! Nothing urgent today."]
+
+
+async def test_link_another_channel_from_the_settings_page(app: App) -> None:
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        page = await client.post("/settings/link", data={"csrf": csrf})
+        code = page.text.split('id="link-code">', 1)[1].split("<", 1)[0]
+    await app.dispatcher.handle(make_inbound(code, sender="ann-work-phone"))
+    assert "Linked." in channel(app).texts("ann-work-phone")[-1]
+    senders = {i.sender_id for i in await app.web.service.identities(ann)}
+    assert senders == {"ann", "ann-work-phone"}
+
+
+async def test_unknown_pages_answer_a_plain_404(app: App) -> None:
+    async with client_for(app) as client:
+        page = await client.get("/no/such/page")
+        assert page.status_code == 404
+        assert "Not found." in page.text
+        assert page.headers["content-type"].startswith("text/html")
+        api = await client.get("/api/v1/no-such-thing")
+        assert api.status_code == 404
+        assert api.json() == {"detail": "Not Found"}

@@ -1,0 +1,181 @@
+"""The web page in a real browser: Playwright driving Debian's chromium against the running
+server on a loopback port. Screenshots of each page land in tmp/screenshots (not committed).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app.build import App
+from storage.models import PairingRequest
+from storage.repos.pairing import PairingRepo
+from tests.conftest import AppFactory, add_user
+from tests.fakes.llm import FakeLLM
+from tests.support.web import seed
+
+playwright_api = pytest.importorskip("playwright.async_api")
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SHOTS = Path(__file__).resolve().parent.parent / "tmp" / "screenshots"
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
+
+
+@pytest.fixture
+async def served(app_factory: AppFactory, fake_llm: FakeLLM) -> tuple[App, str]:
+    """An app whose web page listens on a free loopback port (stopped when the app closes)."""
+    application = await app_factory(fake_llm, web_port=0)
+    await application.web.start()
+    return application, f"http://127.0.0.1:{application.web.server.bound_port}"
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """Headless chromium (the system one: no browser download)."""
+    async with playwright_api.async_playwright() as pw:
+        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield chromium
+        await chromium.close()
+
+
+async def signed_in_page(application: App, base: str, browser: Any, user_id: int) -> Any:
+    """A new browser context signed in through a one-time link, on a phone-sized screen."""
+    context = await browser.new_context(viewport={"width": 420, "height": 900})
+    page = await context.new_page()
+    link = await application.web.auth.issue_link(user_id)
+    await page.goto(f"{base}/login/{link.rsplit('/', 1)[1]}")
+    await page.click("#signin")
+    await page.wait_for_url(f"{base}/")
+    return page
+
+
+async def shot(page: Any, name: str) -> None:
+    """Save a full-page screenshot for reviewers."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+async def test_a_person_manages_memory_reminders_events_and_devices(
+    served: tuple[App, str], browser: Any
+) -> None:
+    application, base = served
+    ann = await add_user(application, "ann", owner=True, name="Ann")
+    assert ann.id is not None
+    seeded = await seed(application, ann, "I play the cello on Tuesdays")
+    page = await signed_in_page(application, base, browser, ann.id)
+    await shot(page, "today")
+
+    # Accept a proposed event: it lands in the calendar.
+    await page.click(f"#proposal-{seeded.proposal_id} button:has-text('Accept')")
+    assert "Added" in await page.inner_text(".note")
+    await page.goto(f"{base}/calendar")
+    assert "Dinner of Ann" in await page.inner_text("main")
+    await page.click("button:has-text('Turn on the calendar feed')")
+    feed = await page.inner_text("#feed-url")
+    assert feed.endswith(".ics")
+    await shot(page, "calendar")
+
+    # Search memory, see the hit highlighted, open its source at the cited turn.
+    await page.goto(f"{base}/memory")
+    await page.fill("input[name=q]", "cello")
+    await page.click("button:has-text('Search')")
+    assert "cello" in (await page.inner_text("ol.hits mark")).lower()
+    await shot(page, "memory")
+    await page.click("ol.hits a.source >> nth=0")
+    cited = page.locator("li.cited")
+    assert "cello" in await cited.inner_text()
+    await shot(page, "conversation")
+
+    # Forget a fact.
+    await page.goto(f"{base}/facts")
+    await shot(page, "facts")
+    await page.click(f"#fact-{seeded.fact_id} button:has-text('Forget')")
+    assert "Forgotten" in await page.inner_text(".note")
+    assert await page.locator(f"#fact-{seeded.fact_id}").count() == 0
+
+    # Create a reminder in words, then cancel it.
+    await page.goto(f"{base}/reminders")
+    await page.fill("input[name=text]", "tomorrow at 9 to call mom")
+    await page.click("button:has-text('Remind me')")
+    assert "call mom" in await page.inner_text("ul.cards")
+    await shot(page, "reminders")
+    await page.click("ul.cards button:has-text('Cancel')")
+    assert "Cancelled" in await page.inner_text(".note")
+    assert await page.locator("ul.cards").count() == 0
+
+    # Add a pendant: the token is shown once with a QR code; then revoke it.
+    await page.goto(f"{base}/devices")
+    await page.fill("input[name=name]", "pendant-1")
+    await page.click("button:has-text('Add a pendant')")
+    token = await page.inner_text("#device-token")
+    assert token.startswith("lbd_")
+    qr_width = await page.locator("img.qr").evaluate("img => img.naturalWidth")
+    assert qr_width > 0  # the QR code renders (a data: URI the page's CSP allows)
+    await shot(page, "devices")
+    await page.click("ul.cards button:has-text('Revoke')")
+    assert "no longer works" in await page.inner_text(".note")
+    assert await application.web.service.devices(ann) and all(
+        d.revoked_at is not None for d in await application.web.service.devices(ann)
+    )
+
+    await page.goto(f"{base}/settings")
+    await shot(page, "settings")
+    await page.context.close()
+
+
+async def test_the_owner_approves_a_pairing_and_others_see_nothing_of_anns(
+    served: tuple[App, str], browser: Any
+) -> None:
+    application, base = served
+    ann = await add_user(application, "ann", owner=True, name="Ann")
+    bob = await add_user(application, "bob", name="Bob")
+    assert ann.id is not None and bob.id is not None
+    anns = await seed(application, ann, "my bank PIN hint is the cat")
+    now = application.clock.now()
+    async with application.db.session() as s:
+        await PairingRepo(s).add(
+            PairingRequest(
+                code="KX7P2QRM",
+                channel="fake",
+                account="acct",
+                sender_id="carol",
+                chat_id="carol",
+                display_name="Carol",
+                created_at=now,
+                expires_at=now + timedelta(hours=1),
+            )
+        )
+
+    page = await signed_in_page(application, base, browser, ann.id)
+    await page.goto(f"{base}/owner")
+    await shot(page, "owner")
+    await page.click("#pairing-KX7P2QRM button:has-text('Approve')")
+    assert "Approved Carol" in await page.inner_text(".note")
+    assert "Carol" in await page.inner_text("table")
+    await page.context.close()
+
+    bobs = await signed_in_page(application, base, browser, bob.id)
+    assert await bobs.locator("a[href='/owner']").count() == 0
+    answer = await bobs.goto(f"{base}/memory/message/{anns.message_id}")
+    assert answer is not None and answer.status == 404
+    await shot(bobs, "not-yours")
+    answer = await bobs.goto(f"{base}/owner")
+    assert answer is not None and answer.status == 404
+    # A form post without the CSRF token (what another site could forge) is refused.
+    forged = await bobs.request.post(f"{base}/facts", form={"text": "forged"})
+    assert forged.status == 403
+    assert await application.web.service.facts(bob) == []
+    await bobs.context.close()
