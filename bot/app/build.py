@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
+from bot.agent.journal.scoring import LexiconScorer, LLMScorer, Scorer
+from bot.agent.journal.service import JournalService
 from bot.agent.llm import OpenAILLM
 from bot.agent.loop import Limits
 from bot.agent.memory.embeddings import build_embedder
@@ -24,6 +26,7 @@ from bot.clock import Clock, SystemClock
 from bot.config import Settings
 from bot.dispatch import Dispatcher
 from bot.dispatch.commands import Commands
+from bot.dispatch.journal_commands import register_journal_commands
 from bot.dispatch.memory_commands import register_memory_commands
 from bot.jobs.commands import JobCommands
 from bot.jobs.service import Jobs, JobSettings, build_jobs
@@ -63,6 +66,8 @@ class App:
     """Slash commands, the spine's and every feature's."""
     jobs: Jobs
     """Briefings, reminders, proposals, the outbox and the scheduler."""
+    journal: JournalService
+    """Journal entries, their scores, series and summaries."""
     dispatcher: Dispatcher
     """The one path from any channel to the agent."""
     channels: dict[str, ChannelAdapter]
@@ -120,6 +125,9 @@ def build_app(
         quiet_minutes=settings.extraction_quiet_minutes,
         every_messages=settings.extraction_every_messages,
     )
+    # The fast model scores journal entries when one is configured; else the offline lexicon.
+    scorer: Scorer = LLMScorer(llm, llm.fast_model) if llm.configured else LexiconScorer()
+    journal = JournalService(db, scorer, memory.index, clock)
     tools = default_registry()
     for tool in [*reminder_tools.TOOLS, *calendar_tools.TOOLS, *memory_tools(memory)]:
         tools.add(tool)
@@ -158,6 +166,7 @@ def build_app(
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
+    register_journal_commands(commands, journal)
     dispatcher = Dispatcher(
         db=db,
         agent=agent,
@@ -180,6 +189,7 @@ def build_app(
         agent=agent,
         commands=commands,
         jobs=jobs,
+        journal=journal,
         dispatcher=dispatcher,
         channels=channels,
     )

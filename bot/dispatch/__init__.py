@@ -211,8 +211,9 @@ class Dispatcher:
         self, user: User, conv_id: int, msg: InboundMessage, message_id: int
     ) -> DispatchResult:
         text = msg.callback_data if msg.callback_data is not None else msg.text
-        if text.strip().startswith("/"):
-            reply = await self.commands.handle(user, msg, conv_id)
+        line = self.commands.command_line(msg)
+        if line is not None:
+            reply = await self.commands.handle(user, msg, conv_id, line)
             if reply.retry_message_id is not None:
                 return await self._retry(user, conv_id, msg, reply.retry_message_id, message_id)
             async with self.db.session() as s:

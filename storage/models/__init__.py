@@ -16,6 +16,7 @@ from storage.models.core import (
 )
 from storage.models.device import AudioSegment, Device, DeviceSession
 from storage.models.jobs import CalendarEvent, JobLease, JobState, Proposal, Reminder
+from storage.models.journal import JournalEntry, JournalSettings, JournalSummary
 from storage.models.memory import Episode, MemoryCursor, MemoryItem
 
 __all__ = [
@@ -30,6 +31,9 @@ __all__ = [
     "Fact",
     "JobLease",
     "JobState",
+    "JournalEntry",
+    "JournalSettings",
+    "JournalSummary",
     "MemoryCursor",
     "MemoryItem",
     "Message",

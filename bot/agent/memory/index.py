@@ -15,7 +15,7 @@ import numpy as np
 
 from bot.agent.memory.embeddings import Embedder, EmbeddingError
 from storage.db import Database
-from storage.models import Episode, Fact, MemoryItem, Message
+from storage.models import Episode, Fact, JournalEntry, MemoryItem, Message
 from storage.repos.memory_index import MemoryIndexRepo
 from storage.search import FullTextIndex, VectorIndex, full_text_for, vector_index_for
 
@@ -163,6 +163,30 @@ class MemoryIndex:
                 "hidden": False,
             }
         )
+
+    async def put_journal(self, entries: list[JournalEntry]) -> None:
+        """Index (or re-index after an edit) journal entries, so answers can cite them."""
+        if not entries:
+            return
+        async with self.db.session() as s:
+            for e in entries:
+                assert e.id is not None
+                await MemoryIndexRepo(s).upsert(
+                    {
+                        "user_id": e.user_id,
+                        "kind": "journal",
+                        "source_id": e.id,
+                        "ts": e.written_at,
+                        "channel": "journal",
+                        "speaker": "me",
+                        "ref": f"journal:{e.id}",
+                        "text": e.text,
+                        "hidden": False,
+                    }
+                )
+        vectors = await self.vectors()
+        for uid in {e.user_id for e in entries}:
+            vectors.forget(uid)
 
     async def put_fact(self, fact: Fact) -> None:
         """Index a fact."""

@@ -1,0 +1,156 @@
+"""The journal service: write, edit, import and score entries; keep them in memory search.
+
+Every write goes through ``save``: store (idempotent by source reference), score once (again
+only when the text changed), index for memory search, and mark the month and year summaries
+of the entry's days stale.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime, time
+from pathlib import Path
+
+from bot.agent.journal.files import read_journal
+from bot.agent.journal.scoring import Scorer
+from bot.agent.memory.index import MemoryIndex
+from bot.clock import Clock, zone
+from storage.db import Database
+from storage.models import JournalEntry
+from storage.repos.journal import JournalRepo
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int], None]
+IMPORTED_AT = time(21, 0)
+"""An imported file has a date but no time: it counts as written that evening."""
+
+
+@dataclass(slots=True)
+class JournalImportReport:
+    """The outcome of one folder import."""
+
+    total: int = 0
+    added: int = 0
+    edited: int = 0
+    unchanged: int = 0
+    bad: list[tuple[str, str]] = field(default_factory=list)
+    """(file, why it was skipped)."""
+
+
+class JournalService:
+    """Owns the scorer; every write of an entry passes through here."""
+
+    def __init__(self, db: Database, scorer: Scorer, index: MemoryIndex, clock: Clock) -> None:
+        self.db = db
+        self.scorer = scorer
+        self.index = index
+        self.clock = clock
+
+    async def write(
+        self,
+        user_id: int,
+        text: str,
+        *,
+        timezone: str,
+        ref: str,
+        source: str = "chat",
+        written_at: datetime | None = None,
+        message_id: int | None = None,
+    ) -> tuple[JournalEntry, str]:
+        """Store an entry written now (or at ``written_at``); (entry, added|edited|same)."""
+        when = written_at or self.clock.now()
+        day = when.astimezone(zone(timezone)).date()
+        return await self.save(
+            user_id, ref=ref, day=day, written_at=when, text=text, source=source,
+            message_id=message_id,
+        )  # fmt: skip
+
+    async def save(
+        self,
+        user_id: int,
+        *,
+        ref: str,
+        day: date,
+        written_at: datetime,
+        text: str,
+        source: str,
+        message_id: int | None = None,
+    ) -> tuple[JournalEntry, str]:
+        """Store, score and index one entry (see the module doc)."""
+        async with self.db.session() as s:
+            entry, status = await JournalRepo(s).save(
+                user_id, ref=ref, day=day, written_at=written_at, text=text.strip(),
+                source=source, now=self.clock.now(), message_id=message_id,
+            )  # fmt: skip
+        if status != "same" or not entry.scorer:
+            await self.score(entry)
+            await self.index.put_journal([entry])
+        return entry, status
+
+    async def edit(self, user_id: int, entry_id: int, text: str) -> JournalEntry | None:
+        """Replace an entry's text (scores and summaries follow); None if it is not theirs."""
+        async with self.db.session() as s:
+            entry = await JournalRepo(s).get(user_id, entry_id)
+        if entry is None:
+            return None
+        edited, _ = await self.save(
+            user_id, ref=entry.ref, day=entry.day, written_at=entry.written_at, text=text,
+            source=entry.source, message_id=entry.message_id,
+        )  # fmt: skip
+        return edited
+
+    async def score(self, entry: JournalEntry) -> None:
+        """Compute and store an entry's analytics."""
+        sc = await self.scorer.score(entry.text)
+        entry.happiness, entry.stress, entry.energy = sc.happiness, sc.stress, sc.energy
+        entry.themes, entry.people, entry.reason = sc.themes, sc.people, sc.reason
+        entry.scorer, entry.scored_at = sc.scorer, self.clock.now()
+        async with self.db.session() as s:
+            await JournalRepo(s).set_scores(entry)
+
+    async def rescore(self, user_id: int | None = None, progress: Progress | None = None) -> int:
+        """Score every entry again (after changing models); summaries become stale."""
+        async with self.db.session() as s:
+            entries = await JournalRepo(s).all_for(user_id)
+        for entry in entries:
+            await self.score(entry)
+            async with self.db.session() as s:
+                await JournalRepo(s).mark_stale(entry.user_id, entry.day)
+            if progress is not None:
+                progress(1)
+        return len(entries)
+
+    async def import_dir(
+        self, user_id: int, folder: Path, *, timezone: str, progress: Progress | None = None
+    ) -> JournalImportReport:
+        """Import every dated file of ``folder``; a second run adds nothing."""
+        tz = zone(timezone)
+        report = JournalImportReport()
+        for name, item in read_journal(folder):
+            report.total += 1
+            if isinstance(item, str):
+                report.bad.append((name, item))
+            else:
+                when = datetime.combine(item.day, IMPORTED_AT, tz)
+                _, status = await self.save(
+                    user_id, ref=item.ref, day=item.day, written_at=when, text=item.text,
+                    source="import",
+                )  # fmt: skip
+                if status == "added":
+                    report.added += 1
+                elif status == "edited":
+                    report.edited += 1
+                else:
+                    report.unchanged += 1
+            if progress is not None:
+                progress(1)
+        await self.index.embed_missing(user_id)
+        return report
+
+    async def entries(self, user_id: int, first: date, last: date) -> list[JournalEntry]:
+        """The user's entries from ``first`` to ``last`` (inclusive), oldest first."""
+        async with self.db.session() as s:
+            return await JournalRepo(s).between(user_id, first, last)

@@ -1,0 +1,80 @@
+"""The chat side of the journal: /journal, "journal: ..." messages and voice notes.
+
+A typed message starting with "journal:" and a voice note whose transcript starts with the
+word "journal" are journal entries, exactly like ``/journal TEXT``; nothing reaches the LLM.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.agent.journal.service import JournalService
+from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.messages import InboundMessage
+
+_TYPED = re.compile(r"^\s*journal\s*:\s*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
+_SPOKEN = re.compile(r"^\s*journal\b[\s,.:;!-]*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
+USAGE = (
+    "Write a journal entry with /journal how your day went (or start a message with "
+    '"journal:", or a voice note with the word "journal"). Fix one with /journal edit ID text.'
+)
+
+
+def journal_trigger(msg: InboundMessage) -> str | None:
+    """A typed "journal: ..." or a voice note starting with "journal", as a /journal line."""
+    if msg.callback_data is not None:
+        return None
+    spoken = any(a.kind in ("voice", "audio") for a in msg.attachments)
+    m = (_SPOKEN if spoken else _TYPED).match(msg.text)
+    if m is None:
+        return None
+    return f"/journal {m.group('rest').strip()}"
+
+
+def _scores_line(happiness: float | None, stress: float | None, energy: float | None) -> str:
+    def fmt(v: float | None) -> str:
+        return "?" if v is None else f"{v:.0f}"
+
+    return f"happiness {fmt(happiness)}, stress {fmt(stress)}, energy {fmt(energy)} (of 100)"
+
+
+def register_journal_commands(commands: Commands, journal: JournalService) -> None:
+    """Add /journal and the "journal: ..." trigger to the command table."""
+
+    async def journal_cmd(ctx: CommandContext) -> CommandReply:
+        args = ctx.args.strip()
+        if not args:
+            return CommandReply(USAGE)
+        head, _, rest = args.partition(" ")
+        if head.lower() == "edit":
+            return await _edit(ctx, rest)
+        spoken = any(a.kind in ("voice", "audio") for a in ctx.msg.attachments)
+        entry, status = await journal.write(
+            ctx.user_id,
+            args,
+            timezone=ctx.user.timezone,
+            ref=f"msg:{ctx.msg.dedupe_key}",
+            source="voice" if spoken else "chat",
+            written_at=ctx.msg.received_at,
+        )
+        verb = "Saved" if status == "added" else "Already saved"
+        return CommandReply(
+            f"{verb} to your journal for {entry.day:%a %d %b} (#{entry.id}): "
+            f"{_scores_line(entry.happiness, entry.stress, entry.energy)}."
+        )
+
+    async def _edit(ctx: CommandContext, rest: str) -> CommandReply:
+        num, _, text = rest.strip().partition(" ")
+        num = num.lstrip("#")
+        if not num.isdigit() or not text.strip():
+            return CommandReply("Usage: /journal edit ID new text")
+        entry = await journal.edit(ctx.user_id, int(num), text)
+        if entry is None:
+            return CommandReply(f"You have no journal entry #{num}.")
+        return CommandReply(
+            f"Updated entry #{entry.id} ({entry.day:%a %d %b}) and scored it again: "
+            f"{_scores_line(entry.happiness, entry.stress, entry.energy)}."
+        )
+
+    commands.register("journal", journal_cmd, "write in your journal (/journal how today went)")
+    commands.add_trigger(journal_trigger)
