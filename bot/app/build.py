@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from bot.adapters.base import ChannelAdapter
 from bot.agent.journal.scoring import LexiconScorer, LLMScorer, Scorer
 from bot.agent.journal.service import JournalService
+from bot.agent.journal.summaries import Summaries
+from bot.agent.journal.tools import journal_tools
 from bot.agent.llm import OpenAILLM
 from bot.agent.loop import Limits
 from bot.agent.memory.embeddings import build_embedder
@@ -127,9 +129,15 @@ def build_app(
     )
     # The fast model scores journal entries when one is configured; else the offline lexicon.
     scorer: Scorer = LLMScorer(llm, llm.fast_model) if llm.configured else LexiconScorer()
-    journal = JournalService(db, scorer, memory.index, clock)
+    summaries = Summaries(db, llm, configured=llm.configured, model_name=llm.model)
+    journal = JournalService(db, scorer, memory.index, clock, summaries)
     tools = default_registry()
-    for tool in [*reminder_tools.TOOLS, *calendar_tools.TOOLS, *memory_tools(memory)]:
+    for tool in [
+        *reminder_tools.TOOLS,
+        *calendar_tools.TOOLS,
+        *memory_tools(memory),
+        *journal_tools(journal),
+    ]:
         tools.add(tool)
     agent = Agent(
         db=db,

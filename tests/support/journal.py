@@ -63,32 +63,40 @@ def planted_journal(today: date, days: int = 150) -> list[PlantedEntry]:
     return out
 
 
-def scoring_responder(entries: list[PlantedEntry], extra: dict[str, dict[str, Any]] | None = None):
-    """A FakeLLM ``default``: planted scores for planted texts; anything else fails loudly."""
-    table = {e.text: e for e in entries}
-    more = extra or {}
+class ScoringModel:
+    """A FakeLLM ``default``: planted scores for planted texts, a numbered narrative for
+    summary requests; any other call fails loudly."""
 
-    def respond(body: dict[str, Any]) -> Step:
+    def __init__(
+        self, entries: list[PlantedEntry], extra: dict[str, dict[str, Any]] | None = None
+    ) -> None:
+        self.table = {e.text: e for e in entries}
+        self.extra = dict(extra or {})
+        """Scores for texts written by the test itself (edits)."""
+        self.narratives: list[str] = []
+        """The prompts of every narrative the smart model was asked to write."""
+
+    def __call__(self, body: dict[str, Any]) -> Step:
         system = str(body["messages"][0]["content"])
+        if "short, warm review" in system:
+            assert body["model"] == "fake-smart"
+            self.narratives.append(str(body["messages"][-1]["content"]))
+            return Step(text=f"NARRATIVE {len(self.narratives)}: a period with ups and downs.")
         if "rate one personal journal entry" not in system:
             raise AssertionError(f"unscripted LLM call: {system[:80]!r}")
+        assert body["model"] == "fake-fast"
         text = json.loads(body["messages"][-1]["content"])["entry"]
-        if text in more:
-            return Step(text=json.dumps(more[text]))
-        e = table.get(text)
+        if text in self.extra:
+            return Step(text=json.dumps(self.extra[text]))
+        e = self.table.get(text)
         if e is None:
             raise AssertionError(f"the fake has no scores for {text[:60]!r}")
-        return Step(
-            text=json.dumps(
-                {
-                    "happiness": e.happiness,
-                    "stress": e.stress,
-                    "energy": e.energy,
-                    "themes": e.themes,
-                    "people": e.people,
-                    "reason": "planted",
-                }
-            )
-        )
-
-    return respond
+        scores = {
+            "happiness": e.happiness,
+            "stress": e.stress,
+            "energy": e.energy,
+            "themes": e.themes,
+            "people": e.people,
+            "reason": "planted",
+        }
+        return Step(text=json.dumps(scores))

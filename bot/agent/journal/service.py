@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, time
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
+from bot.agent.journal.analytics import CurrentState, current_state
 from bot.agent.journal.files import read_journal
 from bot.agent.journal.scoring import Scorer
+from bot.agent.journal.summaries import Summaries
 from bot.agent.memory.index import MemoryIndex
 from bot.clock import Clock, zone
 from storage.db import Database
@@ -43,11 +45,19 @@ class JournalImportReport:
 class JournalService:
     """Owns the scorer; every write of an entry passes through here."""
 
-    def __init__(self, db: Database, scorer: Scorer, index: MemoryIndex, clock: Clock) -> None:
+    def __init__(
+        self,
+        db: Database,
+        scorer: Scorer,
+        index: MemoryIndex,
+        clock: Clock,
+        summaries: Summaries,
+    ) -> None:
         self.db = db
         self.scorer = scorer
         self.index = index
         self.clock = clock
+        self.summaries = summaries
 
     async def write(
         self,
@@ -154,3 +164,12 @@ class JournalService:
         """The user's entries from ``first`` to ``last`` (inclusive), oldest first."""
         async with self.db.session() as s:
             return await JournalRepo(s).between(user_id, first, last)
+
+    async def current_state(self, user_id: int, today: date, days: int) -> CurrentState:
+        """The last ``days`` days up to ``today``, compared with the days before."""
+        first = today - timedelta(days=days - 1)
+        recent = await self.entries(user_id, first, today)
+        before = await self.entries(
+            user_id, first - timedelta(days=days), first - timedelta(days=1)
+        )
+        return current_state(recent, before, first, today)

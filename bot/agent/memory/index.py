@@ -177,7 +177,6 @@ class MemoryIndex:
                         "kind": "journal",
                         "source_id": e.id,
                         "ts": e.written_at,
-                        "channel": "journal",
                         "speaker": "me",
                         "ref": f"journal:{e.id}",
                         "text": e.text,
