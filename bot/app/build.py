@@ -174,7 +174,7 @@ def build_app(
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
-    register_journal_commands(commands, journal)
+    register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(
         db=db,
         agent=agent,

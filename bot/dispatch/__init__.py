@@ -23,6 +23,7 @@ from bot.messages import (
     Address,
     Button,
     Citation,
+    Image,
     InboundMessage,
     OutboundMessage,
     Receipt,
@@ -228,6 +229,7 @@ class Dispatcher:
                 reply_to=msg.message_id,
                 in_reply_to=message_id,
                 buttons=reply.buttons,
+                image=reply.image,
             )
             return DispatchResult("command", reply.text, receipt)
         return await self._answer(user, conv_id, msg.address, text, message_id, msg.message_id)
@@ -331,6 +333,7 @@ class Dispatcher:
         citations: list[dict[str, Any]] | None = None,
         stream: ReplyStream | None = None,
         assistant: bool = True,
+        image: Image | None = None,
     ) -> tuple[Receipt | None, int]:
         """Store the reply, send it, then store the channel's receipt; (receipt, row id)."""
         assert user.id is not None
@@ -352,6 +355,7 @@ class Dispatcher:
             buttons=buttons or [],
             citations=[Citation.from_dict(c) for c in citations or []],
             reply_to=reply_to,
+            image=image,
         )
         try:
             receipt = await stream.finish(out) if stream is not None else await self._send(out)

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.clock import Clock
 from bot.dispatch.identity import approve, issue_link_code
-from bot.messages import Address, Button, InboundMessage, OutboundMessage
+from bot.messages import Address, Button, Image, InboundMessage, OutboundMessage
 from storage.db import Database
 from storage.models import User
 from storage.repos.facts import FactRepo
@@ -47,6 +47,8 @@ class CommandReply:
     """Set by /retry: dispatch re-runs the agent on this stored message."""
     notify: list[OutboundMessage] = field(default_factory=list)
     """Messages to send to other people (the welcome after /approve)."""
+    image: Image | None = None
+    """A picture to send with the reply (a journal chart)."""
 
 
 CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]

@@ -8,12 +8,28 @@ from __future__ import annotations
 
 import re
 
+from bot.agent.journal.analytics import Metric
 from bot.agent.journal.service import JournalService
+from bot.agent.journal.tools import period_days
+from bot.clock import Clock, zone
 from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.errors import ToolError
 from bot.messages import InboundMessage
 
 _TYPED = re.compile(r"^\s*journal\s*:\s*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
 _SPOKEN = re.compile(r"^\s*journal\b[\s,.:;!-]*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
+_SHOW = re.compile(
+    r"^\s*(?:please\s+)?(?:show|chart|plot|graph|draw)(?:\s+me)?\s+(?:a\s+(?:chart|graph)\s+of\s+)?"
+    r"my\s+(?P<metric>stress|happiness|mood|energy)\b(?P<rest>[^?]*)\??\s*$",
+    re.IGNORECASE,
+)
+METRIC_WORDS: dict[str, Metric] = {
+    "stress": "stress",
+    "happiness": "happiness",
+    "mood": "happiness",
+    "energy": "energy",
+}
+CHART_DAYS = 30
 USAGE = (
     "Write a journal entry with /journal how your day went (or start a message with "
     '"journal:", or a voice note with the word "journal"). Fix one with /journal edit ID text.'
@@ -31,6 +47,16 @@ def journal_trigger(msg: InboundMessage) -> str | None:
     return f"/journal {m.group('rest').strip()}"
 
 
+def chart_trigger(msg: InboundMessage) -> str | None:
+    """A request like "show my stress this month" (typed or said) as a /chart line."""
+    if msg.callback_data is not None:
+        return None
+    m = _SHOW.match(msg.text)
+    if m is None:
+        return None
+    return f"/chart {m.group('metric').lower()} {m.group('rest').strip()}".strip()
+
+
 def _scores_line(happiness: float | None, stress: float | None, energy: float | None) -> str:
     def fmt(v: float | None) -> str:
         return "?" if v is None else f"{v:.0f}"
@@ -38,8 +64,27 @@ def _scores_line(happiness: float | None, stress: float | None, energy: float | 
     return f"happiness {fmt(happiness)}, stress {fmt(stress)}, energy {fmt(energy)} (of 100)"
 
 
-def register_journal_commands(commands: Commands, journal: JournalService) -> None:
-    """Add /journal and the "journal: ..." trigger to the command table."""
+def register_journal_commands(commands: Commands, journal: JournalService, clock: Clock) -> None:
+    """Add /journal, /chart and their plain-words triggers to the command table."""
+
+    async def chart_cmd(ctx: CommandContext) -> CommandReply:
+        word, _, when = ctx.args.strip().partition(" ")
+        metric = METRIC_WORDS.get(word.lower())
+        if metric is None:
+            return CommandReply(
+                "Usage: /chart stress|happiness|energy [period], e.g. /chart stress this month"
+            )
+        tz = zone(ctx.user.timezone)
+        try:
+            first, last, label = period_days(
+                clock.now(), tz, None, None, when.strip() or None, CHART_DAYS
+            )
+        except ToolError as exc:
+            return CommandReply(f"Sorry: {exc}.".replace("; tell the user and ask", ". Try"))
+        if not when.strip():
+            label = f"over the last {CHART_DAYS} days"
+        words, image = await journal.chart(ctx.user_id, metric, first, last, label)
+        return CommandReply(words, image=image)
 
     async def journal_cmd(ctx: CommandContext) -> CommandReply:
         args = ctx.args.strip()
@@ -77,4 +122,6 @@ def register_journal_commands(commands: Commands, journal: JournalService) -> No
         )
 
     commands.register("journal", journal_cmd, "write in your journal (/journal how today went)")
+    commands.register("chart", chart_cmd, "chart a journal metric (/chart stress this month)")
     commands.add_trigger(journal_trigger)
+    commands.add_trigger(chart_trigger)

@@ -7,18 +7,28 @@ of the entry's days stale.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
-from bot.agent.journal.analytics import CurrentState, current_state
+from bot.agent.journal.analytics import (
+    MIN_ENTRIES,
+    Bucket,
+    CurrentState,
+    Metric,
+    current_state,
+    series,
+)
+from bot.agent.journal.chart import describe, render_chart
 from bot.agent.journal.files import read_journal
 from bot.agent.journal.scoring import Scorer
 from bot.agent.journal.summaries import Summaries
 from bot.agent.memory.index import MemoryIndex
 from bot.clock import Clock, zone
+from bot.messages import Image
 from storage.db import Database
 from storage.models import JournalEntry
 from storage.repos.journal import JournalRepo
@@ -173,3 +183,19 @@ class JournalService:
             user_id, first - timedelta(days=days), first - timedelta(days=1)
         )
         return current_state(recent, before, first, today)
+
+    async def chart(
+        self, user_id: int, metric: Metric, first: date, last: date, label: str
+    ) -> tuple[str, Image | None]:
+        """(the series in words, a PNG chart or None when there is too little to draw)."""
+        days = (last - first).days + 1
+        bucket: Bucket = "day" if days <= 45 else "week" if days <= 200 else "month"
+        entries = await self.entries(user_id, first, last)
+        points = series(entries, metric, first, last, bucket)
+        words = describe(points, metric, label)
+        if sum(p.count for p in points) < MIN_ENTRIES:
+            return words, None
+        title = f"Your {metric}, {first:%d %b} - {last:%d %b %Y}"
+        # Drawing is CPU work of ~100 ms: off the event loop.
+        png = await asyncio.to_thread(render_chart, points, metric, title, bucket)
+        return words, Image(png, alt=title, name=f"{metric}.png")

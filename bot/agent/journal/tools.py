@@ -8,9 +8,10 @@ phrase that cannot be pinned down is an error the model must pass on, not a gues
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Literal
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
 
@@ -73,19 +74,31 @@ def resolve_days(
     ctx: ToolContext, start: date | None, end: date | None, when: str | None
 ) -> tuple[date, date, str]:
     """(first, last, label) of the period; a ToolError when words cannot be pinned down."""
-    today = ctx.local_now.date()
+    return period_days(ctx.now, ctx.tz, start, end, when)
+
+
+def period_days(
+    now: datetime,
+    tz: ZoneInfo,
+    start: date | None,
+    end: date | None,
+    when: str | None,
+    default_days: int = DEFAULT_DAYS,
+) -> tuple[date, date, str]:
+    """The same for any caller (the /chart command too)."""
+    today = now.astimezone(tz).date()
     if when:
-        parsed = parse_time(when, ctx.now, ctx.tz)
+        parsed = parse_time(when, now, tz)
         if parsed.window is None:
             what = parsed.unresolved or when
             raise ToolError(
                 f"I can't turn {what!r} into dates; tell the user and ask for a date range"
             )
-        first = parsed.window.start.astimezone(ctx.tz).date()
-        last = (parsed.window.end - timedelta(seconds=1)).astimezone(ctx.tz).date()
+        first = parsed.window.start.astimezone(tz).date()
+        last = (parsed.window.end - timedelta(seconds=1)).astimezone(tz).date()
         return first, min(last, today), parsed.window.label
     last = end or today
-    first = start or last - timedelta(days=DEFAULT_DAYS - 1)
+    first = start or last - timedelta(days=default_days - 1)
     if first > last:
         raise ToolError("start is after end")
     return first, last, f"{first:%d %b %Y} to {last:%d %b %Y}"
