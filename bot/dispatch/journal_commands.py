@@ -30,10 +30,22 @@ METRIC_WORDS: dict[str, Metric] = {
     "energy": "energy",
 }
 CHART_DAYS = 30
+_TIME = re.compile(r"^(\d{1,2})(?:[:.h]?(\d{2}))?$")
+DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+SHORT_DAYS = [d[:3] for d in DAYS]
 USAGE = (
     "Write a journal entry with /journal how your day went (or start a message with "
     '"journal:", or a voice note with the word "journal"). Fix one with /journal edit ID text.'
 )
+
+
+def _hhmm(word: str) -> str | None:
+    """A time like 19:00, 19.30, 1930 or 19 as HH:MM; None when the word is not a time."""
+    m = _TIME.match(word)
+    if m is None:
+        return None
+    hour, minute = int(m.group(1)), int(m.group(2) or 0)
+    return f"{hour:02d}:{minute:02d}" if hour < 24 and minute < 60 else None
 
 
 def journal_trigger(msg: InboundMessage) -> str | None:
@@ -93,6 +105,8 @@ def register_journal_commands(commands: Commands, journal: JournalService, clock
         head, _, rest = args.partition(" ")
         if head.lower() == "edit":
             return await _edit(ctx, rest)
+        if head.lower() == "review" and len(rest.split()) <= 3:
+            return await _review(ctx, rest)
         spoken = any(a.kind in ("voice", "audio") for a in ctx.msg.attachments)
         entry, status = await journal.write(
             ctx.user_id,
@@ -106,6 +120,36 @@ def register_journal_commands(commands: Commands, journal: JournalService, clock
         return CommandReply(
             f"{verb} to your journal for {entry.day:%a %d %b} (#{entry.id}): "
             f"{_scores_line(entry.happiness, entry.stress, entry.energy)}."
+        )
+
+    async def _review(ctx: CommandContext, rest: str) -> CommandReply:
+        words = rest.lower().split()
+        if not words:
+            row = await journal.review_settings(ctx.user_id)
+            state = "on" if row.weekly_review else "off"
+            return CommandReply(
+                f"Your weekly journal review is {state} ({DAYS[row.review_weekday].capitalize()} "
+                f"{row.review_time}). /journal review on [day] [HH:MM] or /journal review off."
+            )
+        if words[0] == "off":
+            await journal.set_review(ctx.user_id, on=False)
+            return CommandReply("Weekly journal review turned off.")
+        if words[0] != "on":
+            return CommandReply("Usage: /journal review on [day] [HH:MM], or /journal review off")
+        weekday: int | None = None
+        at: str | None = None
+        for w in words[1:]:
+            if w[:3] in SHORT_DAYS and w.isalpha():
+                weekday = SHORT_DAYS.index(w[:3])
+                continue
+            at = _hhmm(w)
+            if at is None:
+                return CommandReply(f"{w!r} is neither a weekday nor a time like 19:00.")
+        row = await journal.set_review(ctx.user_id, on=True, weekday=weekday, at=at)
+        return CommandReply(
+            f"Weekly journal review on: {DAYS[row.review_weekday].capitalize()}s at "
+            f"{row.review_time} your time (held back during your quiet hours; skipped in weeks "
+            "with fewer than three entries)."
         )
 
     async def _edit(ctx: CommandContext, rest: str) -> CommandReply:

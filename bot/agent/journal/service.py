@@ -24,13 +24,14 @@ from bot.agent.journal.analytics import (
 )
 from bot.agent.journal.chart import describe, render_chart
 from bot.agent.journal.files import read_journal
+from bot.agent.journal.review import notable_change, weekly_review_text
 from bot.agent.journal.scoring import Scorer
 from bot.agent.journal.summaries import Summaries
 from bot.agent.memory.index import MemoryIndex
 from bot.clock import Clock, zone
 from bot.messages import Image
 from storage.db import Database
-from storage.models import JournalEntry
+from storage.models import JournalEntry, JournalSettings
 from storage.repos.journal import JournalRepo
 
 log = logging.getLogger(__name__)
@@ -199,3 +200,33 @@ class JournalService:
         # Drawing is CPU work of ~100 ms: off the event loop.
         png = await asyncio.to_thread(render_chart, points, metric, title, bucket)
         return words, Image(png, alt=title, name=f"{metric}.png")
+
+    async def weekly_review(self, user_id: int, last_day: date) -> str | None:
+        """The review of the 7 days up to ``last_day``; None with fewer than 3 entries."""
+        return weekly_review_text(await self.current_state(user_id, last_day, 7))
+
+    async def notable_change(self, user_id: int, today: date) -> str | None:
+        """A sustained recent change worth one line in the briefing, or None."""
+        week = await self.entries(user_id, today - timedelta(days=7), today)
+        before = await self.entries(user_id, today - timedelta(days=28), today - timedelta(days=8))
+        return notable_change(week, before)
+
+    async def review_settings(self, user_id: int) -> JournalSettings:
+        """The user's weekly review settings (defaults when never set)."""
+        async with self.db.session() as s:
+            return await JournalRepo(s).settings(user_id)
+
+    async def set_review(
+        self, user_id: int, *, on: bool, weekday: int | None = None, at: str | None = None
+    ) -> JournalSettings:
+        """Turn the weekly review on (optionally another day or time) or off."""
+        async with self.db.session() as s:
+            repo = JournalRepo(s)
+            row = await repo.settings(user_id)
+            row.weekly_review = on
+            row.review_weekday = row.review_weekday if weekday is None else weekday
+            row.review_time = at or row.review_time
+            # Only reviews due after this change are owed (no burst for past weeks).
+            row.set_at = self.clock.now()
+            await repo.save_settings(row)
+            return row
