@@ -197,7 +197,7 @@ class JournalService:
         if sum(p.count for p in points) < MIN_ENTRIES:
             return words, None
         title = f"Your {metric}, {first:%d %b} - {last:%d %b %Y}"
-        # Drawing is CPU work of ~100 ms: off the event loop.
+        # Drawing takes hundreds of ms (bench/journal.py): never on the event loop.
         png = await asyncio.to_thread(render_chart, points, metric, title, bucket)
         return words, Image(png, alt=title, name=f"{metric}.png")
 
