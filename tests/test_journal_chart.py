@@ -14,12 +14,14 @@ from storage.models import JournalEntry
 from storage.repos.users import UserRepo
 from tests.conftest import add_user, channel
 from tests.fakes.llm import FakeLLM
+from tests.fakes.slack_api import FakeSlack, dm_event
 from tests.fakes.telegram_api import FakeTelegram
 from tests.support.builders import make_inbound
 from tests.support.journal import ScoringModel, planted_journal
+from tests.test_slack import ANA_DM, Slack, fake_slack, http
 from tests.test_telegram import CHAT, Starter, eventually, telegram, tg
 
-__all__ = ["telegram", "tg"]  # fixtures shared with the Telegram tests
+__all__ = ["fake_slack", "http", "telegram", "tg"]  # fixtures shared with the channel tests
 
 
 async def load(app, fake_llm: FakeLLM, user_id: int, today: date, days: int = 150) -> None:
@@ -118,3 +120,29 @@ def test_render_chart_draws_gaps_and_many_points() -> None:
     points = series(entries, "stress", start, start + timedelta(days=79), "day")
     assert sum(1 for p in points if p.mean is None) == 40
     assert png_size(render_chart(points, "stress", "Your stress", "day")) == (1200, 750)
+
+
+async def test_show_my_energy_uploads_the_chart_on_slack(
+    http: Slack, fake_slack: FakeSlack, fake_llm: FakeLLM
+) -> None:
+    async with http.app.db.session() as s:
+        [ana] = await UserRepo(s).all()
+    today = datetime.now(UTC).date()
+    await load(http.app, fake_llm, ana.id or 0, today, days=20)
+
+    await http.post(dm_event("show my energy last week"))
+    [upload] = fake_slack.uploads
+    assert upload["channel"] == ANA_DM and upload["filename"] == "energy.png"
+    assert png_size(upload["data"]) == (1200, 750)
+    assert upload["title"].startswith("Your energy, ")
+    [posted] = fake_slack.posted
+    assert posted["channel"] == ANA_DM
+    assert (
+        posted["text"].startswith("Your energy last week: ") and "from 7 entries" in posted["text"]
+    )
+    methods = [c.method for c in fake_slack.calls if c.method.startswith(("files.", "chat."))]
+    assert methods == [
+        "files.getUploadURLExternal",
+        "files.completeUploadExternal",
+        "chat.postMessage",
+    ]
