@@ -66,6 +66,14 @@ async def test_journal_command_trigger_and_voice_note_store_scored_entries(app, 
     assert [e.source for e in rows] == ["chat", "chat", "voice"]
     assert rows[0].scorer == "llm:fake-fast" and rows[0].people == ["Ana"]
     assert rows[0].reason == "a calm day with a friend"
+    assert all(e.message_id is not None for e in rows)  # linked to the chat message
+    # Search finds each entry once, as a journal entry (its chat message is not a second hit).
+    await app.memory.index_pending(user.id)
+    out = await app.memory.retriever.search(
+        user.id or 0, "walk by the river", now=datetime.now(UTC), tz=ZoneInfo("UTC")
+    )
+    assert [e.item.kind for e in out.evidence] == ["journal"]
+    assert out.evidence[0].item.text == "long walk by the river"
     assert len(channel(app).sent) == 3
 
 

@@ -115,6 +115,7 @@ def register_journal_commands(commands: Commands, journal: JournalService, clock
             ref=f"msg:{ctx.msg.dedupe_key}",
             source="voice" if spoken else "chat",
             written_at=ctx.msg.received_at,
+            dedupe_key=ctx.msg.dedupe_key,
         )
         verb = "Saved" if status == "added" else "Already saved"
         return CommandReply(

@@ -9,7 +9,7 @@ from sqlalchemy import update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import JournalEntry, JournalSettings, JournalSummary
+from storage.models import JournalEntry, JournalSettings, JournalSummary, Message
 
 
 def text_hash(text: str) -> str:
@@ -27,6 +27,13 @@ class JournalRepo:
 
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
+
+    async def message(self, user_id: int, dedupe_key: str) -> Message | None:
+        """The user's stored message with this dedupe key (the one an entry was written in)."""
+        res = await self.s.exec(
+            select(Message).where(Message.user_id == user_id, Message.dedupe_key == dedupe_key)
+        )
+        return res.first()
 
     async def by_ref(self, user_id: int, ref: str) -> JournalEntry | None:
         """The entry with this source reference."""

@@ -79,15 +79,26 @@ class JournalService:
         ref: str,
         source: str = "chat",
         written_at: datetime | None = None,
-        message_id: int | None = None,
+        dedupe_key: str | None = None,
     ) -> tuple[JournalEntry, str]:
-        """Store an entry written now (or at ``written_at``); (entry, added|edited|same)."""
+        """Store an entry written now (or at ``written_at``); (entry, added|edited|same).
+
+        ``dedupe_key`` names the chat message it was written in: the entry links to it, and
+        the message is kept out of search results (the entry is found instead, once).
+        """
         when = written_at or self.clock.now()
         day = when.astimezone(zone(timezone)).date()
-        return await self.save(
+        msg = None
+        if dedupe_key is not None:
+            async with self.db.session() as s:
+                msg = await JournalRepo(s).message(user_id, dedupe_key)
+        result = await self.save(
             user_id, ref=ref, day=day, written_at=when, text=text, source=source,
-            message_id=message_id,
+            message_id=msg.id if msg is not None else None,
         )  # fmt: skip
+        if msg is not None:
+            await self.index.shadow_messages(user_id, [msg])
+        return result
 
     async def save(
         self,

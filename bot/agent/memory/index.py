@@ -187,6 +187,17 @@ class MemoryIndex:
         for uid in {e.user_id for e in entries}:
             vectors.forget(uid)
 
+    async def shadow_messages(self, user_id: int, msgs: list[Message]) -> None:
+        """Index these messages as hidden (search shows their text once, as another item).
+
+        A journal entry written with "journal: ..." is found as the entry, not twice.
+        """
+        if not msgs:
+            return
+        async with self.db.session() as s:
+            await MemoryIndexRepo(s).add([{**message_row(m), "hidden": True} for m in msgs])
+        await self.hide_messages(user_id, [m.id for m in msgs if m.id is not None])
+
     async def put_fact(self, fact: Fact) -> None:
         """Index a fact."""
         assert fact.id is not None
