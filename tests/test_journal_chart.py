@@ -53,14 +53,15 @@ async def test_show_my_stress_sends_a_photo_on_telegram(
     today = datetime.now(UTC).date()
     await load(app, fake_llm, ana.id or 0, today, days=60)
 
-    await tg.send_text(CHAT, "show my stress this month")
+    await tg.send_text(CHAT, "show my stress last month")
     await tg.wait_for(lambda: bool(tg.photos.get(CHAT)) and bool(tg.sent.get(CHAT)))
     [photo] = tg.photos[CHAT]
     assert png_size(photo.data) == (1200, 750)
     assert photo.filename == "stress.png" and photo.caption.startswith("Your stress, 01 ")
     [text] = await tg.wait_texts(CHAT, 1)
-    entries = today.day
-    assert text.startswith("Your stress this month: ") and f"from {entries} entries" in text
+    first_of_month = today.replace(day=1)
+    entries = (first_of_month - (first_of_month - timedelta(days=1)).replace(day=1)).days
+    assert text.startswith("Your stress, last month: ") and f"from {entries} entries" in text
     assert "lowest" in text and "highest" in text
     # Photo first, then the words; nothing went to the language model for the chart.
     sent = [c.method for c in tg.calls if c.method in ("sendPhoto", "sendMessage")]
@@ -86,11 +87,16 @@ async def test_chart_words_periods_and_too_little(app, fake_llm: FakeLLM) -> Non
     await app.dispatcher.handle(make_inbound("Show me my mood last week"))
     out = channel(app).sent[-1]
     assert out.image is not None and png_size(out.image.data) == (1200, 750)
-    assert out.text.startswith("Your happiness last week: ") and "from 7 entries" in out.text
+    assert out.text.startswith("Your happiness, last week: ") and "from 7 entries" in out.text
+
+    await app.dispatcher.handle(make_inbound("Can you graph my stress over the past 10 days?"))
+    out = channel(app).sent[-1]
+    assert out.image is not None and out.text.startswith("Your stress, past 10 days: ")
+    assert "from 10 entries" in out.text
 
     await app.dispatcher.handle(make_inbound("/chart energy"))
     out = channel(app).sent[-1]
-    assert out.text.startswith("Your energy over the last 30 days: ")
+    assert out.text.startswith("Your energy, last 30 days: ")
     assert "from 20 entries" in out.text and out.image is not None
 
     await app.dispatcher.handle(make_inbound("show my stress in 2019"))
@@ -138,7 +144,7 @@ async def test_show_my_energy_uploads_the_chart_on_slack(
     [posted] = fake_slack.posted
     assert posted["channel"] == ANA_DM
     assert (
-        posted["text"].startswith("Your energy last week: ") and "from 7 entries" in posted["text"]
+        posted["text"].startswith("Your energy, last week: ") and "from 7 entries" in posted["text"]
     )
     methods = [c.method for c in fake_slack.calls if c.method.startswith(("files.", "chat."))]
     assert methods == [

@@ -154,7 +154,10 @@ async def test_agent_answer_cites_journal_entries_end_to_end(app, fake_llm) -> N
     assert cited and cited[0]["kind"] == "journal"
 
 
-async def test_month_and_year_summaries_are_cached_and_refreshed_on_edit(app, fake_llm) -> None:
+async def test_month_and_year_summaries_are_cached_and_refreshed_on_edit(
+    any_db_app, fake_llm
+) -> None:
+    app = any_db_app  # SQLite, then PostgreSQL
     now = datetime.now(UTC)
     today = now.date()
     user = await add_user(app, "ana")

@@ -19,7 +19,8 @@ from bot.messages import InboundMessage
 _TYPED = re.compile(r"^\s*journal\s*:\s*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
 _SPOKEN = re.compile(r"^\s*journal\b[\s,.:;!-]*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
 _SHOW = re.compile(
-    r"^\s*(?:please\s+)?(?:show|chart|plot|graph|draw)(?:\s+me)?\s+(?:a\s+(?:chart|graph)\s+of\s+)?"
+    r"^\s*(?:(?:can|could|would)\s+you\s+)?(?:please\s+)?(?:show|chart|plot|graph|draw)"
+    r"(?:\s+me)?\s+(?:a\s+(?:chart|graph)\s+of\s+)?"
     r"my\s+(?P<metric>stress|happiness|mood|energy)\b(?P<rest>[^?]*)\??\s*$",
     re.IGNORECASE,
 )
@@ -94,7 +95,7 @@ def register_journal_commands(commands: Commands, journal: JournalService, clock
         except ToolError as exc:
             return CommandReply(f"Sorry: {exc}.".replace("; tell the user and ask", ". Try"))
         if not when.strip():
-            label = f"over the last {CHART_DAYS} days"
+            label = f"last {CHART_DAYS} days"
         words, image = await journal.chart(ctx.user_id, metric, first, last, label)
         return CommandReply(words, image=image)
 

@@ -61,7 +61,7 @@ def describe(points: Sequence[Point], metric: Metric, label: str) -> str:
     count = sum(p.count for p in points)
     if count < MIN_ENTRIES:
         return (
-            f"Your {metric} {label}: only {count} journal entries, too little to tell. "
+            f"Your {metric}, {label}: only {count} journal entries, too little to tell. "
             "Write a few more and ask again."
         )
     weighted = sum((p.mean or 0.0) * p.count for p in filled) / count
@@ -74,7 +74,7 @@ def describe(points: Sequence[Point], metric: Metric, label: str) -> str:
     elif (first.mean or 0) - (last.mean or 0) >= 8:
         direction = "down from"
     return (
-        f"Your {metric} {label}: {weighted:.0f} of 100 on average from {count} entries; "
+        f"Your {metric}, {label}: {weighted:.0f} of 100 on average from {count} entries; "
         f"lowest {low.mean:.0f} ({low.label}), highest {high.mean:.0f} ({high.label}); "
         f"latest {last.mean:.0f}, {direction} {first.mean:.0f} at the start."
     )
