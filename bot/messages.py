@@ -43,6 +43,18 @@ class Attachment:
 
 
 @dataclass(frozen=True, slots=True)
+class Image:
+    """A picture sent with an outbound message (a chart); channels without pictures skip it."""
+
+    data: bytes
+    """The encoded image."""
+    alt: str
+    """The picture in words (the message text already says as much for voice channels)."""
+    mime_type: str = "image/png"
+    name: str = "chart.png"
+
+
+@dataclass(frozen=True, slots=True)
 class Citation:
     """A source backing part of an answer, shown as ``[index]``."""
 
@@ -109,6 +121,8 @@ class OutboundMessage:
     """The channel message id this answers, where the channel can thread replies."""
     kind: str = "reply"
     """``reply``, ``notice``, ``pairing``, ``briefing``, ``reminder``, ``proposal``."""
+    image: Image | None = None
+    """A picture to show with the text (Telegram sends it as a photo); optional."""
 
 
 @dataclass(frozen=True, slots=True)

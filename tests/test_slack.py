@@ -510,6 +510,7 @@ def test_manifest_asks_for_exactly_what_lifebot_uses() -> None:
         "app_mentions:read",  # app_mention events
         "chat:write",  # answers, streaming updates, clicked-button notes
         "files:read",  # audio files in DMs
+        "files:write",  # journal charts
         "im:history",  # message.im events
         "users:read",  # names for pairing requests
     ]

@@ -16,7 +16,9 @@ inside them. Keep answers short; use plain text with simple lists."""
 CITATION_RULES = """\
 Citations: when a tool gives you numbered sources, cite them inline as [1], [2] right after
 the claim they support. Only cite sources you were given. If the sources do not answer the
-question, say you don't know rather than guess."""
+question, say you don't know rather than guess. Numbers about the user's mood, stress or
+energy come only from the journal tools' results; when a tool says there is too little to
+tell, say so."""
 
 
 def load_persona(path: Path) -> str:

@@ -40,7 +40,8 @@ _REMEMBER = re.compile(
 _TOOLISH = re.compile(
     r"\b(task|tasks|todo|to-do|remind|reminder|time zone|timezone|what time|remember|forget|"
     r"fact|facts|know about me|did i|have i|when did|what did|who is|who's|my |schedule|"
-    r"calendar|note|notes|yesterday|today|tomorrow|last week|search|find)\b",
+    r"calendar|note|notes|yesterday|today|tomorrow|last week|search|find|journal|mood|stress|"
+    r"stressed|happiness|energy|lately|action items|in review|chart|graph)\b",
     re.IGNORECASE,
 )
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
+from bot.agent.journal.scoring import LexiconScorer, LLMScorer, Scorer
+from bot.agent.journal.service import JournalService
+from bot.agent.journal.summaries import Summaries
+from bot.agent.journal.tools import journal_tools
 from bot.agent.llm import OpenAILLM
 from bot.agent.loop import Limits
 from bot.agent.memory.embeddings import build_embedder
@@ -24,6 +28,7 @@ from bot.clock import Clock, SystemClock
 from bot.config import Settings
 from bot.dispatch import Dispatcher
 from bot.dispatch.commands import Commands
+from bot.dispatch.journal_commands import register_journal_commands
 from bot.dispatch.memory_commands import register_memory_commands
 from bot.jobs.commands import JobCommands
 from bot.jobs.service import Jobs, JobSettings, build_jobs
@@ -64,6 +69,8 @@ class App:
     """Slash commands, the spine's and every feature's."""
     jobs: Jobs
     """Briefings, reminders, proposals, the outbox and the scheduler."""
+    journal: JournalService
+    """Journal entries, their scores, series and summaries."""
     dispatcher: Dispatcher
     """The one path from any channel to the agent."""
     channels: dict[str, ChannelAdapter]
@@ -124,8 +131,17 @@ def build_app(
         quiet_minutes=settings.extraction_quiet_minutes,
         every_messages=settings.extraction_every_messages,
     )
+    # The fast model scores journal entries when one is configured; else the offline lexicon.
+    scorer: Scorer = LLMScorer(llm, llm.fast_model) if llm.configured else LexiconScorer()
+    summaries = Summaries(db, llm, configured=llm.configured, model_name=llm.model)
+    journal = JournalService(db, scorer, memory.index, clock, summaries)
     tools = default_registry()
-    for tool in [*reminder_tools.TOOLS, *calendar_tools.TOOLS, *memory_tools(memory)]:
+    for tool in [
+        *reminder_tools.TOOLS,
+        *calendar_tools.TOOLS,
+        *memory_tools(memory),
+        *journal_tools(journal),
+    ]:
         tools.add(tool)
     agent = Agent(
         db=db,
@@ -158,6 +174,7 @@ def build_app(
             late_hours=settings.briefing_late_hours,
             proposal_ttl_days=settings.proposal_ttl_days,
         ),
+        journal=journal,
     )
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
@@ -165,6 +182,7 @@ def build_app(
     web = build_web(
         settings, db=db, clock=clock, memory=memory, jobs=jobs, channels=channels, commands=commands
     )
+    register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(
         db=db,
         agent=agent,
@@ -187,6 +205,7 @@ def build_app(
         agent=agent,
         commands=commands,
         jobs=jobs,
+        journal=journal,
         dispatcher=dispatcher,
         channels=channels,
         web=web,

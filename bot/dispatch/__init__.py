@@ -26,6 +26,7 @@ from bot.messages import (
     Address,
     Button,
     Citation,
+    Image,
     InboundMessage,
     OutboundMessage,
     Receipt,
@@ -194,8 +195,9 @@ class Dispatcher:
         self, user: User, conv_id: int, msg: InboundMessage, message_id: int
     ) -> DispatchResult:
         text = msg.callback_data if msg.callback_data is not None else msg.text
-        if text.strip().startswith("/"):
-            reply = await self.commands.handle(user, msg, conv_id)
+        line = self.commands.command_line(msg)
+        if line is not None:
+            reply = await self.commands.handle(user, msg, conv_id, line)
             if reply.retry_message_id is not None:
                 return await self._retry(user, conv_id, msg, reply.retry_message_id, message_id)
             async with self.db.session() as s:
@@ -210,6 +212,7 @@ class Dispatcher:
                 reply_to=msg.message_id,
                 in_reply_to=message_id,
                 buttons=reply.buttons,
+                image=reply.image,
             )
             return DispatchResult("command", reply.text, receipt)
         return await self._answer(user, conv_id, msg.address, text, message_id, msg.message_id)
@@ -313,6 +316,7 @@ class Dispatcher:
         citations: list[dict[str, Any]] | None = None,
         stream: ReplyStream | None = None,
         assistant: bool = True,
+        image: Image | None = None,
     ) -> tuple[Receipt | None, int]:
         """Store the reply, send it, then store the channel's receipt; (receipt, row id)."""
         assert user.id is not None
@@ -334,6 +338,7 @@ class Dispatcher:
             buttons=buttons or [],
             citations=[Citation.from_dict(c) for c in citations or []],
             reply_to=reply_to,
+            image=image,
         )
         assert row.id is not None
         user_id, row_id = user.id, row.id

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.clock import Clock
 from bot.dispatch.identity import approve, issue_link_code
-from bot.messages import Address, Button, InboundMessage, OutboundMessage
+from bot.messages import Address, Button, Image, InboundMessage, OutboundMessage
 from storage.db import Database
 from storage.models import User
 from storage.repos.facts import FactRepo
@@ -47,9 +47,13 @@ class CommandReply:
     """Set by /retry: dispatch re-runs the agent on this stored message."""
     notify: list[OutboundMessage] = field(default_factory=list)
     """Messages to send to other people (the welcome after /approve)."""
+    image: Image | None = None
+    """A picture to send with the reply (a journal chart)."""
 
 
 CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]
+Trigger = Callable[[InboundMessage], str | None]
+"""Turns a plain message into a command line ("journal: ..." -> "/journal ..."), or None."""
 
 
 class Commands:
@@ -60,6 +64,7 @@ class Commands:
         self.clock = clock
         self.default_timezone = default_timezone
         self._table: dict[str, tuple[CommandFn, str]] = {}
+        self._triggers: list[Trigger] = []
         for name, fn, help_text in (
             ("start", self._start, "welcome"),
             ("help", self._help, "what I can do"),
@@ -82,6 +87,21 @@ class Commands:
         """Add or replace a command."""
         self._table[name] = (fn, help_text)
 
+    def add_trigger(self, trigger: Trigger) -> None:
+        """Let a feature claim some plain messages as commands (deterministic, no LLM)."""
+        self._triggers.append(trigger)
+
+    def command_line(self, msg: InboundMessage) -> str | None:
+        """The command this message runs: a "/..." text or button, or a trigger's; else None."""
+        text = msg.callback_data if msg.callback_data is not None else msg.text
+        if text.strip().startswith("/"):
+            return text
+        for trigger in self._triggers:
+            line = trigger(msg)
+            if line is not None:
+                return line
+        return None
+
     def menu(self) -> list[tuple[str, str]]:
         """(command, description) pairs for channel menus such as Telegram's setMyCommands."""
         return [(n, h) for n, (_, h) in self._table.items()]
@@ -92,9 +112,13 @@ class Commands:
         head, _, rest = text.strip().partition(" ")
         return head.lstrip("/").split("@", 1)[0].lower(), rest.strip()
 
-    async def handle(self, user: User, msg: InboundMessage, conversation_id: int) -> CommandReply:
-        """Run the command in the message (a pressed button's data, else its text)."""
-        name, args = self.parse(msg.callback_data if msg.callback_data is not None else msg.text)
+    async def handle(
+        self, user: User, msg: InboundMessage, conversation_id: int, line: str | None = None
+    ) -> CommandReply:
+        """Run ``line``, or the command in the message (a pressed button's data, else its text)."""
+        if line is None:
+            line = msg.callback_data if msg.callback_data is not None else msg.text
+        name, args = self.parse(line)
         entry = self._table.get(name)
         if entry is None:
             return CommandReply(f"I don't know /{name}. Send /help to see what I can do.")

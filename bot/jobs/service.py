@@ -8,11 +8,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from bot.adapters.base import ChannelAdapter
+from bot.agent.journal.service import JournalService
 from bot.agent.llm import LLM
 from bot.agent.tools.base import ToolRegistry
 from bot.clock import Clock
 from bot.jobs.briefing import Briefings
 from bot.jobs.delivery import Outbox
+from bot.jobs.journal_review import WeeklyReviews
 from bot.jobs.leader import LeaderLock, leader_lock
 from bot.jobs.proposals import SCAN_JOB, Proposals
 from bot.jobs.reminders import Reminders
@@ -40,11 +42,14 @@ class Jobs:
     reminders: Reminders
     proposals: Proposals
     service: JobService
+    reviews: WeeklyReviews | None = None
+    """The opt-in weekly journal review (None when built without the journal)."""
 
     async def plan_and_send(self, now: datetime) -> str:
         """Run every planner once and send what is due (tests, ``/briefing``-less catch-up)."""
         parts = [
             await self.briefings.plan(now),
+            *([f"reviews {await self.reviews.plan(now)}"] if self.reviews else []),
             f"reminders fired {await self.reminders.fire_due(now)}",
             await self.proposals.expire(now),
         ]
@@ -66,11 +71,14 @@ def build_jobs(
     persona_path: Path,
     settings: JobSettings | None = None,
     lock: LeaderLock | None = None,
+    journal: JournalService | None = None,
 ) -> Jobs:
     """Wire outbox, briefings, reminders, proposals and the scheduler together."""
     cfg = settings or JobSettings()
     late = timedelta(hours=cfg.late_hours)
-    briefings = Briefings(db=db, llm=llm, tools=tools, persona_path=persona_path, late_limit=late)
+    briefings = Briefings(
+        db=db, llm=llm, tools=tools, persona_path=persona_path, late_limit=late, journal=journal
+    )
     outbox = Outbox(
         db=db,
         adapters=adapters,
@@ -101,12 +109,22 @@ def build_jobs(
     async def reconcile(now: datetime) -> str:
         return f"settled {await outbox.reconcile(now)}"
 
+    reviews = WeeklyReviews(db, journal) if journal is not None else None
+
+    async def plan_reviews(now: datetime) -> str:
+        if reviews is None:
+            return "no journal"
+        result = await reviews.plan(now)
+        outbox.kick()
+        return result
+
     specs = [
         JobSpec("briefings.plan", 60, plan_briefings, "queue morning briefings that are due"),
         JobSpec("reminders.fire", 10, fire_reminders, "queue reminders that are due"),
         JobSpec(SCAN_JOB, 60, scan, "propose events found in chats and transcripts"),
         JobSpec("proposals.expire", 900, proposals.expire, "expire unanswered proposals"),
         JobSpec("outbox.reconcile", 60, reconcile, "settle pushes a stopped process left"),
+        JobSpec("journal.review", 300, plan_reviews, "queue opted-in weekly journal reviews"),
     ]
     service = JobService(
         db=db,
@@ -116,4 +134,4 @@ def build_jobs(
         jobs=specs,
         heartbeat=cfg.heartbeat,
     )
-    return Jobs(outbox, briefings, reminders, proposals, service)
+    return Jobs(outbox, briefings, reminders, proposals, service, reviews)

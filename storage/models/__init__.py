@@ -16,6 +16,7 @@ from storage.models.core import (
 )
 from storage.models.device import AudioSegment, Device, DeviceSession
 from storage.models.jobs import CalendarEvent, JobLease, JobState, Proposal, Reminder
+from storage.models.journal import JournalEntry, JournalSettings, JournalSummary
 from storage.models.memory import Episode, MemoryCursor, MemoryItem
 from storage.models.web import ApiToken, IcsToken, WebLoginLink, WebSession
 
@@ -33,6 +34,9 @@ __all__ = [
     "IcsToken",
     "JobLease",
     "JobState",
+    "JournalEntry",
+    "JournalSettings",
+    "JournalSummary",
     "MemoryCursor",
     "MemoryItem",
     "Message",

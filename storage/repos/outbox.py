@@ -19,7 +19,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from storage.models import Delivery
 from storage.repos._upsert import insert_ignore
 
-SCHEDULED_KINDS = ("briefing", "reminder", "proposal", "notice")
+SCHEDULED_KINDS = ("briefing", "reminder", "proposal", "notice", "journal_review")
 _INSERT_CHUNK = 500
 """Rows per INSERT: keeps SQLite under its bound-parameter limit."""
 

@@ -46,6 +46,8 @@ METHOD_SCOPES = {
     "chat.update": "chat:write",
     "users.info": "users:read",
     "files": "files:read",
+    "files.getUploadURLExternal": "files:write",
+    "files.completeUploadExternal": "files:write",
 }
 """The scope Slack requires for each method (``files`` = private file downloads)."""
 HISTORY_SCOPES = {"D": "im:history", "C": "channels:history", "G": "groups:history"}
@@ -114,6 +116,10 @@ class FakeSlack:
     """File id -> (content, mime type), served to the bot token only."""
     file_downloads: list[tuple[str, str | None]] = field(default_factory=list)
     """(file id, Authorization header) for every download attempt."""
+    pending_uploads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Upload v2 files between getUploadURLExternal and completeUploadExternal."""
+    uploads: list[dict[str, Any]] = field(default_factory=list)
+    """Every file shared by completeUploadExternal (with its bytes), in order."""
     revoked: bool = False
     """When set, every bot-token call answers ``token_revoked``."""
     scopes: set[str] | None = None
@@ -147,6 +153,7 @@ class FakeSlack:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/socket", self._socket)
         app.router.add_get("/files/{file_id}/{name}", self._file)
+        app.router.add_post("/upload/{file_id}", self._upload)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -291,6 +298,8 @@ class FakeSlack:
             "chat.update": self._update,
             "users.info": self._users_info,
             "conversations.history": self._history,
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": self._complete_upload,
         }.get(method)
         if handler is None:
             return _error("unknown_method")
@@ -356,6 +365,50 @@ class FakeSlack:
             "bot_id": self.bot_id,
         }
         return _ok(channel=channel, ts=ts, message={"text": msg["text"], "ts": ts})
+
+    def _upload_url(self, args: dict[str, Any]) -> web.Response:
+        """Step 1 of the v2 upload: a one-off URL for the bytes of a named file."""
+        try:
+            length = int(args.get("length") or 0)
+        except ValueError:
+            length = 0
+        if not args.get("filename") or length <= 0:
+            return _error("invalid_arguments")
+        file_id = f"FUP{next(self._ts)}"
+        self.pending_uploads[file_id] = {"filename": args["filename"], "length": length}
+        return _ok(upload_url=f"{self.base_url}/upload/{file_id}", file_id=file_id)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """Step 2: the bytes, POSTed to the URL from step 1 (no token: the URL is the key)."""
+        pending = self.pending_uploads.get(request.match_info["file_id"])
+        if pending is None:
+            return web.Response(status=404)
+        data = await request.read()
+        if len(data) != pending["length"]:
+            return web.Response(status=400, text="length mismatch")
+        pending["data"] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    def _complete_upload(self, args: dict[str, Any]) -> web.Response:
+        """Step 3: share the uploaded files in a channel (or thread)."""
+        files = _json_arg(args.get("files")) or []
+        out = []
+        for f in files:
+            pending = self.pending_uploads.pop(str(f.get("id")), None)
+            if pending is None or "data" not in pending:
+                return _error("file_not_found")
+            self.uploads.append(
+                {
+                    "file_id": f["id"],
+                    "title": f.get("title"),
+                    "channel": args.get("channel_id"),
+                    "thread_ts": args.get("thread_ts"),
+                    "filename": pending["filename"],
+                    "data": pending["data"],
+                }
+            )
+            out.append({"id": f["id"], "title": f.get("title")})
+        return _ok(files=out)
 
     def _history(self, args: dict[str, Any]) -> web.Response:
         """A conversation's top-level messages, newest first, in pages (cursor = offset)."""

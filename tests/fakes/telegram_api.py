@@ -1,7 +1,8 @@
 """A loopback fake of Telegram's Bot API, so the real python-telegram-bot code runs in tests.
 
 It speaks the Bot API over HTTP (``/bot<token>/<method>`` and ``/file/bot<token>/<path>``):
-getMe, getUpdates (long polling, offsets, redelivery), sendMessage, editMessageText,
+getMe, getUpdates (long polling, offsets, redelivery), sendMessage, sendPhoto (a multipart
+upload, kept in ``photos``), editMessageText,
 editMessageReplyMarkup, sendChatAction, answerCallbackQuery, setMyCommands, getFile plus the
 file download, setWebhook / deleteWebhook (updates are then POSTed to the webhook with the
 secret-token header). Errors are scriptable: 429 with ``retry_after``, 403 blocked, 400
@@ -85,6 +86,18 @@ class BotMessage:
         return [b for row in rows for b in row]
 
 
+@dataclass
+class SentPhoto:
+    """A picture the bot uploaded with sendPhoto."""
+
+    chat_id: int
+    message_id: int
+    data: bytes
+    caption: str
+    filename: str
+    content_type: str
+
+
 class ApiError(Exception):
     """Answered as ``{"ok": false, ...}``."""
 
@@ -105,6 +118,7 @@ class FakeTelegram:
         self.faults: list[Fault] = []
         self.blocked: set[int] = set()
         self.sent: dict[int, list[BotMessage]] = {}
+        self.photos: dict[int, list[SentPhoto]] = {}
         self.files: dict[str, tuple[str, bytes]] = {}
         self.chats: dict[int, dict[str, Any]] = {}
         self.commands: list[dict[str, str]] = []
@@ -490,6 +504,45 @@ class FakeTelegram:
         )
         self.sent.setdefault(chat_id, []).append(msg)
         return self._bot_message_dict(msg)
+
+    async def _m_send_photo(self, p: dict[str, Any]) -> dict[str, Any]:
+        chat_id = int(p["chat_id"])
+        upload = p.get("photo")
+        if not isinstance(upload, web.FileField):
+            raise ApiError(400, "Bad Request: this fake only takes uploaded photo files")
+        data = upload.file.read()
+        if not data.startswith((b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")):
+            raise ApiError(400, "Bad Request: IMAGE_PROCESS_FAILED")
+        caption = str(p.get("caption") or "")
+        if len(caption) > 1024:
+            raise ApiError(400, "Bad Request: message caption is too long")
+        photo = SentPhoto(
+            chat_id,
+            self.next_message_id(chat_id),
+            data,
+            caption,
+            upload.filename,
+            upload.content_type,
+        )
+        self.photos.setdefault(chat_id, []).append(photo)
+        out: dict[str, Any] = {
+            "message_id": photo.message_id,
+            "date": int(time.time()),
+            "chat": self.chat(chat_id),
+            "from": self.bot_user(),
+            "photo": [
+                {
+                    "file_id": f"photo-{chat_id}-{photo.message_id}",
+                    "file_unique_id": f"uphoto-{chat_id}-{photo.message_id}",
+                    "width": 1200,
+                    "height": 750,
+                    "file_size": len(data),
+                }
+            ],
+        }
+        if caption:
+            out["caption"] = caption
+        return out
 
     async def _m_edit_message_text(self, p: dict[str, Any]) -> dict[str, Any]:
         msg = self._editable(p)

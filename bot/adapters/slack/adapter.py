@@ -345,6 +345,18 @@ class SlackAdapter:
     async def _send(self, msg: OutboundMessage, key: str | None) -> Receipt:
         self._check_private(msg)
         thread = {"thread_ts": msg.address.thread_id} if msg.address.thread_id else {}
+        if msg.image is not None:
+            # The picture first (files upload v2: URL, bytes, complete), then the words.
+            upload = functools.partial(
+                self._api().files_upload_v2,
+                channel=msg.address.chat_id,
+                file=msg.image.data,
+                filename=msg.image.name,
+                title=msg.image.alt,
+                alt_txt=msg.image.alt,
+                thread_ts=msg.address.thread_id,
+            )
+            await self.calls.call("files.uploadV2", upload)
         first: Receipt | None = None
         parts = render(msg)
         for i, part in enumerate(parts):

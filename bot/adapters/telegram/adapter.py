@@ -212,6 +212,9 @@ class TelegramAdapter:
         chat_id = _chat_id(msg)
         if self._typing is not None:
             self._typing.stop(chat_id)
+        if msg.image is not None:
+            # The picture first, then the words (which describe it too), as one reply.
+            await self.sender.photo(chat_id, msg.image)
         return await self.sender.deliver(msg, quote=chat_id < 0)
 
     def open_stream(self, address: Address, reply_to: str | None) -> TelegramStream:

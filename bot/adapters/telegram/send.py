@@ -47,13 +47,15 @@ from bot.adapters.telegram.format import (
     utf16_len,
 )
 from bot.errors import ChannelError, RateLimited, TransientChannelError, Unreachable
-from bot.messages import Button, OutboundMessage, Receipt
+from bot.messages import Button, Image, OutboundMessage, Receipt
 from bot.retry import retry_transient
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+MAX_CAPTION = 1024
+"""Telegram's limit on a photo caption."""
 _LONG_DATA_PREFIX = "lb:"
 _PERMANENT_BAD_REQUESTS = ("chat not found", "user not found", "bot was kicked", "have no rights")
 
@@ -194,6 +196,17 @@ class TelegramSender:
             first = first if first is not None else mid
         assert first is not None
         return Receipt("telegram", str(first), str(chat_id))
+
+    async def photo(self, chat_id: int, image: Image) -> int:
+        """Send a picture (sendPhoto, uploaded as a file); its caption is its short alt text."""
+        caption = image.alt if len(image.alt) <= MAX_CAPTION else image.alt[: MAX_CAPTION - 1] + "…"
+
+        async def attempt() -> Message:
+            return await self.bot.send_photo(
+                chat_id, photo=image.data, caption=caption, filename=image.name
+            )
+
+        return (await self.call("sendPhoto", attempt)).id
 
     async def send(
         self,

@@ -16,7 +16,7 @@ import numpy as np
 from bot.agent.memory.embeddings import Embedder
 from bot.errors import EmbeddingError
 from storage.db import Database
-from storage.models import Episode, Fact, MemoryItem, Message
+from storage.models import Episode, Fact, JournalEntry, MemoryItem, Message
 from storage.repos.memory_index import MemoryIndexRepo
 from storage.search import FullTextIndex, VectorIndex, full_text_for, vector_index_for
 
@@ -164,6 +164,40 @@ class MemoryIndex:
                 "hidden": False,
             }
         )
+
+    async def put_journal(self, entries: list[JournalEntry]) -> None:
+        """Index (or re-index after an edit) journal entries, so answers can cite them."""
+        if not entries:
+            return
+        async with self.db.session() as s:
+            for e in entries:
+                assert e.id is not None
+                await MemoryIndexRepo(s).upsert(
+                    {
+                        "user_id": e.user_id,
+                        "kind": "journal",
+                        "source_id": e.id,
+                        "ts": e.written_at,
+                        "speaker": "me",
+                        "ref": f"journal:{e.id}",
+                        "text": e.text,
+                        "hidden": False,
+                    }
+                )
+        vectors = await self.vectors()
+        for uid in {e.user_id for e in entries}:
+            vectors.forget(uid)
+
+    async def shadow_messages(self, user_id: int, msgs: list[Message]) -> None:
+        """Index these messages as hidden (search shows their text once, as another item).
+
+        A journal entry written with "journal: ..." is found as the entry, not twice.
+        """
+        if not msgs:
+            return
+        async with self.db.session() as s:
+            await MemoryIndexRepo(s).add([{**message_row(m), "hidden": True} for m in msgs])
+        await self.hide_messages(user_id, [m.id for m in msgs if m.id is not None])
 
     async def put_fact(self, fact: Fact) -> None:
         """Index a fact."""

@@ -106,7 +106,7 @@ class Retriever:
         end: datetime | None = None,
         people: list[str] | None = None,
         limit: int = 8,
-        kinds: tuple[str, ...] = ("message", "episode", "fact"),
+        kinds: tuple[str, ...] = ("message", "episode", "fact", "journal"),
         exclude_message_ids: Sequence[int] = (),
     ) -> SearchOutcome:
         """Search; see the module doc for the steps."""
@@ -172,7 +172,11 @@ class Retriever:
         assert flt.end is not None
         async with self.index.db.session() as s:
             items = await MemoryIndexRepo(s).in_window(
-                flt.user_id, flt.start, flt.end, ("message",), 4 * self.tuning.window_listing
+                flt.user_id,
+                flt.start,
+                flt.end,
+                ("message", "journal"),
+                4 * self.tuning.window_listing,
             )
         items = [i for i in items if i.id not in flt.exclude_ids]
         if about_me:

@@ -224,9 +224,11 @@ def users() -> None:
 
 
 def _add_memory_commands() -> None:
+    from bot.app.cli.journal import journal_app
     from bot.app.cli.memory import import_command, memory_app
 
     app.add_typer(memory_app, name="memory")
+    app.add_typer(journal_app, name="journal")
     app.command("import")(import_command)
 
 

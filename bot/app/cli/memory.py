@@ -147,10 +147,25 @@ def reindex(
 
 
 def import_command(
-    file: Annotated[Path, typer.Argument(help="JSON Lines file or Telegram result.json")],
+    file: Annotated[
+        Path, typer.Argument(help="JSON Lines file or Telegram result.json; or the word journal")
+    ],
     user: UserOpt,
+    folder: Annotated[
+        Path | None, typer.Argument(help="With `journal`: the folder of dated journal files")
+    ] = None,
 ) -> None:
-    """Import chat history (JSON Lines or a Telegram Desktop export) into a user's memory."""
+    """Import chat history (JSON Lines, Telegram export), or `journal DIR` of dated files."""
+    if folder is not None:
+        if str(file) != "journal":
+            typer.echo(
+                "usage: lifebot import FILE --user U, or lifebot import journal DIR", err=True
+            )
+            raise typer.Exit(2)
+        from bot.app.cli.journal import import_journal
+
+        import_journal(folder, user)
+        return
 
     async def go(app: App) -> None:
         from bot.app.importer import import_file, read_records

@@ -1,0 +1,173 @@
+"""The chat side of the journal: /journal, "journal: ..." messages and voice notes.
+
+A typed message starting with "journal:" and a voice note whose transcript starts with the
+word "journal" are journal entries, exactly like ``/journal TEXT``; nothing reaches the LLM.
+"""
+
+from __future__ import annotations
+
+import re
+
+from bot.agent.journal.analytics import Metric
+from bot.agent.journal.service import JournalService
+from bot.agent.journal.tools import period_days
+from bot.clock import Clock, zone
+from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.errors import ToolError
+from bot.messages import InboundMessage
+
+_TYPED = re.compile(r"^\s*journal\s*:\s*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
+_SPOKEN = re.compile(r"^\s*journal\b[\s,.:;!-]*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
+_SHOW = re.compile(
+    r"^\s*(?:(?:can|could|would)\s+you\s+)?(?:please\s+)?(?:show|chart|plot|graph|draw)"
+    r"(?:\s+me)?\s+(?:a\s+(?:chart|graph)\s+of\s+)?"
+    r"my\s+(?P<metric>stress|happiness|mood|energy)\b(?P<rest>[^?]*)\??\s*$",
+    re.IGNORECASE,
+)
+METRIC_WORDS: dict[str, Metric] = {
+    "stress": "stress",
+    "happiness": "happiness",
+    "mood": "happiness",
+    "energy": "energy",
+}
+CHART_DAYS = 30
+_TIME = re.compile(r"^(\d{1,2})(?:[:.h]?(\d{2}))?$")
+DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+SHORT_DAYS = [d[:3] for d in DAYS]
+USAGE = (
+    "Write a journal entry with /journal how your day went (or start a message with "
+    '"journal:", or a voice note with the word "journal"). Fix one with /journal edit ID text.'
+)
+
+
+def _hhmm(word: str) -> str | None:
+    """A time like 19:00, 19.30, 1930 or 19 as HH:MM; None when the word is not a time."""
+    m = _TIME.match(word)
+    if m is None:
+        return None
+    hour, minute = int(m.group(1)), int(m.group(2) or 0)
+    return f"{hour:02d}:{minute:02d}" if hour < 24 and minute < 60 else None
+
+
+def journal_trigger(msg: InboundMessage) -> str | None:
+    """A typed "journal: ..." or a voice note starting with "journal", as a /journal line."""
+    if msg.callback_data is not None:
+        return None
+    spoken = any(a.kind in ("voice", "audio") for a in msg.attachments)
+    m = (_SPOKEN if spoken else _TYPED).match(msg.text)
+    if m is None:
+        return None
+    return f"/journal {m.group('rest').strip()}"
+
+
+def chart_trigger(msg: InboundMessage) -> str | None:
+    """A request like "show my stress this month" (typed or said) as a /chart line."""
+    if msg.callback_data is not None:
+        return None
+    m = _SHOW.match(msg.text)
+    if m is None:
+        return None
+    return f"/chart {m.group('metric').lower()} {m.group('rest').strip()}".strip()
+
+
+def _scores_line(happiness: float | None, stress: float | None, energy: float | None) -> str:
+    def fmt(v: float | None) -> str:
+        return "?" if v is None else f"{v:.0f}"
+
+    return f"happiness {fmt(happiness)}, stress {fmt(stress)}, energy {fmt(energy)} (of 100)"
+
+
+def register_journal_commands(commands: Commands, journal: JournalService, clock: Clock) -> None:
+    """Add /journal, /chart and their plain-words triggers to the command table."""
+
+    async def chart_cmd(ctx: CommandContext) -> CommandReply:
+        word, _, when = ctx.args.strip().partition(" ")
+        metric = METRIC_WORDS.get(word.lower())
+        if metric is None:
+            return CommandReply(
+                "Usage: /chart stress|happiness|energy [period], e.g. /chart stress this month"
+            )
+        tz = zone(ctx.user.timezone)
+        try:
+            first, last, label = period_days(
+                clock.now(), tz, None, None, when.strip() or None, CHART_DAYS
+            )
+        except ToolError as exc:
+            return CommandReply(f"Sorry: {exc}.".replace("; tell the user and ask", ". Try"))
+        if not when.strip():
+            label = f"last {CHART_DAYS} days"
+        words, image = await journal.chart(ctx.user_id, metric, first, last, label)
+        return CommandReply(words, image=image)
+
+    async def journal_cmd(ctx: CommandContext) -> CommandReply:
+        args = ctx.args.strip()
+        if not args:
+            return CommandReply(USAGE)
+        head, _, rest = args.partition(" ")
+        if head.lower() == "edit":
+            return await _edit(ctx, rest)
+        if head.lower() == "review" and len(rest.split()) <= 3:
+            return await _review(ctx, rest)
+        spoken = any(a.kind in ("voice", "audio") for a in ctx.msg.attachments)
+        entry, status = await journal.write(
+            ctx.user_id,
+            args,
+            timezone=ctx.user.timezone,
+            ref=f"msg:{ctx.msg.dedupe_key}",
+            source="voice" if spoken else "chat",
+            written_at=ctx.msg.received_at,
+            dedupe_key=ctx.msg.dedupe_key,
+        )
+        verb = "Saved" if status == "added" else "Already saved"
+        return CommandReply(
+            f"{verb} to your journal for {entry.day:%a %d %b} (#{entry.id}): "
+            f"{_scores_line(entry.happiness, entry.stress, entry.energy)}."
+        )
+
+    async def _review(ctx: CommandContext, rest: str) -> CommandReply:
+        words = rest.lower().split()
+        if not words:
+            row = await journal.review_settings(ctx.user_id)
+            state = "on" if row.weekly_review else "off"
+            return CommandReply(
+                f"Your weekly journal review is {state} ({DAYS[row.review_weekday].capitalize()} "
+                f"{row.review_time}). /journal review on [day] [HH:MM] or /journal review off."
+            )
+        if words[0] == "off":
+            await journal.set_review(ctx.user_id, on=False)
+            return CommandReply("Weekly journal review turned off.")
+        if words[0] != "on":
+            return CommandReply("Usage: /journal review on [day] [HH:MM], or /journal review off")
+        weekday: int | None = None
+        at: str | None = None
+        for w in words[1:]:
+            if w[:3] in SHORT_DAYS and w.isalpha():
+                weekday = SHORT_DAYS.index(w[:3])
+                continue
+            at = _hhmm(w)
+            if at is None:
+                return CommandReply(f"{w!r} is neither a weekday nor a time like 19:00.")
+        row = await journal.set_review(ctx.user_id, on=True, weekday=weekday, at=at)
+        return CommandReply(
+            f"Weekly journal review on: {DAYS[row.review_weekday].capitalize()}s at "
+            f"{row.review_time} your time (held back during your quiet hours; skipped in weeks "
+            "with fewer than three entries)."
+        )
+
+    async def _edit(ctx: CommandContext, rest: str) -> CommandReply:
+        num, _, text = rest.strip().partition(" ")
+        num = num.lstrip("#")
+        if not num.isdigit() or not text.strip():
+            return CommandReply("Usage: /journal edit ID new text")
+        entry = await journal.edit(ctx.user_id, int(num), text)
+        if entry is None:
+            return CommandReply(f"You have no journal entry #{num}.")
+        return CommandReply(
+            f"Updated entry #{entry.id} ({entry.day:%a %d %b}) and scored it again: "
+            f"{_scores_line(entry.happiness, entry.stress, entry.energy)}."
+        )
+
+    commands.register("journal", journal_cmd, "write in your journal (/journal how today went)")
+    commands.register("chart", chart_cmd, "chart a journal metric (/chart stress this month)")
+    commands.add_trigger(journal_trigger)
+    commands.add_trigger(chart_trigger)
