@@ -1,82 +1,39 @@
-"""The ``lifebot`` command line: serve, chat, doctor, pairing, users."""
+"""The ``lifebot`` command line: serve, chat, doctor, pairing, users.
+
+Nothing heavy is imported here: each command imports what it uses when it runs, so
+``lifebot --help`` answers at once (tests/test_cli_startup.py guards this).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import signal
-import sys
-from collections.abc import Awaitable, Callable
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.build import App, build_app, start_app, start_channels
 from bot.app.cli.device import register_device_cli
 from bot.app.cli.jobs import register_jobs_cli
-from bot.config import Settings, load_settings
-from bot.errors import BotError, ConfigError
+from bot.app.cli.memory import register_memory_cli
+from bot.app.cli.runtime import find_user, group, run_with_app, settings_or_exit, wait_for
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from bot.app.build import App
 
-app = typer.Typer(
-    help="lifebot: a personal assistant that remembers your life.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-pairing_app = typer.Typer(help="Approve strangers who asked to use lifebot.", no_args_is_help=True)
+__all__ = ["app", "find_user", "main", "run_with_app", "settings_or_exit"]
+
+app = group("lifebot: a personal assistant that remembers your life.")
+pairing_app = group("Approve strangers who asked to use lifebot.")
 app.add_typer(pairing_app, name="pairing")
 register_jobs_cli(app)  # lifebot jobs | briefing preview | calendar export
 register_device_cli(app)  # lifebot device add|revoke|status, lifebot device-sim
+register_memory_cli(app)  # lifebot memory search|facts|forget|reindex, lifebot import
 
 NO_LLM_HINT = (
     "No language model is configured, so I can only run commands (/help). Set OPENAI_API_KEY "
     "for OpenAI, or OPENAI_BASE_URL=http://localhost:11434/v1 for Ollama (any OpenAI-compatible "
     "server works), then start lifebot again."
 )
-
-
-def settings_or_exit() -> Settings:
-    """Load settings, or print every problem and exit 2."""
-    try:
-        return load_settings()
-    except ConfigError as exc:
-        typer.echo("lifebot cannot start; fix these settings (environment or .env):", err=True)
-        for problem in exc.problems:
-            typer.echo(f"  - {problem}", err=True)
-        raise typer.Exit(2) from exc
-
-
-def setup_logging(settings: Settings, *, quiet_console: bool = False) -> None:
-    """Log to stderr; keep chat output clean when the console channel is in use."""
-    level = logging.WARNING if quiet_console else getattr(logging, settings.log_level.upper(), 20)
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("httpx", "httpcore", "openai", "aiosqlite", "apscheduler"):
-        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
-
-
-def run_with_app(fn: Callable[[App], Awaitable[T]]) -> T:
-    """Build the app, migrate, run ``fn`` and close everything; BotErrors become exit 1."""
-    settings = settings_or_exit()
-
-    async def main() -> T:
-        application = build_app(settings)
-        try:
-            await start_app(application)
-            return await fn(application)
-        finally:
-            await application.close()
-
-    try:
-        return asyncio.run(main())
-    except BotError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
 
 
 async def run_console(application: App) -> None:
@@ -93,29 +50,13 @@ async def run_console(application: App) -> None:
     if not application.settings.llm_configured:
         console.write(f"note: {NO_LLM_HINT}\n")
     await console.start(application.dispatcher.handle)
-    await _wait_for(console.finished.wait())
-
-
-async def _wait_for(awaitable: Awaitable[object]) -> None:
-    """Wait for ``awaitable`` or SIGINT/SIGTERM, whichever comes first."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        # Not available off the main thread or on some platforms; Ctrl-C still works there.
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    waiter = asyncio.ensure_future(awaitable)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (waiter, stopper):
-            task.cancel()
-        await asyncio.gather(waiter, stopper, return_exceptions=True)
+    await wait_for(console.finished.wait())
 
 
 async def run_serve(application: App) -> None:
     """Start every configured channel (the console when none is) and run until stopped."""
+    from bot.app.build import start_channels
+
     log = logging.getLogger("lifebot.serve")
     if not application.settings.llm_configured:
         log.warning(NO_LLM_HINT)
@@ -124,28 +65,35 @@ async def run_serve(application: App) -> None:
         await run_console(application)
         return
     log.info("lifebot is running: %s", ", ".join(started))
-    await _wait_for(asyncio.Event().wait())
+    await wait_for(asyncio.Event().wait())
 
 
 @app.command()
 def serve() -> None:
     """Run lifebot: every configured channel, or the console when none is configured."""
+    from bot.app.logs import setup_logging
+
     settings = settings_or_exit()
     setup_logging(settings, quiet_console=not (settings.telegram_enabled or settings.slack_enabled))
-    run_with_app(run_serve)
+    run_with_app(run_serve, settings)
 
 
 @app.command()
 def chat() -> None:
     """Chat with lifebot in this terminal, as its owner."""
-    setup_logging(settings_or_exit(), quiet_console=True)
-    run_with_app(run_console)
+    from bot.app.logs import setup_logging
+
+    settings = settings_or_exit()
+    setup_logging(settings, quiet_console=True)
+    run_with_app(run_console, settings)
 
 
 @app.command()
 def doctor() -> None:
     """Check configuration, database, LLM, model files and tokens; say how to fix problems."""
     from bot.app.doctor import run_doctor
+    from bot.config import load_settings
+    from bot.errors import ConfigError
 
     try:
         settings = load_settings()
@@ -199,16 +147,30 @@ def pairing_approve(
     run_with_app(go)
 
 
-@app.command()
-def users() -> None:
+users_app = typer.Typer(
+    help="List, add and delete users.",
+    add_completion=False,
+    rich_markup_mode=None,
+    invoke_without_command=True,
+)
+app.add_typer(users_app, name="users")
+
+
+@users_app.callback()
+def users(ctx: typer.Context) -> None:
     """List users, their linked channels and their schedule settings."""
+    if ctx.invoked_subcommand is not None:
+        return
     from bot.jobs.commands import settings_text
     from storage.repos.users import UserRepo
 
     async def go(application: App) -> None:
         async with application.db.session() as s:
             repo = UserRepo(s)
-            for user in await repo.all():
+            everyone = await repo.all()
+            if not everyone:
+                typer.echo("No users yet: `lifebot users add NAME` adds one.")
+            for user in everyone:
                 idents = await repo.identities(user.id or 0)
                 chans = ", ".join(
                     f"{i.channel}:{i.sender_id}{' (unreachable)' if i.unreachable_at else ''}"
@@ -221,14 +183,40 @@ def users() -> None:
     run_with_app(go)
 
 
-def _add_memory_commands() -> None:
-    from bot.app.cli.memory import import_command, memory_app
+@users_app.command("add")
+def users_add(
+    name: Annotated[str, typer.Argument(help="A name to call them by, e.g. alice")],
+    timezone: Annotated[
+        str | None, typer.Option("--timezone", help="IANA zone; default LIFEBOT_TIMEZONE")
+    ] = None,
+) -> None:
+    """Add a user (the first one becomes the owner, who also chats in the console)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    app.add_typer(memory_app, name="memory")
-    app.command("import")(import_command)
+    from storage.repos.users import UserRepo
 
+    if name.isdigit() or not name.strip():
+        typer.echo("A user's name needs a letter (ids are numbers).", err=True)
+        raise typer.Exit(2)
 
-_add_memory_commands()
+    async def go(application: App) -> None:
+        zone = timezone or application.settings.default_timezone
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            typer.echo(f"{zone!r} is not a time zone (try Europe/Berlin).", err=True)
+            raise typer.Exit(2) from exc
+        async with application.db.session() as s:
+            repo = UserRepo(s)
+            everyone = await repo.all()
+            if any(u.display_name.lower() == name.lower() for u in everyone):
+                typer.echo(f"There is already a user called {name!r}.", err=True)
+                raise typer.Exit(1)
+            user = await repo.create(name.strip(), is_owner=not everyone, timezone=zone)
+        role = " (owner: the console chats as them)" if user.is_owner else ""
+        typer.echo(f"Added {user.display_name}, user {user.id}{role}.")
+
+    run_with_app(go)
 
 
 def main() -> None:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import col, select
 
-from bot.app.build import App
+from bot.app.cli.runtime import group
 
-briefing_app = typer.Typer(help="Morning briefings.", no_args_is_help=True)
-calendar_app = typer.Typer(help="lifebot's calendar.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from bot.app.build import App
+
+briefing_app = group("Morning briefings.")
+calendar_app = group("lifebot's calendar.")
 
 UserOption = Annotated[str, typer.Option("--user", "-u", help="User id or display name")]
 
@@ -28,7 +28,7 @@ def register_jobs_cli(app: typer.Typer) -> None:
 
 
 def _run(fn: object) -> None:
-    from bot.app.cli import run_with_app
+    from bot.app.cli.runtime import run_with_app
 
     run_with_app(fn)  # type: ignore[arg-type]  # each caller passes an App -> Awaitable
 
@@ -42,6 +42,8 @@ def _when(ts: datetime | float | None) -> str:
 
 
 async def _leader(application: App) -> str:
+    from sqlalchemy import text
+
     from storage.models import JobLease
 
     db = application.db
@@ -69,6 +71,10 @@ async def _leader(application: App) -> str:
 
 def jobs() -> None:
     """List scheduled jobs, their next run times and last results, and the outbox."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import SQLAlchemyError
+    from sqlmodel import col, select
+
     from storage.models import Delivery, JobState
     from storage.repos.outbox import OutboxRepo
 

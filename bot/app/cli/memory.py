@@ -4,38 +4,33 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from zoneinfo import ZoneInfo
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from bot.app.build import App
-from bot.app.cli import run_with_app
-from storage.models import User
-from storage.repos.users import UserRepo
+from bot.app.cli.runtime import find_user as _user
+from bot.app.cli.runtime import group, run_with_app
 
-memory_app = typer.Typer(help="Search and manage what lifebot remembers.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from bot.app.build import App
+
+memory_app = group("Search and manage what lifebot remembers.")
 
 UserOpt = Annotated[str, typer.Option("--user", "-u", help="User id or display name")]
 
 
-async def _user(app: App, who: str) -> User:
-    async with app.db.session() as s:
-        repo = UserRepo(s)
-        if who.isdigit():
-            user = await repo.get(int(who))
-            if user is not None:
-                return user
-        matches = [u for u in await repo.all() if u.display_name.lower() == who.lower()]
-    if len(matches) != 1:
-        why = "no user" if not matches else "several users"
-        typer.echo(f"{why} matches {who!r}; `lifebot users` lists them (use the id).", err=True)
-        raise typer.Exit(2)
-    return matches[0]
+def register_memory_cli(app: typer.Typer) -> None:
+    """Add ``memory ...`` and ``import`` to the lifebot CLI."""
+    app.add_typer(memory_app, name="memory")
+    app.command("import")(import_command)
 
 
 def _progress(label: str) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     return Progress(
         TextColumn(label),
         BarColumn(),
