@@ -89,8 +89,10 @@ class Database:
                 await conn.commit()
                 if self.is_sqlite:
                     await conn.exec_driver_sql("PRAGMA foreign_keys=ON")
-        except SQLAlchemyError as exc:
-            raise StorageError(f"could not migrate the database at {self.safe_url}: {exc}") from exc
+        except (SQLAlchemyError, OSError) as exc:
+            raise StorageError(
+                f"could not open or migrate the database at {self.safe_url}: {_first_line(exc)}"
+            ) from exc
 
     async def current_revision(self) -> str | None:
         """The schema's revision (None for an empty database); raises StorageError."""
@@ -101,7 +103,9 @@ class Database:
                     return None
                 row = (await conn.execute(text("SELECT version_num FROM alembic_version"))).first()
         except (SQLAlchemyError, OSError) as exc:
-            raise StorageError(f"cannot reach the database at {self.safe_url}: {exc}") from exc
+            raise StorageError(
+                f"cannot reach the database at {self.safe_url}: {_first_line(exc)}"
+            ) from exc
         return str(row[0]) if row else None
 
     async def pending_migrations(self) -> list[str]:
@@ -123,7 +127,9 @@ class Database:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except (SQLAlchemyError, OSError) as exc:
-            raise StorageError(f"cannot reach the database at {self.safe_url}: {exc}") from exc
+            raise StorageError(
+                f"cannot reach the database at {self.safe_url}: {_first_line(exc)}"
+            ) from exc
 
     @property
     def safe_url(self) -> str:
@@ -136,9 +142,14 @@ class Database:
 
 
 _REVISION = re.compile(r'^revision\s*(?::\s*str\s*)?=\s*["\']([^"\']+)["\']', re.MULTILINE)
-_DOWN = re.compile(
-    r'^down_revision\s*(?::[^=]+)?=\s*(?:["\']([^"\']+)["\']|None)', re.MULTILINE
-)
+_DOWN = re.compile(r'^down_revision\s*(?::[^=]+)?=\s*(?:["\']([^"\']+)["\']|None)', re.MULTILINE)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's own words without SQLAlchemy's statement and help-link lines."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()
+    return text[0] if text else type(orig).__name__
 
 
 def migration_chain() -> list[str]:

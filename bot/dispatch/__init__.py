@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from bot import logctx
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
 from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
 from bot.agent.turn import Agent, TurnOutcome
@@ -122,7 +123,8 @@ class Dispatcher:
     async def handle(self, msg: InboundMessage) -> DispatchResult:
         """Handle one inbound message; never raises except on cancellation."""
         try:
-            return await self._handle(msg)
+            with logctx.bind(channel=msg.address.channel, chat=msg.address.chat_id):
+                return await self._handle(msg)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -179,6 +181,7 @@ class Dispatcher:
                     # Only a DM becomes the place pushes go: never a group or public channel.
                     await UserRepo(s).touch_identity(res.identity, msg.address.chat_id)
                 conv_id = conv.id
+                logctx.add(user=res.user.id, conversation=conv.id, turn=message_id)
         user = res.user
         if user is None:
             reply = res.reply or ""

@@ -157,6 +157,27 @@ class OutboxRepo:
         """Close a row as failed, skipped or uncertain, with the reason in plain words."""
         return await self._update(delivery_id, (from_,), status=status, last_error=reason)
 
+    async def requeue(self, delivery_id: int, now: datetime, *, states: tuple[str, ...]) -> bool:
+        """A closed row (failed, skipped...) → pending now, with a fresh attempt count.
+
+        The send goes out on the channel again with the same key (``lifebot jobs retry``).
+        """
+        payload_row = await self.get(delivery_id)
+        if payload_row is None:
+            return False
+        payload = dict(payload_row.payload or {})
+        payload["scheduled_for"] = now.isoformat()  # asked for now: not "late" any more
+        return await self._update(
+            delivery_id,
+            states,
+            status="pending",
+            due_at=now,
+            attempts=0,
+            claimed_at=None,
+            last_error=None,
+            payload=payload,
+        )
+
     async def defer(self, delivery_id: int, until: datetime, payload: dict[str, Any]) -> None:
         """Hold a pending row until ``until`` (quiet hours)."""
         await self._update(delivery_id, ("pending",), due_at=until, payload=payload)

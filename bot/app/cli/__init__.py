@@ -7,7 +7,10 @@ Nothing heavy is imported here: each command imports what it uses when it runs, 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -19,6 +22,7 @@ from bot.app.cli.runtime import find_user, group, run_with_app, settings_or_exit
 
 if TYPE_CHECKING:
     from bot.app.build import App
+    from bot.config import Settings
 
 __all__ = ["app", "find_user", "main", "run_with_app", "settings_or_exit"]
 
@@ -36,8 +40,12 @@ NO_LLM_HINT = (
 )
 
 
-async def run_console(application: App) -> None:
-    """Chat with the owner in this terminal until EOF, /quit or Ctrl-C."""
+async def run_console(application: App, *, with_jobs: bool = False) -> None:
+    """Chat with the owner in this terminal until EOF, /quit or Ctrl-C.
+
+    ``with_jobs`` starts memory's background pass and the scheduled jobs too, with the
+    console as a channel, so reminders, briefings and proposals arrive while you chat.
+    """
     from bot.adapters.console import ConsoleAdapter
     from bot.dispatch.identity import ensure_console_owner
 
@@ -45,6 +53,10 @@ async def run_console(application: App) -> None:
         await ensure_console_owner(s, application.settings.default_timezone)
     console = ConsoleAdapter(application.clock)
     application.add_channel(console)
+    if with_jobs:
+        application.memory.start()
+        if application.settings.jobs_enabled:
+            await application.jobs.service.start()
     if console.interactive:
         console.write("lifebot console. Type a message, /help for commands, /quit to leave.\n")
     if not application.settings.llm_configured:
@@ -53,19 +65,53 @@ async def run_console(application: App) -> None:
     await wait_for(console.finished.wait())
 
 
+def where(settings: Settings, channel: str) -> str:
+    """Where a started channel listens or what it connects to, in a few words."""
+    if channel == "telegram":
+        hook = settings.telegram_webhook_url
+        return f"telegram (webhook {hook})" if hook else "telegram (long polling)"
+    if channel == "slack":
+        if settings.slack_mode == "http":
+            host, port = settings.slack_http_host, settings.slack_http_port
+            return f"slack (HTTP on http://{host}:{port}{settings.slack_http_path})"
+        return "slack (Socket Mode)"
+    if channel == "device":
+        return f"pendant (ws://{settings.device_host}:{settings.device_port}/v1/device)"
+    return channel
+
+
 async def run_serve(application: App) -> None:
     """Start every configured channel (the console when none is) and run until stopped."""
     from bot.app.build import start_channels
 
+    settings = application.settings
     log = logging.getLogger("lifebot.serve")
-    if not application.settings.llm_configured:
+    if not settings.llm_configured:
         log.warning(NO_LLM_HINT)
     started = await start_channels(application)
+    jobs = "on" if settings.jobs_enabled else "off (LIFEBOT_JOBS_ENABLED=false)"
     if not started:
+        typer.echo(
+            f"lifebot: no channel is configured, so you chat here. Database "
+            f"{application.db.safe_url}; scheduled jobs {jobs}; logs in "
+            f"{settings.log_file or _console_log_file(settings)}.",
+            err=True,
+        )
         await run_console(application)
         return
+    # Said whatever the log level: the operator must see what runs and where.
+    typer.echo(
+        f"lifebot is running: {', '.join(where(settings, c) for c in started)}. "
+        f"Database {application.db.safe_url}; scheduled jobs {jobs}. Ctrl-C stops it "
+        "(`lifebot chat` talks to it from a terminal).",
+        err=True,
+    )
     log.info("lifebot is running: %s", ", ".join(started))
     await wait_for(asyncio.Event().wait())
+
+
+def _console_log_file(settings: Settings) -> Path:
+    return settings.data_dir / "lifebot.log"
 
 
 @app.command()
@@ -74,34 +120,56 @@ def serve() -> None:
     from bot.app.logs import setup_logging
 
     settings = settings_or_exit()
-    setup_logging(settings, quiet_console=not (settings.telegram_enabled or settings.slack_enabled))
+    console_only = not (
+        settings.telegram_enabled or settings.slack_enabled or settings.device_enabled
+    )
+    # The console owns the terminal when no channel is set: logs go to a file then (a device
+    # added later may still start; its lines then go to the file too).
+    setup_logging(settings, to_file=_console_log_file(settings) if console_only else None)
     run_with_app(run_serve, settings)
 
 
 @app.command()
 def chat() -> None:
-    """Chat with lifebot in this terminal, as its owner."""
+    """Chat with lifebot in this terminal, as its owner (reminders arrive here too)."""
     from bot.app.logs import setup_logging
 
     settings = settings_or_exit()
-    setup_logging(settings, quiet_console=True)
-    run_with_app(run_console, settings)
+    logfile = setup_logging(settings, to_file=_console_log_file(settings))
+    if logfile is not None and sys.stdin.isatty():
+        typer.echo(f"(logs go to {logfile})", err=True)
+    run_with_app(lambda application: run_console(application, with_jobs=True), settings)
 
 
 @app.command()
-def doctor() -> None:
-    """Check configuration, database, LLM, model files and tokens; say how to fix problems."""
-    from bot.app.doctor import run_doctor
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+) -> None:
+    """Check configuration, database, models and tokens; say how to fix problems.
+
+    It changes nothing: pending database migrations are counted, not applied.
+    """
+    from bot.app.doctor import as_json as report_json
+    from bot.app.doctor import collect, healthy, run_doctor
     from bot.config import load_settings
     from bot.errors import ConfigError
 
     try:
         settings = load_settings()
     except ConfigError as exc:
-        typer.echo("configuration: PROBLEMS")
-        for problem in exc.problems:
-            typer.echo(f"  - {problem}")
+        if as_json:
+            problems = [{"name": "configuration", "status": "PROBLEM", "detail": p, "fix": ""}
+                        for p in exc.problems]  # fmt: skip
+            typer.echo(json.dumps({"ok": False, "checks": problems}, indent=2))
+        else:
+            typer.echo("configuration: PROBLEMS")
+            for problem in exc.problems:
+                typer.echo(f"  - {problem}")
         raise typer.Exit(1) from exc
+    if as_json:
+        checks = asyncio.run(collect(settings))
+        typer.echo(report_json(checks))
+        raise typer.Exit(0 if healthy(checks) else 1)
     ok = asyncio.run(run_doctor(settings, typer.echo))
     raise typer.Exit(0 if ok else 1)
 

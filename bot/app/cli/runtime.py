@@ -50,7 +50,7 @@ def settings_or_exit() -> Settings:
 def run_with_app(fn: Callable[[App], Awaitable[T]], settings: Settings | None = None) -> T:
     """Build the app, migrate, run ``fn`` and close everything; BotErrors become exit 1."""
     from bot.app.build import build_app, start_app
-    from bot.errors import BotError
+    from bot.errors import BotError, StorageError
 
     settings = settings or settings_or_exit()
 
@@ -64,9 +64,19 @@ def run_with_app(fn: Callable[[App], Awaitable[T]], settings: Settings | None = 
 
     try:
         return asyncio.run(main())
+    except StorageError as exc:
+        # One plain line with the fix: never a traceback for a server that is down.
+        typer.echo(f"error: {exc}. Fix: {DATABASE_FIX}", err=True)
+        raise typer.Exit(1) from exc
     except BotError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from exc
+
+
+DATABASE_FIX = (
+    "start the database server, or correct LIFEBOT_DATABASE_URL (leave it unset for SQLite "
+    "in the data dir); `lifebot doctor` checks it"
+)
 
 
 async def find_user(application: App, who: str) -> User:
