@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bot.app.cli.data import register_data_cli
 from bot.app.cli.device import register_device_cli
 from bot.app.cli.jobs import register_jobs_cli
 from bot.app.cli.memory import register_memory_cli
@@ -222,6 +223,7 @@ users_app = typer.Typer(
     invoke_without_command=True,
 )
 app.add_typer(users_app, name="users")
+register_data_cli(app, users_app)  # lifebot export, backup, users delete
 
 
 @users_app.callback()

@@ -142,11 +142,47 @@ def reindex(
 
 
 def import_command(
-    file: Annotated[Path, typer.Argument(help="JSON Lines file or Telegram result.json")],
-    user: UserOpt,
+    file: Annotated[
+        Path, typer.Argument(help="A `lifebot export` zip, JSON Lines or Telegram result.json")
+    ],
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", help="User id or name (chat history only)"),
+    ] = None,
 ) -> None:
-    """Import chat history (JSON Lines or a Telegram Desktop export) into a user's memory."""
+    """Import a `lifebot export` zip, or chat history (JSON Lines, Telegram export) for a user."""
+    from bot.app.portability import is_export
 
+    if file.is_file() and is_export(file):
+        _import_export(file)
+        return
+    if user is None:
+        typer.echo(
+            "Chat history needs --user (an id or name; `lifebot users` lists them).", err=True
+        )
+        raise typer.Exit(2)
+    _import_history(file, user)
+
+
+def _import_export(file: Path) -> None:
+    from bot.app.portability import ExportFileError, import_user
+
+    async def go(app: App) -> None:
+        try:
+            done = await import_user(app, file)
+        except ExportFileError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        rows = sum(done.rows.values())
+        print(
+            f"Imported {done.name} (user {done.user_id}): {rows} rows, "
+            f"{done.audio_files} audio file(s)."
+        )
+
+    run_with_app(go)
+
+
+def _import_history(file: Path, user: str) -> None:
     async def go(app: App) -> None:
         from bot.app.importer import ImportFileError, import_file, read_records
 
