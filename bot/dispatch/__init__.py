@@ -6,6 +6,7 @@ The only path from any channel to the agent. Nothing here knows a wire format.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -16,7 +17,7 @@ from bot import logctx
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
 from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
 from bot.agent.turn import Agent, TurnOutcome
-from bot.clock import Clock
+from bot.clock import Clock, zone
 from bot.dispatch.commands import Commands
 from bot.dispatch.identity import resolve
 from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
@@ -352,7 +353,7 @@ class Dispatcher:
             address,
             text,
             buttons=buttons or [],
-            citations=[Citation.from_dict(c) for c in citations or []],
+            citations=[_local(Citation.from_dict(c), user.timezone) for c in citations or []],
             reply_to=reply_to,
         )
         try:
@@ -393,3 +394,10 @@ class Dispatcher:
         except ChannelError as exc:
             log.warning("could not send a %s message on %s: %s", out.kind, out.address.channel, exc)
             return None
+
+
+def _local(citation: Citation, timezone: str) -> Citation:
+    """The citation with its time in the person's own zone (channels print it as is)."""
+    if citation.ts is None:
+        return citation
+    return dataclasses.replace(citation, ts=citation.ts.astimezone(zone(timezone)))

@@ -178,6 +178,25 @@ class OutboxRepo:
             payload=payload,
         )
 
+    async def release_held(self, user_id: int, now: datetime) -> int:
+        """Pending pushes of a user held for quiet hours become due now; returns how many.
+
+        The outbox checks quiet hours again when it sends, so releasing is always safe.
+        """
+        res = await self.s.exec(
+            select(Delivery).where(
+                Delivery.user_id == user_id,
+                Delivery.status == "pending",
+                col(Delivery.due_at) > now,
+            )
+        )
+        held = [d for d in res.all() if (d.payload or {}).get("deferred_until")]
+        for row in held:
+            payload = dict(row.payload or {})
+            payload.pop("deferred_until", None)
+            await self._update(row.id or 0, ("pending",), due_at=now, payload=payload)
+        return len(held)
+
     async def defer(self, delivery_id: int, until: datetime, payload: dict[str, Any]) -> None:
         """Hold a pending row until ``until`` (quiet hours)."""
         await self._update(delivery_id, ("pending",), due_at=until, payload=payload)

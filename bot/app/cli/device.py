@@ -137,6 +137,8 @@ def device_sim(
     wait: Annotated[float, typer.Option("--wait", help="Give up after this many seconds")] = 120,
 ) -> None:
     """Stream a WAV file to lifebot like a pendant and print what comes back."""
+    from websockets.exceptions import ConnectionClosed, WebSocketException
+
     from bot.app.cli.runtime import settings_or_exit
     from bot.device.sim import DEFAULT_URL, describe, simulate
 
@@ -168,9 +170,29 @@ def device_sim(
                 printer=show,
             )
         )
-    except (OSError, ValueError) as exc:
-        typer.echo(f"device-sim: {exc}", err=True)
+    except ConnectionClosed as exc:
+        # The server went away mid-stream (stopped, crashed, network): say so, no traceback.
+        typer.echo(
+            f"device-sim: the server at {target} closed the connection ({exc}); "
+            "is `lifebot serve` still running?",
+            err=True,
+        )
+        raise typer.Exit(1) from exc
+    except (OSError, ValueError, TimeoutError, WebSocketException) as exc:
+        typer.echo(f"device-sim: cannot talk to {target}: {exc}", err=True)
         raise typer.Exit(1) from exc
     if result.close_code not in (None, 1000):
-        typer.echo(f"closed by the server: {result.close_code} {result.close_reason}", err=True)
+        why = (result.close_reason or "").strip()
+        if result.close_code == 1006:  # no close frame: the process or the network went away
+            typer.echo(
+                f"device-sim: the server at {target} closed the connection without a word "
+                "(1006); is `lifebot serve` still running?",
+                err=True,
+            )
+        else:
+            typer.echo(
+                f"device-sim: the server at {target} closed the connection: "
+                f"{why or 'no reason given'} ({result.close_code})",
+                err=True,
+            )
         raise typer.Exit(1)

@@ -73,15 +73,15 @@ def search(
             print(json.dumps(hits, ensure_ascii=False, indent=2))
             return
         if not hits:
-            print(out.note or "No results.")
+            # out.note is written for the model ("do not guess"): a person gets plain words.
+            print(f"Nothing in {who.display_name}'s memory matches {query!r}.")
             return
-        for n, (hit, ev) in enumerate(zip(hits, out.evidence, strict=True), 1):
+        for n, ev in enumerate(out.evidence, 1):
             when = ev.item.ts.astimezone(tz)
-            print(f"{n:>2}. [{hit['id']}] {when:%Y-%m-%d %H:%M} {hit['kind']} "
-                  f"score={hit['score']:.4f} ({ev.matched})")  # fmt: skip
+            where = ev.item.channel or ev.item.kind
+            print(f"{n:>2}. {when:%a %d %b %Y %H:%M} ({where}, [{ev.item.ref or ev.item.id}])")
             print(f"    {ev.item.text}")
-        if out.note:
-            print(f"note: {out.note}")
+        print(f"(times in {who.timezone}; --json adds scores)")
 
     run_with_app(go)
 
@@ -131,8 +131,10 @@ def reindex(
     async def go(app: App) -> None:
         who = await _user(app, user) if user else None
         memory = app.memory
-        with _progress("indexing") as bar:
-            task = bar.add_task("index", total=None)
+        await memory.index.index_pending(user_id=who.id if who else None)
+        total = await memory.index.size(who.id if who else None)
+        with _progress("embedding") as bar:
+            task = bar.add_task("index", total=total)
             count = await memory.index.reindex(
                 user_id=who.id if who else None, progress=lambda n: bar.advance(task, n)
             )
