@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -237,3 +238,21 @@ def test_memory_search_speaks_to_a_person_not_the_model(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.output.strip() == "Nothing in Alice's memory matches 'kayak'."
     assert "guess" not in result.output and "score" not in result.output
+
+
+def test_reindex_progress_counts_up_to_the_total(tmp_path: Path) -> None:
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    assert runner.invoke(cli, ["users", "add", "alice"], env=env).exit_code == 0
+    lines = [
+        {"id": f"m{n}", "ts": f"2025-05-0{n}T10:00:00+00:00", "speaker": "me", "text": f"note {n}"}
+        for n in range(1, 4)
+    ]
+    history = tmp_path / "chat.jsonl"
+    history.write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
+    imported = runner.invoke(cli, ["import", str(history), "--user", "alice"], env=env)
+    assert imported.exit_code == 0, imported.output
+    result = runner.invoke(cli, ["memory", "reindex"], env=env)
+    assert result.exit_code == 0, result.output
+    assert "3/3" in result.output  # the bar shows real progress, not 0/?
+    assert "0/?" not in result.output
