@@ -81,7 +81,7 @@ def where(settings: Settings, channel: str) -> str:
     return channel
 
 
-async def run_serve(application: App) -> None:
+async def run_serve(application: App, logfile: Path | None = None) -> None:
     """Start every configured channel (the console when none is) and run until stopped."""
     from bot.app.build import start_channels
 
@@ -103,7 +103,8 @@ async def run_serve(application: App) -> None:
     # Said whatever the log level: the operator must see what runs and where.
     typer.echo(
         f"lifebot is running: {', '.join(where(settings, c) for c in started)}. "
-        f"Database {application.db.safe_url}; scheduled jobs {jobs}. Ctrl-C stops it "
+        f"Database {application.db.safe_url}; scheduled jobs {jobs}"
+        f"{f'; logs in {logfile}' if logfile else ''}. Ctrl-C stops it "
         "(`lifebot chat` talks to it from a terminal).",
         err=True,
     )
@@ -126,8 +127,8 @@ def serve() -> None:
     )
     # The console owns the terminal when no channel is set: logs go to a file then (a device
     # added later may still start; its lines then go to the file too).
-    setup_logging(settings, to_file=_console_log_file(settings) if console_only else None)
-    run_with_app(run_serve, settings)
+    logfile = setup_logging(settings, to_file=_console_log_file(settings) if console_only else None)
+    run_with_app(lambda application: run_serve(application, logfile), settings)
 
 
 @app.command()
