@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
@@ -197,7 +197,24 @@ class Settings(BaseSettings):
     web_session_days: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_WEB_SESSION_DAYS"))
 
     # --- logging ---------------------------------------------------------------------------
-    log_level: str = Field("INFO", validation_alias=_env("LIFEBOT_LOG_LEVEL"))
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", validation_alias=_env("LIFEBOT_LOG_LEVEL")
+    )
+    """DEBUG also shows every HTTP request of the model, Telegram and Slack clients."""
+    log_format: Literal["text", "json"] = Field("text", validation_alias=_env("LIFEBOT_LOG_FORMAT"))
+    """``json``: one JSON object per line with channel, user, conversation and turn ids."""
+    log_file: Path | None = Field(None, validation_alias=_env("LIFEBOT_LOG_FILE"))
+    """Where logs go; default stderr, or ``<data dir>/lifebot.log`` while the console chats."""
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower_format(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
     @property
     def database_url(self) -> str:

@@ -6,14 +6,13 @@ Schema changes go through Alembic migrations (``storage/migrations``), applied a
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config
-from sqlalchemy import event, text
+from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
@@ -71,6 +70,8 @@ class Database:
 
     async def migrate(self, revision: str = "head") -> None:
         """Bring the schema to ``revision`` (the newest migration by default)."""
+        if revision == "head" and await self._at_head():
+            return  # nothing to do, and Alembic (slow to import) stays unloaded
         try:
             async with self.engine.connect() as conn:
                 if self.is_sqlite:
@@ -88,8 +89,37 @@ class Database:
                 await conn.commit()
                 if self.is_sqlite:
                     await conn.exec_driver_sql("PRAGMA foreign_keys=ON")
-        except SQLAlchemyError as exc:
-            raise StorageError(f"could not migrate the database at {self.safe_url}: {exc}") from exc
+        except (SQLAlchemyError, OSError) as exc:
+            raise StorageError(
+                f"could not open or migrate the database at {self.safe_url}: {_first_line(exc)}"
+            ) from exc
+
+    async def current_revision(self) -> str | None:
+        """The schema's revision (None for an empty database); raises StorageError."""
+        try:
+            async with self.engine.connect() as conn:
+                exists = await conn.run_sync(lambda c: inspect(c).has_table("alembic_version"))
+                if not exists:
+                    return None
+                row = (await conn.execute(text("SELECT version_num FROM alembic_version"))).first()
+        except (SQLAlchemyError, OSError) as exc:
+            raise StorageError(
+                f"cannot reach the database at {self.safe_url}: {_first_line(exc)}"
+            ) from exc
+        return str(row[0]) if row else None
+
+    async def pending_migrations(self) -> list[str]:
+        """Revisions not applied yet, oldest first (nothing is changed)."""
+        current = await self.current_revision()
+        chain = migration_chain()
+        return chain[chain.index(current) + 1 :] if current in chain else chain
+
+    async def _at_head(self) -> bool:
+        try:
+            chain = migration_chain()
+            return bool(chain) and await self.current_revision() == chain[-1]
+        except StorageError:
+            return False  # let the migration itself report the problem
 
     async def ping(self) -> None:
         """Raise StorageError when the database cannot be reached."""
@@ -97,7 +127,9 @@ class Database:
             async with self.engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
         except (SQLAlchemyError, OSError) as exc:
-            raise StorageError(f"cannot reach the database at {self.safe_url}: {exc}") from exc
+            raise StorageError(
+                f"cannot reach the database at {self.safe_url}: {_first_line(exc)}"
+            ) from exc
 
     @property
     def safe_url(self) -> str:
@@ -109,7 +141,44 @@ class Database:
         await self.engine.dispose()
 
 
+_REVISION = re.compile(r'^revision\s*(?::\s*str\s*)?=\s*["\']([^"\']+)["\']', re.MULTILINE)
+_DOWN = re.compile(r'^down_revision\s*(?::[^=]+)?=\s*(?:["\']([^"\']+)["\']|None)', re.MULTILINE)
+
+
+def _first_line(exc: BaseException) -> str:
+    """An error's own words without SQLAlchemy's statement and help-link lines."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()
+    return text[0] if text else type(orig).__name__
+
+
+def migration_chain() -> list[str]:
+    """The revisions in ``migrations/versions``, oldest first (read from the files).
+
+    Read without Alembic so a start-up on an up-to-date database does not import it; a
+    branched history (which lifebot never has) yields [] and the caller falls back to Alembic.
+    """
+    parent: dict[str | None, str] = {}
+    for path in sorted((MIGRATIONS / "versions").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        rev, down = _REVISION.search(source), _DOWN.search(source)
+        if rev is None or down is None:
+            continue
+        if down.group(1) in parent:
+            return []
+        parent[down.group(1)] = rev.group(1)
+    chain: list[str] = []
+    at: str | None = None
+    while at in parent:
+        at = parent[at]
+        chain.append(at)
+    return chain if len(chain) == len(parent) else []
+
+
 def _upgrade(connection: Connection, revision: str) -> None:
+    from alembic import command  # noqa: PLC0415  # slow to import; only needed to change
+    from alembic.config import Config  # noqa: PLC0415
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["connection"] = connection

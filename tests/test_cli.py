@@ -151,6 +151,7 @@ async def test_doctor_reports_what_is_fine_and_what_to_fix(
         "LIFEBOT_LLM_MODEL": "fake-smart",
         "LIFEBOT_LLM_FAST_MODEL": "fake-smart",
     }
+    fake_llm.add(call("get_time_in", {"city": "Lisbon"}))  # doctor asks for one tool call
     code, out, _ = await run_cli("doctor", cwd=tmp_path, env=env)
     assert "language model: ok" in out
 

@@ -7,30 +7,44 @@ stream has produced text it is never retried, so the user never sees an answer t
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import httpx
-import openai
-
-try:  # openai 3.x moved to httpx2; 1.x and 2.x use httpx. Catch whichever is in use.
-    import httpx2
-
-    _HTTP_ERRORS: tuple[type[Exception], ...] = (httpx.HTTPError, httpx2.HTTPError)
-    _TRANSPORT_ERRORS: tuple[type[Exception], ...] = (httpx.TransportError, httpx2.TransportError)
-except ImportError:  # pragma: no cover - depends on the installed openai
-    _HTTP_ERRORS = (httpx.HTTPError,)
-    _TRANSPORT_ERRORS = (httpx.TransportError,)
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.errors import LLMNotConfigured, LLMRequestError, LLMUnavailable
 from bot.retry import retry_transient
 
+if TYPE_CHECKING:
+    import openai
+
 log = logging.getLogger(__name__)
 
-_LLM_ERRORS: tuple[type[Exception], ...] = (openai.OpenAIError, *_HTTP_ERRORS)
+
+@functools.cache
+def _errors() -> tuple[
+    tuple[type[Exception], ...], tuple[type[Exception], ...], tuple[type[Exception], ...]
+]:
+    """(every LLM error, HTTP errors, transport errors), imported on first use.
+
+    ``openai`` takes most of a second to import, so commands that never call the model
+    (``lifebot --help``, ``memory search``) do not pay for it.
+    """
+    import httpx  # noqa: PLC0415
+    import openai  # noqa: PLC0415
+
+    http: tuple[type[Exception], ...] = (httpx.HTTPError,)
+    transport: tuple[type[Exception], ...] = (httpx.TransportError,)
+    try:  # openai 3.x moved to httpx2; 1.x and 2.x use httpx. Catch whichever is in use.
+        import httpx2  # noqa: PLC0415
+
+        http = (*http, httpx2.HTTPError)
+        transport = (*transport, httpx2.TransportError)
+    except ImportError:  # pragma: no cover - depends on the installed openai
+        pass
+    return (openai.OpenAIError, *http), http, transport
 
 
 @dataclass(slots=True)
@@ -89,17 +103,22 @@ def _retry_after(exc: openai.APIStatusError) -> float:
 
 def classify_openai_error(exc: BaseException) -> float | None:
     """Transient (retry, with a delay hint) or permanent (None)."""
+    import openai  # noqa: PLC0415
+
+    transport = _errors()[2]
     if isinstance(exc, openai.RateLimitError):
         return _retry_after(exc)
     if isinstance(exc, openai.APIStatusError):
         return _retry_after(exc) if exc.status_code >= 500 else None
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, *_TRANSPORT_ERRORS)):
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, *transport)):
         return 0.0
     return None
 
 
 def translate_openai_error(exc: BaseException, base_url: str) -> Exception:  # noqa: PLR0911  (one plain message per error kind reads best as a ladder)
     """Turn an openai/httpx error into lifebot's error tree with plain words."""
+    import openai  # noqa: PLC0415
+
     if isinstance(exc, openai.AuthenticationError):
         return LLMRequestError(
             f"the LLM endpoint at {base_url} refused the API key (401): check OPENAI_API_KEY"
@@ -145,12 +164,23 @@ class OpenAILLM:
         self.max_retries = max_retries
         self.base_delay = base_delay
         # Retries are ours (one helper, Retry-After honoured), so the SDK's own are off.
-        self.client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=api_key or "not-needed",
-            timeout=timeout,
-            max_retries=0,
-        )
+        self._api_key = api_key or "not-needed"
+        self._timeout = timeout
+        self._client: openai.AsyncOpenAI | None = None
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client, made on first use (importing ``openai`` is slow)."""
+        if self._client is None:
+            import openai  # noqa: PLC0415
+
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key,
+                timeout=self._timeout,
+                max_retries=0,
+            )
+        return self._client
 
     def _check(self) -> None:
         if not self.configured:
@@ -187,7 +217,7 @@ class OpenAILLM:
                 base_delay=self.base_delay,
                 what="LLM request",
             )
-        except _LLM_ERRORS as exc:
+        except _errors()[0] as exc:
             raise translate_openai_error(exc, self.base_url) from exc
 
         result = ChatResult()
@@ -211,7 +241,7 @@ class OpenAILLM:
                         slot["arguments"] += tc.function.arguments or ""
                 if choice.finish_reason:
                     result.finish_reason = choice.finish_reason
-        except _LLM_ERRORS as exc:
+        except _errors()[0] as exc:
             raise translate_openai_error(exc, self.base_url) from exc
         result.text = "".join(parts)
         result.tool_calls = [
@@ -243,7 +273,7 @@ class OpenAILLM:
                 base_delay=self.base_delay,
                 what="LLM request",
             )
-        except _LLM_ERRORS as exc:
+        except _errors()[0] as exc:
             raise translate_openai_error(exc, self.base_url) from exc
         if not resp.choices:
             return ""
@@ -254,13 +284,14 @@ class OpenAILLM:
         self._check()
         try:
             page = await self.client.models.list()
-        except _LLM_ERRORS as exc:
+        except _errors()[0] as exc:
             raise translate_openai_error(exc, self.base_url) from exc
         return [m.id for m in page.data]
 
     async def close(self) -> None:
-        """Close the HTTP connection pool."""
-        await self.client.close()
+        """Close the HTTP connection pool (if a request ever opened one)."""
+        if self._client is not None:
+            await self._client.close()
 
 
 def parse_json_object(text: str) -> dict[str, Any]:

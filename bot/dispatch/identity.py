@@ -17,6 +17,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from bot.adapters.console import CONSOLE_ACCOUNT, CONSOLE_SENDER
 from bot.messages import InboundMessage
 from storage.models import ChannelIdentity, PairingRequest, User
+from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.pairing import PairingRepo
 from storage.repos.users import UserRepo
 
@@ -144,6 +145,12 @@ async def _pairing_reply(session: AsyncSession, msg: InboundMessage, now: dateti
     )
 
 
+WELCOME = (
+    "You're approved: I'm yours to talk to now. Ask me anything, tell me what to remember, "
+    "or send /help to see what I can do."
+)
+
+
 async def approve(
     session: AsyncSession, code: str, now: datetime, timezone: str
 ) -> PairingRequest | None:
@@ -168,6 +175,10 @@ async def approve(
             display_name=req.display_name,
         )
         req.user_id = user.id
+        # Through the outbox, so it arrives even when a CLI in another process approved.
+        await OutboxRepo(session).enqueue(
+            [Push(user.id, "notice", f"welcome:{user.id}", now, text=WELCOME, urgent=True)], now
+        )
     await pairing.close(req, "approved")
     return req
 

@@ -7,6 +7,7 @@ from bot.agent.sources import last_answer_citations, render_sources
 from bot.clock import Clock, zone
 from bot.dispatch.commands import CommandContext, CommandReply, Commands
 from storage.db import Database
+from storage.repos.messages import MessageRepo
 
 
 def register_memory_commands(
@@ -25,7 +26,15 @@ def register_memory_commands(
     async def remember(ctx: CommandContext) -> CommandReply:
         if not ctx.args:
             return CommandReply("Usage: /remember something about you")
-        decision = await memory.remember(ctx.user_id, ctx.args)
+        # The command's own stored message is the fact's source: "forget that" finds it.
+        async with db.session() as s:
+            recent = await MessageRepo(s).history(ctx.user_id, ctx.conversation_id, 5)
+        source = [
+            m.id
+            for m in recent
+            if m.id is not None and m.direction == "in" and m.external_id == ctx.msg.message_id
+        ]
+        decision = await memory.remember(ctx.user_id, ctx.args, sources=source[-1:] or None)
         reply = memory.remember_reply(decision)
         return CommandReply(f"{reply} (#{decision.fact.id})" if decision.fact else reply)
 

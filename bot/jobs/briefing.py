@@ -64,10 +64,15 @@ class BriefingData:
     """``episodes`` (memory), ``messages`` (fallback) or ``none``."""
     journal: list[str] = field(default_factory=list)
     """A notable change in the journal, only when the data supports one."""
+    local_hour: int = 8
+    """The person's local hour when the briefing is written (a late one is not "morning")."""
 
     def as_text(self) -> str:
         """The data block given to the model."""
-        parts = [f"Date: {self.day:%A %d %B %Y} ({self.tz_name})"]
+        parts = [
+            f"Date: {self.day:%A %d %B %Y} ({self.tz_name}); local time {self.local_hour:02d}h; "
+            f"greet with: {greeting(self.local_hour)}"
+        ]
         for title, items in (
             ("Today's events", self.events),
             ("Tasks due", self.tasks),
@@ -80,9 +85,18 @@ class BriefingData:
         return "\n\n".join(parts)
 
 
+def greeting(hour: int) -> str:
+    """The greeting for a local hour: a briefing delivered late must not say "Good morning"."""
+    if 5 <= hour < 12:
+        return "Good morning"
+    if 12 <= hour < 18:
+        return "Good afternoon"
+    return "Good evening"
+
+
 def deterministic_briefing(d: BriefingData) -> str:
     """The briefing without an LLM: the same data, in fixed words."""
-    hello = f"Good morning{', ' + d.name if d.name and d.name != 'owner' else ''}! "
+    hello = f"{greeting(d.local_hour)}{', ' + d.name if d.name and d.name != 'owner' else ''}! "
     lines = [f"{hello}It's {d.day:%A} {d.day.day} {d.day:%B}."]
 
     def section(title: str, items: list[str], empty: str | None) -> None:
@@ -108,6 +122,7 @@ async def gather(db: Database, user: User, now: datetime) -> BriefingData:
     today = now.astimezone(tz).date()
     start, end = local_day_bounds(today, tz)
     d = BriefingData(user.display_name, today, user.timezone)
+    d.local_hour = now.astimezone(tz).hour
     async with db.session() as s:
         cal = CalendarRepo(s)
         d.events = [

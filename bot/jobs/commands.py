@@ -19,6 +19,7 @@ from bot.jobs.service import Jobs
 from storage.db import Database
 from storage.models import User
 from storage.repos.calendar import CalendarRepo
+from storage.repos.outbox import OutboxRepo
 from storage.repos.users import UserRepo
 
 _QUIET = re.compile(r"^\s*(\S+?)\s*(?:-|\u2013|to)\s*(\S+)\s*$")
@@ -79,6 +80,14 @@ class JobCommands:
         ):
             commands.register(name, fn, help_text)
 
+    async def _release_held(self, user_id: int) -> int:
+        """Send pushes held for quiet hours now (they are checked against the new hours)."""
+        async with self.db.session() as s:
+            released = await OutboxRepo(s).release_held(user_id, self.clock.now())
+        if released:
+            self.jobs.outbox.kick()
+        return released
+
     async def _update(self, user_id: int, **values: object) -> User | None:
         async with self.db.session() as s:
             user = await UserRepo(s).get(user_id)
@@ -133,7 +142,9 @@ class JobCommands:
         arg = ctx.args.strip().lower()
         if arg in ("off", "none"):
             await self._update(ctx.user_id, quiet_start=None, quiet_end=None)
-            return CommandReply("Quiet hours are off: I may message you at any time.")
+            released = await self._release_held(ctx.user_id)
+            note = f" {released} held message(s) are on their way." if released else ""
+            return CommandReply(f"Quiet hours are off: I may message you at any time.{note}")
         m = _QUIET.match(arg)
         if not arg or m is None:
             u = ctx.user
@@ -150,6 +161,7 @@ class JobCommands:
                 "Quiet hours need a start and an end that differ, e.g. /quiet 22:00-07:00"
             )
         await self._update(ctx.user_id, quiet_start=start, quiet_end=end)
+        await self._release_held(ctx.user_id)  # held for the old window: checked again
         return CommandReply(
             f"Quiet hours set to {start}-{end} ({ctx.user.timezone}). Briefings and questions "
             "wait until they end; reminders you timed still come on time."

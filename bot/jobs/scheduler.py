@@ -14,11 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from apscheduler.jobstores.base import JobLookupError
-from apscheduler.jobstores.memory import MemoryJobStore
-from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 from sqlalchemy import create_engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -26,9 +23,14 @@ from bot.clock import Clock
 from bot.errors import BotError
 from bot.jobs.delivery import Outbox
 from bot.jobs.leader import LeaderLock
-from bot.jobs.offloop import OffLoopScheduler
 from storage.db import Database
 from storage.repos.job_state import JobStateRepo
+
+if TYPE_CHECKING:  # APScheduler is imported when a process starts leading (CLI start-up speed)
+    from apscheduler.jobstores.memory import MemoryJobStore
+    from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
+
+    from bot.jobs.offloop import OffLoopScheduler
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +135,8 @@ class JobService:
         return leader
 
     async def _lead(self) -> None:
+        from bot.jobs.offloop import OffLoopScheduler  # noqa: PLC0415
+
         log.info("this process now runs the scheduled jobs (%s)", self.lock.holder)
         scheduler = OffLoopScheduler(
             timezone=UTC,
@@ -159,6 +163,9 @@ class JobService:
         self._worker = asyncio.create_task(self.outbox.run_forever(), name="outbox-worker")
 
     def _jobstore(self) -> SQLAlchemyJobStore | MemoryJobStore:
+        from apscheduler.jobstores.memory import MemoryJobStore  # noqa: PLC0415
+        from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore  # noqa: PLC0415
+
         url = sync_url(self.db.url) if self.persistent else None
         if url is None:
             if self.persistent:
@@ -213,6 +220,8 @@ class JobService:
 
     async def run_soon(self, job_id: str) -> None:
         """Bring a job's next run forward to now (e.g. a new message to scan)."""
+        from apscheduler.jobstores.base import JobLookupError  # noqa: PLC0415
+
         scheduler = self.scheduler
         if scheduler is None:
             return

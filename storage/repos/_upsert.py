@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 
 def insert_ignore(session: AsyncSession, table: Any, conflict: list[str]) -> Any:
     """An insert on ``table`` that does nothing when ``conflict`` columns already exist."""
     dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
-    ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
-    return ins.on_conflict_do_nothing(index_elements=conflict)
+    # Imported per dialect: loading PostgreSQL's dialect costs a SQLite start-up ~50 ms.
+    if dialect == "postgresql":
+        from sqlalchemy.dialects import postgresql  # noqa: PLC0415
+
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=conflict)
+    from sqlalchemy.dialects import sqlite  # noqa: PLC0415
+
+    return sqlite.insert(table).on_conflict_do_nothing(index_elements=conflict)

@@ -258,9 +258,10 @@ class MemoryIndexRepo:
         ).all()
         return [*reversed(prev), *nxt]
 
-    async def count(self, user_id: int) -> int:
-        """How many items one user has indexed."""
-        res = await self.s.exec(
-            select(sa.func.count()).select_from(MemoryItem).where(MemoryItem.user_id == user_id)
-        )
+    async def count(self, user_id: int | None) -> int:
+        """How many items one user (or everyone, for None) has indexed."""
+        q = select(sa.func.count()).select_from(MemoryItem)
+        if user_id is not None:
+            q = q.where(MemoryItem.user_id == user_id)
+        res = await self.s.exec(q)
         return int(res.one())

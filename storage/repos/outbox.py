@@ -157,6 +157,46 @@ class OutboxRepo:
         """Close a row as failed, skipped or uncertain, with the reason in plain words."""
         return await self._update(delivery_id, (from_,), status=status, last_error=reason)
 
+    async def requeue(self, delivery_id: int, now: datetime, *, states: tuple[str, ...]) -> bool:
+        """A closed row (failed, skipped...) → pending now, with a fresh attempt count.
+
+        The send goes out on the channel again with the same key (``lifebot jobs retry``).
+        """
+        payload_row = await self.get(delivery_id)
+        if payload_row is None:
+            return False
+        payload = dict(payload_row.payload or {})
+        payload["scheduled_for"] = now.isoformat()  # asked for now: not "late" any more
+        return await self._update(
+            delivery_id,
+            states,
+            status="pending",
+            due_at=now,
+            attempts=0,
+            claimed_at=None,
+            last_error=None,
+            payload=payload,
+        )
+
+    async def release_held(self, user_id: int, now: datetime) -> int:
+        """Pending pushes of a user held for quiet hours become due now; returns how many.
+
+        The outbox checks quiet hours again when it sends, so releasing is always safe.
+        """
+        res = await self.s.exec(
+            select(Delivery).where(
+                Delivery.user_id == user_id,
+                Delivery.status == "pending",
+                col(Delivery.due_at) > now,
+            )
+        )
+        held = [d for d in res.all() if (d.payload or {}).get("deferred_until")]
+        for row in held:
+            payload = dict(row.payload or {})
+            payload.pop("deferred_until", None)
+            await self._update(row.id or 0, ("pending",), due_at=now, payload=payload)
+        return len(held)
+
     async def defer(self, delivery_id: int, until: datetime, payload: dict[str, Any]) -> None:
         """Hold a pending row until ``until`` (quiet hours)."""
         await self._update(delivery_id, ("pending",), due_at=until, payload=payload)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlmodel import col, select
+from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import ChannelIdentity, User
@@ -38,7 +38,11 @@ class UserRepo:
         """A user by id (digits) or by display name, for CLI arguments."""
         if name.isdigit():
             return await self.get(int(name))
-        res = await self.s.exec(select(User).where(User.display_name == name))
+        res = await self.s.exec(
+            select(User)
+            .where(func.lower(User.display_name) == name.strip().lower())
+            .order_by(col(User.id))
+        )
         return res.first()
 
     async def create(

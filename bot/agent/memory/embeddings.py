@@ -19,10 +19,8 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-import httpx
 import numpy as np
 import numpy.typing as npt
-import openai
 
 from bot.errors import EmbeddingError
 
@@ -143,12 +141,17 @@ class OpenAIEmbedder:
         self.model = model
         self.base_url = base_url or "https://api.openai.com/v1"
         self.batch_size = batch_size
+        import openai  # noqa: PLC0415  # slow to import; only this embedder needs it
+
         self.client = openai.AsyncOpenAI(
             base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2
         )
 
     async def embed(self, texts: list[str]) -> Vectors:
         """Embed in batches of ``batch_size`` texts per request."""
+        import httpx  # noqa: PLC0415
+        import openai  # noqa: PLC0415
+
         rows: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [t or " " for t in texts[start : start + self.batch_size]]

@@ -93,12 +93,19 @@ class MemoryIndex:
             await self._embed_missing(user_id)
         return added
 
-    async def embed_missing(self, user_id: int | None = None) -> int:
+    async def embed_missing(
+        self, user_id: int | None = None, progress: Progress | None = None
+    ) -> int:
         """Embed every item without a vector of the current model."""
         async with self._lock:
-            return await self._embed_missing(user_id)
+            return await self._embed_missing(user_id, progress)
 
-    async def _embed_missing(self, user_id: int | None) -> int:
+    async def size(self, user_id: int | None = None) -> int:
+        """How many items are indexed (for one user, or everyone)."""
+        async with self.db.session() as s:
+            return await MemoryIndexRepo(s).count(user_id)
+
+    async def _embed_missing(self, user_id: int | None, progress: Progress | None = None) -> int:
         vectors = await self.vectors()
         done = 0
         model = self.embedder.model_id
@@ -126,6 +133,8 @@ class MemoryIndex:
                         s, uid, [todo[n][0] for n in rows], matrix[rows].astype(np.float32), model
                     )
             done += len(todo)
+            if progress is not None:
+                progress(len(todo))
 
     async def put_episode(self, ep: Episode) -> None:
         """Index (or re-index) an episode."""
@@ -232,7 +241,7 @@ class MemoryIndex:
 
     async def reindex(self, *, user_id: int | None = None, progress: Progress | None = None) -> int:
         """Index anything missing, then embed every item again with the current model."""
-        await self.index_pending(user_id=user_id, progress=progress)
+        await self.index_pending(user_id=user_id)
         async with self.db.session() as s:
             await MemoryIndexRepo(s).clear_embeddings(user_id)
             if self.dialect == "sqlite":
@@ -246,7 +255,7 @@ class MemoryIndex:
             vectors.forget(user_id)
         else:
             self._vectors = None
-        return await self.embed_missing(user_id)
+        return await self.embed_missing(user_id, progress)
 
     async def embed_query(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         """The query's vector, or None when the embedder is unavailable."""

@@ -1,35 +1,41 @@
-"""The ``lifebot`` command line: serve, chat, doctor, pairing, users."""
+"""The ``lifebot`` command line: serve, chat, doctor, pairing, users.
+
+Nothing heavy is imported here: each command imports what it uses when it runs, so
+``lifebot --help`` answers at once (tests/test_cli_startup.py guards this).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import json
 import logging
-import signal
 import sys
-from collections.abc import Awaitable, Callable
-from typing import Annotated, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.build import App, build_app, start_app, start_channels
+from bot.app.cli.data import register_data_cli
 from bot.app.cli.device import register_device_cli
 from bot.app.cli.jobs import register_jobs_cli
+from bot.app.cli.journal import register_journal_cli
+from bot.app.cli.memory import register_memory_cli
+from bot.app.cli.runtime import find_user, group, run_with_app, settings_or_exit, wait_for
 from bot.app.cli.web import register_web_cli
-from bot.config import Settings, load_settings
-from bot.errors import BotError, ConfigError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from bot.app.build import App
+    from bot.config import Settings
 
-app = typer.Typer(
-    help="lifebot: a personal assistant that remembers your life.",
-    no_args_is_help=True,
-    add_completion=False,
-)
-pairing_app = typer.Typer(help="Approve strangers who asked to use lifebot.", no_args_is_help=True)
+__all__ = ["app", "find_user", "main", "run_with_app", "settings_or_exit"]
+
+app = group("lifebot: a personal assistant that remembers your life.")
+pairing_app = group("Approve strangers who asked to use lifebot.")
 app.add_typer(pairing_app, name="pairing")
 register_jobs_cli(app)  # lifebot jobs | briefing preview | calendar export
 register_device_cli(app)  # lifebot device add|revoke|status, lifebot device-sim
+register_memory_cli(app)  # lifebot memory search|facts|forget|reindex, lifebot import
+register_journal_cli(app)  # lifebot journal rescore
 register_web_cli(app)  # lifebot web login --user U
 
 NO_LLM_HINT = (
@@ -39,50 +45,12 @@ NO_LLM_HINT = (
 )
 
 
-def settings_or_exit() -> Settings:
-    """Load settings, or print every problem and exit 2."""
-    try:
-        return load_settings()
-    except ConfigError as exc:
-        typer.echo("lifebot cannot start; fix these settings (environment or .env):", err=True)
-        for problem in exc.problems:
-            typer.echo(f"  - {problem}", err=True)
-        raise typer.Exit(2) from exc
+async def run_console(application: App, *, with_jobs: bool = False) -> None:
+    """Chat with the owner in this terminal until EOF, /quit or Ctrl-C.
 
-
-def setup_logging(settings: Settings, *, quiet_console: bool = False) -> None:
-    """Log to stderr; keep chat output clean when the console channel is in use."""
-    level = logging.WARNING if quiet_console else getattr(logging, settings.log_level.upper(), 20)
-    logging.basicConfig(
-        level=level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    for noisy in ("httpx", "httpcore", "openai", "aiosqlite", "apscheduler"):
-        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
-
-
-def run_with_app(fn: Callable[[App], Awaitable[T]]) -> T:
-    """Build the app, migrate, run ``fn`` and close everything; BotErrors become exit 1."""
-    settings = settings_or_exit()
-
-    async def main() -> T:
-        application = build_app(settings)
-        try:
-            await start_app(application)
-            return await fn(application)
-        finally:
-            await application.close()
-
-    try:
-        return asyncio.run(main())
-    except BotError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
-
-
-async def run_console(application: App) -> None:
-    """Chat with the owner in this terminal until EOF, /quit or Ctrl-C."""
+    ``with_jobs`` starts memory's background pass and the scheduled jobs too, with the
+    console as a channel, so reminders, briefings and proposals arrive while you chat.
+    """
     from bot.adapters.console import ConsoleAdapter
     from bot.dispatch.identity import ensure_console_owner
 
@@ -90,72 +58,124 @@ async def run_console(application: App) -> None:
         await ensure_console_owner(s, application.settings.default_timezone)
     console = ConsoleAdapter(application.clock)
     application.add_channel(console)
+    if with_jobs:
+        application.memory.start()
+        if application.settings.jobs_enabled:
+            await application.jobs.service.start()
     if console.interactive:
         console.write("lifebot console. Type a message, /help for commands, /quit to leave.\n")
     if not application.settings.llm_configured:
         console.write(f"note: {NO_LLM_HINT}\n")
     await console.start(application.dispatcher.handle)
-    await _wait_for(console.finished.wait())
+    await wait_for(console.finished.wait())
 
 
-async def _wait_for(awaitable: Awaitable[object]) -> None:
-    """Wait for ``awaitable`` or SIGINT/SIGTERM, whichever comes first."""
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        # Not available off the main thread or on some platforms; Ctrl-C still works there.
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    waiter = asyncio.ensure_future(awaitable)
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (waiter, stopper):
-            task.cancel()
-        await asyncio.gather(waiter, stopper, return_exceptions=True)
+def where(settings: Settings, channel: str) -> str:
+    """Where a started channel listens or what it connects to, in a few words."""
+    if channel == "telegram":
+        hook = settings.telegram_webhook_url
+        return f"telegram (webhook {hook})" if hook else "telegram (long polling)"
+    if channel == "slack":
+        if settings.slack_mode == "http":
+            host, port = settings.slack_http_host, settings.slack_http_port
+            return f"slack (HTTP on http://{host}:{port}{settings.slack_http_path})"
+        return "slack (Socket Mode)"
+    if channel == "device":
+        return f"pendant (ws://{settings.device_host}:{settings.device_port}/v1/device)"
+    return channel
 
 
-async def run_serve(application: App) -> None:
+async def run_serve(application: App, logfile: Path | None = None) -> None:
     """Start every configured channel (the console when none is) and run until stopped."""
+    from bot.app.build import start_channels
+
+    settings = application.settings
     log = logging.getLogger("lifebot.serve")
-    if not application.settings.llm_configured:
+    if not settings.llm_configured:
         log.warning(NO_LLM_HINT)
     started = await start_channels(application)
+    jobs = "on" if settings.jobs_enabled else "off (LIFEBOT_JOBS_ENABLED=false)"
     if not started:
+        typer.echo(
+            f"lifebot: no channel is configured, so you chat here. Database "
+            f"{application.db.safe_url}; scheduled jobs {jobs}; logs in "
+            f"{settings.log_file or _console_log_file(settings)}.",
+            err=True,
+        )
         await run_console(application)
         return
+    # Said whatever the log level: the operator must see what runs and where.
+    typer.echo(
+        f"lifebot is running: {', '.join(where(settings, c) for c in started)}. "
+        f"Database {application.db.safe_url}; scheduled jobs {jobs}"
+        f"{f'; logs in {logfile}' if logfile else ''}. Ctrl-C stops it "
+        "(`lifebot chat` talks to it from a terminal).",
+        err=True,
+    )
     log.info("lifebot is running: %s", ", ".join(started))
-    await _wait_for(asyncio.Event().wait())
+    await wait_for(asyncio.Event().wait())
+
+
+def _console_log_file(settings: Settings) -> Path:
+    return settings.data_dir / "lifebot.log"
 
 
 @app.command()
 def serve() -> None:
     """Run lifebot: every configured channel, or the console when none is configured."""
+    from bot.app.logs import setup_logging
+
     settings = settings_or_exit()
-    setup_logging(settings, quiet_console=not (settings.telegram_enabled or settings.slack_enabled))
-    run_with_app(run_serve)
+    console_only = not (
+        settings.telegram_enabled or settings.slack_enabled or settings.device_enabled
+    )
+    # The console owns the terminal when no channel is set: logs go to a file then (a device
+    # added later may still start; its lines then go to the file too).
+    logfile = setup_logging(settings, to_file=_console_log_file(settings) if console_only else None)
+    run_with_app(lambda application: run_serve(application, logfile), settings)
 
 
 @app.command()
 def chat() -> None:
-    """Chat with lifebot in this terminal, as its owner."""
-    setup_logging(settings_or_exit(), quiet_console=True)
-    run_with_app(run_console)
+    """Chat with lifebot in this terminal, as its owner (reminders arrive here too)."""
+    from bot.app.logs import setup_logging
+
+    settings = settings_or_exit()
+    logfile = setup_logging(settings, to_file=_console_log_file(settings))
+    if logfile is not None and sys.stdin.isatty():
+        typer.echo(f"(logs go to {logfile})", err=True)
+    run_with_app(lambda application: run_console(application, with_jobs=True), settings)
 
 
 @app.command()
-def doctor() -> None:
-    """Check configuration, database, LLM, model files and tokens; say how to fix problems."""
-    from bot.app.doctor import run_doctor
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+) -> None:
+    """Check configuration, database, models and tokens; say how to fix problems.
+
+    It changes nothing: pending database migrations are counted, not applied.
+    """
+    from bot.app.doctor import as_json as report_json
+    from bot.app.doctor import collect, healthy, run_doctor
+    from bot.config import load_settings
+    from bot.errors import ConfigError
 
     try:
         settings = load_settings()
     except ConfigError as exc:
-        typer.echo("configuration: PROBLEMS")
-        for problem in exc.problems:
-            typer.echo(f"  - {problem}")
+        if as_json:
+            problems = [{"name": "configuration", "status": "PROBLEM", "detail": p, "fix": ""}
+                        for p in exc.problems]  # fmt: skip
+            typer.echo(json.dumps({"ok": False, "checks": problems}, indent=2))
+        else:
+            typer.echo("configuration: PROBLEMS")
+            for problem in exc.problems:
+                typer.echo(f"  - {problem}")
         raise typer.Exit(1) from exc
+    if as_json:
+        checks = asyncio.run(collect(settings))
+        typer.echo(report_json(checks))
+        raise typer.Exit(0 if healthy(checks) else 1)
     ok = asyncio.run(run_doctor(settings, typer.echo))
     raise typer.Exit(0 if ok else 1)
 
@@ -201,16 +221,31 @@ def pairing_approve(
     run_with_app(go)
 
 
-@app.command()
-def users() -> None:
+users_app = typer.Typer(
+    help="List, add and delete users.",
+    add_completion=False,
+    rich_markup_mode=None,
+    invoke_without_command=True,
+)
+app.add_typer(users_app, name="users")
+register_data_cli(app, users_app)  # lifebot export, backup, users delete
+
+
+@users_app.callback()
+def users(ctx: typer.Context) -> None:
     """List users, their linked channels and their schedule settings."""
+    if ctx.invoked_subcommand is not None:
+        return
     from bot.jobs.commands import settings_text
     from storage.repos.users import UserRepo
 
     async def go(application: App) -> None:
         async with application.db.session() as s:
             repo = UserRepo(s)
-            for user in await repo.all():
+            everyone = await repo.all()
+            if not everyone:
+                typer.echo("No users yet: `lifebot users add NAME` adds one.")
+            for user in everyone:
                 idents = await repo.identities(user.id or 0)
                 chans = ", ".join(
                     f"{i.channel}:{i.sender_id}{' (unreachable)' if i.unreachable_at else ''}"
@@ -223,16 +258,40 @@ def users() -> None:
     run_with_app(go)
 
 
-def _add_memory_commands() -> None:
-    from bot.app.cli.journal import journal_app
-    from bot.app.cli.memory import import_command, memory_app
+@users_app.command("add")
+def users_add(
+    name: Annotated[str, typer.Argument(help="A name to call them by, e.g. alice")],
+    timezone: Annotated[
+        str | None, typer.Option("--timezone", help="IANA zone; default LIFEBOT_TIMEZONE")
+    ] = None,
+) -> None:
+    """Add a user (the first one becomes the owner, who also chats in the console)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    app.add_typer(memory_app, name="memory")
-    app.add_typer(journal_app, name="journal")
-    app.command("import")(import_command)
+    from storage.repos.users import UserRepo
 
+    if name.isdigit() or not name.strip():
+        typer.echo("A user's name needs a letter (ids are numbers).", err=True)
+        raise typer.Exit(2)
 
-_add_memory_commands()
+    async def go(application: App) -> None:
+        zone = timezone or application.settings.default_timezone
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            typer.echo(f"{zone!r} is not a time zone (try Europe/Berlin).", err=True)
+            raise typer.Exit(2) from exc
+        async with application.db.session() as s:
+            repo = UserRepo(s)
+            everyone = await repo.all()
+            if any(u.display_name.lower() == name.lower() for u in everyone):
+                typer.echo(f"There is already a user called {name!r}.", err=True)
+                raise typer.Exit(1)
+            user = await repo.create(name.strip(), is_owner=not everyone, timezone=zone)
+        role = " (owner: the console chats as them)" if user.is_owner else ""
+        typer.echo(f"Added {user.display_name}, user {user.id}{role}.")
+
+    run_with_app(go)
 
 
 def main() -> None:

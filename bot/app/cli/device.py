@@ -6,13 +6,16 @@ import asyncio
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.build import App
+from bot.app.cli.runtime import group
 
-device_app = typer.Typer(help="Pair, revoke and check pendants.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from bot.app.build import App
+
+device_app = group("Pair, revoke and check pendants.")
 
 
 def register_device_cli(app: typer.Typer) -> None:
@@ -39,7 +42,7 @@ def device_add(
     user: Annotated[str, typer.Option("--user", help="The user it records for (id or name)")],
 ) -> None:
     """Register a pendant and print its token (shown once; only a hash is stored)."""
-    from bot.app.cli import run_with_app
+    from bot.app.cli.runtime import run_with_app
     from storage.repos.devices import DeviceRepo
     from storage.repos.users import UserRepo
 
@@ -69,7 +72,7 @@ def device_add(
 @device_app.command("revoke")
 def device_revoke(name: Annotated[str, typer.Argument(help="The pendant's name")]) -> None:
     """Invalidate a pendant's token; its recordings and transcripts stay."""
-    from bot.app.cli import run_with_app
+    from bot.app.cli.runtime import run_with_app
     from storage.repos.devices import DeviceRepo
 
     async def go(app: App) -> None:
@@ -89,7 +92,7 @@ def device_revoke(name: Annotated[str, typer.Argument(help="The pendant's name")
 @device_app.command("status")
 def device_status() -> None:
     """Devices, when each was last seen, and audio still waiting to be transcribed."""
-    from bot.app.cli import run_with_app
+    from bot.app.cli.runtime import run_with_app
     from bot.device.spool import Spool
     from storage.repos.devices import DeviceRepo, SessionRepo
     from storage.repos.users import UserRepo
@@ -134,7 +137,9 @@ def device_sim(
     wait: Annotated[float, typer.Option("--wait", help="Give up after this many seconds")] = 120,
 ) -> None:
     """Stream a WAV file to lifebot like a pendant and print what comes back."""
-    from bot.app.cli import settings_or_exit
+    from websockets.exceptions import ConnectionClosed, WebSocketException
+
+    from bot.app.cli.runtime import settings_or_exit
     from bot.device.sim import DEFAULT_URL, describe, simulate
 
     if mode not in ("ask", "ambient"):
@@ -165,9 +170,29 @@ def device_sim(
                 printer=show,
             )
         )
-    except (OSError, ValueError) as exc:
-        typer.echo(f"device-sim: {exc}", err=True)
+    except ConnectionClosed as exc:
+        # The server went away mid-stream (stopped, crashed, network): say so, no traceback.
+        typer.echo(
+            f"device-sim: the server at {target} closed the connection ({exc}); "
+            "is `lifebot serve` still running?",
+            err=True,
+        )
+        raise typer.Exit(1) from exc
+    except (OSError, ValueError, TimeoutError, WebSocketException) as exc:
+        typer.echo(f"device-sim: cannot talk to {target}: {exc}", err=True)
         raise typer.Exit(1) from exc
     if result.close_code not in (None, 1000):
-        typer.echo(f"closed by the server: {result.close_code} {result.close_reason}", err=True)
+        why = (result.close_reason or "").strip()
+        if result.close_code == 1006:  # no close frame: the process or the network went away
+            typer.echo(
+                f"device-sim: the server at {target} closed the connection without a word "
+                "(1006); is `lifebot serve` still running?",
+                err=True,
+            )
+        else:
+            typer.echo(
+                f"device-sim: the server at {target} closed the connection: "
+                f"{why or 'no reason given'} ({result.close_code})",
+                err=True,
+            )
         raise typer.Exit(1)

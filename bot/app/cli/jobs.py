@@ -5,27 +5,38 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.build import App
+from bot.app.cli.runtime import group
 
-briefing_app = typer.Typer(help="Morning briefings.", no_args_is_help=True)
-calendar_app = typer.Typer(help="lifebot's calendar.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from bot.app.build import App
+
+briefing_app = group("Morning briefings.")
+calendar_app = group("lifebot's calendar.")
 
 UserOption = Annotated[str, typer.Option("--user", "-u", help="User id or display name")]
 
 
 def register_jobs_cli(app: typer.Typer) -> None:
     """Add the jobs commands to the ``lifebot`` CLI (one call from bot/cli.py)."""
-    app.command("jobs")(jobs)
+    jobs_app = typer.Typer(
+        help="Scheduled jobs and the outbox of pushes.",
+        add_completion=False,
+        rich_markup_mode=None,
+        invoke_without_command=True,
+    )
+    jobs_app.callback()(jobs)
+    jobs_app.command("retry")(retry)
+    app.add_typer(jobs_app, name="jobs")
     app.add_typer(briefing_app, name="briefing")
     app.add_typer(calendar_app, name="calendar")
 
 
 def _run(fn: object) -> None:
-    from bot.app.cli import run_with_app
+    from bot.app.cli.runtime import run_with_app
 
     run_with_app(fn)  # type: ignore[arg-type]  # each caller passes an App -> Awaitable
 
@@ -56,8 +67,10 @@ async def _leader(application: App) -> str:
     return f"leader: {lease.holder} (lease until {_when(lease.expires_at)} UTC)"
 
 
-def jobs() -> None:
+def jobs(ctx: typer.Context) -> None:
     """List scheduled jobs, their next run times and last results, and the outbox."""
+    if ctx.invoked_subcommand is not None:
+        return
     from storage.repos.job_state import JobStateRepo
     from storage.repos.outbox import OutboxRepo
 
@@ -134,5 +147,49 @@ def export(
         target = out or Path(f"lifebot-{safe}.ics")
         target.write_text(ics, encoding="utf-8", newline="")
         typer.echo(f"Wrote {len(events)} event(s) to {target}")
+
+    _run(go)
+
+
+RETRYABLE = ("failed", "skipped")
+
+
+def retry(
+    delivery_id: Annotated[int, typer.Argument(help="The outbox id `lifebot jobs` shows (#N)")],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Also re-send an 'uncertain' push (it may then arrive twice)"),
+    ] = False,
+) -> None:
+    """Send a failed or skipped push again (the running `lifebot serve` sends it)."""
+    from storage.repos.outbox import OutboxRepo
+
+    async def go(application: App) -> None:
+        states = (*RETRYABLE, "uncertain") if force else RETRYABLE
+        async with application.db.session() as s:
+            repo = OutboxRepo(s)
+            row = await repo.get(delivery_id)
+            if row is None:
+                typer.echo(
+                    f"There is no push #{delivery_id} (`lifebot jobs` lists them).", err=True
+                )
+                raise typer.Exit(1)
+            if row.status == "uncertain" and not force:
+                typer.echo(
+                    f"#{delivery_id} may have arrived already (its channel did not confirm); "
+                    "add --force to send it again anyway.",
+                    err=True,
+                )
+                raise typer.Exit(1)
+            if not await repo.requeue(delivery_id, application.clock.now(), states=states):
+                typer.echo(
+                    f"#{delivery_id} is {row.status}: only a failed or skipped push is retried.",
+                    err=True,
+                )
+                raise typer.Exit(1)
+        typer.echo(
+            f"#{delivery_id} ({row.kind} for user {row.user_id}) is queued again; the running "
+            "`lifebot serve` (or `lifebot chat`) sends it within seconds."
+        )
 
     _run(go)

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.build import App
-from bot.app.cli import run_with_app
-from bot.app.cli.memory import UserOpt, _progress, _user
+from bot.app.cli.memory import UserOpt, _progress
+from bot.app.cli.runtime import find_user as _user
+from bot.app.cli.runtime import group, run_with_app
 
-journal_app = typer.Typer(help="The journal: entries, scores, summaries.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from bot.app.build import App
+
+journal_app = group("The journal: entries, scores, summaries.")
+
+
+def register_journal_cli(app: typer.Typer) -> None:
+    """Add ``journal ...`` to the lifebot CLI (``import journal DIR`` lives with import)."""
+    app.add_typer(journal_app, name="journal")
 
 
 def import_journal(folder: Path, user: str) -> None:
@@ -62,4 +70,4 @@ def rescore(
     run_with_app(go)
 
 
-__all__ = ["UserOpt", "import_journal", "journal_app"]
+__all__ = ["UserOpt", "import_journal", "journal_app", "register_journal_cli"]

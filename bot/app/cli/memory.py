@@ -4,38 +4,33 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 from zoneinfo import ZoneInfo
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from bot.app.build import App
-from bot.app.cli import run_with_app
-from storage.models import User
-from storage.repos.users import UserRepo
+from bot.app.cli.runtime import find_user as _user
+from bot.app.cli.runtime import group, run_with_app
 
-memory_app = typer.Typer(help="Search and manage what lifebot remembers.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from bot.app.build import App
+
+memory_app = group("Search and manage what lifebot remembers.")
 
 UserOpt = Annotated[str, typer.Option("--user", "-u", help="User id or display name")]
 
 
-async def _user(app: App, who: str) -> User:
-    async with app.db.session() as s:
-        repo = UserRepo(s)
-        if who.isdigit():
-            user = await repo.get(int(who))
-            if user is not None:
-                return user
-        matches = [u for u in await repo.all() if u.display_name.lower() == who.lower()]
-    if len(matches) != 1:
-        why = "no user" if not matches else "several users"
-        typer.echo(f"{why} matches {who!r}; `lifebot users` lists them (use the id).", err=True)
-        raise typer.Exit(2)
-    return matches[0]
+def register_memory_cli(app: typer.Typer) -> None:
+    """Add ``memory ...`` and ``import`` to the lifebot CLI."""
+    app.add_typer(memory_app, name="memory")
+    app.command("import")(import_command)
 
 
 def _progress(label: str) -> Progress:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     return Progress(
         TextColumn(label),
         BarColumn(),
@@ -78,15 +73,15 @@ def search(
             print(json.dumps(hits, ensure_ascii=False, indent=2))
             return
         if not hits:
-            print(out.note or "No results.")
+            # out.note is written for the model ("do not guess"): a person gets plain words.
+            print(f"Nothing in {who.display_name}'s memory matches {query!r}.")
             return
-        for n, (hit, ev) in enumerate(zip(hits, out.evidence, strict=True), 1):
+        for n, ev in enumerate(out.evidence, 1):
             when = ev.item.ts.astimezone(tz)
-            print(f"{n:>2}. [{hit['id']}] {when:%Y-%m-%d %H:%M} {hit['kind']} "
-                  f"score={hit['score']:.4f} ({ev.matched})")  # fmt: skip
+            where = ev.item.channel or ev.item.kind
+            print(f"{n:>2}. {when:%a %d %b %Y %H:%M} ({where}, [{ev.item.ref or ev.item.id}])")
             print(f"    {ev.item.text}")
-        if out.note:
-            print(f"note: {out.note}")
+        print(f"(times in {who.timezone}; --json adds scores)")
 
     run_with_app(go)
 
@@ -136,8 +131,10 @@ def reindex(
     async def go(app: App) -> None:
         who = await _user(app, user) if user else None
         memory = app.memory
-        with _progress("indexing") as bar:
-            task = bar.add_task("index", total=None)
+        await memory.index.index_pending(user_id=who.id if who else None)
+        total = await memory.index.size(who.id if who else None)
+        with _progress("embedding") as bar:
+            task = bar.add_task("index", total=total)
             count = await memory.index.reindex(
                 user_id=who.id if who else None, progress=lambda n: bar.advance(task, n)
             )
@@ -148,25 +145,64 @@ def reindex(
 
 def import_command(
     file: Annotated[
-        Path, typer.Argument(help="JSON Lines file or Telegram result.json; or the word journal")
+        Path,
+        typer.Argument(
+            help="A `lifebot export` zip, JSON Lines or Telegram result.json; or the word journal"
+        ),
     ],
-    user: UserOpt,
     folder: Annotated[
         Path | None, typer.Argument(help="With `journal`: the folder of dated journal files")
     ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", help="User id or name (chat history and journals)"),
+    ] = None,
 ) -> None:
-    """Import chat history (JSON Lines, Telegram export), or `journal DIR` of dated files."""
+    """Import a `lifebot export` zip, chat history (JSON Lines, Telegram export) or a journal.
+
+    `lifebot import journal DIR --user U` imports a folder of dated journal files.
+    """
+    from bot.app.portability import is_export
+
     if folder is not None:
-        if str(file) != "journal":
-            typer.echo(
-                "usage: lifebot import FILE --user U, or lifebot import journal DIR", err=True
-            )
+        if str(file) != "journal" or user is None:
+            typer.echo("usage: lifebot import journal DIR --user U", err=True)
             raise typer.Exit(2)
         from bot.app.cli.journal import import_journal
 
         import_journal(folder, user)
         return
 
+    if file.is_file() and is_export(file):
+        _import_export(file)
+        return
+    if user is None:
+        typer.echo(
+            "Chat history needs --user (an id or name; `lifebot users` lists them).", err=True
+        )
+        raise typer.Exit(2)
+    _import_history(file, user)
+
+
+def _import_export(file: Path) -> None:
+    from bot.app.portability import ExportFileError, import_user
+
+    async def go(app: App) -> None:
+        try:
+            done = await import_user(app, file)
+        except ExportFileError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        rows = sum(done.rows.values())
+        print(
+            f"Imported {done.name} (user {done.user_id}): {rows} rows, "
+            f"{done.audio_files} audio file(s)."
+        )
+
+    run_with_app(go)
+
+
+def _import_history(file: Path, user: str) -> None:
     async def go(app: App) -> None:
         from bot.app.importer import import_file, read_records
         from bot.errors import ImportFileError

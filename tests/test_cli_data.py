@@ -1,0 +1,210 @@
+"""A user's data leaves and comes back whole: export, users delete, import, backup."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import zipfile
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from sqlmodel import func, select
+from typer.testing import CliRunner
+
+from bot.app.build import App, build_app, start_app
+from bot.app.cli import app as cli
+from bot.app.portability import backup_sqlite
+from storage.models import DeviceSession, Fact, Message, User
+from storage.repos.devices import DeviceRepo
+from storage.repos.userdata import UserDataRepo
+from tests.conftest import make_settings
+from tests.fakes.llm import FakeLLM, say
+from tests.support.builders import make_inbound
+from tests.support.jobs import make_user
+
+T = TypeVar("T")
+SESSION = "s-0123456789abcdef"
+
+
+def _with_app(tmp_path: Path, fn: Callable[[App], Awaitable[T]], llm: FakeLLM | None = None) -> T:
+    async def go() -> T:
+        application = build_app(make_settings(tmp_path, llm))
+        try:
+            await start_app(application)
+            return await fn(application)
+        finally:
+            await application.close()
+
+    return asyncio.run(go())
+
+
+async def _fill(application: App) -> None:
+    """Ana: two turns, a fact, a pendant with one spooled session. Bob: one message."""
+    from tests.fakes.channel import RecordingChannel
+
+    application.dispatcher.register(RecordingChannel("fake"))
+    ana = await make_user(application, "ana")
+    await make_user(application, "bob")
+    await application.dispatcher.handle(
+        make_inbound("/remember my bike is a green Gazelle", sender="ana")
+    )
+    await application.dispatcher.handle(make_inbound("I parked at the red gate", sender="ana"))
+    await application.dispatcher.handle(make_inbound("hello from bob", sender="bob"))
+    now = datetime.now(UTC)
+    async with application.db.session() as s:
+        device, _ = await DeviceRepo(s).add(ana.id or 0, "kitchen")
+        s.add(DeviceSession(id=SESSION, device_id=device.id or 0, user_id=ana.id or 0,
+                            started_at=now, last_seen_at=now))  # fmt: skip
+    spool = application.settings.data_dir / "spool"
+    spool.mkdir(parents=True, exist_ok=True)
+    (spool / f"{SESSION}.pcm").write_bytes(b"\x01\x00" * 1600)
+
+
+async def _counts(application: App) -> dict[str, int]:
+    async with application.db.session() as s:
+        out = {}
+        for name, model in (("user", User), ("message", Message), ("fact", Fact)):
+            n = (await s.exec(select(func.count()).select_from(model))).one()
+            out[name] = int(n)
+        return out
+
+
+def test_export_delete_import_brings_everything_back(
+    tmp_path: Path, fake_llm_sync: FakeLLM
+) -> None:
+    fake_llm_sync.default = lambda _body: say("Noted.")
+    _with_app(tmp_path, _fill, fake_llm_sync)
+    before = _with_app(tmp_path, _counts)
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    zpath = tmp_path / "ana.zip"
+
+    exported = runner.invoke(cli, ["export", "--user", "ana", "-o", str(zpath)], env=env)
+    assert exported.exit_code == 0, exported.output
+    with zipfile.ZipFile(zpath) as zf:
+        names = set(zf.namelist())
+        facts = json.loads(zf.read("fact.json"))
+        messages = json.loads(zf.read("message.json"))
+    assert {"manifest.json", "user.json", "message.json", f"audio/{SESSION}.pcm"} <= names
+    assert any("green Gazelle" in f["text"] for f in facts)
+    assert any(m["text"] == "I parked at the red gate" for m in messages)
+    assert not any("bob" in m["text"] for m in messages)  # only ana's data
+
+    refused = runner.invoke(cli, ["users", "delete", "ana"], env=env, input="n\n")
+    assert refused.exit_code == 1 and "Nothing deleted." in refused.output
+    assert _with_app(tmp_path, _counts) == before
+
+    deleted = runner.invoke(cli, ["users", "delete", "ana", "--yes"], env=env)
+    assert deleted.exit_code == 0, deleted.output
+    assert "1 audio file(s)" in deleted.output
+    after_delete = _with_app(tmp_path, _counts)
+    assert after_delete["user"] == before["user"] - 1
+    assert after_delete["fact"] == 0
+    assert not (tmp_path / "data" / "spool" / f"{SESSION}.pcm").exists()
+    gone = runner.invoke(cli, ["memory", "search", "red gate", "--user", "ana"], env=env)
+    assert gone.exit_code == 2  # no such user any more
+
+    imported = runner.invoke(cli, ["import", str(zpath)], env=env)
+    assert imported.exit_code == 0, imported.output
+    assert imported.output.startswith("Imported ana (user ")
+    assert _with_app(tmp_path, _counts) == before
+    assert (tmp_path / "data" / "spool" / f"{SESSION}.pcm").read_bytes() == b"\x01\x00" * 1600
+    found = runner.invoke(cli, ["memory", "search", "red gate", "--user", "ana", "--json"], env=env)
+    assert found.exit_code == 0, found.output
+    assert any("red gate" in hit["text"] for hit in json.loads(found.output))
+
+    twice = runner.invoke(cli, ["import", str(zpath)], env=env)
+    assert twice.exit_code == 1 and "already has a user" in twice.output
+
+
+@pytest.fixture
+def fake_llm_sync() -> Iterator[FakeLLM]:
+    """A FakeLLM served from its own thread, for tests that drive the CLI synchronously."""
+    import threading
+
+    server = FakeLLM()
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(server.start())
+        started.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    started.wait(10)
+    yield server
+    asyncio.run_coroutine_threadsafe(server.stop(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+    loop.close()
+
+
+async def test_dump_load_delete_on_sqlite_and_postgres(any_db_app: App) -> None:
+    ana = await make_user(any_db_app, "ana")
+    await any_db_app.dispatcher.handle(make_inbound("/remember I like tea", sender="ana"))
+    async with any_db_app.db.session() as s:
+        data = await UserDataRepo(s).dump(ana.id or 0)
+    async with any_db_app.db.session() as s:
+        counts = await UserDataRepo(s).delete(ana.id or 0)
+    assert counts["user"] == 1 and counts["fact"] == 1
+    async with any_db_app.db.session() as s:
+        assert await UserDataRepo(s).load(data) == ana.id
+    async with any_db_app.db.session() as s:
+        facts = (await s.exec(select(Fact).where(Fact.user_id == ana.id))).all()
+        # New rows still get fresh ids after ids were inserted by hand (PostgreSQL sequences).
+        newcomer = User(display_name="cleo")
+        s.add(newcomer)
+        await s.flush()
+    assert [f.text for f in facts] == [f["text"] for f in data["fact"]]
+    assert newcomer.id is not None and newcomer.id > (ana.id or 0)
+
+
+async def test_backup_is_consistent_while_the_database_is_written(tmp_path: Path, app: App) -> None:
+    ana = await make_user(app, "ana")
+    stop = asyncio.Event()
+
+    async def writer() -> int:
+        n = 0
+        while not stop.is_set():
+            await app.dispatcher.handle(make_inbound(f"/remember note {n}", sender="ana"))
+            n += 1
+        return n
+
+    task = asyncio.create_task(writer())
+    await asyncio.sleep(0.3)
+    db_file = Path(app.settings.database_url.split(":///", 1)[1])
+    done = await asyncio.to_thread(
+        backup_sqlite, db_file, app.settings.data_dir, tmp_path / "bk", datetime.now(UTC)
+    )
+    stop.set()
+    written = await task
+    conn = sqlite3.connect(done.database)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        row = conn.execute("SELECT count(*) FROM message WHERE user_id = ?", (ana.id,)).fetchone()
+        copied = row[0]
+    finally:
+        conn.close()
+    assert 0 < copied <= 2 * written  # each /remember is stored, with its reply
+
+
+def test_backup_cli_names_the_folder(tmp_path: Path) -> None:
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    assert runner.invoke(cli, ["users", "add", "ana"], env=env).exit_code == 0
+    result = runner.invoke(cli, ["backup", "--to", str(tmp_path / "bk")], env=env)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"Backed up to {tmp_path / 'bk'}/lifebot-backup-")
+    (folder,) = (tmp_path / "bk").iterdir()
+    conn = sqlite3.connect(folder / "lifebot.db")
+    try:
+        assert conn.execute("SELECT display_name FROM user").fetchall() == [("ana",)]
+    finally:
+        conn.close()

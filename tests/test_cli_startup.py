@@ -1,0 +1,88 @@
+"""The CLI answers at once: `--help` and memory commands do not import what they never use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Each of these takes from a tenth of a second to a second to import on a small machine.
+HEAVY = {
+    "faster_whisper", "ctranslate2", "onnxruntime", "av", "telegram", "slack_bolt", "slack_sdk",
+    "openai", "sqlalchemy", "sqlmodel", "alembic", "apscheduler", "numpy", "websockets",
+    "aiohttp", "pydantic_settings", "rich", "tiktoken",
+}  # fmt: skip
+
+# What `memory search` may not touch: no model client, no channel, no speech, no scheduler,
+# and no Alembic once the database is up to date.
+NOT_FOR_SEARCH = {
+    "faster_whisper", "ctranslate2", "av", "telegram", "slack_bolt", "slack_sdk", "openai",
+    "alembic", "apscheduler", "websockets", "aiohttp",
+}  # fmt: skip
+
+PROBE = """
+import json, sys
+from bot.app.cli import app
+try:
+    app(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}),
+      file=sys.stderr)
+"""
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
+    env.pop("TELEGRAM_BOT_TOKEN", None)
+    env.pop("SLACK_BOT_TOKEN", None)
+    env["LIFEBOT_DATA_DIR"] = str(tmp_path / "data")
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def _modules(tmp_path: Path, *args: str) -> tuple[int, set[str], str]:
+    proc = subprocess.run(  # our own interpreter and arguments
+        [sys.executable, "-c", PROBE, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    return report["code"], set(report["modules"]), proc.stdout
+
+
+def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
+    code, modules, out = _modules(tmp_path, "--help")
+    assert code == 0
+    assert "serve" in out
+    assert "memory" in out
+    assert not modules & HEAVY, f"`lifebot --help` imports {sorted(modules & HEAVY)}"
+
+
+@pytest.mark.parametrize("group", ["memory", "device", "jobs", "users", "doctor"])
+def test_subcommand_help_imports_nothing_heavy(tmp_path: Path, group: str) -> None:
+    code, modules, out = _modules(tmp_path, group, "--help")
+    assert code == 0, out
+    assert not modules & HEAVY, f"`lifebot {group} --help` imports {sorted(modules & HEAVY)}"
+
+
+def test_memory_search_loads_no_model_client_channel_or_migrator(tmp_path: Path) -> None:
+    # The first run creates and migrates the database; the second finds it up to date.
+    code, _, out = _modules(tmp_path, "users", "add", "alice")
+    assert code == 0, out
+    code, modules, out = _modules(tmp_path, "memory", "search", "coffee", "--user", "alice")
+    assert code == 0, out
+    loaded = modules & NOT_FOR_SEARCH
+    assert not loaded, f"`lifebot memory search` imports {sorted(loaded)}"
