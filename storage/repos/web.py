@@ -10,13 +10,11 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy import delete, func, text, update
 from sqlmodel import SQLModel, col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.db import MIGRATIONS
+from storage.db import migration_chain
 from storage.models import (
     ApiToken,
     AudioSegment,
@@ -427,6 +425,5 @@ def _jsonable(value: Any) -> Any:
 
 def head_revision() -> str | None:
     """The newest migration shipped with this code (reads the migration files: call off-loop)."""
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    return ScriptDirectory.from_config(cfg).get_current_head()
+    chain = migration_chain()
+    return chain[-1] if chain else None
