@@ -31,6 +31,7 @@ from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from storage.db import Database
+from storage.locks import AdvisoryKeyedLocks
 from storage.repos.devices import DeviceRepo
 
 if TYPE_CHECKING:
@@ -69,6 +70,8 @@ class App:
     """Started channels by name: the way back for replies (dispatch) and pushes (outbox)."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
+    conversation_locks: AdvisoryKeyedLocks | None = None
+    """PostgreSQL: the per-conversation lock every process shares (None on SQLite)."""
 
     def add_channel(self, adapter: ChannelAdapter) -> None:
         """Make ``adapter`` the way back to its channel and stop it with the app."""
@@ -85,6 +88,8 @@ class App:
                 log.exception("adapter %s did not stop cleanly", adapter.name)
         await self.memory.close()
         await self.llm.close()
+        if self.conversation_locks is not None:
+            await self.conversation_locks.close()
         await self.db.dispose()
 
 
@@ -155,6 +160,9 @@ def build_app(
             proposal_ttl_days=settings.proposal_ttl_days,
         ),
     )
+    # Several processes may share a PostgreSQL database: turns of one conversation must not
+    # overlap whichever process receives them. SQLite keeps the in-process lock.
+    conv_locks = None if db.is_sqlite else AdvisoryKeyedLocks(settings.database_url)
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
@@ -168,6 +176,7 @@ def build_app(
         hooks=[memory.on_turn, jobs.after_turn],
         allowlist=settings.allowlisted(),
         default_timezone=settings.default_timezone,
+        locks=conv_locks,
     )
     return App(
         settings=settings,
@@ -182,6 +191,7 @@ def build_app(
         jobs=jobs,
         dispatcher=dispatcher,
         channels=channels,
+        conversation_locks=conv_locks,
     )
 
 

@@ -29,6 +29,7 @@ from bot.messages import (
     StoredTurn,
 )
 from storage.db import Database
+from storage.locks import KeyedLock
 from storage.models import User
 from storage.repos.deliveries import DeliveryRepo
 from storage.repos.messages import ConversationRepo, MessageRepo
@@ -102,6 +103,7 @@ class Dispatcher:
         hooks: Sequence[TurnHook] = (),
         allowlist: set[str] | None = None,
         default_timezone: str = "UTC",
+        locks: KeyedLock | None = None,
     ) -> None:
         self.db = db
         self.agent = agent
@@ -113,7 +115,8 @@ class Dispatcher:
         """Channels by name: the way back to each (shared with the outbox)."""
         self.hooks = tuple(hooks)
         """Awaited after every stored turn; a failing hook is logged, never fatal."""
-        self._locks = _ConversationLocks()
+        # In-process by default (SQLite: one process); across processes on PostgreSQL.
+        self._locks: KeyedLock = locks or _ConversationLocks()
 
     def register(self, adapter: ChannelAdapter) -> None:
         """Make an adapter the way back to its channel."""

@@ -1,0 +1,87 @@
+"""Locks that hold across every process on one PostgreSQL database.
+
+``AdvisoryKeyedLocks`` serialises work per key (a conversation) whichever ``serve`` process
+runs it: a transaction-level advisory lock held on a dedicated connection for as long as the
+work lasts. If the process dies its connection closes and the server frees the lock.
+Within one process, waiters queue in memory first, so a busy conversation costs one
+connection, not one per queued message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+CONVERSATION_SPACE = 7_140_001
+"""The first half of a two-part advisory lock id: "a conversation" (the second is its id)."""
+MIGRATION_KEY = 7_140_002
+"""The advisory lock id taken while migrations run (one process migrates, the others wait)."""
+
+
+class KeyedLock(Protocol):
+    """Serialises work per integer key; later holders of one key queue behind."""
+
+    def hold(self, key: int) -> AbstractAsyncContextManager[None]:
+        """Hold the lock of ``key`` for the ``async with`` block."""
+        ...
+
+
+class _LocalQueue:
+    """One asyncio lock per key, dropped when nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: int) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+class AdvisoryKeyedLocks:
+    """PostgreSQL ``pg_advisory_xact_lock(space, key)``, one connection per held key.
+
+    The connections come from a pool of their own: a turn holding a lock also needs ordinary
+    sessions, and sharing one pool could leave every connection held by a waiting lock.
+    """
+
+    def __init__(self, url: str, *, space: int = CONVERSATION_SPACE, pool_size: int = 10) -> None:
+        self.space = space
+        self.engine: AsyncEngine = create_async_engine(
+            url, pool_size=pool_size, max_overflow=4 * pool_size, pool_pre_ping=True
+        )
+        self._local = _LocalQueue()
+
+    @asynccontextmanager
+    async def hold(self, key: int) -> AsyncIterator[None]:
+        """Hold ``key`` across processes until the block ends (or this process dies)."""
+        # The lock lives as long as the transaction; leaving the block ends both.
+        async with self._local.hold(key), self.engine.connect() as conn, conn.begin():
+            await conn.execute(
+                text("SELECT pg_advisory_xact_lock(:space, :key)"),
+                {"space": self.space, "key": _int4(key)},
+            )
+            yield
+
+    async def close(self) -> None:
+        """Close the lock connections."""
+        await self.engine.dispose()
+
+
+def _int4(key: int) -> int:
+    """Fold a key into PostgreSQL's int4 range (conversation ids fit; this only guards)."""
+    return ((key + 2**31) % 2**32) - 2**31

@@ -1,0 +1,95 @@
+"""Several processes on one PostgreSQL database behave as one (issue 22).
+
+Each ``App`` here stands for one ``serve`` process: its own engine, pools, dispatcher and
+locks; only the database is shared, exactly as between processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import pytest
+from sqlmodel import select
+
+from bot.app.build import App
+from storage.models import ChannelIdentity, User
+from tests.conftest import AppFactory, add_user, channel
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.llm import FakeLLM, Step, say
+from tests.support.builders import make_inbound
+
+pytestmark = pytest.mark.postgres
+
+
+async def _processes(
+    app_factory: AppFactory, llm: FakeLLM, url: str, n: int, **overrides: Any
+) -> list[App]:
+    apps = []
+    for _ in range(n):
+        app = await app_factory(llm, database_url_setting=url, jobs_enabled=False, **overrides)
+        app.dispatcher.register(RecordingChannel("fake"))
+        apps.append(app)
+    return apps
+
+
+def _slow_answers(llm: FakeLLM, seconds: float, spans: list[tuple[str, float, float]]) -> None:
+    """Every agent request takes ``seconds``; (last user text, start, end) is recorded."""
+
+    def answer(body: dict[str, Any]) -> Step:
+        if body.get("model") != "fake-smart":  # memory extraction and the like
+            return say("{}")
+        last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        start = time.monotonic()
+        spans.append((str(last), start, start + seconds))
+        return say(f"re: {last}", delay=seconds)
+
+    llm.default = answer
+
+
+async def test_turns_of_one_chat_never_overlap_across_processes(
+    app_factory: AppFactory, fake_llm: FakeLLM, postgres_url: str
+) -> None:
+    p1, p2, p3 = await _processes(app_factory, fake_llm, postgres_url, 3)
+    await add_user(p1, "ann")
+    spans: list[tuple[str, float, float]] = []
+    _slow_answers(fake_llm, 0.3, spans)
+
+    # Three messages of one chat, each reaching a different process, nearly at once.
+    async def send(app: App, text: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await app.dispatcher.handle(make_inbound(text, sender="ann"))
+
+    await asyncio.gather(send(p1, "one", 0), send(p2, "two", 0.02), send(p3, "three", 0.04))
+
+    turns = sorted((start, end) for _, start, end in spans)
+    assert len(turns) == 3
+    overlaps = sum(1 for a, b in itertools.pairwise(turns) if b[0] < a[1])
+    assert overlaps == 0, turns
+    replies = [t for app in (p1, p2, p3) for t in channel(app).texts()]
+    assert sorted(replies) == ["re: one", "re: three", "re: two"]
+
+
+async def test_a_strangers_first_messages_on_two_processes_make_one_identity(
+    app_factory: AppFactory, fake_llm: FakeLLM, postgres_url: str
+) -> None:
+    # The allowlist lets a new person in on their first message: that creates the user.
+    p1, p2 = await _processes(app_factory, fake_llm, postgres_url, 2, allowlist="fake:newbie")
+    fake_llm.default = lambda body: say("hello!")
+
+    results = await asyncio.gather(
+        *(
+            app.dispatcher.handle(make_inbound(f"hi {i}", sender="newbie"))
+            for i in range(6)
+            for app in (p1, p2)
+        )
+    )
+
+    assert [r.status for r in results] == ["answered"] * 12
+    async with p1.db.session() as s:
+        idents = (await s.exec(select(ChannelIdentity))).all()
+        users = (await s.exec(select(User))).all()
+    assert len(idents) == 1
+    assert len(users) == 1
