@@ -256,7 +256,8 @@ class Settings(BaseSettings):
         if secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
             out.append(
                 "LIFEBOT_TELEGRAM_WEBHOOK_SECRET may only use A-Z, a-z, 0-9, _ and - (1 to 256 "
-                "characters); leave it unset and lifebot picks a random one at each start."
+                "characters); leave it unset and every process derives the same one from the "
+                "bot token."
             )
         try:
             ZoneInfo(self.default_timezone)

@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlmodel import select
 
-from bot.app.build import App
+from bot.app.build import App, build_app, start_app
 from storage.models import ChannelIdentity, User
-from tests.conftest import AppFactory, add_user, channel
+from tests.conftest import AppFactory, add_user, channel, make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.support.builders import make_inbound
@@ -93,3 +94,15 @@ async def test_a_strangers_first_messages_on_two_processes_make_one_identity(
         users = (await s.exec(select(User))).all()
     assert len(idents) == 1
     assert len(users) == 1
+
+
+async def test_three_processes_started_together_on_a_fresh_database_all_come_up(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    apps = [build_app(make_settings(tmp_path, database_url_setting=postgres_url)) for _ in range(3)]
+    try:
+        results = await asyncio.gather(*(start_app(a) for a in apps), return_exceptions=True)
+        assert results == [None, None, None]
+    finally:
+        for a in apps:
+            await a.close()
