@@ -10,9 +10,8 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from bot.app.cli import app as cli
-from bot.jobs.leader import AdvisoryLock, LeaseLock
+from bot.jobs.leader import LeaseLock
 from bot.messages import OutboundMessage, Receipt
-from storage.db import Database
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.support.builders import make_inbound
@@ -94,6 +93,7 @@ async def test_the_leader_runs_due_work_and_keeps_its_jobs_in_the_database(tmp_p
     assert row.status == "delivered"
     assert sorted(r[0] for r in stored) == [
         "briefings.plan",
+        "memory.extract",
         "outbox.reconcile",
         "proposals.expire",
         "proposals.scan",
@@ -120,36 +120,6 @@ def test_lifebot_jobs_lists_jobs_next_runs_and_last_results(tmp_path: Path) -> N
     assert plan.count(str(datetime.now(UTC).year)) == 2  # next run and last run
 
 
-async def test_postgres_advisory_lock_passes_on_when_the_leaders_connection_dies(
-    postgres_url: str,
-) -> None:
-    a_db, b_db = Database(postgres_url), Database(postgres_url)
-    try:
-        a, b = AdvisoryLock(a_db, "a"), AdvisoryLock(b_db, "b")
-        assert await a.acquire(T0)
-        assert not await b.acquire(T0)
-        assert await a.acquire(T0)  # heartbeat
-        # The leader's process dies: the server ends its session, and with it the lock.
-        async with b_db.engine.connect() as conn:
-            await conn.execute(
-                text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_locks "
-                    "WHERE locktype = 'advisory' AND objid = 7140007 AND granted"
-                )
-            )
-            await conn.commit()
-        for _ in range(50):
-            if await b.acquire(T0):
-                break
-            await asyncio.sleep(0.05)
-        assert await b.acquire(T0)
-        assert not await a.acquire(T0)  # the old leader learns it lost the lock
-        await b.release()
-    finally:
-        await a_db.dispose()
-        await b_db.dispose()
-
-
 async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
     tmp_path: Path, postgres_url: str
 ) -> None:
@@ -166,5 +136,5 @@ async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
         async with app.db.session() as s:
             stored = (await s.exec(text("SELECT count(*) FROM apscheduler_jobs"))).one()  # type: ignore[call-overload]
         await service.stop()
-    assert stored[0] == 5
+    assert stored[0] == 6
     assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ import pytest
 from sqlmodel import select
 
 from bot.app.build import App, build_app, start_app
-from storage.models import ChannelIdentity, User
+from bot.jobs.leader import LeaseLock
+from storage.models import ChannelIdentity, Delivery, User
+from storage.repos.outbox import OutboxRepo, Push
 from tests.conftest import AppFactory, add_user, channel, make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step, say
@@ -106,3 +109,39 @@ async def test_three_processes_started_together_on_a_fresh_database_all_come_up(
     finally:
         for a in apps:
             await a.close()
+
+
+_TARGET: dict[str, Any] = {
+    "channel": "fake",
+    "account": "acct",
+    "chat_id": "ann",
+    "message_id": None,
+}
+
+
+async def test_a_frozen_leader_is_replaced_and_its_late_sends_are_refused(
+    any_db_app: App,
+) -> None:
+    app = any_db_app
+    user = await add_user(app, "ann")
+    assert user.id is not None
+    now = datetime.now(UTC)
+    a = LeaseLock(app.db, "host-a:11:aaaaaa", ttl=timedelta(seconds=8))
+    b = LeaseLock(app.db, "host-b:22:bbbbbb", ttl=timedelta(seconds=8))
+    assert await a.acquire(now)
+    assert not await b.acquire(now + timedelta(seconds=2))
+    stale = a.fence
+    # "a" freezes (SIGSTOP): no more renewals. Its lease runs out and "b" takes over.
+    later = now + timedelta(seconds=9)
+    assert await b.acquire(later)
+    assert b.fence is not None and stale is not None and b.fence.token == stale.token + 1
+    async with app.db.session() as s:
+        await OutboxRepo(s).enqueue([Push(user.id, "reminder", "r-1", later, "stretch")], later)
+        [row] = (await s.exec(select(Delivery))).all()
+    assert row.id is not None
+
+    async with app.db.session() as s:  # "a" wakes up and tries to send: refused
+        assert not await OutboxRepo(s).claim(row.id, later, fence=stale, **_TARGET)
+    async with app.db.session() as s:
+        assert await OutboxRepo(s).claim(row.id, later, fence=b.fence, **_TARGET)
+    assert not await a.acquire(later)  # and at its next heartbeat it learns it lost

@@ -26,6 +26,7 @@ from bot.dispatch import Dispatcher
 from bot.dispatch.commands import Commands
 from bot.dispatch.memory_commands import register_memory_commands
 from bot.jobs.commands import JobCommands
+from bot.jobs.scheduler import JobSpec
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
@@ -159,6 +160,16 @@ def build_app(
             late_hours=settings.briefing_late_hours,
             proposal_ttl_days=settings.proposal_ttl_days,
         ),
+        # Memory's background pass runs on the leader only: in every process it would send
+        # the same extraction to the model once per process.
+        extra=[
+            JobSpec(
+                "memory.extract",
+                memory.tick_seconds,
+                memory.tick,
+                "index other paths' messages, extract from quiet chats",
+            )
+        ],
     )
     # Several processes may share a PostgreSQL database: turns of one conversation must not
     # overlap whichever process receives them. SQLite keeps the in-process lock.
@@ -231,11 +242,12 @@ async def start_channels(app: App) -> list[str]:
         started.append("slack")
     if await start_device_channel(app):
         started.append("device")
-    # Memory's background pass: index other paths' messages, extract from quiet chats.
-    app.memory.start()
-    # Scheduled jobs (briefings, reminders, proposals): only the leader process runs them.
+    # Scheduled jobs (briefings, reminders, proposals, memory's background pass): only the
+    # leader process runs them. Without jobs, this process runs memory's pass itself.
     if app.settings.jobs_enabled:
         await app.jobs.service.start()
+    else:
+        app.memory.start()
     return started
 
 

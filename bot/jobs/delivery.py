@@ -36,6 +36,7 @@ from bot.jobs.sending import KeyedChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
 from storage.db import Database
 from storage.models import ChannelIdentity, Delivery, User
+from storage.repos.leases import Fence
 from storage.repos.messages import ConversationRepo, MessageRepo
 from storage.repos.outbox import OutboxRepo
 from storage.repos.users import UserRepo
@@ -83,6 +84,7 @@ class Outbox:
         """Conversation ids by (user, address): the pushed message is stored in that chat."""
         self._wake = asyncio.Event()
         self._stopping = False
+        self._fence: Fence | None = None
         # SQLite has one writer at a time and makes the others busy-wait with sleeps; queueing
         # our own writes on a lock is much faster than letting 32 senders collide there.
         self._write_lock: AbstractAsyncContextManager[object] = (
@@ -101,9 +103,13 @@ class Outbox:
         """Make a running worker look for due rows now."""
         self._wake.set()
 
-    def resume(self) -> None:
-        """Allow sending again after ``request_stop`` (a new term as leader)."""
+    def resume(self, fence: Fence | None = None) -> None:
+        """Allow sending again after ``request_stop`` (a new term as leader).
+
+        Every claim made in this term carries ``fence``: after a takeover it is refused.
+        """
         self._stopping = False
+        self._fence = fence
 
     def request_stop(self) -> None:
         """Finish the sends in flight, start no new ones, and leave ``run_forever``."""
@@ -292,6 +298,7 @@ class Outbox:
                 account=first.account,
                 chat_id=first.chat_id,
                 message_id=msg_row.id,
+                fence=self._fence,
             )
             if not claimed:
                 await s.rollback()

@@ -155,7 +155,7 @@ class JobService:
         _Active.service = self
         await asyncio.to_thread(scheduler.start)  # the job store is synchronous I/O
         self.scheduler = scheduler
-        self.outbox.resume()
+        self.outbox.resume(self.lock.fence)
         self._worker = asyncio.create_task(self.outbox.run_forever(), name="outbox-worker")
 
     def _jobstore(self) -> SQLAlchemyJobStore | MemoryJobStore:

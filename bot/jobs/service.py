@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,8 +24,8 @@ from storage.db import Database
 class JobSettings:
     """The knobs of the jobs feature (from Settings)."""
 
-    heartbeat: float = 10.0
-    lease_seconds: float = 30.0
+    heartbeat: float = 2.0
+    lease_seconds: float = 8.0
     send_rate: float = 30.0
     late_hours: float = 3.0
     proposal_ttl_days: float = 7.0
@@ -66,8 +66,12 @@ def build_jobs(
     persona_path: Path,
     settings: JobSettings | None = None,
     lock: LeaderLock | None = None,
+    extra: Sequence[JobSpec] = (),
 ) -> Jobs:
-    """Wire outbox, briefings, reminders, proposals and the scheduler together."""
+    """Wire outbox, briefings, reminders, proposals and the scheduler together.
+
+    ``extra``: other rooms' background work that must run in one process only (memory).
+    """
     cfg = settings or JobSettings()
     late = timedelta(hours=cfg.late_hours)
     briefings = Briefings(db=db, llm=llm, tools=tools, persona_path=persona_path, late_limit=late)
@@ -107,6 +111,7 @@ def build_jobs(
         JobSpec(SCAN_JOB, 60, scan, "propose events found in chats and transcripts"),
         JobSpec("proposals.expire", 900, proposals.expire, "expire unanswered proposals"),
         JobSpec("outbox.reconcile", 60, reconcile, "settle pushes a stopped process left"),
+        *extra,
     ]
     service = JobService(
         db=db,

@@ -18,6 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Delivery
 from storage.repos._upsert import insert_ignore
+from storage.repos.leases import Fence
 
 SCHEDULED_KINDS = ("briefing", "reminder", "proposal", "notice")
 _INSERT_CHUNK = 500
@@ -116,11 +117,17 @@ class OutboxRepo:
         account: str,
         chat_id: str,
         message_id: int | None,
+        fence: Fence | None = None,
     ) -> bool:
-        """Pending → sending, recording the target; False if someone else has it."""
+        """Pending → sending, recording the target; False if someone else has it.
+
+        With a ``fence`` the claim also needs the leader lease it was made under to be still
+        held: a leader that was frozen and replaced cannot send anything.
+        """
         return await self._update(
             delivery_id,
             ("pending",),
+            *([fence.holds(now)] if fence is not None else []),
             status="sending",
             claimed_at=now,
             attempts=col(Delivery.attempts) + 1,
@@ -183,10 +190,12 @@ class OutboxRepo:
         """The row with this key."""
         return (await self.s.exec(select(Delivery).where(Delivery.key == key))).first()
 
-    async def _update(self, delivery_id: int, states: tuple[str, ...], **values: Any) -> bool:
+    async def _update(
+        self, delivery_id: int, states: tuple[str, ...], *conds: Any, **values: Any
+    ) -> bool:
         stmt = (
             update(Delivery)
-            .where(col(Delivery.id) == delivery_id, col(Delivery.status).in_(states))
+            .where(col(Delivery.id) == delivery_id, col(Delivery.status).in_(states), *conds)
             .values(**values)
         )
         result = await self.s.exec(stmt)

@@ -45,31 +45,24 @@ async def _leader(application: App) -> str:
     from storage.models import JobLease
 
     db = application.db
-    if db.url.startswith("postgresql"):
-        from bot.jobs.leader import ADVISORY_KEY
-
-        async with db.engine.connect() as conn:
-            pid = (
-                await conn.execute(
-                    text(
-                        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                        "AND classid = 0 AND objid = :k"
-                    ),
-                    {"k": ADVISORY_KEY},
-                )
-            ).scalar()
-        return f"leader: PostgreSQL backend pid {pid}" if pid else "leader: none"
     async with db.session() as s:
         lease = await s.get(JobLease, "scheduler")
     now = application.clock.now()
     if lease is None or lease.expires_at < now:
         return "leader: none (no `lifebot serve` is running the jobs)"
-    return f"leader: {lease.holder} (lease until {_when(lease.expires_at)} UTC)"
+    host, _, rest = lease.holder.partition(":")
+    pid = rest.split(":", 1)[0]
+    return (
+        f"leader: host {host}, pid {pid} (lease {lease.holder}, term {lease.token}, "
+        f"renewed {_when(lease.heartbeat_at)}, until {_when(lease.expires_at)} UTC)"
+    )
 
 
 def jobs() -> None:
     """List scheduled jobs, their next run times and last results, and the outbox."""
+    from bot.agent.memory.extraction import MAX_SUMMARY_TRIES
     from storage.models import Delivery, JobState
+    from storage.repos.episodes import EpisodeRepo
     from storage.repos.outbox import OutboxRepo
 
     async def go(application: App) -> None:
@@ -107,6 +100,13 @@ def jobs() -> None:
         typer.echo(f"outbox: {summary}")
         for d in problems:
             typer.echo(f"  #{d.id} {d.kind} user {d.user_id} {d.status}: {d.last_error or ''}")
+        async with application.db.session() as s:
+            gave_up = await EpisodeRepo(s).given_up(MAX_SUMMARY_TRIES)
+        if gave_up:
+            typer.echo(
+                f"memory: {gave_up} episode summaries given up after {MAX_SUMMARY_TRIES} "
+                "unusable answers from the model (they keep a plain stand-in summary)"
+            )
 
     _run(go)
 
