@@ -12,6 +12,9 @@ from typer.testing import CliRunner
 from bot.app.cli import app as cli
 from bot.jobs.leader import LeaseLock
 from bot.messages import OutboundMessage, Receipt
+from storage.models import Reminder
+from storage.repos.reminders import ReminderRepo
+from tests.conftest import AppFactory
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.support.builders import make_inbound
@@ -138,3 +141,38 @@ async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
         await service.stop()
     assert stored[0] == 6
     assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
+
+
+class TimedChannel(RecordingChannel):
+    """Records when each scheduled push arrived."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.arrived: list[datetime] = []
+        self.pushed = asyncio.Event()
+
+    async def send(self, msg: OutboundMessage) -> Receipt:
+        receipt = await super().send(msg)
+        if msg.kind == "reminder":
+            self.arrived.append(datetime.now(UTC))
+            self.pushed.set()
+        return receipt
+
+
+async def test_a_reminder_arrives_on_time_not_at_the_next_poll(app_factory: AppFactory) -> None:
+    app = await app_factory(jobs_send_rate=0)
+    fake = TimedChannel("fake")
+    app.dispatcher.register(fake)
+    user = await make_user(app, "ana")
+    service = jobs_of(app).service
+    try:
+        assert await service.step()  # leading: the jobs' first runs happen at once
+        await asyncio.sleep(1.5)  # past them: only the exact timer can be on time now
+        due = datetime.now(UTC) + timedelta(seconds=2.5)
+        async with app.db.session() as s:
+            await ReminderRepo(s).add(Reminder(user_id=user.id or 0, text="stretch", next_at=due))
+        await asyncio.wait_for(fake.pushed.wait(), timeout=15)
+    finally:
+        await service.stop()
+    late = (fake.arrived[0] - due).total_seconds()
+    assert 0 <= late < 1.0, late  # the 10 s poll made it up to 10 s late

@@ -27,6 +27,7 @@ from bot.errors import BotError
 from bot.jobs.delivery import Outbox
 from bot.jobs.leader import LeaderLock
 from bot.jobs.offloop import OffLoopScheduler
+from bot.jobs.timer import DueTimer
 from storage.db import Database
 from storage.models import JobState
 
@@ -88,6 +89,7 @@ class JobService:
         heartbeat: float = 10.0,
         persistent: bool = True,
         stop_grace: float = 10.0,
+        timer: DueTimer | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
@@ -97,6 +99,9 @@ class JobService:
         self.heartbeat = heartbeat
         self.persistent = persistent
         self.stop_grace = stop_grace
+        self.timer = timer
+        """Wakes the leader exactly when the next push is due (None: the jobs' polls only)."""
+        self._timer_task: asyncio.Task[None] | None = None
         self.scheduler: OffLoopScheduler | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -157,6 +162,8 @@ class JobService:
         self.scheduler = scheduler
         self.outbox.resume(self.lock.fence)
         self._worker = asyncio.create_task(self.outbox.run_forever(), name="outbox-worker")
+        if self.timer is not None:
+            self._timer_task = asyncio.create_task(self.timer.run_forever(), name="due-timer")
 
     def _jobstore(self) -> SQLAlchemyJobStore | MemoryJobStore:
         url = sync_url(self.db.url) if self.persistent else None
@@ -174,6 +181,10 @@ class JobService:
         "sending" and, on a channel that cannot be asked, uncertain.
         """
         scheduler, self.scheduler = self.scheduler, None
+        timer, self._timer_task = self._timer_task, None
+        if timer is not None:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
         self.outbox.request_stop()
         running: set[asyncio.Task[Any]] = set(self._running)
         if scheduler is not None:

@@ -17,6 +17,7 @@ from bot.jobs.leader import LeaderLock, leader_lock
 from bot.jobs.proposals import SCAN_JOB, Proposals
 from bot.jobs.reminders import Reminders
 from bot.jobs.scheduler import JobService, JobSpec
+from bot.jobs.timer import DueTimer
 from storage.db import Database
 
 
@@ -74,7 +75,16 @@ def build_jobs(
     """
     cfg = settings or JobSettings()
     late = timedelta(hours=cfg.late_hours)
-    briefings = Briefings(db=db, llm=llm, tools=tools, persona_path=persona_path, late_limit=late)
+    # Briefings are queued a little ahead with their exact due time, so the due timer sends
+    # them on the minute instead of at the next planning pass.
+    briefings = Briefings(
+        db=db,
+        llm=llm,
+        tools=tools,
+        persona_path=persona_path,
+        late_limit=late,
+        lead=timedelta(minutes=2),
+    )
     outbox = Outbox(
         db=db,
         adapters=adapters,
@@ -120,5 +130,6 @@ def build_jobs(
         lock=lock or leader_lock(db, timedelta(seconds=cfg.lease_seconds)),
         jobs=specs,
         heartbeat=cfg.heartbeat,
+        timer=DueTimer(db=db, clock=clock, reminders=reminders, outbox=outbox),
     )
     return Jobs(outbox, briefings, reminders, proposals, service)

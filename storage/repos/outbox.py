@@ -100,6 +100,15 @@ class OutboxRepo:
         q = q.order_by(col(Delivery.due_at), col(Delivery.id)).limit(limit)
         return list((await self.s.exec(q)).all())
 
+    async def next_time(self, after: datetime) -> datetime | None:
+        """When the soonest pending row due after ``after`` is due (None: nothing is)."""
+        res = await self.s.exec(
+            select(func.min(col(Delivery.due_at))).where(
+                Delivery.status == "pending", col(Delivery.due_at) > after
+            )
+        )
+        return res.one()
+
     async def get(self, delivery_id: int) -> Delivery | None:
         """One row."""
         return await self.s.get(Delivery, delivery_id)
