@@ -30,7 +30,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.adapters.base import ChannelAdapter
 from bot.clock import Clock, zone
-from bot.errors import ChannelError, RateLimited, TransientChannelError, Unreachable
+from bot.errors import Away, ChannelError, RateLimited, TransientChannelError, Unreachable
 from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
 from bot.jobs.sending import KeyedChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
@@ -42,6 +42,16 @@ from storage.repos.outbox import OutboxRepo
 from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
+
+AWAY_DEADLINE: dict[str, timedelta] = {
+    "reminder": timedelta(minutes=2),
+    "proposal": timedelta(minutes=30),
+    "briefing": timedelta(minutes=30),
+}
+"""How long a push waits for an away peer (a pendant offline) before the next channel."""
+DEFAULT_AWAY_DEADLINE = timedelta(minutes=10)
+AWAY_RETRY = timedelta(seconds=5)
+"""How often a waiting push looks again (a pendant that reconnects gets it by then)."""
 
 Composer = Callable[[Delivery, datetime], Awaitable[str]]
 """Writes the text of a row that was queued without one (briefings)."""
@@ -335,6 +345,11 @@ class Outbox:
                     outcome,
                 )
                 continue
+            if isinstance(outcome, Away):
+                if await self._wait_for(row, target, targets[i + 1 :], str(outcome), now):
+                    stats.retried += 1
+                    return
+                continue  # waited long enough: the next linked channel
             if isinstance(outcome, TransientChannelError):
                 await self._retry_later(row, str(outcome), now, stats)
             else:
@@ -347,10 +362,35 @@ class Outbox:
             await OutboxRepo(s).finish(
                 row.id,
                 "failed",
-                "every linked channel of this user is unreachable",
+                "every linked channel of this user is unreachable or away",
                 from_="sending",
             )
         stats.failed += 1
+
+    async def _wait_for(
+        self, row: Delivery, target: Target, rest: list[Target], why: str, now: datetime
+    ) -> bool:
+        """A peer is away (a pendant offline): wait for it within the kind's deadline.
+
+        True when the row went back to ``pending`` to try again shortly (a pendant that
+        reconnects gets it); False once the deadline has passed: the caller falls back to the
+        next linked channel.
+        """
+        assert row.id is not None
+        # From the time it was first due: each wait moves ``due_at`` on.
+        first = (row.payload or {}).get("deferred_until") or (row.payload or {}).get(
+            "scheduled_for"
+        )
+        due = datetime.fromisoformat(first) if isinstance(first, str) else (row.due_at or now)
+        deadline = due + AWAY_DEADLINE.get(row.kind, DEFAULT_AWAY_DEADLINE)
+        if now >= deadline:
+            log.info("push %s: %s away past its deadline; next channel", row.id, target.address)
+            return False
+        then = rest[0].address.channel if rest else "nothing else is linked"
+        note = f"waiting: {why}; until {deadline:%H:%M:%S} UTC, then {then}"
+        async with self._tx() as s:
+            await OutboxRepo(s).release(row.id, min(deadline, now + AWAY_RETRY), note)
+        return True
 
     async def _attempt(
         self, row: Delivery, out: OutboundMessage, stats: SendStats
