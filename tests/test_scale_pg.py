@@ -16,10 +16,14 @@ from typing import Any
 import pytest
 from sqlmodel import select
 
-from bot.app.build import App, build_app, start_app
+from bot.app.build import App, build_app, start_app, start_push_handover
+from bot.errors import Away
 from bot.jobs.leader import LeaseLock
-from storage.models import ChannelIdentity, Delivery, User
+from bot.messages import Address, OutboundMessage, Receipt
+from storage.models import ChannelIdentity, Delivery, Reminder, User
 from storage.repos.outbox import OutboxRepo, Push
+from storage.repos.reminders import ReminderRepo
+from storage.repos.users import UserRepo
 from tests.conftest import AppFactory, add_user, channel, make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step, say
@@ -145,3 +149,50 @@ async def test_a_frozen_leader_is_replaced_and_its_late_sends_are_refused(
     async with app.db.session() as s:
         assert await OutboxRepo(s).claim(row.id, later, fence=b.fence, **_TARGET)
     assert not await a.acquire(later)  # and at its next heartbeat it learns it lost
+
+
+class Pendant(RecordingChannel):
+    """The pendant channel of one process: the device is connected here or not."""
+
+    def __init__(self, here: bool) -> None:
+        super().__init__("device")
+        self.here = here
+
+    def holds(self, address: Address) -> bool:
+        return self.here
+
+    async def send(self, msg: OutboundMessage) -> Receipt:
+        if not self.here:
+            raise Away(f"device {msg.address.chat_id} is not connected here")
+        return await super().send(msg)
+
+
+async def test_a_push_for_a_pendant_on_another_process_is_handed_over_to_it(
+    app_factory: AppFactory, fake_llm: FakeLLM, postgres_url: str
+) -> None:
+    leader, other = await _processes(app_factory, fake_llm, postgres_url, 2)
+    away, connected, telegram = Pendant(here=False), Pendant(here=True), RecordingChannel("other")
+    leader.dispatcher.register(away)
+    leader.dispatcher.register(telegram)
+    other.dispatcher.register(connected)
+    user = await add_user(leader, "ana", channel_name="device")
+    async with leader.db.session() as s:
+        await UserRepo(s).add_identity(user.id or 0, "other", "acct", "ana", chat_id="ana")
+    await start_push_handover(other)
+    service = leader.jobs.service
+    try:
+        assert await service.step()
+        due = datetime.now(UTC) + timedelta(seconds=1)
+        async with leader.db.session() as s:
+            await ReminderRepo(s).add(Reminder(user_id=user.id or 0, text="pills", next_at=due))
+        for _ in range(100):
+            if connected.sent:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await service.stop()
+    assert [m.text for m in connected.sent] == ["⏰ Reminder: pills"]
+    assert away.sent == [] and telegram.sent == []  # once, through the pendant's process
+    async with leader.db.session() as s:
+        [row] = (await s.exec(select(Delivery))).all()
+    assert (row.status, row.channel) == ("delivered", "device")

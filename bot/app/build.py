@@ -33,6 +33,7 @@ from bot.jobs.tools import reminders as reminder_tools
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from storage.db import Database
 from storage.locks import AdvisoryKeyedLocks
+from storage.notify import PushListener
 from storage.repos.devices import DeviceRepo
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ class App:
     """Adapters in the order they started (stopped in reverse)."""
     conversation_locks: AdvisoryKeyedLocks | None = None
     """PostgreSQL: the per-conversation lock every process shares (None on SQLite)."""
+    push_listener: PushListener | None = None
+    """PostgreSQL with a pendant channel: takes pushes the leader hands over (else None)."""
 
     def add_channel(self, adapter: ChannelAdapter) -> None:
         """Make ``adapter`` the way back to its channel and stop it with the app."""
@@ -87,6 +90,8 @@ class App:
                 await adapter.stop()
             except Exception:
                 log.exception("adapter %s did not stop cleanly", adapter.name)
+        if self.push_listener is not None:
+            await self.push_listener.close()
         await self.memory.close()
         await self.llm.close()
         if self.conversation_locks is not None:
@@ -280,4 +285,14 @@ async def start_device_channel(app: App) -> bool:
     await app.transcriber.warm_up()  # load the model now, not on the first utterance
     app.add_channel(adapter)
     await adapter.start(app.dispatcher.handle)
+    await start_push_handover(app)
     return True
+
+
+async def start_push_handover(app: App) -> None:
+    """PostgreSQL: take pushes for pendants connected here that the leader hands over."""
+    if app.db.is_sqlite or app.push_listener is not None:
+        return
+    listener = PushListener(app.settings.database_url, app.jobs.outbox.take_over)
+    await listener.start()
+    app.push_listener = listener

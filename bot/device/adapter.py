@@ -56,6 +56,10 @@ class DeviceAdapter:
             log.info("stopping with utterances still queued; they resume at the next start")
         await self.hub.stop()
 
+    def holds(self, address: Address) -> bool:
+        """True when the device at ``address`` is connected to this process."""
+        return address.chat_id in self.hub.connections
+
     async def send_frame(self, address: Address, frame: p.Frame) -> None:
         """Send one frame to the device this address names; ChannelError when it is away."""
         conn = self.hub.connections.get(address.chat_id)

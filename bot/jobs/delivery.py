@@ -32,10 +32,11 @@ from bot.adapters.base import ChannelAdapter
 from bot.clock import Clock, zone
 from bot.errors import Away, ChannelError, RateLimited, TransientChannelError, Unreachable
 from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
-from bot.jobs.sending import KeyedChannel, RateGate, SendStats, Target
+from bot.jobs.sending import KeyedChannel, PresenceChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
 from storage.db import Database
 from storage.models import ChannelIdentity, Delivery, User
+from storage.notify import notify_push
 from storage.repos.leases import Fence
 from storage.repos.messages import ConversationRepo, MessageRepo
 from storage.repos.outbox import OutboxRepo
@@ -189,7 +190,9 @@ class Outbox:
 
     # --- one row ---------------------------------------------------------------------------
 
-    async def _process(self, row_id: int, now: datetime, stats: SendStats) -> None:
+    async def _process(
+        self, row_id: int, now: datetime, stats: SendStats, *, only_if_held: bool = False
+    ) -> None:
         if self._stopping:  # stopping: rows not started yet stay pending for the next leader
             return
         async with self.db.session() as s:
@@ -208,10 +211,18 @@ class Outbox:
         if payload.get("text") is None:
             payload["text"] = await self._compose(row, now)  # stored with the claim below
         targets = self._targets(user, identities)
+        if only_if_held and not self._held_here(targets):
+            return  # handed over, but its peer is not connected here: not ours to send
         if not targets:
             await self._no_target(row, now, stats)
             return
         await self._send(row, user, payload, targets, now, stats)
+
+    def _held_here(self, targets: list[Target]) -> bool:
+        if not targets:
+            return False
+        adapter = self.adapters.get(targets[0].address.channel)
+        return isinstance(adapter, PresenceChannel) and adapter.holds(targets[0].address)
 
     async def _hold_back(
         self, row: Delivery, user: User, payload: dict[str, object], now: datetime, st: SendStats
@@ -390,7 +401,20 @@ class Outbox:
         note = f"waiting: {why}; until {deadline:%H:%M:%S} UTC, then {then}"
         async with self._tx() as s:
             await OutboxRepo(s).release(row.id, min(deadline, now + AWAY_RETRY), note)
+            if self._fence is not None and not self.db.is_sqlite:
+                # The leader: the pendant may be connected to another process; hand it over.
+                await notify_push(s, row.id)
         return True
+
+    async def take_over(self, row_id: int) -> None:
+        """Try a push another process handed over (its pendant may be connected here)."""
+        if row_id in self._inflight:
+            return
+        self._inflight.add(row_id)
+        try:
+            await self._process(row_id, self.clock.now(), SendStats(), only_if_held=True)
+        finally:
+            self._inflight.discard(row_id)
 
     async def _attempt(
         self, row: Delivery, out: OutboundMessage, stats: SendStats
