@@ -59,10 +59,17 @@ class AdvisoryKeyedLocks:
     sessions, and sharing one pool could leave every connection held by a waiting lock.
     """
 
-    def __init__(self, url: str, *, space: int = CONVERSATION_SPACE, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, space: int = CONVERSATION_SPACE, pool_size: int = 8) -> None:
         self.space = space
+        # At most 2 x pool_size conversations in turn at once per process (the rest queue):
+        # three processes then stay within PostgreSQL's default 100 connections with their
+        # ordinary pools. A queued turn waits as long as it takes, never fails on the pool.
         self.engine: AsyncEngine = create_async_engine(
-            url, pool_size=pool_size, max_overflow=4 * pool_size, pool_pre_ping=True
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_timeout=3600,
+            pool_pre_ping=True,
         )
         self._local = _LocalQueue()
 

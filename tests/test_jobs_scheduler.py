@@ -13,6 +13,7 @@ from bot.app.cli import app as cli
 from bot.jobs.leader import LeaseLock
 from bot.messages import OutboundMessage, Receipt
 from storage.models import Reminder
+from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.reminders import ReminderRepo
 from tests.conftest import AppFactory
 from tests.fakes.channel import RecordingChannel
@@ -176,3 +177,35 @@ async def test_a_reminder_arrives_on_time_not_at_the_next_poll(app_factory: AppF
         await service.stop()
     late = (fake.arrived[0] - due).total_seconds()
     assert 0 <= late < 1.0, late  # the 10 s poll made it up to 10 s late
+
+
+def test_lifebot_jobs_names_the_leader_by_host_and_pid_and_says_why_a_push_waits(
+    tmp_path: Path,
+) -> None:
+    async def prepare() -> None:
+        clock = ManualClock(datetime.now(UTC))
+        async with jobs_app(tmp_path, clock) as app:
+            user = await make_user(app, "ana")
+            async with app.db.session() as s:
+                await OutboxRepo(s).enqueue(
+                    [
+                        Push(
+                            user.id or 0,
+                            "reminder",
+                            "r-1",
+                            clock.now(),
+                            "pills",
+                            note="waiting: device ana is not connected here; until 12:02:00 UTC",
+                        )
+                    ],
+                    clock.now(),
+                )
+        # A leader elsewhere, still holding its lease.
+        async with jobs_app(tmp_path, clock) as app:
+            assert await LeaseLock(app.db, "pendant-host:4242:abcdef").acquire(datetime.now(UTC))
+
+    asyncio.run(prepare())
+    result = CliRunner().invoke(cli, ["jobs"], env={"LIFEBOT_DATA_DIR": str(tmp_path / "data")})
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].startswith("leader: host pendant-host, pid 4242")
+    assert "pending: waiting: device ana is not connected here" in result.output

@@ -86,6 +86,14 @@ def jobs() -> None:
                     .limit(5)
                 )
             ).all()
+            waiting = (
+                await s.exec(
+                    select(Delivery)
+                    .where(Delivery.status == "pending", col(Delivery.last_error).like("waiting:%"))
+                    .order_by(col(Delivery.id))
+                    .limit(5)
+                )
+            ).all()
         typer.echo(
             f"{'JOB':<18} {'EVERY':>6}  {'NEXT RUN (UTC)':<19}  {'LAST RUN (UTC)':<19}  RESULT"
         )
@@ -100,6 +108,8 @@ def jobs() -> None:
         typer.echo(f"outbox: {summary}")
         for d in problems:
             typer.echo(f"  #{d.id} {d.kind} user {d.user_id} {d.status}: {d.last_error or ''}")
+        for d in waiting:
+            typer.echo(f"  #{d.id} {d.kind} user {d.user_id} pending: {d.last_error or ''}")
         async with application.db.session() as s:
             gave_up = await EpisodeRepo(s).given_up(MAX_SUMMARY_TRIES)
         if gave_up:
