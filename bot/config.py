@@ -172,12 +172,13 @@ class Settings(BaseSettings):
 
     # --- jobs ------------------------------------------------------------------------------
     jobs_enabled: bool = Field(default=True, validation_alias=_env("LIFEBOT_JOBS_ENABLED"))
-    jobs_heartbeat: float = Field(10.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_HEARTBEAT"))
-    """Seconds between leader-lock checks (a standby takes over within about a lease)."""
+    jobs_heartbeat: float = Field(2.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_HEARTBEAT"))
+    """Seconds between leader-lease renewals (and a standby's checks)."""
     jobs_lease_seconds: float = Field(
-        30.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_LEASE_SECONDS")
+        8.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_LEASE_SECONDS")
     )
-    """SQLite leader lease length; PostgreSQL uses an advisory lock instead."""
+    """Leader lease length: a standby takes over within a lease plus a heartbeat of the
+    leader's last renewal (frozen or dead)."""
     jobs_send_rate: float = Field(30.0, ge=0, validation_alias=_env("LIFEBOT_JOBS_SEND_RATE"))
     """Pushes per second per channel (0: unpaced; 429s are honoured either way)."""
     briefing_late_hours: float = Field(
@@ -290,7 +291,8 @@ class Settings(BaseSettings):
         if secret is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
             out.append(
                 "LIFEBOT_TELEGRAM_WEBHOOK_SECRET may only use A-Z, a-z, 0-9, _ and - (1 to 256 "
-                "characters); leave it unset and lifebot picks a random one at each start."
+                "characters); leave it unset and every process derives the same one from the "
+                "bot token."
             )
         try:
             ZoneInfo(self.default_timezone)

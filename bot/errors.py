@@ -61,6 +61,10 @@ class RateLimited(TransientChannelError):
         super().__init__(message)
 
 
+class Away(ChannelError):
+    """The peer is not connected to this process now (offline, or connected to another)."""
+
+
 class Unreachable(ChannelError):
     """A permanent failure for one identity: blocked bot, revoked token, not in channel."""
 

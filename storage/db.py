@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.errors import StorageError
+from storage.locks import MIGRATION_KEY
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,17 @@ class Database:
                     # dropping the old copy of a referenced table fails once rows exist. The
                     # pragma only takes effect outside a transaction, so it comes first.
                     await conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
-                await conn.run_sync(_upgrade, revision)
+                else:
+                    # Several processes starting together on a fresh database: one migrates,
+                    # the others wait here and then find nothing left to do.
+                    await conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_KEY})
+                try:
+                    await conn.run_sync(_upgrade, revision)
+                except BaseException:
+                    if not self.is_sqlite:
+                        # A session lock outlives a rollback: close the connection, not pool it.
+                        await conn.invalidate()
+                    raise
                 if self.is_sqlite:
                     broken = (await conn.exec_driver_sql("PRAGMA foreign_key_check")).all()
                     if broken:
@@ -89,6 +100,9 @@ class Database:
                 await conn.commit()
                 if self.is_sqlite:
                     await conn.exec_driver_sql("PRAGMA foreign_keys=ON")
+                else:
+                    await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_KEY})
+                    await conn.commit()
         except (SQLAlchemyError, OSError) as exc:
             raise StorageError(
                 f"could not open or migrate the database at {self.safe_url}: {_first_line(exc)}"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.errors import TransientChannelError, Unreachable
+from bot.errors import Away, TransientChannelError, Unreachable
 from bot.jobs.proposals import Candidate
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.users import UserRepo
@@ -231,3 +231,42 @@ async def test_quiet_hours_hold_questions_until_morning_but_not_timed_reminders(
         assert len(fake.texts()) == 1
         await jobs.plan_and_send(clock.set(datetime(2025, 6, 3, 6, 0, tzinfo=UTC)))
     assert fake.texts()[1].startswith("Add to your calendar? Coffee")
+
+
+async def test_a_push_for_an_away_pendant_waits_for_it_then_goes_to_the_next_channel(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(T0)
+    async with jobs_app(tmp_path, clock) as app:
+        pendant, telegram = RecordingChannel("fake"), RecordingChannel("other")
+        app.dispatcher.register(pendant)
+        app.dispatcher.register(telegram)
+        await make_user(app, "ana", channels=("fake", "other"))
+        pendant.fail_with = Away("device ana is not connected here")
+        await _reminder_due(app, clock)
+        jobs = jobs_of(app)
+
+        await jobs.plan_and_send(clock.now())
+        [waiting] = await deliveries(app, "reminder")
+        # It reconnects a minute later: the reminder reaches it, nowhere else.
+        pendant.fail_with = None
+        clock.advance(minutes=1)
+        await jobs.plan_and_send(clock.now())
+        [first] = await deliveries(app, "reminder")
+
+        # The next one: the pendant stays away past the reminder's deadline.
+        pendant.fail_with = Away("device ana is not connected here")
+        await app.dispatcher.handle(
+            make_inbound("/remind in 5 minutes to take the pills", sender="ana")
+        )
+        clock.advance(minutes=5)
+        for _ in range(30):  # every few seconds, as the due timer would
+            await jobs.plan_and_send(clock.now())
+            clock.advance(seconds=5)
+        second = next(r for r in await deliveries(app, "reminder") if r.id != first.id)
+
+    assert waiting.status == "pending" and "waiting" in (waiting.last_error or "")
+    assert (first.status, first.channel) == ("delivered", "fake")
+    assert pushes(pendant) == ["⏰ Reminder: stretch"]
+    assert (second.status, second.channel) == ("delivered", "other")
+    assert pushes(telegram) == ["⏰ Reminder: take the pills"]  # never "failed", never silent

@@ -10,9 +10,12 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from bot.app.cli import app as cli
-from bot.jobs.leader import AdvisoryLock, LeaseLock
+from bot.jobs.leader import LeaseLock
 from bot.messages import OutboundMessage, Receipt
-from storage.db import Database
+from storage.models import Reminder
+from storage.repos.outbox import OutboxRepo, Push
+from storage.repos.reminders import ReminderRepo
+from tests.conftest import AppFactory
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.support.builders import make_inbound
@@ -95,6 +98,7 @@ async def test_the_leader_runs_due_work_and_keeps_its_jobs_in_the_database(tmp_p
     assert sorted(r[0] for r in stored) == [
         "briefings.plan",
         "journal.review",
+        "memory.extract",
         "outbox.reconcile",
         "proposals.expire",
         "proposals.scan",
@@ -121,36 +125,6 @@ def test_lifebot_jobs_lists_jobs_next_runs_and_last_results(tmp_path: Path) -> N
     assert plan.count(str(datetime.now(UTC).year)) == 2  # next run and last run
 
 
-async def test_postgres_advisory_lock_passes_on_when_the_leaders_connection_dies(
-    postgres_url: str,
-) -> None:
-    a_db, b_db = Database(postgres_url), Database(postgres_url)
-    try:
-        a, b = AdvisoryLock(a_db, "a"), AdvisoryLock(b_db, "b")
-        assert await a.acquire(T0)
-        assert not await b.acquire(T0)
-        assert await a.acquire(T0)  # heartbeat
-        # The leader's process dies: the server ends its session, and with it the lock.
-        async with b_db.engine.connect() as conn:
-            await conn.execute(
-                text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_locks "
-                    "WHERE locktype = 'advisory' AND objid = 7140007 AND granted"
-                )
-            )
-            await conn.commit()
-        for _ in range(50):
-            if await b.acquire(T0):
-                break
-            await asyncio.sleep(0.05)
-        assert await b.acquire(T0)
-        assert not await a.acquire(T0)  # the old leader learns it lost the lock
-        await b.release()
-    finally:
-        await a_db.dispose()
-        await b_db.dispose()
-
-
 async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
     tmp_path: Path, postgres_url: str
 ) -> None:
@@ -167,5 +141,72 @@ async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
         async with app.db.session() as s:
             stored = (await s.exec(text("SELECT count(*) FROM apscheduler_jobs"))).one()  # type: ignore[call-overload]
         await service.stop()
-    assert stored[0] == 6  # briefings, reminders, scan, expire, reconcile, journal review
+    assert stored[0] == 7  # briefings, reminders, scan, expire, reconcile, journal, memory
     assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
+
+
+class TimedChannel(RecordingChannel):
+    """Records when each scheduled push arrived."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.arrived: list[datetime] = []
+        self.pushed = asyncio.Event()
+
+    async def send(self, msg: OutboundMessage) -> Receipt:
+        receipt = await super().send(msg)
+        if msg.kind == "reminder":
+            self.arrived.append(datetime.now(UTC))
+            self.pushed.set()
+        return receipt
+
+
+async def test_a_reminder_arrives_on_time_not_at_the_next_poll(app_factory: AppFactory) -> None:
+    app = await app_factory(jobs_send_rate=0)
+    fake = TimedChannel("fake")
+    app.dispatcher.register(fake)
+    user = await make_user(app, "ana")
+    service = jobs_of(app).service
+    try:
+        assert await service.step()  # leading: the jobs' first runs happen at once
+        await asyncio.sleep(1.5)  # past them: only the exact timer can be on time now
+        due = datetime.now(UTC) + timedelta(seconds=2.5)
+        async with app.db.session() as s:
+            await ReminderRepo(s).add(Reminder(user_id=user.id or 0, text="stretch", next_at=due))
+        await asyncio.wait_for(fake.pushed.wait(), timeout=15)
+    finally:
+        await service.stop()
+    late = (fake.arrived[0] - due).total_seconds()
+    assert 0 <= late < 1.0, late  # the 10 s poll made it up to 10 s late
+
+
+def test_lifebot_jobs_names_the_leader_by_host_and_pid_and_says_why_a_push_waits(
+    tmp_path: Path,
+) -> None:
+    async def prepare() -> None:
+        clock = ManualClock(datetime.now(UTC))
+        async with jobs_app(tmp_path, clock) as app:
+            user = await make_user(app, "ana")
+            async with app.db.session() as s:
+                await OutboxRepo(s).enqueue(
+                    [
+                        Push(
+                            user.id or 0,
+                            "reminder",
+                            "r-1",
+                            clock.now(),
+                            "pills",
+                            note="waiting: device ana is not connected here; until 12:02:00 UTC",
+                        )
+                    ],
+                    clock.now(),
+                )
+        # A leader elsewhere, still holding its lease.
+        async with jobs_app(tmp_path, clock) as app:
+            assert await LeaseLock(app.db, "pendant-host:4242:abcdef").acquire(datetime.now(UTC))
+
+    asyncio.run(prepare())
+    result = CliRunner().invoke(cli, ["jobs"], env={"LIFEBOT_DATA_DIR": str(tmp_path / "data")})
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].startswith("leader: host pendant-host, pid 4242")
+    assert "pending: waiting: device ana is not connected here" in result.output

@@ -220,3 +220,29 @@ async def test_episodes_get_stand_in_summaries_while_the_model_is_down(
     async with app.db.session() as s:
         [ep] = (await s.exec(select(Episode))).all()
     assert ep.summarized and ep.title == "Model title"
+
+
+async def test_an_unusable_summary_backs_off_and_is_given_up_after_a_bound(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    user = await add_user(app)
+    assert user.id is not None
+    asked: list[int] = []
+
+    def broken(body: dict[str, Any]) -> Step:
+        asked.append(1)
+        return say("not json at all")
+
+    fake_llm.default = broken
+    memory: MemoryService = app.memory
+    spoken = datetime.now(UTC) - timedelta(hours=2)
+    await _store_transcript(app, user.id, ["lunch with Ana at noon"], spoken)
+    now = spoken + timedelta(minutes=15)
+    # One tick a minute for an hour: every process used to ask again at every tick.
+    for minute in range(60):
+        await memory.run_due(now + timedelta(minutes=minute))
+    assert len(asked) == 5  # 1, 2, 4, 8 minutes apart, then never again
+    async with app.db.session() as s:
+        [ep] = (await s.exec(select(Episode))).all()
+    assert not ep.summarized and ep.summary_attempts == 5
+    assert "lunch with Ana" in ep.summary  # the stand-in stays

@@ -379,6 +379,36 @@ async def test_webhook_mode_rejects_a_wrong_secret_and_processes_nothing(
     assert await tg.wait_texts(CHAT, 1) == ["Webhook works."]
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_every_webhook_process_accepts_the_secret_telegram_was_given(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    # Two processes behind one load balancer, no secret configured: Telegram keeps the one
+    # the last process registered, and the first process must accept it too.
+    answer_with(fake_llm, "Either process works.")
+    first, second = _free_port(), _free_port()
+    for port in (first, second):
+        await telegram(
+            telegram_webhook_url=f"http://127.0.0.1:{port}/telegram/hook",
+            telegram_webhook_port=port,
+        )
+    assert tg.webhook_secret
+    tg.webhook_url = f"http://127.0.0.1:{first}/telegram/hook"  # the balancer picks the first
+
+    assert (
+        await tg.post_webhook(
+            {"update_id": 7, "message": tg.message(CHAT, "hi")}, tg.webhook_secret
+        )
+        == 200
+    )
+    assert await tg.wait_texts(CHAT, 1) == ["Either process works."]
+
+
 async def test_a_channel_without_a_token_problem_is_reported_in_plain_words(
     tg: FakeTelegram,
 ) -> None:

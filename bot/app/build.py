@@ -31,12 +31,15 @@ from bot.dispatch.commands import Commands
 from bot.dispatch.journal_commands import register_journal_commands
 from bot.dispatch.memory_commands import register_memory_commands
 from bot.jobs.commands import JobCommands
+from bot.jobs.scheduler import JobSpec
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from bot.web.room import WebRoom, build_web
 from storage.db import Database
+from storage.locks import AdvisoryKeyedLocks
+from storage.notify import PushListener
 from storage.repos.devices import DeviceRepo
 
 if TYPE_CHECKING:
@@ -79,6 +82,10 @@ class App:
     """The web page, REST API, health and metrics (served when LIFEBOT_WEB_ENABLED)."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
+    conversation_locks: AdvisoryKeyedLocks | None = None
+    """PostgreSQL: the per-conversation lock every process shares (None on SQLite)."""
+    push_listener: PushListener | None = None
+    """PostgreSQL with a pendant channel: takes pushes the leader hands over (else None)."""
 
     def add_channel(self, adapter: ChannelAdapter) -> None:
         """Make ``adapter`` the way back to its channel and stop it with the app."""
@@ -94,8 +101,12 @@ class App:
                 await adapter.stop()
             except Exception:
                 log.exception("adapter %s did not stop cleanly", adapter.name)
+        if self.push_listener is not None:
+            await self.push_listener.close()
         await self.memory.close()
         await self.llm.close()
+        if self.conversation_locks is not None:
+            await self.conversation_locks.close()
         await self.db.dispose()
 
 
@@ -175,7 +186,20 @@ def build_app(
             proposal_ttl_days=settings.proposal_ttl_days,
         ),
         journal=journal,
+        # Memory's background pass runs on the leader only: in every process it would send
+        # the same extraction to the model once per process.
+        extra=[
+            JobSpec(
+                "memory.extract",
+                memory.tick_seconds,
+                memory.tick,
+                "index other paths' messages, extract from quiet chats",
+            )
+        ],
     )
+    # Several processes may share a PostgreSQL database: turns of one conversation must not
+    # overlap whichever process receives them. SQLite keeps the in-process lock.
+    conv_locks = None if db.is_sqlite else AdvisoryKeyedLocks(settings.database_url)
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
@@ -193,6 +217,7 @@ def build_app(
         hooks=[memory.on_turn, jobs.after_turn],
         allowlist=settings.allowlisted(),
         default_timezone=settings.default_timezone,
+        locks=conv_locks,
     )
     return App(
         settings=settings,
@@ -209,6 +234,7 @@ def build_app(
         dispatcher=dispatcher,
         channels=channels,
         web=web,
+        conversation_locks=conv_locks,
     )
 
 
@@ -248,11 +274,12 @@ async def start_channels(app: App) -> list[str]:
         started.append("slack")
     if await start_device_channel(app):
         started.append("device")
-    # Memory's background pass: index other paths' messages, extract from quiet chats.
-    app.memory.start()
-    # Scheduled jobs (briefings, reminders, proposals): only the leader process runs them.
+    # Scheduled jobs (briefings, reminders, proposals, memory's background pass): only the
+    # leader process runs them. Without jobs, this process runs memory's pass itself.
     if app.settings.jobs_enabled:
         await app.jobs.service.start()
+    else:
+        app.memory.start()
     if app.settings.web_enabled:
         await app.web.start()
     return started
@@ -287,4 +314,14 @@ async def start_device_channel(app: App) -> bool:
     await app.transcriber.warm_up()  # load the model now, not on the first utterance
     app.add_channel(adapter)
     await adapter.start(app.dispatcher.handle)
+    await start_push_handover(app)
     return True
+
+
+async def start_push_handover(app: App) -> None:
+    """PostgreSQL: take pushes for pendants connected here that the leader hands over."""
+    if app.db.is_sqlite or app.push_listener is not None:
+        return
+    listener = PushListener(app.settings.database_url, app.jobs.outbox.take_over)
+    await listener.start()
+    app.push_listener = listener

@@ -17,7 +17,7 @@ from bot.device import protocol as p
 from bot.device.choices import spoken_prompt
 from bot.device.hub import DeviceHub
 from bot.device.server import DeviceServer
-from bot.errors import ChannelError
+from bot.errors import Away
 from bot.messages import Address, OutboundMessage, Receipt
 from storage.repos.devices import DEVICE_CHANNEL
 
@@ -56,11 +56,15 @@ class DeviceAdapter:
             log.info("stopping with utterances still queued; they resume at the next start")
         await self.hub.stop()
 
+    def holds(self, address: Address) -> bool:
+        """True when the device at ``address`` is connected to this process."""
+        return address.chat_id in self.hub.connections
+
     async def send_frame(self, address: Address, frame: p.Frame) -> None:
         """Send one frame to the device this address names; ChannelError when it is away."""
         conn = self.hub.connections.get(address.chat_id)
         if conn is None:
-            raise ChannelError(f"device {address.chat_id} is not connected")
+            raise Away(f"device {address.chat_id} is not connected here")
         await conn.send(frame)
 
     async def send(self, msg: OutboundMessage) -> Receipt:

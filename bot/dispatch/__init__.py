@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -57,6 +59,9 @@ class DispatchResult:
 
 TurnHook = Callable[[StoredTurn], Awaitable[None]]
 
+ORDER_WAIT = 3.0
+"""Seconds a message may step back for an earlier one of its conversation (then it goes)."""
+
 
 def llm_down_text(exc: AgentError) -> str:
     """Plain words for a user when the LLM cannot answer."""
@@ -98,6 +103,7 @@ class Dispatcher:
         """Channels by name: the way back to each (shared with the outbox)."""
         self.hooks = tuple(hooks)
         """Awaited after every stored turn; a failing hook is logged, never fatal."""
+        # In-process by default (SQLite: one process); across processes on PostgreSQL.
         self._locks: ConversationLock[int] = locks if locks is not None else KeyedLocks[int]()
         """Serialises the turns of one conversation (by conversation id)."""
 
@@ -187,13 +193,36 @@ class Dispatcher:
                 await MessageRepo(s).set_status(user.id or 0, message_id, "answered")
             return DispatchResult("linked", res.reply)
 
-        async with self._locks.hold(conv_id):
-            result = await self._in_turn(user, conv_id, msg, message_id)
+        result = await self._turn_in_order(user, conv_id, msg, message_id)
         # Hooks (indexing, extraction, proposals) run after the lock: the person's next
         # message never waits for them.
         if result.turn is not None:
             await self._run_hooks(result.turn)
         return result
+
+    async def _turn_in_order(
+        self, user: User, conv_id: int, msg: InboundMessage, message_id: int
+    ) -> DispatchResult:
+        """Take the conversation's turn; an earlier message that lost the race goes first.
+
+        With several processes, a later message can reach the lock before an earlier one that
+        arrived at a busier process; it steps back (briefly, within ORDER_WAIT) so answers
+        keep the order the person wrote in.
+        """
+        deadline = time.monotonic() + ORDER_WAIT
+        while True:
+            async with self._locks.hold(conv_id):
+                if time.monotonic() >= deadline or not await self._earlier_waiting(
+                    conv_id, message_id, msg.received_at
+                ):
+                    return await self._in_turn(user, conv_id, msg, message_id)
+            await asyncio.sleep(0.05)
+
+    async def _earlier_waiting(self, conv_id: int, message_id: int, received: datetime) -> bool:
+        async with self.db.session() as s:
+            return await MessageRepo(s).earlier_waiting(
+                conv_id, message_id, received, timedelta(seconds=30)
+            )
 
     async def _in_turn(
         self, user: User, conv_id: int, msg: InboundMessage, message_id: int

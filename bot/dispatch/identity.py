@@ -65,17 +65,16 @@ async def resolve(
 
     if f"{a.channel}:{msg.sender_id}" in allowlist:
         owner = await users.owner()
-        user = await users.create(
-            msg.sender_name or msg.sender_id, is_owner=owner is None, timezone=timezone
-        )
-        assert user.id is not None
-        ident = await users.add_identity(
-            user.id,
+        # Insert-or-get: the same person's first messages may reach two processes at once.
+        user, ident = await users.create_with_identity(
+            msg.sender_name or msg.sender_id,
             a.channel,
             a.account,
             msg.sender_id,
+            is_owner=owner is None,
+            timezone=timezone,
             chat_id=a.chat_id,
-            display_name=msg.sender_name,
+            identity_name=msg.sender_name,
         )
         log.info("allowlisted sender let in as user %s", user.id)
         return Resolution(user, ident)

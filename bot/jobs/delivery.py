@@ -32,17 +32,29 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from bot.adapters.base import ChannelAdapter
 from bot.clock import Clock, zone
 from bot.dispatch.receipts import send_and_record
-from bot.errors import ChannelError, RateLimited, TransientChannelError, Unreachable
+from bot.errors import Away, ChannelError, RateLimited, TransientChannelError, Unreachable
 from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
-from bot.jobs.sending import KeyedChannel, RateGate, SendStats, Target
+from bot.jobs.sending import KeyedChannel, PresenceChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
 from storage.db import Database
 from storage.models import ChannelIdentity, Delivery, User
+from storage.notify import notify_push
+from storage.repos.leases import Fence
 from storage.repos.messages import ConversationRepo, MessageRepo
 from storage.repos.outbox import OutboxRepo
 from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
+
+AWAY_DEADLINE: dict[str, timedelta] = {
+    "reminder": timedelta(minutes=2),
+    "proposal": timedelta(minutes=30),
+    "briefing": timedelta(minutes=30),
+}
+"""How long a push waits for an away peer (a pendant offline) before the next channel."""
+DEFAULT_AWAY_DEADLINE = timedelta(minutes=10)
+AWAY_RETRY = timedelta(seconds=5)
+"""How often a waiting push looks again (a pendant that reconnects gets it by then)."""
 
 Composer = Callable[[Delivery, datetime], Awaitable[str]]
 """Writes the text of a row that was queued without one (briefings)."""
@@ -85,6 +97,7 @@ class Outbox:
         """Conversation ids by (user, address): the pushed message is stored in that chat."""
         self._wake = asyncio.Event()
         self._stopping = False
+        self._fence: Fence | None = None
         # SQLite has one writer at a time and makes the others busy-wait with sleeps; queueing
         # our own writes on a lock is much faster than letting 32 senders collide there.
         self._write_lock: AbstractAsyncContextManager[object] = (
@@ -103,9 +116,13 @@ class Outbox:
         """Make a running worker look for due rows now."""
         self._wake.set()
 
-    def resume(self) -> None:
-        """Allow sending again after ``request_stop`` (a new term as leader)."""
+    def resume(self, fence: Fence | None = None) -> None:
+        """Allow sending again after ``request_stop`` (a new term as leader).
+
+        Every claim made in this term carries ``fence``: after a takeover it is refused.
+        """
         self._stopping = False
+        self._fence = fence
 
     def request_stop(self) -> None:
         """Finish the sends in flight, start no new ones, and leave ``run_forever``."""
@@ -175,7 +192,9 @@ class Outbox:
 
     # --- one row ---------------------------------------------------------------------------
 
-    async def _process(self, row_id: int, now: datetime, stats: SendStats) -> None:
+    async def _process(
+        self, row_id: int, now: datetime, stats: SendStats, *, only_if_held: bool = False
+    ) -> None:
         if self._stopping:  # stopping: rows not started yet stay pending for the next leader
             return
         async with self.db.session() as s:
@@ -194,10 +213,18 @@ class Outbox:
         if payload.get("text") is None:
             payload["text"] = await self._compose(row, now)  # stored with the claim below
         targets = self._targets(user, identities)
+        if only_if_held and not self._held_here(targets):
+            return  # handed over, but its peer is not connected here: not ours to send
         if not targets:
             await self._no_target(row, now, stats)
             return
         await self._send(row, user, payload, targets, now, stats)
+
+    def _held_here(self, targets: list[Target]) -> bool:
+        if not targets:
+            return False
+        adapter = self.adapters.get(targets[0].address.channel)
+        return isinstance(adapter, PresenceChannel) and adapter.holds(targets[0].address)
 
     async def _hold_back(
         self, row: Delivery, user: User, payload: dict[str, object], now: datetime, st: SendStats
@@ -294,6 +321,7 @@ class Outbox:
                 account=first.account,
                 chat_id=first.chat_id,
                 message_id=msg_row.id,
+                fence=self._fence,
             )
             if not claimed:
                 await s.rollback()
@@ -333,6 +361,11 @@ class Outbox:
                     outcome,
                 )
                 continue
+            if isinstance(outcome, Away):
+                if await self._wait_for(row, target, targets[i + 1 :], str(outcome), now):
+                    stats.retried += 1
+                    return
+                continue  # waited long enough: the next linked channel
             if isinstance(outcome, TransientChannelError):
                 await self._retry_later(row, str(outcome), now, stats)
             else:
@@ -345,10 +378,48 @@ class Outbox:
             await OutboxRepo(s).finish(
                 row.id,
                 "failed",
-                "every linked channel of this user is unreachable",
+                "every linked channel of this user is unreachable or away",
                 from_="sending",
             )
         stats.failed += 1
+
+    async def _wait_for(
+        self, row: Delivery, target: Target, rest: list[Target], why: str, now: datetime
+    ) -> bool:
+        """A peer is away (a pendant offline): wait for it within the kind's deadline.
+
+        True when the row went back to ``pending`` to try again shortly (a pendant that
+        reconnects gets it); False once the deadline has passed: the caller falls back to the
+        next linked channel.
+        """
+        assert row.id is not None
+        # From the time it was first due: each wait moves ``due_at`` on.
+        first = (row.payload or {}).get("deferred_until") or (row.payload or {}).get(
+            "scheduled_for"
+        )
+        due = datetime.fromisoformat(first) if isinstance(first, str) else (row.due_at or now)
+        deadline = due + AWAY_DEADLINE.get(row.kind, DEFAULT_AWAY_DEADLINE)
+        if now >= deadline:
+            log.info("push %s: %s away past its deadline; next channel", row.id, target.address)
+            return False
+        then = rest[0].address.channel if rest else "nothing else is linked"
+        note = f"waiting: {why}; until {deadline:%H:%M:%S} UTC, then {then}"
+        async with self._tx() as s:
+            await OutboxRepo(s).release(row.id, min(deadline, now + AWAY_RETRY), note)
+            if self._fence is not None and not self.db.is_sqlite:
+                # The leader: the pendant may be connected to another process; hand it over.
+                await notify_push(s, row.id)
+        return True
+
+    async def take_over(self, row_id: int) -> None:
+        """Try a push another process handed over (its pendant may be connected here)."""
+        if row_id in self._inflight:
+            return
+        self._inflight.add(row_id)
+        try:
+            await self._process(row_id, self.clock.now(), SendStats(), only_if_held=True)
+        finally:
+            self._inflight.discard(row_id)
 
     async def _attempt(self, row: Delivery, out: OutboundMessage, stats: SendStats) -> Receipt:
         """Send once, waiting out rate limits; raises the ChannelError when it did not go out."""

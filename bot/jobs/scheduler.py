@@ -23,6 +23,8 @@ from bot.clock import Clock
 from bot.errors import BotError
 from bot.jobs.delivery import Outbox
 from bot.jobs.leader import LeaderLock
+from bot.jobs.offloop import OffLoopScheduler
+from bot.jobs.timer import DueTimer
 from storage.db import Database
 from storage.repos.job_state import JobStateRepo
 
@@ -90,6 +92,7 @@ class JobService:
         heartbeat: float = 10.0,
         persistent: bool = True,
         stop_grace: float = 10.0,
+        timer: DueTimer | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
@@ -99,6 +102,9 @@ class JobService:
         self.heartbeat = heartbeat
         self.persistent = persistent
         self.stop_grace = stop_grace
+        self.timer = timer
+        """Wakes the leader exactly when the next push is due (None: the jobs' polls only)."""
+        self._timer_task: asyncio.Task[None] | None = None
         self.scheduler: OffLoopScheduler | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -159,8 +165,10 @@ class JobService:
         _Active.service = self
         await asyncio.to_thread(scheduler.start)  # the job store is synchronous I/O
         self.scheduler = scheduler
-        self.outbox.resume()
+        self.outbox.resume(self.lock.fence)
         self._worker = asyncio.create_task(self.outbox.run_forever(), name="outbox-worker")
+        if self.timer is not None:
+            self._timer_task = asyncio.create_task(self.timer.run_forever(), name="due-timer")
 
     def _jobstore(self) -> SQLAlchemyJobStore | MemoryJobStore:
         from apscheduler.jobstores.memory import MemoryJobStore  # noqa: PLC0415
@@ -181,6 +189,10 @@ class JobService:
         "sending" and, on a channel that cannot be asked, uncertain.
         """
         scheduler, self.scheduler = self.scheduler, None
+        timer, self._timer_task = self._timer_task, None
+        if timer is not None:
+            timer.cancel()
+            await asyncio.gather(timer, return_exceptions=True)
         self.outbox.request_stop()
         running: set[asyncio.Task[Any]] = set(self._running)
         if scheduler is not None:

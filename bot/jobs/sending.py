@@ -23,6 +23,15 @@ class KeyedChannel(Protocol):
         ...
 
 
+@runtime_checkable
+class PresenceChannel(Protocol):
+    """An adapter whose peers connect to one process (the pendant): it knows who is here."""
+
+    def holds(self, address: Address) -> bool:
+        """True when the peer at ``address`` is connected to this process now."""
+        ...
+
+
 class RateGate:
     """Paces sends on one channel and pauses it when the channel says "slow down"."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,6 +19,7 @@ from bot.jobs.leader import LeaderLock, leader_lock
 from bot.jobs.proposals import SCAN_JOB, Proposals
 from bot.jobs.reminders import Reminders
 from bot.jobs.scheduler import JobService, JobSpec
+from bot.jobs.timer import DueTimer
 from storage.db import Database
 
 
@@ -26,8 +27,8 @@ from storage.db import Database
 class JobSettings:
     """The knobs of the jobs feature (from Settings)."""
 
-    heartbeat: float = 10.0
-    lease_seconds: float = 30.0
+    heartbeat: float = 2.0
+    lease_seconds: float = 8.0
     send_rate: float = 30.0
     late_hours: float = 3.0
     proposal_ttl_days: float = 7.0
@@ -72,12 +73,24 @@ def build_jobs(
     settings: JobSettings | None = None,
     lock: LeaderLock | None = None,
     journal: JournalService | None = None,
+    extra: Sequence[JobSpec] = (),
 ) -> Jobs:
-    """Wire outbox, briefings, reminders, proposals and the scheduler together."""
+    """Wire outbox, briefings, reminders, proposals and the scheduler together.
+
+    ``extra``: other rooms' background work that must run in one process only (memory).
+    """
     cfg = settings or JobSettings()
     late = timedelta(hours=cfg.late_hours)
+    # Briefings are queued a little ahead with their exact due time, so the due timer sends
+    # them on the minute instead of at the next planning pass.
     briefings = Briefings(
-        db=db, llm=llm, tools=tools, persona_path=persona_path, late_limit=late, journal=journal
+        db=db,
+        llm=llm,
+        tools=tools,
+        persona_path=persona_path,
+        late_limit=late,
+        lead=timedelta(minutes=2),
+        journal=journal,
     )
     outbox = Outbox(
         db=db,
@@ -125,6 +138,7 @@ def build_jobs(
         JobSpec("proposals.expire", 900, proposals.expire, "expire unanswered proposals"),
         JobSpec("outbox.reconcile", 60, reconcile, "settle pushes a stopped process left"),
         JobSpec("journal.review", 300, plan_reviews, "queue opted-in weekly journal reviews"),
+        *extra,
     ]
     service = JobService(
         db=db,
@@ -133,5 +147,6 @@ def build_jobs(
         lock=lock or leader_lock(db, timedelta(seconds=cfg.lease_seconds)),
         jobs=specs,
         heartbeat=cfg.heartbeat,
+        timer=DueTimer(db=db, clock=clock, reminders=reminders, outbox=outbox),
     )
     return Jobs(outbox, briefings, reminders, proposals, service, reviews)

@@ -100,10 +100,13 @@ class Proposal(SQLModel, table=True):
 
 
 class JobLease(SQLModel, table=True):
-    """The scheduler's leader lease (SQLite; PostgreSQL uses an advisory lock instead)."""
+    """The scheduler's leader lease, renewed by a heartbeat, with a fencing token."""
 
     name: str = Field(primary_key=True)
     holder: str
+    """host:pid:random of the process holding it (``lifebot jobs`` shows it)."""
+    token: int = 0
+    """Grows by one at every takeover; writes made under an older token are refused."""
     expires_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
     heartbeat_at: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
 

@@ -71,6 +71,12 @@ class Episode(SQLModel, table=True):
     source_message_ids: list[int] | None = Field(default=None, sa_column=Column(JSON))
     summarized: bool = False
     """True once the fast model wrote the title and summary (False: deterministic stand-in)."""
+    summary_attempts: int = 0
+    """Answers from the model that could not be used; after a bound it is not asked again."""
+    summary_retry_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
+    )
+    """Not asked again before this time (backoff after an unusable answer)."""
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
     )

@@ -38,6 +38,27 @@ class EpisodeRepo:
         self.s.add(episode)
         await self.s.flush()
 
+    async def note_unusable(self, user_id: int, episode_id: int, retry_at: datetime) -> int:
+        """Count an unusable answer for an episode's summary; returns the attempts so far."""
+        ep = await self.get(user_id, episode_id)
+        if ep is None:
+            return 0
+        ep.summary_attempts += 1
+        ep.summary_retry_at = retry_at
+        self.s.add(ep)
+        return ep.summary_attempts
+
+    async def given_up(self, max_attempts: int = 5) -> int:
+        """How many episodes kept their stand-in summary after ``max_attempts`` bad answers."""
+        res = await self.s.exec(
+            select(sa.func.count())
+            .select_from(Episode)
+            .where(
+                col(Episode.summarized).is_(False), col(Episode.summary_attempts) >= max_attempts
+            )
+        )
+        return int(res.one())
+
     async def get(self, user_id: int, episode_id: int) -> Episode | None:
         """One of this user's episodes."""
         res = await self.s.exec(
@@ -82,17 +103,28 @@ class EpisodeRepo:
         )
         return list(res.all())
 
-    async def unsummarized(self, limit: int, before: datetime) -> list[Episode]:
-        """Episodes with a stand-in summary that ended before ``before``."""
-        res = await self.s.exec(
-            select(Episode)
-            .where(
-                col(Episode.summarized).is_(False),
-                col(Episode.end_at) < before,
-                col(Episode.channel) != "import",
+    async def unsummarized(
+        self, limit: int, before: datetime, *, now: datetime | None = None, max_attempts: int = 5
+    ) -> list[Episode]:
+        """Episodes with a stand-in summary that ended before ``before``.
+
+        Leaves out those whose backoff runs past ``now`` and those the model answered
+        unusably ``max_attempts`` times (given up: they keep their stand-in summary).
+        """
+        conds = [
+            col(Episode.summarized).is_(False),
+            col(Episode.end_at) < before,
+            col(Episode.channel) != "import",
+            col(Episode.summary_attempts) < max_attempts,
+        ]
+        if now is not None:
+            conds.append(
+                sa.or_(
+                    col(Episode.summary_retry_at).is_(None), col(Episode.summary_retry_at) <= now
+                )
             )
-            .order_by(col(Episode.id))
-            .limit(limit)
+        res = await self.s.exec(
+            select(Episode).where(*conds).order_by(col(Episode.id)).limit(limit)
         )
         return list(res.all())
 

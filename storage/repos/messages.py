@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import or_
@@ -83,6 +83,31 @@ class MessageRepo:
         if row is not None:
             row.status = "pending_retry"
             self.s.add(row)
+
+    async def earlier_waiting(
+        self, conversation_id: int, message_id: int, received_at: datetime, window: timedelta
+    ) -> bool:
+        """Whether an earlier inbound message of the conversation still waits for its turn.
+
+        Earlier: received before (ties broken by arrival in the database); only those
+        received within ``window`` count, so a message whose process died never blocks.
+        """
+        mine = (col(Message.created_at) < received_at) | (
+            (col(Message.created_at) == received_at) & (col(Message.id) < message_id)
+        )
+        res = await self.s.exec(
+            select(Message.id)
+            .where(
+                Message.conversation_id == conversation_id,
+                Message.direction == "in",
+                Message.status == "received",
+                col(Message.id) != message_id,
+                col(Message.created_at) >= received_at - window,
+                mine,
+            )
+            .limit(1)
+        )
+        return res.first() is not None
 
     async def get(self, user_id: int, message_id: int) -> Message | None:
         """One message of this user's."""

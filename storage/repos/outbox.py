@@ -18,6 +18,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Delivery
 from storage.repos._upsert import insert_ignore
+from storage.repos.leases import Fence
 
 SCHEDULED_KINDS = ("briefing", "reminder", "proposal", "notice", "journal_review")
 _INSERT_CHUNK = 500
@@ -99,6 +100,15 @@ class OutboxRepo:
         q = q.order_by(col(Delivery.due_at), col(Delivery.id)).limit(limit)
         return list((await self.s.exec(q)).all())
 
+    async def next_time(self, after: datetime) -> datetime | None:
+        """When the soonest pending row due after ``after`` is due (None: nothing is)."""
+        res = await self.s.exec(
+            select(func.min(col(Delivery.due_at))).where(
+                Delivery.status == "pending", col(Delivery.due_at) > after
+            )
+        )
+        return res.one()
+
     async def get(self, delivery_id: int) -> Delivery | None:
         """One row."""
         return await self.s.get(Delivery, delivery_id)
@@ -116,11 +126,17 @@ class OutboxRepo:
         account: str,
         chat_id: str,
         message_id: int | None,
+        fence: Fence | None = None,
     ) -> bool:
-        """Pending → sending, recording the target; False if someone else has it."""
+        """Pending → sending, recording the target; False if someone else has it.
+
+        With a ``fence`` the claim also needs the leader lease it was made under to be still
+        held: a leader that was frozen and replaced cannot send anything.
+        """
         return await self._update(
             delivery_id,
             ("pending",),
+            *([fence.holds(now)] if fence is not None else []),
             status="sending",
             claimed_at=now,
             attempts=col(Delivery.attempts) + 1,
@@ -229,14 +245,26 @@ class OutboxRepo:
         )
         return list(res.all())
 
+    async def waiting(self, limit: int = 5) -> list[Delivery]:
+        """Pending rows waiting for something (an offline pendant), oldest first."""
+        res = await self.s.exec(
+            select(Delivery)
+            .where(Delivery.status == "pending", col(Delivery.last_error).like("waiting:%"))
+            .order_by(col(Delivery.id))
+            .limit(limit)
+        )
+        return list(res.all())
+
     async def for_key(self, key: str) -> Delivery | None:
         """The row with this key."""
         return (await self.s.exec(select(Delivery).where(Delivery.key == key))).first()
 
-    async def _update(self, delivery_id: int, states: tuple[str, ...], **values: Any) -> bool:
+    async def _update(
+        self, delivery_id: int, states: tuple[str, ...], *conds: Any, **values: Any
+    ) -> bool:
         stmt = (
             update(Delivery)
-            .where(col(Delivery.id) == delivery_id, col(Delivery.status).in_(states))
+            .where(col(Delivery.id) == delivery_id, col(Delivery.status).in_(states), *conds)
             .values(**values)
         )
         result = await self.s.exec(stmt)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -44,6 +45,13 @@ class ReminderRepo:
             reminder.status = "cancelled"
             self.s.add(reminder)
         return reminder
+
+    async def next_time(self) -> datetime | None:
+        """When the soonest active reminder is due, across users (None: none is active)."""
+        res = await self.s.exec(
+            select(func.min(col(Reminder.next_at))).where(Reminder.status == "active")
+        )
+        return res.one()
 
     async def due(self, now: datetime, limit: int = 500) -> list[Reminder]:
         """Active reminders whose time has come, across users (the firing job only)."""

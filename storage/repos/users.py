@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -89,6 +90,45 @@ class UserRepo:
         self.s.add(ident)
         await self.s.flush()
         return ident
+
+    async def create_with_identity(
+        self,
+        display_name: str,
+        channel: str,
+        account: str,
+        sender_id: str,
+        *,
+        is_owner: bool = False,
+        timezone: str = "UTC",
+        chat_id: str | None = None,
+        identity_name: str | None = None,
+    ) -> tuple[User, ChannelIdentity]:
+        """A new user with this identity, or the user who already has it.
+
+        Insert-or-get: a person's first messages may reach several processes at once; one
+        insert wins on the unique identity, the others roll their attempt back and read it.
+        """
+        try:
+            async with self.s.begin_nested():
+                user = await self.create(display_name, is_owner=is_owner, timezone=timezone)
+                assert user.id is not None
+                ident = await self.add_identity(
+                    user.id,
+                    channel,
+                    account,
+                    sender_id,
+                    chat_id=chat_id,
+                    display_name=identity_name,
+                )
+                return user, ident
+        except IntegrityError:
+            found = await self.find_identity(channel, account, sender_id)
+            if found is None:
+                raise
+            winner = await self.get(found.user_id)
+            if winner is None:
+                raise
+            return winner, found
 
     async def identities(self, user_id: int) -> list[ChannelIdentity]:
         """Every identity of one user, oldest first (the order pushes fall back in)."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import secrets
 from collections import OrderedDict
 from collections.abc import Awaitable
 from typing import Any
@@ -146,7 +145,7 @@ class TelegramAdapter:
         )
 
     async def _start_webhook(self, app: PTBApp, url: str) -> None:
-        secret = self.config.webhook_secret or secrets.token_urlsafe(32)
+        secret = self.config.derived_webhook_secret
 
         async def sink(data: dict[str, Any]) -> None:
             update = Update.de_json(data, app.bot)

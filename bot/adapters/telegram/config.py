@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +49,20 @@ class TelegramConfig:
             retries=s.telegram_retries,
             workdir=s.data_dir / "tmp",
         )
+
+    @property
+    def derived_webhook_secret(self) -> str:
+        """The webhook secret: the setting, or one derived from the bot token.
+
+        Every process behind one load balancer shares the token, so each derives the same
+        secret and any of them accepts any update (a random one per process made all but the
+        last to start answer 401). Derived one way (HMAC), it does not reveal the token.
+        """
+        if self.webhook_secret:
+            return self.webhook_secret
+        return hmac.new(
+            self.token.encode(), b"lifebot telegram webhook secret", hashlib.sha256
+        ).hexdigest()
 
     @property
     def base_file_url(self) -> str:

@@ -87,6 +87,10 @@ class MiniLMEmbedder:
                 opts.intra_op_num_threads = self.threads
                 opts.inter_op_num_threads = 1
                 opts.log_severity_level = 3
+                # Worker threads otherwise spin after each run: ~30 ms of CPU burnt per 4 ms
+                # embed, taken from the event loop's core on a small machine.
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
                 tok = Tokenizer.from_file(str(TOKENIZER_PATH))
                 tok.enable_truncation(max_length=self.max_tokens)
                 tok.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106  (a token, not a secret)

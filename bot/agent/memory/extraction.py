@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.agent.llm import LLM, parse_json_object
@@ -42,6 +42,11 @@ Facts: at most %(max_facts)d, only from lines marked "new": true, only durable t
 remembering about the user (people in their life, preferences, plans and dates, work, health).
 Skip mundane details (meals, weather, chores, small talk) and anything the assistant said.
 Write facts in the third person about the user ("Has a cat called Miso"). No facts: []."""
+
+MAX_SUMMARY_TRIES = 5
+"""Unusable answers about one episode before its stand-in summary is kept for good."""
+RETRY_BASE = timedelta(minutes=1)
+"""The first wait after an unusable answer; doubled each time."""
 
 SUMMARY_ONLY = '\nThis is imported history: return "facts": [].'
 
@@ -159,6 +164,14 @@ class Extractor:
         data = parse_json_object(answer)
         title = str(data.get("title") or "").strip()[:120]
         summary = str(data.get("summary") or "").strip()[:600]
+        if not (title and summary) and ep.id is not None:
+            # Unusable answer: back off (1, 2, 4, 8 min) and give up after MAX_SUMMARY_TRIES,
+            # instead of asking again on every tick forever.
+            async with self.db.session() as s:
+                tries = await EpisodeRepo(s).note_unusable(
+                    ep.user_id, ep.id, now + RETRY_BASE * 2**ep.summary_attempts
+                )
+            log.info("episode %s: unusable summary from the model (try %d)", ep.id, tries)
         if title and summary:
             async with self.db.session() as s:
                 stored = await EpisodeRepo(s).get(ep.user_id, ep.id or 0)
@@ -215,10 +228,23 @@ class Extractor:
             out.append(decision)
         return out
 
-    async def resummarize(self, now: datetime, tz_of: dict[int, ZoneInfo], limit: int = 20) -> int:
-        """Give episodes made while the model was down their proper summary (and facts)."""
+    async def resummarize(
+        self,
+        now: datetime,
+        tz_of: dict[int, ZoneInfo],
+        limit: int = 20,
+        *,
+        retry_now: datetime | None = None,
+    ) -> int:
+        """Give episodes made while the model was down their proper summary (and facts).
+
+        ``now`` is the cut-off (episodes ended before it); ``retry_now`` the real time, for
+        episodes backing off after an unusable answer.
+        """
         async with self.db.session() as s:
-            pending = await EpisodeRepo(s).unsummarized(limit, now)
+            pending = await EpisodeRepo(s).unsummarized(
+                limit, now, now=retry_now, max_attempts=MAX_SUMMARY_TRIES
+            )
         done = 0
         for ep in pending:
             if ep.channel == "import":

@@ -135,8 +135,18 @@ class MemoryService:
                         1 for d in done.facts if d.action in ("added", "superseded")
                     )
             tz_of = await self._zones()
-            report.resummarized = await self.extractor.resummarize(now - self.quiet, tz_of)
+            report.resummarized = await self.extractor.resummarize(
+                now - self.quiet, tz_of, retry_now=now
+            )
             return report
+
+    async def tick(self, now: datetime) -> str:
+        """One background pass, summarised for ``lifebot jobs`` (the leader's job body)."""
+        r = await self.run_due(now)
+        return (
+            f"indexed {r.indexed}, extracted {r.streams} streams ({r.facts} facts), "
+            f"resummarized {r.resummarized}"
+        )
 
     async def remember(
         self,

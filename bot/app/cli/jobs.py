@@ -53,24 +53,25 @@ async def _leader(application: App) -> str:
     from storage.repos.job_state import JobStateRepo
 
     db = application.db
-    if db.url.startswith("postgresql"):
-        from bot.jobs.leader import ADVISORY_KEY
-
-        async with db.session() as s:
-            pid = await JobStateRepo(s).advisory_holder(ADVISORY_KEY)
-        return f"leader: PostgreSQL backend pid {pid}" if pid else "leader: none"
     async with db.session() as s:
         lease = await JobStateRepo(s).lease("scheduler")
     now = application.clock.now()
     if lease is None or lease.expires_at < now:
         return "leader: none (no `lifebot serve` is running the jobs)"
-    return f"leader: {lease.holder} (lease until {_when(lease.expires_at)} UTC)"
+    host, _, rest = lease.holder.partition(":")
+    pid = rest.split(":", 1)[0]
+    return (
+        f"leader: host {host}, pid {pid} (lease {lease.holder}, term {lease.token}, "
+        f"renewed {_when(lease.heartbeat_at)}, until {_when(lease.expires_at)} UTC)"
+    )
 
 
 def jobs(ctx: typer.Context) -> None:
     """List scheduled jobs, their next run times and last results, and the outbox."""
     if ctx.invoked_subcommand is not None:
         return
+    from bot.agent.memory.extraction import MAX_SUMMARY_TRIES
+    from storage.repos.episodes import EpisodeRepo
     from storage.repos.job_state import JobStateRepo
     from storage.repos.outbox import OutboxRepo
 
@@ -82,6 +83,7 @@ def jobs(ctx: typer.Context) -> None:
             states = await JobStateRepo(s).all()
             counts = await OutboxRepo(s).counts()
             problems = await OutboxRepo(s).problems(limit=5)
+            waiting = await OutboxRepo(s).waiting(limit=5)
         typer.echo(
             f"{'JOB':<18} {'EVERY':>6}  {'NEXT RUN (UTC)':<19}  {'LAST RUN (UTC)':<19}  RESULT"
         )
@@ -96,6 +98,15 @@ def jobs(ctx: typer.Context) -> None:
         typer.echo(f"outbox: {summary}")
         for d in problems:
             typer.echo(f"  #{d.id} {d.kind} user {d.user_id} {d.status}: {d.last_error or ''}")
+        for d in waiting:
+            typer.echo(f"  #{d.id} {d.kind} user {d.user_id} pending: {d.last_error or ''}")
+        async with application.db.session() as s:
+            gave_up = await EpisodeRepo(s).given_up(MAX_SUMMARY_TRIES)
+        if gave_up:
+            typer.echo(
+                f"memory: {gave_up} episode summaries given up after {MAX_SUMMARY_TRIES} "
+                "unusable answers from the model (they keep a plain stand-in summary)"
+            )
 
     _run(go)
 

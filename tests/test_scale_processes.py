@@ -1,0 +1,294 @@
+"""Three real ``lifebot serve`` processes on one PostgreSQL database behave as one (issue 22).
+
+Telegram runs in webhook mode behind a "load balancer": the test posts each update to the
+next process in turn, as a round-robin balancer would. The model answers slowly, so turns of
+one chat landing on different processes would overlap if nothing held them apart. Then the
+leader is frozen (SIGSTOP) and later killed (SIGKILL), each time just before a reminder is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from sqlmodel import col, select
+
+from storage.db import Database
+from storage.models import JobLease, Message, Reminder
+from storage.repos.reminders import ReminderRepo
+from storage.repos.users import UserRepo
+from tests.fakes.llm import FakeLLM, Step, say
+from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
+
+pytestmark = pytest.mark.postgres
+
+LLM_SECONDS = 0.8
+"""How long the model takes over each answer."""
+CHATS = [9001 + i for i in range(7)]
+"""Seven chats: with three processes, each chat's three messages land on three processes."""
+ROUNDS = 3
+TAKEOVER_LIMIT = 15.0
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Model:
+    """The slow model: records when each chat's turns ran."""
+
+    def __init__(self) -> None:
+        self.spans: dict[str, list[tuple[float, float]]] = {}
+
+    def __call__(self, body: dict[str, Any]) -> Step:
+        system = str(body["messages"][0].get("content", ""))
+        if "Classify the user's message" in system:
+            return say('{"route": "chat"}')
+        if body.get("model") != "fake-smart":
+            return say("{}")  # memory's extraction and the like
+        last = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        start = time.monotonic()
+        self.spans.setdefault(str(last).split("#")[0], []).append((start, start + LLM_SECONDS))
+        return say(f"re: {last}", delay=LLM_SECONDS)
+
+
+class Cluster:
+    """The serve processes, their webhook ports and their logs."""
+
+    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
+        self.tmp_path = tmp_path
+        self.env = env
+        self.procs: list[asyncio.subprocess.Process] = []
+        self.ports: list[int] = []
+        self.logs: list[Path] = []
+        self.stopped: set[int] = set()
+
+    async def start(self, n: int) -> None:
+        exe = Path(sys.executable).parent / "lifebot"
+        for i in range(n):
+            port = _free_port()
+            log = self.tmp_path / f"serve-{i}.log"
+            env = {
+                **self.env,
+                "LIFEBOT_DATA_DIR": str(self.tmp_path / f"data-{i}"),
+                "LIFEBOT_TELEGRAM_WEBHOOK_PORT": str(port),
+            }
+            with log.open("wb") as out:
+                proc = await asyncio.create_subprocess_exec(
+                    str(exe), "serve", env=env, stdout=out, stderr=asyncio.subprocess.STDOUT
+                )
+            self.procs.append(proc)
+            self.ports.append(port)
+            self.logs.append(log)
+
+    async def wait_listening(self, within: float = 60.0) -> None:
+        deadline = time.monotonic() + within
+        for proc, port, log in zip(self.procs, self.ports, self.logs, strict=True):
+            while True:
+                if proc.returncode is not None:
+                    raise AssertionError(f"a serve process exited:\n{log.read_text()[-3000:]}")
+                with contextlib.suppress(OSError):
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                    writer.close()
+                    await writer.wait_closed()
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"serve did not listen:\n{log.read_text()[-3000:]}")
+                await asyncio.sleep(0.2)
+
+    def index_of(self, pid: int) -> int:
+        return next(i for i, p in enumerate(self.procs) if p.pid == pid)
+
+    def signal(self, i: int, sig: signal.Signals) -> None:
+        os.kill(self.procs[i].pid, sig)
+        if sig == signal.SIGSTOP:
+            self.stopped.add(i)
+        elif sig == signal.SIGCONT:
+            self.stopped.discard(i)
+
+    async def close(self) -> None:
+        for i, proc in enumerate(self.procs):
+            if proc.returncode is None:
+                if i in self.stopped:
+                    os.kill(proc.pid, signal.SIGCONT)
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+    def tails(self) -> str:
+        return "\n".join(f"--- {log.name}\n{log.read_text()[-2500:]}" for log in self.logs)
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    server = FakeTelegram()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+async def _leader_pid(db: Database) -> int | None:
+    async with db.session() as s:
+        lease = (await s.exec(select(JobLease))).first()
+    if lease is None or lease.expires_at < datetime.now(UTC):
+        return None
+    return int(lease.holder.split(":")[1])
+
+
+async def _new_leader(db: Database, old: int, since: float) -> tuple[int, float]:
+    """Wait for a leader other than ``old``; (its pid, seconds since ``since``)."""
+    while time.monotonic() - since < 30:
+        pid = await _leader_pid(db)
+        if pid is not None and pid != old:
+            return pid, time.monotonic() - since
+        await asyncio.sleep(0.1)
+    raise AssertionError("no process took over within 30 s")
+
+
+async def _remind(db: Database, user_id: int, text: str, due: datetime) -> None:
+    async with db.session() as s:
+        await ReminderRepo(s).add(Reminder(user_id=user_id, text=text, next_at=due))
+
+
+async def test_three_serve_processes_answer_in_order_once_and_survive_their_leader(
+    tmp_path: Path, postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    model = Model()
+    fake_llm.default = model
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
+    }
+    env.update(
+        LIFEBOT_DATABASE_URL=postgres_url,
+        TELEGRAM_BOT_TOKEN=TOKEN,
+        LIFEBOT_TELEGRAM_API_URL=tg.api_url,
+        LIFEBOT_TELEGRAM_FILE_URL=tg.file_url,
+        LIFEBOT_TELEGRAM_WEBHOOK_URL="https://bot.example.test/telegram",
+        OPENAI_BASE_URL=fake_llm.url,
+        OPENAI_API_KEY="test-key",
+        LIFEBOT_LLM_MODEL="fake-smart",
+        LIFEBOT_LLM_FAST_MODEL="fake-fast",
+        LIFEBOT_EMBEDDINGS_MODEL="fake-embed",
+        LIFEBOT_JOBS_SEND_RATE="0",
+        LIFEBOT_TELEGRAM_EDIT_INTERVAL="5",
+    )
+    cluster = Cluster(tmp_path, env)
+    db = Database(postgres_url)
+    figures: dict[str, Any] = {}
+    try:
+        # Started together on a fresh database: all three come up.
+        await cluster.start(3)
+        await cluster.wait_listening()
+        await tg.wait_for(lambda: len(tg.calls_to("setWebhook")) >= 3, within=30)
+        users: dict[int, int] = {}
+        async with db.session() as s:
+            repo = UserRepo(s)
+            for chat in CHATS:
+                user, _ = await repo.create_with_identity(
+                    f"user{chat}", "telegram", str(BOT_ID), str(chat), chat_id=str(chat)
+                )
+                users[chat] = user.id or 0
+
+        # --- ordering and exactly-once replies, fed round robin ---------------------------
+        secret = tg.webhook_secret
+        assert secret
+        update_ids = itertools.count(1)
+        order = itertools.cycle(range(3))
+        async with aiohttp.ClientSession() as http:
+            for r in range(ROUNDS):
+                for chat in CHATS:
+                    update = {
+                        "update_id": next(update_ids),
+                        "message": tg.message(chat, f"{chat}#{r}"),
+                    }
+                    url = f"http://127.0.0.1:{cluster.ports[next(order)]}/telegram"
+                    headers = {"X-Telegram-Bot-Api-Secret-Token": secret}
+                    async with http.post(url, json=update, headers=headers) as resp:
+                        assert resp.status == 200, await resp.text()
+                await asyncio.sleep(0.3)
+        expected = {chat: [f"re: {chat}#{r}" for r in range(ROUNDS)] for chat in CHATS}
+        try:
+            await tg.wait_for(lambda: all(tg.texts(c) == expected[c] for c in CHATS), within=40)
+        except TimeoutError:
+            got = {c: tg.texts(c) for c in CHATS}
+            async with db.session() as s:
+                rows = (await s.exec(select(Message).order_by(col(Message.id)))).all()
+            seen = "\n".join(
+                f"{m.id} {m.direction} {m.chat_id} {m.text!r} {m.created_at:%H:%M:%S.%f} {m.status}"
+                for m in rows
+                if m.direction == "in"
+            )
+            raise AssertionError(f"replies: {got}\n{seen}") from None
+        overlaps = sum(
+            1
+            for spans in model.spans.values()
+            for a, b in itertools.pairwise(sorted(spans))
+            if b[0] < a[1]
+        )
+        figures["overlapping turn pairs"] = overlaps
+        figures["turns"] = sum(len(s) for s in model.spans.values())
+        assert overlaps == 0
+        assert figures["turns"] == len(CHATS) * ROUNDS  # each message answered once
+
+        # --- the leader freezes just before a reminder is due -----------------------------
+        chat = CHATS[0]
+        first = await _leader_pid(db)
+        assert first is not None, cluster.tails()
+        due = datetime.now(UTC) + timedelta(seconds=3)
+        await _remind(db, users[chat], "take the pills", due)
+        stopped_at = time.monotonic()
+        frozen = cluster.index_of(first)
+        cluster.signal(frozen, signal.SIGSTOP)
+        second, took = await _new_leader(db, first, stopped_at)
+        figures["takeover after SIGSTOP (s)"] = round(took, 2)
+        await tg.wait_for(lambda: "⏰ Reminder: take the pills" in tg.texts(chat), within=20)
+        figures["reminder lateness across SIGSTOP (s)"] = round(
+            (datetime.now(UTC) - due).total_seconds(), 2
+        )
+        assert took < TAKEOVER_LIMIT
+        assert figures["reminder lateness across SIGSTOP (s)"] < TAKEOVER_LIMIT
+        cluster.signal(frozen, signal.SIGCONT)  # it wakes up, learns it lost, sends nothing
+
+        # --- then the new leader dies outright ---------------------------------------------
+        due = datetime.now(UTC) + timedelta(seconds=2)
+        await _remind(db, users[chat], "call the doctor", due)
+        killed_at = time.monotonic()
+        cluster.signal(cluster.index_of(second), signal.SIGKILL)
+        _, took = await _new_leader(db, second, killed_at)
+        figures["takeover after SIGKILL (s)"] = round(took, 2)
+        await tg.wait_for(lambda: "⏰ Reminder: call the doctor" in tg.texts(chat), within=20)
+        figures["reminder lateness across SIGKILL (s)"] = round(
+            (datetime.now(UTC) - due).total_seconds(), 2
+        )
+        assert took < TAKEOVER_LIMIT
+        assert figures["reminder lateness across SIGKILL (s)"] < TAKEOVER_LIMIT
+
+        await asyncio.sleep(2)  # time for a duplicate to show up, if there were one
+        texts = tg.texts(chat)
+        assert texts.count("⏰ Reminder: take the pills") == 1
+        assert texts.count("⏰ Reminder: call the doctor") == 1
+        assert all(tg.texts(c) == expected[c] for c in CHATS[1:])
+        print(f"\nscale figures: {figures}")
+    finally:
+        await cluster.close()
+        await db.dispose()
