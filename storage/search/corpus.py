@@ -12,7 +12,7 @@ it through ``forget``/``set_hidden``/``set_vectors``, called by the memory index
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -31,6 +31,9 @@ SESSION_GAP_S = 45 * 60.0
 
 Ints = npt.NDArray[np.int64]
 Floats = npt.NDArray[np.float64]
+Mentions = Callable[[str, float], tuple[float, float] | None]
+"""The time span a text names, resolved against when it was said ("yesterday" said on
+4 May is 3 May), as (start, end) POSIX seconds; None when it names none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class Arrays:
     speaker: Ints
     session: Ints
     lengths: Floats
+    mentioned: Floats
+    """Shape (2, n): start and end of the time each item talks about (NaN: none)."""
     near: Ints
     """Shape (4, n + 1): the turn two before, one before, one after, two after, or ``n``."""
 
@@ -68,6 +73,7 @@ class Corpus:
 
     dim: int = 0
     model: str = ""
+    mentions: Mentions | None = None
     ids: list[int] = field(default_factory=list)
     ts: list[float] = field(default_factory=list)
     kinds: list[int] = field(default_factory=list)
@@ -75,6 +81,7 @@ class Corpus:
     speakers: list[int] = field(default_factory=list)
     sessions: list[int] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
+    mentioned: list[tuple[float, float]] = field(default_factory=list)
     near: list[list[int]] = field(default_factory=lambda: [[], [], [], []])
     speaker_names: dict[str, int] = field(default_factory=dict)
     postings: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)
@@ -118,6 +125,8 @@ class Corpus:
         )
         terms = analyse(f"{r.speaker}: {r.text}" if r.kind == "message" else r.text)
         self.lengths.append(len(terms))
+        span = self.mentions(r.text, r.ts) if self.mentions and r.kind == "message" else None
+        self.mentioned.append(span or (np.nan, np.nan))
         counts: dict[str, int] = {}
         for t in terms:
             counts[t] = counts.get(t, 0) + 1
@@ -201,6 +210,7 @@ class Corpus:
                 speaker=np.asarray(self.speakers, dtype=np.int64),
                 session=np.asarray(self.sessions, dtype=np.int64),
                 lengths=np.asarray(self.lengths, dtype=np.float64),
+                mentioned=np.asarray(self.mentioned, dtype=np.float64).reshape(n, 2).T,
                 near=near,
             )
         return self._arrays
@@ -248,7 +258,8 @@ def _rows(raw: Sequence[tuple[object, ...]], model: str) -> list[Row]:
 class CorpusCache:
     """Corpora of the users searched in this process, kept fresh by ``max(id)``."""
 
-    def __init__(self) -> None:
+    def __init__(self, mentions: Mentions | None = None) -> None:
+        self.mentions = mentions
         self._cache: dict[int, Corpus] = {}
         self._locks: dict[int, asyncio.Lock] = {}
 
@@ -292,7 +303,7 @@ class CorpusCache:
         async with lock:
             corpus = self._cache.get(user_id)
             if corpus is None or corpus.model != model:
-                corpus = Corpus(model=model)
+                corpus = Corpus(model=model, mentions=self.mentions)
             newest = (
                 await session.exec(
                     select(func.max(MemoryItem.id)).where(MemoryItem.user_id == user_id)
@@ -301,7 +312,7 @@ class CorpusCache:
             if newest is not None and newest > corpus.max_id:
                 rows = _rows(await self._load(session, user_id, corpus.max_id), model)
                 if not corpus.accepts(rows):
-                    corpus = Corpus(model=model)
+                    corpus = Corpus(model=model, mentions=self.mentions)
                     rows = _rows(await self._load(session, user_id, 0), model)
                 # Tokenising thousands of rows is CPU work: keep it off the event loop.
                 await asyncio.to_thread(corpus.append, rows)

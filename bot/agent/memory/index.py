@@ -18,7 +18,7 @@ from storage.db import Database
 from storage.models import Episode, Fact, MemoryItem, Message
 from storage.repos.memory_index import MemoryIndexRepo
 from storage.search import FullTextIndex, VectorIndex, full_text_for, vector_index_for
-from storage.search.corpus import Corpus, CorpusCache
+from storage.search.corpus import Corpus, CorpusCache, Mentions
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +55,21 @@ def episode_text(ep: Episode) -> str:
 class MemoryIndex:
     """Owns the embedder and the search backends for one process."""
 
-    def __init__(self, db: Database, embedder: Embedder, *, batch_size: int = 256) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        *,
+        batch_size: int = 256,
+        mentions: Mentions | None = None,
+    ) -> None:
         self.db = db
         self.embedder = embedder
         self.batch_size = batch_size
         self.dialect = "sqlite" if db.is_sqlite else "postgresql"
         self.fulltext: FullTextIndex = full_text_for(self.dialect)
         self._vectors: VectorIndex | None = None
-        self.corpora = CorpusCache()
+        self.corpora = CorpusCache(mentions)
         """Per-user in-memory copies that retrieval scores (see ``storage.search.corpus``)."""
         self._lock = asyncio.Lock()
 

@@ -29,15 +29,15 @@ class RankTuning:
 
     k1: float = 0.4
     b: float = 0.3
-    window: tuple[float, float] = (1.0, 1.0)
+    window: tuple[float, float] = (1.0, 0.5)
     """Weight of the turns one and two away when a message's window is counted for BM25."""
-    dense: float = 0.35
+    dense: float = 0.6
     """Share of the cosine in the blend (the rest is BM25)."""
-    near: tuple[float, float] = (0.15, 0.05)
+    near: tuple[float, float] = (0.1, 0.0)
     """Share of the neighbours' (one and two turns away) blended scores a turn gains."""
     session: float = 0.25
     """Share of its session's best score a turn gains."""
-    speaker: float = 0.05
+    speaker: float = 0.1
     """Bonus for a turn spoken by someone the question names."""
 
 

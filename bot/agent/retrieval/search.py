@@ -74,10 +74,14 @@ def _mask(corpus: Corpus, flt: SearchFilter) -> npt.NDArray[np.bool_]:
     """Which items the filter lets through (kinds, time window, hidden, excluded)."""
     arr = corpus.arrays()
     mask = ~arr.hidden & np.isin(arr.kinds, [KIND_CODES[k] for k in flt.kinds])
-    if flt.start is not None:
-        mask &= arr.ts >= flt.start.timestamp()
-    if flt.end is not None:
-        mask &= arr.ts < flt.end.timestamp()
+    if flt.start is not None or flt.end is not None:
+        # Said inside the window, or said later about a time inside it ("yesterday").
+        lo = flt.start.timestamp() if flt.start is not None else -np.inf
+        hi = flt.end.timestamp() if flt.end is not None else np.inf
+        said = (arr.ts >= lo) & (arr.ts < hi)
+        with np.errstate(invalid="ignore"):
+            about = (arr.mentioned[0] < hi) & (arr.mentioned[1] > lo)
+        mask &= said | about
     if flt.exclude_ids:
         mask &= ~np.isin(arr.ids, np.fromiter(flt.exclude_ids, dtype=np.int64))
     return mask
@@ -277,21 +281,34 @@ class Retriever:
                 break
         return kept
 
+    async def _add_context(self, user_id: int, evidence: list[Evidence]) -> None:
+        """The turns just before and after each hit in its session (one query for all)."""
+        corpus = await self.index.corpus(user_id)
+        arr = corpus.arrays()
+        n = len(arr.ids)
+        around: dict[int, list[int]] = {}
+        for ev in evidence:
+            pos = corpus.position(ev.item.id or 0)
+            if pos is None:
+                continue
+            rows = [1, 2] if self.tuning.context_turns == 1 else [0, 1, 2, 3]
+            near = [int(arr.near[r, pos]) for r in rows]
+            around[pos] = [int(arr.ids[p]) for p in near if p < n]
+        ids = sorted({i for lst in around.values() for i in lst})
+        async with self.index.db.session() as s:
+            items = await MemoryIndexRepo(s).get_many(user_id, ids)
+        for ev in evidence:
+            pos = corpus.position(ev.item.id or 0)
+            ev.context = [items[i] for i in around.get(pos, []) if i in items] if pos else []
+
     async def _finish(
         self, plan: QueryPlan, evidence: list[Evidence], tz: ZoneInfo
     ) -> SearchOutcome:
         """Add neighbouring turns, trim to the token budget, and explain an empty result."""
         t = self.tuning
-        if t.context_turns:
-            async with self.index.db.session() as s:
-                repo = MemoryIndexRepo(s)
-                for ev in evidence:
-                    if ev.matched in ("time", "recent"):
-                        continue
-                    near = await repo.neighbours(ev.item, t.context_turns, t.context_turns)
-                    ev.context = [
-                        n for n in near if abs((n.ts - ev.item.ts).total_seconds()) <= 1800
-                    ]
+        wanted = [ev for ev in evidence if ev.matched not in ("time", "recent")]
+        if t.context_turns and wanted:
+            await self._add_context(wanted[0].item.user_id, wanted)
         # Within the budget: evidence first, best first; then context turns while room is left.
         kept: list[Evidence] = []
         used = 0
