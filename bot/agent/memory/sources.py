@@ -16,7 +16,8 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Citation
-from storage.models import MemoryItem, Message
+from storage.db import Database
+from storage.models import Episode, Fact, MemoryItem, Message
 
 _CITE = re.compile(r"\[(\d{1,3})\]")
 
@@ -129,3 +130,36 @@ async def last_answer_citations(
             continue
         return answer.citations or []
     return None
+
+
+async def source_ids(db: Database, user_id: int, items: list[MemoryItem]) -> list[list[str]]:
+    """For each item, the ids of the messages it rests on, as people know them.
+
+    A message rests on itself (its import or channel id); an episode or a fact on its source
+    messages, so every hit can be checked against what was actually said.
+    """
+    wanted: dict[int, list[int]] = {}
+    async with db.session() as s:
+        for n, item in enumerate(items):
+            if item.kind == "message":
+                wanted[n] = [item.source_id]
+                continue
+            row: Episode | Fact | None = (
+                await s.get(Episode, item.source_id)
+                if item.kind == "episode"
+                else await s.get(Fact, item.source_id)
+            )
+            ok = row is not None and row.user_id == user_id
+            wanted[n] = list(row.source_message_ids or []) if ok and row is not None else []
+        every = sorted({m for ids in wanted.values() for m in ids})
+        rows = (
+            (
+                await s.exec(
+                    select(Message).where(Message.user_id == user_id, col(Message.id).in_(every))
+                )
+            ).all()
+            if every
+            else []
+        )
+    known = {r.id: str((r.meta or {}).get("import_id") or r.external_id or r.id) for r in rows}
+    return [[known[m] for m in wanted[n] if m in known] for n in range(len(items))]
