@@ -26,7 +26,8 @@ _NOT_NAMES = frozenset(
     | {w.capitalize() for w in STOPWORDS}
     | {"I", "Did", "Do", "Does", "Has", "Have", "Was", "Were", "Is", "Are", "Can", "Could",
        "Tell", "Show", "Find", "Remind", "Remember", "Please", "Today", "Yesterday",
-       "Tomorrow", "Last", "This", "Next", "Lifebot", "Hey", "Hi", "Ok", "Okay"}
+       "Tomorrow", "Last", "This", "Next", "Lifebot", "Hey", "Hi", "Ok", "Okay", "Whose",
+       "According"}
 )  # fmt: skip
 
 

@@ -44,6 +44,8 @@ class RetrievalTuning:
     """Hits scoring below this share of the best hit are dropped as weak."""
     duplicate: float = 0.95
     """Cosine above which two hits count as the same thing said twice."""
+    recency_strong: float = 0.8
+    """A "latest ..." question orders by date the matches scoring this share of the best."""
     budget_tokens: int = 1500
     context_turns: int = 1
     window_listing: int = 25
@@ -156,11 +158,16 @@ class Retriever:
         ranked = await self.hybrid(plan, flt, query, limit)
         if plan.recency:
             # Newest first among what matches; every name asked about must be there.
+            # Only strong matches are reordered: a weak one that happens to be newer is a
+            # different topic, not a later word on this one.
             ranked = [e for e in ranked if e.matched != "context"]
             if plan.people:
                 ranked = [e for e in ranked if _names_in(e.item, plan.people) == len(plan.people)]
-            ranked.sort(key=lambda e: (e.item.ts, e.item.id or 0), reverse=True)
-            for e in ranked:
+            best = ranked[0].score if ranked else 0.0
+            strong = [e for e in ranked if e.score >= self.tuning.recency_strong * best]
+            strong.sort(key=lambda e: (e.item.ts, e.item.id or 0), reverse=True)
+            ranked = strong + [e for e in ranked if e.score < self.tuning.recency_strong * best]
+            for e in strong:
                 e.matched += "+recent"
         evidence = self._diverse(ranked, limit)
         if not evidence and plan.window is not None:
@@ -223,7 +230,12 @@ class Retriever:
         if not mask.any():
             return []
         people = {p.lower() for p in plan.people}
-        speakers = [code for name, code in corpus.speaker_names.items() if name in people]
+        # A short form names the speaker too ("Mel" for Melanie).
+        speakers = [
+            code
+            for name, code in corpus.speaker_names.items()
+            if any(name == p or (len(p) >= 3 and name.startswith(p)) for p in people)
+        ]
         terms = plan.weighted
         ranking = rank(corpus, terms, qvec, mask, speakers, t.rank)
         topic = len([w for w in terms if w[1] >= 1.0])
