@@ -43,7 +43,7 @@ TIME_WORDS = [
     *WEEKDAYS, *(m for m in MONTHS if len(m) > 3),
 ]  # fmt: skip
 """Added, lightly weighted, to "when ..." questions: the answer is a turn that says when."""
-TIME_WORD_WEIGHT = 0.3
+TIME_WORD_WEIGHT = 0.2
 
 
 def weighted_terms(text: str, terms: list[str]) -> list[tuple[str, float]]:

@@ -25,9 +25,13 @@ Scores = npt.NDArray[np.float64]
 
 @dataclass(frozen=True, slots=True)
 class RankTuning:
-    """Weights, tuned on LoCoMo's five development conversations (``python -m bench recall``)."""
+    """Weights, tuned on LoCoMo's five development conversations (``python -m bench recall``).
 
-    k1: float = 0.4
+    Chosen by coordinate descent; tuned on four conversations and tested on the fifth, in
+    turn, the same search finds as much (R@5/R@10 .728/.798) as tuned on all five.
+    """
+
+    k1: float = 0.2
     b: float = 0.3
     window: tuple[float, float] = (1.0, 0.5)
     """Weight of the turns one and two away when a message's window is counted for BM25."""
@@ -35,9 +39,9 @@ class RankTuning:
     """Share of the cosine in the blend (the rest is BM25)."""
     near: tuple[float, float] = (0.1, 0.0)
     """Share of the neighbours' (one and two turns away) blended scores a turn gains."""
-    session: float = 0.25
+    session: float = 0.2
     """Share of its session's best score a turn gains."""
-    speaker: float = 0.1
+    speaker: float = 0.2
     """Bonus for a turn spoken by someone the question names."""
 
 
