@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import time
 from datetime import datetime, timedelta
@@ -103,8 +104,9 @@ async def bench_size(size: int, embedder: CachingEmbedder, workdir: Path) -> dic
 
     # The baseline: every vector in one matrix, one matmul and a top-k per query.
     vectors = await memory.index.vectors()
-    cache = vectors._cache[(user.id, embedder.model_id)]  # type: ignore[attr-defined]
-    matrix, ids = cache.matrix, cache.ids
+    corpus = await memory.index.corpus(user.id)
+    matrix, ids = corpus.matrix(), corpus.arrays().ids
+    assert matrix is not None
     brute: list[float] = []
     for _ in range(3):
         for q in questions:
@@ -136,7 +138,7 @@ async def bench_size(size: int, embedder: CachingEmbedder, workdir: Path) -> dic
     }
 
 
-async def main(sizes: list[int]) -> None:
+async def run(sizes: list[int]) -> None:
     model = MiniLMEmbedder()
     texts = [r["text"] for r in build_corpus().records][:512]
     model.embed_sync(texts[:8])
@@ -163,7 +165,14 @@ async def main(sizes: list[int]) -> None:
             )
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> None:
+    """Entry point; from ``python -m bench`` (all benchmarks) with the default sizes."""
+    if argv is None:
+        argv = sys.argv[1:] if __name__ == "__main__" else []
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    asyncio.run(main(parser.parse_args().sizes))
+    asyncio.run(run(parser.parse_args(argv).sizes))
+
+
+if __name__ == "__main__":
+    main()

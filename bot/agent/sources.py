@@ -15,7 +15,9 @@ from zoneinfo import ZoneInfo
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Citation
+from storage.db import Database
 from storage.models import MemoryItem
+from storage.repos.memory_index import MemoryIndexRepo
 from storage.repos.messages import MessageRepo
 
 _CITE = re.compile(r"\[(\d{1,3})\]")
@@ -116,3 +118,13 @@ async def last_answer_citations(
             continue
         return answer.citations or []
     return None
+
+
+async def source_ids(db: Database, user_id: int, items: list[MemoryItem]) -> list[list[str]]:
+    """For each item, the ids of the messages it rests on, as people know them.
+
+    A message rests on itself (its import or channel id); an episode or a fact on its source
+    messages, so every hit can be checked against what was actually said.
+    """
+    async with db.session() as s:
+        return await MemoryIndexRepo(s).source_ids(user_id, items)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlmodel import col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import MemoryItem, Message
+from storage.models import Episode, Fact, MemoryItem, Message
 from storage.repos._upsert import insert_ignore
 from storage.search.base import SearchFilter
 
@@ -60,6 +60,33 @@ class MemoryIndexRepo:
 
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
+
+    async def source_ids(self, user_id: int, items: Sequence[MemoryItem]) -> list[list[str]]:
+        """For each item, the people-facing ids of the messages it rests on (see sources.py)."""
+        wanted: dict[int, list[int]] = {}
+        for n, item in enumerate(items):
+            if item.kind == "message":
+                wanted[n] = [item.source_id]
+                continue
+            row: Episode | Fact | None = (
+                await self.s.get(Episode, item.source_id)
+                if item.kind == "episode"
+                else await self.s.get(Fact, item.source_id)
+            )
+            ok = row is not None and row.user_id == user_id
+            wanted[n] = list(row.source_message_ids or []) if ok and row is not None else []
+        every = sorted({m for ids in wanted.values() for m in ids})
+        rows = (
+            (
+                await self.s.exec(
+                    select(Message).where(Message.user_id == user_id, col(Message.id).in_(every))
+                )
+            ).all()
+            if every
+            else []
+        )
+        known = {r.id: str((r.meta or {}).get("import_id") or r.external_id or r.id) for r in rows}
+        return [[known[m] for m in wanted[n] if m in known] for n in range(len(items))]
 
     async def unindexed_messages(self, limit: int, user_id: int | None = None) -> list[Message]:
         """Memory-worthy messages that have no index row yet, oldest first."""

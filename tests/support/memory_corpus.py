@@ -162,6 +162,13 @@ QUESTIONS: list[Question] = [
     Question("What's my latest note about the tomatoes?", "recency", ("k-garden-3",)),
     Question("What did Dana say last about Falcon?", "recency", ("k-falcon-2",)),
     Question("What did I say last?", "recency", ("k-last",)),
+    # Paraphrases: few or none of the stored words.
+    Question("Which doctor is treating my broken tooth?", "topic", ("k-dentist-1", "k-dentist-2")),
+    Question("What is wrong with the car's stopping power?", "topic", ("k-car",)),
+    Question("Where will I live from July?", "topic", ("k-flat",)),
+    # Multi-hop: the answer is spread over messages on different days.
+    Question("What sports am I doing with Ben?", "person", ("k-ben-race", "k-sat-climb")),
+    Question("Which Falcon dates did Dana move?", "person", ("k-falcon-1", "k-falcon-2")),
     Question("What did I say about scuba diving?", "none", ()),
     Question("What's my passport number?", "none", ()),
     Question("When did I go skiing in the Alps?", "none", ()),

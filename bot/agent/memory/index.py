@@ -19,6 +19,7 @@ from storage.db import Database
 from storage.models import Episode, Fact, JournalEntry, MemoryItem, Message
 from storage.repos.memory_index import MemoryIndexRepo
 from storage.search import FullTextIndex, VectorIndex, full_text_for, vector_index_for
+from storage.search.corpus import Corpus, CorpusCache, Mentions
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +56,28 @@ def episode_text(ep: Episode) -> str:
 class MemoryIndex:
     """Owns the embedder and the search backends for one process."""
 
-    def __init__(self, db: Database, embedder: Embedder, *, batch_size: int = 256) -> None:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        *,
+        batch_size: int = 256,
+        mentions: Mentions | None = None,
+    ) -> None:
         self.db = db
         self.embedder = embedder
         self.batch_size = batch_size
         self.dialect = "sqlite" if db.is_sqlite else "postgresql"
         self.fulltext: FullTextIndex = full_text_for(self.dialect)
         self._vectors: VectorIndex | None = None
+        self.corpora = CorpusCache(mentions)
+        """Per-user in-memory copies that retrieval scores (see ``storage.search.corpus``)."""
         self._lock = asyncio.Lock()
+
+    async def corpus(self, user_id: int) -> Corpus:
+        """The user's searchable items, with vectors of the current model."""
+        async with self.db.session() as s:
+            return await self.corpora.get(s, user_id, self.embedder.model_id)
 
     async def vectors(self) -> VectorIndex:
         """The vector backend (pgvector is detected on first use)."""
@@ -129,9 +144,9 @@ class MemoryIndex:
                 for n, (_, uid, _) in enumerate(todo):
                     by_user.setdefault(uid, []).append(n)
                 for uid, rows in by_user.items():
-                    await vectors.store(
-                        s, uid, [todo[n][0] for n in rows], matrix[rows].astype(np.float32), model
-                    )
+                    ids = [todo[n][0] for n in rows]
+                    await vectors.store(s, uid, ids, matrix[rows].astype(np.float32), model)
+                    self.corpora.set_vectors(uid, ids, matrix[rows].astype(np.float32), model)
             done += len(todo)
             if progress is not None:
                 progress(len(todo))
@@ -150,16 +165,18 @@ class MemoryIndex:
         if not eps:
             return
         async with self.db.session() as s:
-            for ep in eps:
-                await self._upsert_episode(MemoryIndexRepo(s), ep)
+            items = [await self._upsert_episode(MemoryIndexRepo(s), ep) for ep in eps]
+            changed = [(i.user_id, i.id) for i in items]
         vectors = await self.vectors()
         for uid in {ep.user_id for ep in eps}:
             vectors.forget(uid)
+        for uid, item_id in changed:
+            self.corpora.changed(uid, item_id)
 
     @staticmethod
-    async def _upsert_episode(repo: MemoryIndexRepo, ep: Episode) -> None:
+    async def _upsert_episode(repo: MemoryIndexRepo, ep: Episode) -> MemoryItem:
         assert ep.id is not None
-        await repo.upsert(
+        return await repo.upsert(
             {
                 "user_id": ep.user_id,
                 "kind": "episode",
@@ -212,7 +229,7 @@ class MemoryIndex:
         """Index a fact."""
         assert fact.id is not None
         async with self.db.session() as s:
-            await MemoryIndexRepo(s).upsert(
+            item = await MemoryIndexRepo(s).upsert(
                 {
                     "user_id": fact.user_id,
                     "kind": "fact",
@@ -224,11 +241,17 @@ class MemoryIndex:
                     "hidden": False,
                 }
             )
+            item_id = item.id
+        self.corpora.changed(fact.user_id, item_id)
 
     async def drop_fact(self, user_id: int, fact_id: int) -> None:
         """Remove a forgotten or superseded fact from the index."""
         async with self.db.session() as s:
+            item = await MemoryIndexRepo(s).by_source("fact", fact_id)
+            item_id = item.id if item is not None else None
             await MemoryIndexRepo(s).delete_source(user_id, "fact", fact_id)
+        if item_id is not None:
+            self.corpora.set_hidden(user_id, [item_id])
 
     async def hide_messages(self, user_id: int, message_ids: list[int]) -> None:
         """Keep these messages out of search results (questions asked of memory)."""
@@ -238,6 +261,7 @@ class MemoryIndex:
         setter = getattr(vectors, "set_hidden", None)
         if setter is not None and item_ids:
             setter(user_id, item_ids)
+        self.corpora.set_hidden(user_id, item_ids)
 
     async def reindex(self, *, user_id: int | None = None, progress: Progress | None = None) -> int:
         """Index anything missing, then embed every item again with the current model."""
@@ -251,6 +275,7 @@ class MemoryIndex:
                     "INSERT INTO memoryitem_fts(memoryitem_fts) VALUES ('rebuild')"
                 )
         vectors = await self.vectors()
+        self.corpora.forget(user_id)
         if user_id is not None:
             vectors.forget(user_id)
         else:

@@ -22,6 +22,7 @@ from bot.agent.memory.extraction import ExtractionReport, Extractor
 from bot.agent.memory.facts import FactDecision, FactKeeper
 from bot.agent.memory.index import MemoryIndex, Progress
 from bot.agent.retrieval import Retriever
+from bot.agent.retrieval.timeparse import mentioned_span
 from bot.clock import Clock, zone
 from bot.messages import StoredTurn
 from storage.db import Database
@@ -59,7 +60,7 @@ class MemoryService:
     ) -> None:
         self.db = db
         self.clock = clock
-        self.index = MemoryIndex(db, embedder)
+        self.index = MemoryIndex(db, embedder, mentions=mentioned_span)
         self.keeper = FactKeeper(self.index, llm)
         self.extractor = Extractor(self.index, self.keeper, llm)
         self.retriever = Retriever(self.index)

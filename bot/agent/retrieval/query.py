@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from bot.agent.retrieval.timeparse import MONTHS, WEEKDAYS, TimeWindow, parse_time
+from storage.search.analysis import stem
 from storage.search.fulltext import STOPWORDS, fts_terms
 
 RECENCY = re.compile(
@@ -25,8 +26,40 @@ _NOT_NAMES = frozenset(
     | {w.capitalize() for w in STOPWORDS}
     | {"I", "Did", "Do", "Does", "Has", "Have", "Was", "Were", "Is", "Are", "Can", "Could",
        "Tell", "Show", "Find", "Remind", "Remember", "Please", "Today", "Yesterday",
-       "Tomorrow", "Last", "This", "Next", "Lifebot", "Hey", "Hi", "Ok", "Okay"}
+       "Tomorrow", "Last", "This", "Next", "Lifebot", "Hey", "Hi", "Ok", "Okay", "Whose",
+       "According"}
 )  # fmt: skip
+
+
+QUESTION_WORDS = frozenset({
+    "kind", "type", "sort", "likely", "probably", "would", "might", "many", "much", "ever",
+    "usually", "often", "currently", "particular", "specific", "exactly",
+})  # fmt: skip
+"""Words that shape a question rather than name its topic ("what kind of ...")."""
+_WHEN = re.compile(r"^\s*(?:when|how long ago|what (?:date|day|time|year|month))\b", re.IGNORECASE)
+TIME_WORDS = [
+    "yesterday", "today", "tonight", "tomorrow", "week", "weekend", "month", "year", "ago",
+    "last", "next", "recently", "morning", "evening", "night",
+    *WEEKDAYS, *(m for m in MONTHS if len(m) > 3),
+]  # fmt: skip
+"""Added, lightly weighted, to "when ..." questions: the answer is a turn that says when."""
+TIME_WORD_WEIGHT = 0.2
+
+
+def weighted_terms(text: str, terms: list[str]) -> list[tuple[str, float]]:
+    """Stems to score a question with, and their weights.
+
+    Topic words count fully; question-shaping words are dropped; a "when" question also
+    looks, lightly, for the words people use to say when something happened.
+    """
+    out: dict[str, float] = {}
+    for t in terms:
+        if t not in QUESTION_WORDS:
+            out.setdefault(stem(t), 1.0)
+    if _WHEN.search(text):
+        for t in TIME_WORDS:
+            out.setdefault(stem(t), TIME_WORD_WEIGHT)
+    return list(out.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +76,11 @@ class QueryPlan:
     people: list[str] = field(default_factory=list)
     unresolved: str | None = None
     """Time words we could not pin down; the answer must say so rather than guess."""
+
+    @property
+    def weighted(self) -> list[tuple[str, float]]:
+        """Stemmed topic words with weights (see ``weighted_terms``)."""
+        return weighted_terms(self.text, self.terms)
 
 
 def understand(

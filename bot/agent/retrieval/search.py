@@ -1,14 +1,16 @@
-"""Hybrid retrieval: full text and vectors fused by weighted reciprocal rank.
+"""Hybrid retrieval: every item of the user scored by words and meaning, then chosen.
 
-Then a relevance floor, name boosts, diversity, neighbouring turns as context, and a token
-budget.
+Scoring (``rank``): BM25 over neighbouring-turn windows blended with cosine similarity and
+smoothed along the conversation. Then: abstention when nothing shares the question's words
+or meaning, a relative floor, diversity, neighbouring turns as context, and a token budget.
 
-A time window named in the question is a hard filter on both retrievers and fails closed:
-when nothing is stored inside it the outcome says so instead of searching wider.
+A time window named in the question is a hard filter and fails closed: when nothing is
+stored inside it the outcome says so instead of searching wider.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,32 +18,35 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import numpy as np
+import numpy.typing as npt
 
 from bot.agent.budget import count_tokens
 from bot.agent.memory.index import MemoryIndex
 from bot.agent.retrieval.query import QueryPlan, understand
+from bot.agent.retrieval.rank import Ranking, RankTuning, rank
 from storage.models import MemoryItem
 from storage.repos.memory_index import OWN_SPEAKERS, MemoryIndexRepo
 from storage.search.base import SearchFilter
+from storage.search.corpus import Corpus
+from storage.search.vectors import KIND_CODES
 
 
 @dataclass(frozen=True, slots=True)
 class RetrievalTuning:
-    """The knobs, set from measurements on the labelled corpus (tests/memory_corpus.py)."""
+    """The knobs, set from measurements (``python -m bench recall`` and the test corpus)."""
 
-    fts_weight: float = 1.0
-    vector_weight: float = 0.7
-    """A small local model is weaker than stemmed BM25 on chat text: it gets less say."""
-    rrf_k: int = 60
-    name_boost: float = 0.01
-    candidates: int = 50
+    rank: RankTuning = field(default_factory=RankTuning)
     floor: float = 0.38
-    """Cosine at or above which a hit is evidence on meaning alone."""
+    """Cosine at or above which an item is evidence on meaning alone."""
     weak_floor: float = 0.2
-    """Cosine below which a full-text hit needs two shared words to count."""
+    """Cosine below which an item sharing no word with the question is not evidence."""
+    relative_floor: float = 0.2
+    """Hits scoring below this share of the best hit are dropped as weak."""
     duplicate: float = 0.95
     """Cosine above which two hits count as the same thing said twice."""
-    budget_tokens: int = 1200
+    recency_strong: float = 0.8
+    """A "latest ..." question orders by date the matches scoring this share of the best."""
+    budget_tokens: int = 1500
     context_turns: int = 1
     window_listing: int = 25
     """At most this many items when a question names only a time ("what did I do Saturday")."""
@@ -67,16 +72,27 @@ class SearchOutcome:
     note: str | None = None
 
 
+def _mask(corpus: Corpus, flt: SearchFilter) -> npt.NDArray[np.bool_]:
+    """Which items the filter lets through (kinds, time window, hidden, excluded)."""
+    arr = corpus.arrays()
+    mask = ~arr.hidden & np.isin(arr.kinds, [KIND_CODES[k] for k in flt.kinds])
+    if flt.start is not None or flt.end is not None:
+        # Said inside the window, or said later about a time inside it ("yesterday").
+        lo = flt.start.timestamp() if flt.start is not None else -np.inf
+        hi = flt.end.timestamp() if flt.end is not None else np.inf
+        said = (arr.ts >= lo) & (arr.ts < hi)
+        with np.errstate(invalid="ignore"):
+            about = (arr.mentioned[0] < hi) & (arr.mentioned[1] > lo)
+        mask &= said | about
+    if flt.exclude_ids:
+        mask &= ~np.isin(arr.ids, np.fromiter(flt.exclude_ids, dtype=np.int64))
+    return mask
+
+
 def _names_in(item: MemoryItem, names: Sequence[str]) -> int:
     """How many of ``names`` the item's speaker or text mentions."""
     hay = f"{item.speaker} {item.text}".lower()
     return sum(1 for n in names if re.search(rf"\b{re.escape(n.lower())}\b", hay))
-
-
-def _coverage(item: MemoryItem, terms: Sequence[str]) -> int:
-    """How many query words (roughly stemmed) occur in the item."""
-    hay = f"{item.speaker} {item.text}".lower()
-    return sum(1 for t in terms if t[: max(4, len(t) - 2)] in hay)
 
 
 _ABOUT_ME = re.compile(r"\b(I|me|my|mine)\b")
@@ -139,13 +155,19 @@ class Retriever:
         about_me = bool(_ABOUT_ME.search(query))
         if plan.window is not None and not plan.terms:
             return await self._finish(plan, await self._window_listing(flt, about_me), tz)
-        ranked = await self.hybrid(plan, flt, query)
+        ranked = await self.hybrid(plan, flt, query, limit)
         if plan.recency:
             # Newest first among what matches; every name asked about must be there.
+            # Only strong matches are reordered: a weak one that happens to be newer is a
+            # different topic, not a later word on this one.
+            ranked = [e for e in ranked if e.matched != "context"]
             if plan.people:
                 ranked = [e for e in ranked if _names_in(e.item, plan.people) == len(plan.people)]
-            ranked.sort(key=lambda e: (e.item.ts, e.item.id or 0), reverse=True)
-            for e in ranked:
+            best = ranked[0].score if ranked else 0.0
+            strong = [e for e in ranked if e.score >= self.tuning.recency_strong * best]
+            strong.sort(key=lambda e: (e.item.ts, e.item.id or 0), reverse=True)
+            ranked = strong + [e for e in ranked if e.score < self.tuning.recency_strong * best]
+            for e in strong:
                 e.matched += "+recent"
         evidence = self._diverse(ranked, limit)
         if not evidence and plan.window is not None:
@@ -183,55 +205,75 @@ class Retriever:
             items.sort(key=lambda i: i.speaker.lower() not in OWN_SPEAKERS)  # stable sort
         return [Evidence(i, 0.0, "time") for i in items[: self.tuning.window_listing]]
 
-    async def hybrid(self, plan: QueryPlan, flt: SearchFilter, query: str) -> list[Evidence]:
-        """Fused, floored and name-boosted candidates, best first (before diversity)."""
-        t = self.tuning
+    async def hybrid(
+        self, plan: QueryPlan, flt: SearchFilter, query: str, limit: int = 10
+    ) -> list[Evidence]:
+        """Candidates best first (before diversity); empty when nothing is evidence."""
         qvec = await self.index.embed_query(query)
+        corpus = await self.index.corpus(flt.user_id)
+        # Scoring every item is CPU work: off the event loop.
+        chosen = await asyncio.to_thread(self._choose, corpus, plan, qvec, flt, 2 * limit)
+        if not chosen:
+            return []
         async with self.index.db.session() as s:
-            fts = await self.index.fulltext.search(s, plan.terms, flt, t.candidates)
-            vec = []
-            if qvec is not None:
-                vectors = await self.index.vectors()
-                vec = await vectors.search(s, qvec, self.index.embedder.model_id, flt, t.candidates)
-            ids = list(dict.fromkeys([i for i, _ in fts] + [i for i, _ in vec]))
-            items = await MemoryIndexRepo(s).get_many(flt.user_id, ids)
-        fts_rank = {item_id: r for r, (item_id, _) in enumerate(fts, 1)}
-        vec_rank = {item_id: r for r, (item_id, _) in enumerate(vec, 1)}
-        cosine = dict(vec)
-        out: list[Evidence] = []
-        for item_id in ids:
-            item = items.get(item_id)
-            if item is None:
-                continue
-            in_fts = item_id in fts_rank
-            cos = cosine.get(item_id)
-            if cos is None and qvec is not None and (v := _vector(item)) is not None:
-                cos = float(v @ qvec) if v.shape == qvec.shape else None
-            strong = cos is not None and cos >= t.floor
-            if not strong and not (in_fts and self._enough_words(item, plan, cos)):
-                continue
-            score = 0.0
-            if in_fts:
-                score += t.fts_weight / (t.rrf_k + fts_rank[item_id])
-            if item_id in vec_rank:
-                score += t.vector_weight / (t.rrf_k + vec_rank[item_id])
-            if plan.people:
-                score += t.name_boost * _names_in(item, plan.people)
-            how = "words+meaning" if in_fts and strong else ("words" if in_fts else "meaning")
-            out.append(Evidence(item, score, how))
-        out.sort(key=lambda e: e.score, reverse=True)
+            items = await MemoryIndexRepo(s).get_many(flt.user_id, [c[0] for c in chosen])
+        return [Evidence(items[i], score, how) for i, score, how in chosen if i in items]
+
+    def _choose(
+        self,
+        corpus: Corpus,
+        plan: QueryPlan,
+        qvec: npt.NDArray[np.float32] | None,
+        flt: SearchFilter,
+        pool: int,
+    ) -> list[tuple[int, float, str]]:
+        """(item id, score, how it matched) of the best items, or nothing without evidence."""
+        t = self.tuning
+        arr = corpus.arrays()
+        mask = _mask(corpus, flt)
+        if not mask.any():
+            return []
+        people = {p.lower() for p in plan.people}
+        # A short form names the speaker too ("Mel" for Melanie).
+        speakers = [
+            code
+            for name, code in corpus.speaker_names.items()
+            if any(name == p or (len(p) >= 3 and name.startswith(p)) for p in people)
+        ]
+        terms = plan.weighted
+        ranking = rank(corpus, terms, qvec, mask, speakers, t.rank)
+        topic = len([w for w in terms if w[1] >= 1.0])
+        if not self._has_evidence(ranking, mask, topic):
+            return []
+        pool = min(int(mask.sum()), pool)
+        top = np.argpartition(-ranking.scores, pool - 1)[:pool]
+        top = top[np.argsort(-ranking.scores[top], kind="stable")]
+        best = float(ranking.scores[top[0]])
+        out = []
+        for pos in top:
+            score = float(ranking.scores[pos])
+            if score < t.relative_floor * best:
+                break
+            words = ranking.coverage[pos] > 0
+            cos = float(ranking.cosine[pos]) if ranking.cosine is not None else 0.0
+            if not words and cos < t.weak_floor:
+                continue  # only near something relevant: context, not evidence
+            meaning = cos >= t.floor
+            how = "words+meaning" if words and meaning else (
+                "words" if words else ("meaning" if meaning else "context"))  # fmt: skip
+            out.append((int(arr.ids[pos]), score, how))
         return out
 
-    def _enough_words(self, item: MemoryItem, plan: QueryPlan, cos: float | None) -> bool:
-        """A full-text hit without a close meaning counts only if it shares enough words.
+    def _has_evidence(self, ranking: Ranking, mask: npt.NDArray[np.bool_], topic: int) -> bool:
+        """Something is close in meaning, or shares enough of the question's words.
 
         One common word ("go") in a long question is how weak matches turn into invented
         answers; two shared words, or the only word asked about, is evidence.
         """
-        if cos is not None and cos >= self.tuning.weak_floor:
+        if ranking.cosine is not None and float(ranking.cosine[mask].max()) >= self.tuning.floor:
             return True
-        covered = _coverage(item, plan.terms)
-        return covered >= 2 or (covered >= 1 and len(plan.terms) == 1)
+        need = 1 if topic <= 1 else 2
+        return bool(topic) and int(ranking.coverage[mask].max()) >= need
 
     def _diverse(self, ranked: list[Evidence], limit: int) -> list[Evidence]:
         """Drop near-duplicates: the same thing said twice is one piece of evidence."""
@@ -255,29 +297,49 @@ class Retriever:
                 break
         return kept
 
+    async def _add_context(self, user_id: int, evidence: list[Evidence]) -> None:
+        """The turns just before and after each hit in its session (one query for all)."""
+        corpus = await self.index.corpus(user_id)
+        arr = corpus.arrays()
+        n = len(arr.ids)
+        around: dict[int, list[int]] = {}
+        for ev in evidence:
+            pos = corpus.position(ev.item.id or 0)
+            if pos is None:
+                continue
+            rows = [1, 2] if self.tuning.context_turns == 1 else [0, 1, 2, 3]
+            near = [int(arr.near[r, pos]) for r in rows]
+            around[pos] = [int(arr.ids[p]) for p in near if p < n]
+        ids = sorted({i for lst in around.values() for i in lst})
+        async with self.index.db.session() as s:
+            items = await MemoryIndexRepo(s).get_many(user_id, ids)
+        for ev in evidence:
+            pos = corpus.position(ev.item.id or 0)
+            ev.context = [items[i] for i in around.get(pos, []) if i in items] if pos else []
+
     async def _finish(
         self, plan: QueryPlan, evidence: list[Evidence], tz: ZoneInfo
     ) -> SearchOutcome:
         """Add neighbouring turns, trim to the token budget, and explain an empty result."""
         t = self.tuning
-        if t.context_turns:
-            async with self.index.db.session() as s:
-                repo = MemoryIndexRepo(s)
-                for ev in evidence:
-                    if ev.matched in ("time", "recent"):
-                        continue
-                    near = await repo.neighbours(ev.item, t.context_turns, t.context_turns)
-                    ev.context = [
-                        n for n in near if abs((n.ts - ev.item.ts).total_seconds()) <= 1800
-                    ]
+        wanted = [ev for ev in evidence if ev.matched not in ("time", "recent")]
+        if t.context_turns and wanted:
+            await self._add_context(wanted[0].item.user_id, wanted)
+        # Within the budget: evidence first, best first; then context turns while room is left.
         kept: list[Evidence] = []
         used = 0
         for ev in evidence:
-            cost = count_tokens(ev.item.text) + sum(count_tokens(c.text) for c in ev.context) + 20
+            cost = count_tokens(ev.item.text) + 20
             if kept and used + cost > t.budget_tokens:
                 break
             kept.append(ev)
             used += cost
+        for ev in kept:
+            context_cost = sum(count_tokens(c.text) for c in ev.context)
+            if used + context_cost > t.budget_tokens:
+                ev.context = []
+            else:
+                used += context_cost
         note = None
         if not kept:
             if plan.window is not None:

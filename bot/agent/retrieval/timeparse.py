@@ -298,3 +298,25 @@ def parse_time(text: str, now: datetime, tz: ZoneInfo) -> TimeParse:
     if window.start > now:
         return TimeParse(None, f"{best[2]} (that is in the future)", lowered)
     return TimeParse(window, None, lowered.replace(best[2], " "))
+
+
+_MENTION_HINT = re.compile(
+    r"\b(?:yesterday|today|tonight|last|ago|week|weekend|month|year|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
+    re.IGNORECASE,
+)
+
+
+def mentioned_span(text: str, said_at: float) -> tuple[float, float] | None:
+    """The past time a message talks about, resolved against when it was said (UTC).
+
+    "We went camping last weekend", said on Monday 10 July, talks about 8-9 July. Used at
+    index time so that a question about a date also finds what was said about it later.
+    """
+    if not _MENTION_HINT.search(text):
+        return None
+    now = datetime.fromtimestamp(said_at, UTC)
+    parsed = parse_time(text, now, ZoneInfo("UTC"))
+    if parsed.window is None:
+        return None
+    return parsed.window.start.timestamp(), parsed.window.end.timestamp()

@@ -45,30 +45,41 @@ def search(
     query: Annotated[str, typer.Argument(help="What to look for, in words")],
     user: UserOpt,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=50)] = 10,
+    kinds: Annotated[
+        str, typer.Option("--kinds", help="Comma-separated: message, episode, fact")
+    ] = "message",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list")] = False,
 ) -> None:
-    """Ranked hits with their source ids, times and scores."""
+    """Ranked hits with their source ids, times and scores (messages unless --kinds widens)."""
+    wanted = tuple(k.strip() for k in kinds.split(",") if k.strip())
+    if not wanted or any(k not in ("message", "episode", "fact") for k in wanted):
+        typer.echo("--kinds takes message, episode and/or fact, comma-separated", err=True)
+        raise typer.Exit(2)
 
     async def go(app: App) -> None:
         from bot.agent.memory.service import MemoryService
+        from bot.agent.sources import source_ids
 
         who = await _user(app, user)
         memory: MemoryService = app.memory
         await memory.index_pending(who.id)
         tz = ZoneInfo(who.timezone)
         out = await memory.retriever.search(
-            who.id or 0, query, now=app.clock.now(), tz=tz, limit=limit
+            who.id or 0, query, now=app.clock.now(), tz=tz, limit=limit, kinds=wanted
         )
-        hits = [
-            {
+        cited = await source_ids(app.db, who.id or 0, [ev.item for ev in out.evidence])
+        hits = []
+        for ev, sources in zip(out.evidence, cited, strict=True):
+            hit: dict[str, object] = {
                 "id": ev.item.ref,
                 "ts": ev.item.ts.isoformat(),
                 "text": ev.item.text,
                 "score": round(ev.score, 5),
                 "kind": ev.item.kind,
             }
-            for ev in out.evidence
-        ]
+            if ev.item.kind != "message":
+                hit["sources"] = sources
+            hits.append(hit)
         if as_json:
             print(json.dumps(hits, ensure_ascii=False, indent=2))
             return
@@ -81,6 +92,10 @@ def search(
             where = ev.item.channel or ev.item.kind
             print(f"{n:>2}. {when:%a %d %b %Y %H:%M} ({where}, [{ev.item.ref or ev.item.id}])")
             print(f"    {ev.item.text}")
+            if "sources" in hits[n - 1]:
+                ids = hits[n - 1]["sources"]
+                assert isinstance(ids, list)
+                print(f"    from messages: {', '.join(map(str, ids)) or '-'}")
         print(f"(times in {who.timezone}; --json adds scores)")
 
     run_with_app(go)

@@ -1,0 +1,189 @@
+"""Evidence recall on real conversations (LoCoMo dev half): ``python -m bench recall``.
+
+Each conversation is imported as one user through ``lifebot import`` (JSON Lines: the turn's
+``dia_id`` as its id, the session's date as UTC, turns a minute apart, a shared photo's caption
+in brackets), indexed, then every question of categories 1-4 goes through the very search
+``lifebot memory search`` and the agent's tool use. Printed: recall@5/@10 overall and per
+category for lifebot, a plain BM25 and plain MiniLM cosine, and lifebot's search latency.
+
+The data set stays outside the repository: ``--data`` (default ``../shared/data/locomo-dev``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import numpy as np
+
+from bench._bm25 import BM25
+from bot.agent.memory.embeddings import MiniLMEmbedder
+from bot.agent.memory.service import MemoryService
+from bot.app.importer import import_file
+from bot.clock import SystemClock
+from storage.db import Database
+from storage.repos.users import UserRepo
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+UTC_ZONE = ZoneInfo("UTC")
+
+
+@dataclass
+class Conversation:
+    name: str
+    records: list[dict[str, str]]
+    questions: list[tuple[str, int, list[str]]]
+    now: datetime
+
+
+@dataclass
+class Scores:
+    hits: dict[tuple[int, int], list[float]] = field(default_factory=dict)
+
+    def add(self, category: int, evidence: list[str], got: list[str]) -> None:
+        for k in (5, 10):
+            share = sum(e in got[:k] for e in evidence) / len(evidence)
+            self.hits.setdefault((0, k), []).append(share)
+            self.hits.setdefault((category, k), []).append(share)
+
+    def cell(self, category: int) -> str:
+        return f"{np.mean(self.hits[(category, 5)]):.3f} / {np.mean(self.hits[(category, 10)]):.3f}"
+
+
+def session_time(text: str) -> datetime:
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def evidence_ids(raw: list[str]) -> list[str]:
+    """Evidence ids, malformed ones split ("D8:6; D9:17") or repaired ("D:11:26")."""
+    out = []
+    for entry in raw:
+        for part in re.split(r"[;,\s]+", entry):
+            m = re.fullmatch(r"D:?(\d+):(\d+)", part.strip())
+            if m:
+                out.append(f"D{m.group(1)}:{m.group(2)}")
+    return out
+
+
+def load(path: Path) -> Conversation:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    records: list[dict[str, str]] = []
+    n = 1
+    while f"session_{n}" in data:
+        start = session_time(data[f"session_{n}_date_time"])
+        for i, turn in enumerate(data[f"session_{n}"]):
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text = f"{text} [shares a photo: {turn['blip_caption']}]"
+            ts = start + timedelta(minutes=i)
+            records.append(
+                {
+                    "id": turn["dia_id"],
+                    "ts": ts.isoformat(),
+                    "speaker": turn["speaker"],
+                    "text": text,
+                    "conversation": f"locomo-{path.stem}",
+                }
+            )
+        n += 1
+    known = {r["id"] for r in records}
+    questions = []
+    for q in data["qa"]:
+        cat = int(q["category"])
+        ev = [e for e in evidence_ids(q.get("evidence", [])) if e in known]
+        if cat in CATEGORIES and ev:
+            questions.append((str(q["question"]), cat, ev))
+    last = max(datetime.fromisoformat(r["ts"]) for r in records)
+    return Conversation(path.stem, records, questions, last + timedelta(days=1))
+
+
+async def run(data: Path, names: list[str]) -> None:
+    embedder = MiniLMEmbedder()
+    scores = {"lifebot": Scores(), "BM25": Scores(), "vectors": Scores()}
+    latency: list[float] = []
+    questions = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Database(f"sqlite+aiosqlite:///{Path(tmp) / 'recall.db'}")
+        await db.migrate()
+        memory = MemoryService(db, None, embedder, SystemClock())
+        t0 = time.perf_counter()
+        for name in names:
+            conv = load(data / f"{name}.json")
+            async with db.session() as s:
+                user = await UserRepo(s).create(f"locomo-{name}", timezone="UTC")
+            assert user.id is not None
+            path = Path(tmp) / f"{name}.jsonl"
+            path.write_text("\n".join(json.dumps(r) for r in conv.records), encoding="utf-8")
+            report = await import_file(db, user.id, path, timezone="UTC")
+            await memory.after_import(user.id, report.conversations)
+            ids = [r["id"] for r in conv.records]
+            bm25 = BM25([f"{r['speaker']}: {r['text']}" for r in conv.records])
+            corpus = await memory.index.corpus(user.id)
+            matrix = corpus.matrix()
+            assert matrix is not None
+            refs = await _refs(db, user.id, [int(i) for i in corpus.arrays().ids])
+            qvecs = embedder.embed_sync([q for q, _, _ in conv.questions])
+            for (question, cat, evidence), qvec in zip(conv.questions, qvecs, strict=True):
+                questions += 1
+                t1 = time.perf_counter()
+                out = await memory.retriever.search(
+                    user.id, question, now=conv.now, tz=UTC_ZONE, limit=10, kinds=("message",)
+                )
+                latency.append((time.perf_counter() - t1) * 1000)
+                scores["lifebot"].add(cat, evidence, [e.item.ref for e in out.evidence])
+                scores["BM25"].add(cat, evidence, [ids[i] for i in bm25.top(question, 10)])
+                near = np.argsort(-(matrix @ qvec))[:10]
+                scores["vectors"].add(cat, evidence, [refs[int(i)] for i in near])
+        total_s = time.perf_counter() - t0
+        await db.dispose()
+    print(f"LoCoMo dev ({', '.join(names)}): {questions} questions, categories 1-4, R@5 / R@10")
+    header = ["system", "all", *CATEGORIES.values()]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for system, sc in scores.items():
+        cells = [sc.cell(c) for c in (0, *CATEGORIES)]
+        print("| " + " | ".join([system, *cells]) + " |")
+    print(
+        f"lifebot search latency (query embedding included): p50 "
+        f"{statistics.median(latency):.1f} ms, p95 {np.percentile(latency, 95):.1f} ms; "
+        f"whole run {total_s:.0f} s"
+    )
+
+
+async def _refs(db: Database, user_id: int, item_ids: list[int]) -> list[str]:
+    """The import id of each corpus item, in corpus order."""
+    from storage.repos.memory_index import MemoryIndexRepo  # noqa: PLC0415
+
+    async with db.session() as s:
+        items = await MemoryIndexRepo(s).get_many(user_id, item_ids)
+    return [items[i].ref for i in item_ids]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point; from ``python -m bench`` (all benchmarks) it runs with the defaults."""
+    if argv is None:
+        argv = sys.argv[1:] if __name__ == "__main__" else []
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON folder")
+    parser.add_argument("--conversations", nargs="+", default=["26", "30", "41", "42", "43"])
+    args = parser.parse_args(argv)
+    missing = [c for c in args.conversations if not (args.data / f"{c}.json").exists()]
+    if missing:
+        print(f"skipped: no LoCoMo files {missing} in {args.data} (pass --data)")
+        return
+    asyncio.run(run(args.data, args.conversations))
+
+
+if __name__ == "__main__":
+    main()

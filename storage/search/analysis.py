@@ -1,0 +1,36 @@
+"""Text analysis for lexical search: lower-cased words, stop words out, Snowball stems.
+
+The same function analyses stored text and questions, so a question word matches every
+inflection of it ("adopted" finds "adoption agencies" through the stem "adopt").
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+
+import snowballstemmer
+
+from storage.search.fulltext import STOPWORDS
+
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+_LOCK = threading.Lock()
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """The Snowball (Porter 2) stem of one lower-case word."""
+    with _LOCK:  # the stemmer object keeps state between calls
+        return str(_STEMMER.stemWord(word))
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` with possessives cut ("Caroline's" -> "caroline")."""
+    return [w.split("'")[0] for w in _WORD.findall(text.lower())]
+
+
+def analyse(text: str, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
+    """Stems of the content words of ``text``, in order, repeats kept (for term counts)."""
+    return [stem(w) for w in words(text) if len(w) > 1 and w not in stopwords]
