@@ -70,11 +70,12 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeLLM]:
-    """A started loopback OpenAI-compatible server."""
+    """A started loopback OpenAI-compatible server; unscripted or unused steps fail the test."""
     server = FakeLLM()
     await server.start()
     yield server
     await server.stop()
+    server.check()
 
 
 def make_settings(tmp_path: Path, llm: FakeLLM | None = None, **overrides: Any) -> Settings:

@@ -153,10 +153,17 @@ async def test_large_tool_results_are_cut_with_a_note(
     application = await app_factory(fake_llm, tool_result_tokens=100)
     application.dispatcher.register(StreamingRecordingChannel("fake"))
     await add_user(application)
+    # Memory asks the fast model whether a new fact repeats a similar one: each is new.
+    fake_llm.default = lambda body: (
+        say('{"decision": "add", "target": null}')
+        if "A new fact arrived" in body["messages"][0]["content"]
+        else None
+    )
     for i in range(60):
-        await application.dispatcher.handle(
+        stored = await application.dispatcher.handle(
             make_inbound(f"/remember fact number {i} is long enough")
         )
+        assert stored.reply is not None and f"fact number {i} is long enough" in stored.reply
     fake_llm.add(call("list_facts", {}), say("Many."))
     await application.dispatcher.handle(make_inbound("what facts do you know about me?"))
     [result] = tool_results(fake_llm)
