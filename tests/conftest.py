@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 
 from bot.app.build import App, build_app, start_app
+from bot.clock import Clock
 from bot.config import Settings, normalise_database_url
 from bot.speech.transcribe import Transcriber
 from storage.models import User
 from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM
+from tests.fakes.scripted_llm import ScriptedLLM
 
 POSTGRES_URL = os.environ.get("LIFEBOT_TEST_POSTGRES_URL")
 
@@ -78,6 +80,14 @@ async def fake_llm() -> AsyncIterator[FakeLLM]:
     server.check()
 
 
+@pytest.fixture
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    """An in-process fake of the LLM port; unscripted or unused steps fail the test."""
+    llm = ScriptedLLM()
+    yield llm
+    llm.check()
+
+
 def make_settings(tmp_path: Path, llm: FakeLLM | None = None, **overrides: Any) -> Settings:
     """Settings isolated in ``tmp_path``, pointing at the fake LLM when given."""
     values: dict[str, Any] = {
@@ -102,10 +112,14 @@ async def app_factory(tmp_path: Path) -> AsyncIterator[AppFactory]:
     apps: list[App] = []
 
     async def factory(
-        llm: FakeLLM | None = None, *, transcriber: Transcriber | None = None, **overrides: Any
+        llm: FakeLLM | None = None,
+        *,
+        transcriber: Transcriber | None = None,
+        clock: Clock | None = None,
+        **overrides: Any,
     ) -> App:
         settings = make_settings(tmp_path, llm, **overrides)
-        application = build_app(settings, transcriber=transcriber)
+        application = build_app(settings, clock=clock, transcriber=transcriber)
         await start_app(application)
         apps.append(application)
         return application

@@ -70,7 +70,9 @@ def build_jobs(
     """Wire outbox, briefings, reminders, proposals and the scheduler together."""
     cfg = settings or JobSettings()
     late = timedelta(hours=cfg.late_hours)
-    briefings = Briefings(db=db, llm=llm, tools=tools, persona_path=persona_path, late_limit=late)
+    briefings = Briefings(
+        db=db, llm=llm, tools=tools, clock=clock, persona_path=persona_path, late_limit=late
+    )
     outbox = Outbox(
         db=db,
         adapters=adapters,
