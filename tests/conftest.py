@@ -1,4 +1,5 @@
-"""Shared fixtures: a network-off guard, clean settings, a temp database, the fake LLM."""
+"""Shared fixtures: a network-off guard, clean settings, a temp database, the fake LLM and
+the fake Slack. Plain helpers live in tests/support/ (no test module imports another)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import ipaddress
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,14 @@ import pytest
 
 from bot.app.build import App, build_app, start_app
 from bot.clock import Clock
-from bot.config import Settings, normalise_database_url
+from bot.config import normalise_database_url
 from bot.speech.transcribe import Transcriber
-from storage.models import User
-from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM
 from tests.fakes.scripted_llm import ScriptedLLM
+from tests.fakes.slack_api import FakeSlack
+from tests.support.app import AppFactory, make_settings
+from tests.support.slack import ANA, manifest
 
 POSTGRES_URL = os.environ.get("LIFEBOT_TEST_POSTGRES_URL")
 
@@ -86,24 +88,6 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
     llm = ScriptedLLM()
     yield llm
     llm.check()
-
-
-def make_settings(tmp_path: Path, llm: FakeLLM | None = None, **overrides: Any) -> Settings:
-    """Settings isolated in ``tmp_path``, pointing at the fake LLM when given."""
-    values: dict[str, Any] = {
-        "data_dir": tmp_path / "data",
-        "llm_model": "fake-smart",
-        "llm_fast_model": "fake-fast",
-        "llm_timeout": 5.0,
-        "llm_max_retries": 2,
-    }
-    if llm is not None:
-        values.update(openai_base_url=llm.url, openai_api_key="test-key")
-    values.update(overrides)
-    return Settings(_env_file=None, **values)
-
-
-AppFactory = Callable[..., Awaitable[App]]
 
 
 @pytest.fixture
@@ -189,27 +173,16 @@ async def app(app_factory: AppFactory, fake_llm: FakeLLM) -> App:
     return application
 
 
-def channel(application: App, name: str = "fake") -> RecordingChannel:
-    """The recording channel registered under ``name``."""
-    adapter = application.dispatcher.adapters[name]
-    assert isinstance(adapter, RecordingChannel)
-    return adapter
-
-
-async def add_user(
-    application: App,
-    sender: str = "u1",
-    *,
-    channel_name: str = "fake",
-    owner: bool = False,
-    account: str = "acct",
-    name: str | None = None,
-    timezone: str = "UTC",
-) -> User:
-    """A paired user with one identity (chat id = sender id)."""
-    async with application.db.session() as s:
-        repo = UserRepo(s)
-        user = await repo.create(name or sender, is_owner=owner, timezone=timezone)
-        assert user.id is not None
-        await repo.add_identity(user.id, channel_name, account, sender, chat_id=sender)
-    return user
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    """A started fake Slack granting exactly the manifest's scopes and events."""
+    spec = manifest()
+    fake = FakeSlack(
+        users={ANA: "Ana Lima"},
+        # The app-level token's scope is granted outside the manifest.
+        scopes={*spec["oauth_config"]["scopes"]["bot"], "connections:write"},
+        events=set(spec["settings"]["event_subscriptions"]["bot_events"]),
+    )
+    await fake.start()
+    yield fake
+    await fake.stop()

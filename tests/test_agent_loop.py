@@ -17,11 +17,11 @@ from bot.agent.router import Route, route_by_rules
 from bot.agent.tools.base import Tool, ToolContext, ToolRegistry
 from bot.app.build import App
 from storage.db import Database
-from tests.conftest import AppFactory, add_user, channel
 from tests.fakes.channel import StreamingRecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, Step, call, say
 from tests.fakes.scripted_llm import ScriptedLLM, text, tools
+from tests.support.app import AppFactory, add_user, channel
 from tests.support.builders import make_inbound
 
 

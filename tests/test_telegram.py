@@ -21,9 +21,9 @@ from bot.clock import SystemClock
 from bot.errors import ChannelError, RateLimited
 from bot.messages import Address, Button, OutboundMessage
 from storage.models import ChannelIdentity, Message
-from tests.conftest import AppFactory, add_user, make_settings
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, TOKEN, FakeTelegram
+from tests.support.app import AppFactory, add_user, make_settings
 
 CHAT = 555
 """In a private chat Telegram's chat id is the user's id."""
