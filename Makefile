@@ -1,6 +1,8 @@
 # Two commands do all the set-up: `make serve` and `make check` (see README.md).
 PYTHON ?= python3
 VENV := .venv
+# The suite runs on two workers (pytest-xdist); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
@@ -25,7 +27,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
 test: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 check: lint test
 

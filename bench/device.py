@@ -31,7 +31,7 @@ from websockets.asyncio.client import connect
 from bench._stats import pct, summary
 from bot.app.build import App, build_app, build_device_adapter, start_app
 from bot.speech.transcribe import FasterWhisperTranscriber
-from tests.conftest import make_settings
+from tests.support.app import make_settings
 from tests.support.device import add_device
 from tests.support.speech import read_wav, speak
 

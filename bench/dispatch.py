@@ -15,9 +15,9 @@ from pathlib import Path
 from bench._stats import ms, pct, summary
 from bot.app.build import App, build_app, start_app
 from storage.repos.users import UserRepo
-from tests.conftest import make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step
+from tests.support.app import make_settings
 from tests.support.builders import make_inbound
 
 MESSAGES = 400

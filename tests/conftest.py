@@ -1,4 +1,5 @@
-"""Shared fixtures: a network-off guard, clean settings, a temp database, the fake LLM."""
+"""Shared fixtures: a network-off guard, clean settings, a temp database, the fake LLM and
+the fake Slack. Plain helpers live in tests/support/ (no test module imports another)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,24 @@ import ipaddress
 import os
 import socket
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.app.build import App, build_app, start_app
-from bot.config import Settings, normalise_database_url
+from bot.app.build import App, build_app, start_app, start_channels
+from bot.clock import Clock
+from bot.config import normalise_database_url
 from bot.speech.transcribe import Transcriber
-from storage.models import User
-from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM
+from tests.fakes.scripted_llm import ScriptedLLM
+from tests.fakes.slack_api import TEAM_ID, FakeSlack
+from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
+from tests.support.app import AppFactory, add_user, make_settings
+from tests.support.slack import ANA, Slack, manifest, start_slack
+from tests.support.telegram import CHAT, Starter
 
 POSTGRES_URL = os.environ.get("LIFEBOT_TEST_POSTGRES_URL")
 
@@ -70,30 +76,20 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 @pytest.fixture
 async def fake_llm() -> AsyncIterator[FakeLLM]:
-    """A started loopback OpenAI-compatible server."""
+    """A started loopback OpenAI-compatible server; unscripted or unused steps fail the test."""
     server = FakeLLM()
     await server.start()
     yield server
     await server.stop()
+    server.check()
 
 
-def make_settings(tmp_path: Path, llm: FakeLLM | None = None, **overrides: Any) -> Settings:
-    """Settings isolated in ``tmp_path``, pointing at the fake LLM when given."""
-    values: dict[str, Any] = {
-        "data_dir": tmp_path / "data",
-        "llm_model": "fake-smart",
-        "llm_fast_model": "fake-fast",
-        "llm_timeout": 5.0,
-        "llm_max_retries": 2,
-        "web_enabled": False,  # tests that want the web page start it on a free port
-    }
-    if llm is not None:
-        values.update(openai_base_url=llm.url, openai_api_key="test-key")
-    values.update(overrides)
-    return Settings(_env_file=None, **values)
-
-
-AppFactory = Callable[..., Awaitable[App]]
+@pytest.fixture
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    """An in-process fake of the LLM port; unscripted or unused steps fail the test."""
+    llm = ScriptedLLM()
+    yield llm
+    llm.check()
 
 
 @pytest.fixture
@@ -102,10 +98,14 @@ async def app_factory(tmp_path: Path) -> AsyncIterator[AppFactory]:
     apps: list[App] = []
 
     async def factory(
-        llm: FakeLLM | None = None, *, transcriber: Transcriber | None = None, **overrides: Any
+        llm: FakeLLM | None = None,
+        *,
+        transcriber: Transcriber | None = None,
+        clock: Clock | None = None,
+        **overrides: Any,
     ) -> App:
         settings = make_settings(tmp_path, llm, **overrides)
-        application = build_app(settings, transcriber=transcriber)
+        application = build_app(settings, clock=clock, transcriber=transcriber)
         await start_app(application)
         apps.append(application)
         return application
@@ -175,27 +175,64 @@ async def app(app_factory: AppFactory, fake_llm: FakeLLM) -> App:
     return application
 
 
-def channel(application: App, name: str = "fake") -> RecordingChannel:
-    """The recording channel registered under ``name``."""
-    adapter = application.dispatcher.adapters[name]
-    assert isinstance(adapter, RecordingChannel)
-    return adapter
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    """A started fake Slack granting exactly the manifest's scopes and events."""
+    spec = manifest()
+    fake = FakeSlack(
+        users={ANA: "Ana Lima"},
+        # The app-level token's scope is granted outside the manifest.
+        scopes={*spec["oauth_config"]["scopes"]["bot"], "connections:write"},
+        events=set(spec["settings"]["event_subscriptions"]["bot_events"]),
+    )
+    await fake.start()
+    yield fake
+    await fake.stop()
 
 
-async def add_user(
-    application: App,
-    sender: str = "u1",
-    *,
-    channel_name: str = "fake",
-    owner: bool = False,
-    account: str = "acct",
-    name: str | None = None,
-    timezone: str = "UTC",
-) -> User:
-    """A paired user with one identity (chat id = sender id)."""
-    async with application.db.session() as s:
-        repo = UserRepo(s)
-        user = await repo.create(name or sender, is_owner=owner, timezone=timezone)
-        assert user.id is not None
-        await repo.add_identity(user.id, channel_name, account, sender, chat_id=sender)
-    return user
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    server = FakeTelegram()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def telegram(
+    tg: FakeTelegram, app_factory: AppFactory, fake_llm: FakeLLM
+) -> AsyncIterator[Starter]:
+    """Start lifebot with the Telegram channel (through start_channels) and user Ana."""
+    apps: list[App] = []
+
+    async def start(**overrides: Any) -> App:
+        settings: dict[str, Any] = {
+            "telegram_bot_token": TOKEN,
+            "telegram_api_url": tg.api_url,
+            "telegram_poll_timeout": 1,
+            "telegram_retries": 2,
+            **overrides,
+        }
+        app = await app_factory(fake_llm, **settings)
+        assert await start_channels(app) == ["telegram"]
+        apps.append(app)
+        if not apps[:-1]:
+            await add_user(app, str(CHAT), channel_name="telegram", account=str(BOT_ID), name="Ana")
+        return app
+
+    yield start
+    # Stop the channel while the fake server still runs (it is torn down after this fixture).
+    for app in apps:
+        for adapter in app.started:
+            await adapter.stop()
+
+
+@pytest.fixture
+async def http(
+    app_factory: AppFactory, fake_llm: FakeLLM, fake_slack: FakeSlack
+) -> AsyncIterator[Slack]:
+    """lifebot in HTTP mode, Ana already paired."""
+    slack = await start_slack(app_factory, fake_llm, fake_slack, "http")
+    await add_user(slack.app, ANA, channel_name="slack", account=TEAM_ID)
+    yield slack
+    await slack.adapter.stop()

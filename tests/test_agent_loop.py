@@ -3,19 +3,72 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+import pytest
+from pydantic import BaseModel
+
 from bot.agent.budget import count_tokens, fit_history
+from bot.agent.loop import AgentEvent, FinalAnswer, Limits, TextDelta, ToolStarted, run_turn
 from bot.agent.router import Route, route_by_rules
+from bot.agent.tools.base import Tool, ToolContext, ToolRegistry
 from bot.app.build import App
-from tests.conftest import AppFactory, add_user, channel
+from storage.db import Database
+from storage.repos.facts import FactRepo
 from tests.fakes.channel import StreamingRecordingChannel
+from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, Step, call, say
+from tests.fakes.scripted_llm import ScriptedLLM, text, tools
+from tests.support.app import AppFactory, add_user, channel
 from tests.support.builders import make_inbound
 
 
 def tool_results(fake: FakeLLM, request: int = -1) -> list[str]:
     return [m["content"] for m in fake.chat_requests[request]["messages"] if m["role"] == "tool"]
+
+
+class LookupArgs(BaseModel):
+    """Arguments of the test's one tool."""
+
+    what: str = ""
+
+
+async def _lookup(_ctx: ToolContext, args: LookupArgs) -> str:
+    return f"found {args.what or 'nothing'}"
+
+
+LOOKUP = Tool("lookup", "Look something up.", LookupArgs, _lookup, "Looking it up…")
+"""A tool with no storage behind it: the loop's own rules are under test."""
+
+
+@pytest.fixture
+async def ctx(tmp_path: Path) -> AsyncIterator[ToolContext]:
+    """A tool context for user 1; the database is never opened by ``lookup``."""
+    db = Database(f"sqlite+aiosqlite:///{tmp_path / 'unused.db'}")
+    yield ToolContext(user_id=1, db=db, now=ManualClock().now(), timezone="UTC")
+    await db.dispose()
+
+
+async def run_loop(
+    llm: ScriptedLLM, ctx: ToolContext, clock: ManualClock, limits: Limits | None = None
+) -> list[AgentEvent]:
+    """Every event of one turn over "look it up", the final answer last."""
+    system = {"role": "system", "content": "You are a test."}
+    history = [{"role": "user", "content": "look it up"}]
+    registry = ToolRegistry([LOOKUP])
+    return [
+        event
+        async for event in run_turn(
+            llm, registry, ctx, system, history, limits=limits or Limits(), clock=clock
+        )
+    ]
+
+
+def loop_tool_results(llm: ScriptedLLM, call_no: int = -1) -> list[str]:
+    return [m["content"] for m in llm.calls[call_no].messages if m["role"] == "tool"]
 
 
 async def test_malformed_tool_arguments_go_back_to_the_model(app: App, fake_llm: FakeLLM) -> None:
@@ -36,14 +89,22 @@ async def test_malformed_tool_arguments_go_back_to_the_model(app: App, fake_llm:
     assert results[3] == "created task #1: buy bread"
 
 
-async def test_repeating_the_same_call_is_refused_then_stopped(app: App, fake_llm: FakeLLM) -> None:
-    await add_user(app)
-    fake_llm.default = lambda _body: Step(tool_calls=[("list_tasks", "{}")])
-    result = await app.dispatcher.handle(make_inbound("list my tasks"))
-    assert result.reply is not None
-    assert "repeating the same step" in result.reply
-    assert tool_results(fake_llm)[1].startswith("error: you already made this exact call")
-    assert len(fake_llm.chat_requests) == 3
+async def test_repeating_the_same_call_is_refused_then_stopped(
+    scripted_llm: ScriptedLLM, ctx: ToolContext
+) -> None:
+    scripted_llm.add(*[tools("lookup", {"what": "x"}) for _ in range(3)])
+    events = await run_loop(scripted_llm, ctx, ManualClock())
+    final = events[-1]
+    assert isinstance(final, FinalAnswer)
+    assert final.stopped == "repeat"
+    assert "repeating the same step" in final.text
+    results = loop_tool_results(scripted_llm)
+    assert results[0] == "found x"
+    assert results[1].startswith("error: you already made this exact call")
+    assert len(scripted_llm.calls) == 3
+    assert [e for e in events if isinstance(e, ToolStarted)] == [
+        ToolStarted("lookup", "Looking it up…")
+    ]  # the repeats never ran the tool again
 
 
 async def test_tool_call_cap_stops_the_turn(app_factory: AppFactory, fake_llm: FakeLLM) -> None:
@@ -60,13 +121,83 @@ async def test_tool_call_cap_stops_the_turn(app_factory: AppFactory, fake_llm: F
 async def test_wall_clock_budget_gives_a_plain_answer(
     app_factory: AppFactory, fake_llm: FakeLLM
 ) -> None:
-    application = await app_factory(fake_llm, turn_timeout=0.5)
+    clock = ManualClock()
+    application = await app_factory(fake_llm, turn_timeout=0.5, clock=clock)
     application.dispatcher.register(StreamingRecordingChannel("fake"))
     await add_user(application)
-    fake_llm.add(say("too late", delay=3))
+
+    def slow_model(_body: dict[str, Any]) -> Step:
+        clock.advance(seconds=3)  # the model took three seconds (on the app's clock)
+        return say("too late")
+
+    fake_llm.default = slow_model
     result = await application.dispatcher.handle(make_inbound("what tasks do I have"))
     assert result.reply is not None
     assert "this took longer than my 0.5-second limit" in result.reply
+    assert "too late" not in result.reply
+    assert len(fake_llm.chat_requests) == 1
+
+
+async def test_the_time_cap_is_checked_before_each_model_call(
+    scripted_llm: ScriptedLLM, ctx: ToolContext
+) -> None:
+    clock = ManualClock()
+    scripted_llm.add(tools("lookup", {"what": "x"}, before=lambda: clock.advance(seconds=61)))
+    events = await run_loop(scripted_llm, ctx, clock, Limits(wall_seconds=60))
+    final = events[-1]
+    assert isinstance(final, FinalAnswer)
+    assert final.stopped == "time"
+    assert "this took longer than my 60-second limit" in final.text
+    assert len(scripted_llm.calls) == 1  # no second model call once the time is up
+    assert final.transcript[-1]["content"] == "found x"  # the tool's work is kept
+
+
+async def test_a_stream_past_the_time_cap_is_cut_off(
+    scripted_llm: ScriptedLLM, ctx: ToolContext
+) -> None:
+    clock = ManualClock()
+    scripted_llm.add(
+        tools("lookup", {"what": "x"}),
+        text("first words, then far too slow", chunk=12, before=lambda: clock.advance(seconds=59)),
+    )
+    start = clock.now()
+    events: list[AgentEvent] = []
+    system = {"role": "system", "content": "You are a test."}
+    history = [{"role": "user", "content": "look it up"}]
+    turn = run_turn(
+        scripted_llm,
+        ToolRegistry([LOOKUP]),
+        ctx,
+        system,
+        history,
+        limits=Limits(wall_seconds=60),
+        clock=clock,
+    )
+    async for event in turn:
+        events.append(event)
+        if isinstance(event, TextDelta):
+            clock.advance(seconds=1)  # each piece takes a second to arrive
+    final = events[-1]
+    assert isinstance(final, FinalAnswer)
+    assert final.stopped == "time"
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["first words,"]
+    assert clock.now() - start == timedelta(seconds=60)
+
+
+async def test_rounds_cap_asks_for_an_answer_without_tools(
+    scripted_llm: ScriptedLLM, ctx: ToolContext
+) -> None:
+    scripted_llm.add(
+        tools("lookup", {"what": "a"}),
+        tools("lookup", {"what": "b"}),
+        text("Here is what I found."),
+    )
+    events = await run_loop(scripted_llm, ctx, ManualClock(), Limits(max_rounds=2))
+    final = events[-1]
+    assert isinstance(final, FinalAnswer)
+    assert (final.text, final.stopped) == ("Here is what I found.", None)
+    assert [c.tools is not None for c in scripted_llm.calls] == [True, True, False]
+    assert loop_tool_results(scripted_llm) == ["found a", "found b"]
 
 
 async def test_progress_and_deltas_stream_to_the_channel(
@@ -152,16 +283,17 @@ async def test_large_tool_results_are_cut_with_a_note(
 ) -> None:
     application = await app_factory(fake_llm, tool_result_tokens=100)
     application.dispatcher.register(StreamingRecordingChannel("fake"))
-    await add_user(application)
-    for i in range(60):
-        await application.dispatcher.handle(
-            make_inbound(f"/remember fact number {i} is long enough")
-        )
+    user = await add_user(application)
+    assert user.id is not None
+    async with application.db.session() as s:  # sixty facts, stored directly: fast
+        for i in range(60):
+            await FactRepo(s).add(user.id, f"fact number {i} is long enough", "notes")
     fake_llm.add(call("list_facts", {}), say("Many."))
     await application.dispatcher.handle(make_inbound("what facts do you know about me?"))
     [result] = tool_results(fake_llm)
     assert "[... cut:" in result
     assert count_tokens(result) < 130
+    assert "fact number" in result  # the start of the list is kept
 
 
 async def test_channel_failure_is_logged_and_the_reply_is_kept(app: App, fake_llm: FakeLLM) -> None:

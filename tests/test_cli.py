@@ -1,44 +1,14 @@
-"""The CLI as a user runs it: `lifebot chat`, `serve`, `doctor`, `pairing`, `users`."""
+"""The CLI as a user runs it: `lifebot chat`, `serve`, `doctor`, `pairing`, `users`.
+
+Commands run in-process (tests/support/cli.py); one smoke test spawns the real `lifebot`.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import os
-import sys
 from pathlib import Path
 
 from tests.fakes.llm import FakeLLM, call, say
-
-
-async def run_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "", limit: float = 60
-) -> tuple[int, str, str]:
-    """Run `python -m bot ARGS` in a clean environment; return (code, stdout, stderr)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
-    clean.update(env or {})
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "bot",
-        *args,
-        cwd=cwd,
-        env=clean,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), limit)
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
-def llm_env(fake: FakeLLM, tmp_path: Path) -> dict[str, str]:
-    return {
-        "OPENAI_BASE_URL": fake.url,
-        "OPENAI_API_KEY": "k",
-        "LIFEBOT_DATA_DIR": str(tmp_path / "data"),
-        "LIFEBOT_LLM_MODEL": "fake-smart",
-        "LIFEBOT_LLM_FAST_MODEL": "fake-fast",
-    }
+from tests.support.cli import llm_env, run_cli, run_lifebot
 
 
 async def test_chat_console_streams_answers_and_uses_tools(
@@ -65,7 +35,8 @@ async def test_chat_console_streams_answers_and_uses_tools(
 async def test_serve_without_channels_or_llm_starts_the_console_with_clear_words(
     tmp_path: Path,
 ) -> None:
-    code, out, err = await run_cli(
+    # The smoke test: the installed entry point, as a real process with a real stdin.
+    code, out, err = await run_lifebot(
         "serve",
         cwd=tmp_path,
         env={"LIFEBOT_DATA_DIR": str(tmp_path / "d"), "LIFEBOT_WEB_PORT": "0"},
@@ -107,8 +78,8 @@ async def test_dotenv_file_is_read(tmp_path: Path) -> None:
 
 async def test_pairing_approve_from_the_cli(tmp_path: Path) -> None:
     from bot.app.build import build_app, start_app
-    from tests.conftest import make_settings
     from tests.fakes.channel import RecordingChannel
+    from tests.support.app import make_settings
     from tests.support.builders import make_inbound
 
     settings = make_settings(tmp_path)

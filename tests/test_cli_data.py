@@ -21,8 +21,8 @@ from bot.app.portability import backup_sqlite
 from storage.models import DeviceSession, Fact, Message, User
 from storage.repos.devices import DeviceRepo
 from storage.repos.userdata import UserDataRepo
-from tests.conftest import make_settings
 from tests.fakes.llm import FakeLLM, say
+from tests.support.app import make_settings
 from tests.support.builders import make_inbound
 from tests.support.jobs import make_user
 

@@ -28,9 +28,9 @@ from bot.app.logs import setup_logging
 from storage.db import Database, migration_chain
 from storage.models import Delivery
 from storage.repos.outbox import OutboxRepo, Push
-from tests.conftest import make_settings
 from tests.fakes.llm import FakeLLM, fail, say
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.app import make_settings
 from tests.support.builders import make_inbound
 from tests.support.jobs import make_user
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ from bot.app.cli import app as cli
 from storage.models import Device
 from storage.repos.devices import hash_token
 from storage.repos.users import UserRepo
-from tests.conftest import AppFactory, make_settings
+from tests.support.app import AppFactory, make_settings
+from tests.support.cli import run_cli
 from tests.support.device import add_device, running_device
 from tests.support.speech import speak
 
@@ -101,10 +101,7 @@ async def test_device_sim_streams_a_wav_and_prints_what_comes_back(
     _, token = await add_device(app, "pendant-cli")
     clip = speak("Pick up the laundry after work", tmp_path / "c.wav")
     async with running_device(app) as dev:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bot",
+        code, text, err = await run_cli(
             "device-sim",
             str(clip),
             "--token",
@@ -114,12 +111,7 @@ async def test_device_sim_streams_a_wav_and_prints_what_comes_back(
             "--mode",
             "ambient",
             cwd=tmp_path,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
         )
-        stdout, stderr = await proc.communicate()
-    text = stdout.decode()
-    assert proc.returncode == 0, stderr.decode()
+    assert code == 0, err
     assert "ready: session" in text
     assert re.search(r"transcript \[[0-9.]+-[0-9.]+ s\]: .*laundry", text, re.IGNORECASE)

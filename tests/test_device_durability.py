@@ -17,9 +17,9 @@ from websockets.asyncio.client import connect
 
 from bot.app.build import App
 from storage.models import Message
-from tests.conftest import AppFactory
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.transcriber import GatedTranscriber
+from tests.support.app import AppFactory
 from tests.support.device import add_device, eventually, running_device
 from tests.support.speech import shared_transcriber, speak
 

@@ -15,9 +15,9 @@ from websockets.asyncio.client import connect
 
 from bot.app.build import App
 from storage.models import MemoryItem, Message
-from tests.conftest import AppFactory
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.transcriber import GatedTranscriber
+from tests.support.app import AppFactory
 from tests.support.device import add_device, eventually, running_device
 from tests.support.speech import concat_wavs, read_wav, shared_transcriber, speak, to_stereo
 

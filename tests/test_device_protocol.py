@@ -15,8 +15,8 @@ from websockets.exceptions import ConnectionClosed
 from bot.app.build import App
 from bot.device import protocol as p
 from storage.repos.devices import DeviceRepo
-from tests.conftest import AppFactory
 from tests.fakes.llm import FakeLLM, say
+from tests.support.app import AppFactory
 from tests.support.device import Running, add_device, running_device
 from tests.support.speech import speak
 

@@ -15,9 +15,9 @@ from bot.messages import OutboundMessage, Receipt
 from storage.models import Reminder
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.reminders import ReminderRepo
-from tests.conftest import AppFactory
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
+from tests.support.app import AppFactory
 from tests.support.builders import make_inbound
 from tests.support.jobs import deliveries, jobs_app, jobs_of, make_user
 

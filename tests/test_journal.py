@@ -14,8 +14,8 @@ from bot.agent.journal.scoring import LexiconScorer
 from bot.messages import Attachment
 from storage.models import JournalEntry
 from storage.repos.journal import JournalRepo
-from tests.conftest import add_user, channel
 from tests.fakes.llm import FakeLLM
+from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 
 SCORES = {
@@ -193,8 +193,8 @@ async def test_offline_fallback_scores_without_any_llm(app_factory, tmp_path: Pa
 async def test_rescore_cli_and_import_cli(tmp_path: Path) -> None:
     from bot.app.build import build_app, start_app
     from storage.repos.users import UserRepo
-    from tests.conftest import make_settings
-    from tests.test_cli import run_cli
+    from tests.support.app import make_settings
+    from tests.support.cli import run_cli
 
     settings = make_settings(tmp_path)
     application = build_app(settings)

@@ -12,16 +12,14 @@ from bot.agent.journal.analytics import series
 from bot.agent.journal.chart import render_chart
 from storage.models import JournalEntry
 from storage.repos.users import UserRepo
-from tests.conftest import add_user, channel
 from tests.fakes.llm import FakeLLM
 from tests.fakes.slack_api import FakeSlack, dm_event
 from tests.fakes.telegram_api import FakeTelegram
+from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 from tests.support.journal import ScoringModel, planted_journal
-from tests.test_slack import ANA_DM, Slack, fake_slack, http
-from tests.test_telegram import CHAT, Starter, eventually, telegram, tg
-
-__all__ = ["fake_slack", "http", "telegram", "tg"]  # fixtures shared with the channel tests
+from tests.support.slack import ANA_DM, Slack
+from tests.support.telegram import CHAT, Starter, eventually
 
 
 async def load(app, fake_llm: FakeLLM, user_id: int, today: date, days: int = 150) -> None:

@@ -10,8 +10,8 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from bot.agent.tools.base import ToolContext
 from storage.repos.journal import JournalRepo
-from tests.conftest import add_user
 from tests.fakes.llm import call, say
+from tests.support.app import add_user
 from tests.support.builders import make_inbound
 from tests.support.journal import IMPROVE_START, STRESS_START, ScoringModel, planted_journal
 

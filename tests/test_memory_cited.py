@@ -11,8 +11,8 @@ from sqlmodel import col, select
 from bot.agent.memory.service import MemoryService
 from bot.app.build import App
 from storage.models import Message
-from tests.conftest import add_user, channel
 from tests.fakes.llm import FakeLLM, call, say
+from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 
 

@@ -14,9 +14,9 @@ from bot.agent.memory.service import MemoryService
 from bot.app.build import App
 from storage.models import Episode, Fact, Message, Task
 from storage.repos.messages import ConversationRepo
-from tests.conftest import AppFactory, add_user, channel
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step, call, say
+from tests.support.app import AppFactory, add_user, channel
 from tests.support.builders import make_inbound
 
 

@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 from bot.app.build import build_app, start_app
 from bot.app.importer import import_file
 from storage.repos.users import UserRepo
-from tests.conftest import add_user, make_settings
-from tests.test_cli import run_cli
+from tests.support.app import add_user, make_settings
+from tests.support.cli import run_cli
 
 JSONL = [
     '{"id": "a1", "ts": "2023-05-08T13:56:00+00:00", "speaker": "Ana", "text": "The cabin '

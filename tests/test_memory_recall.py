@@ -13,7 +13,7 @@ from bot.agent.memory.service import MemoryService
 from bot.agent.sources import source_ids
 from bot.app.build import App
 from bot.app.importer import import_file
-from tests.conftest import add_user
+from tests.support.app import add_user
 
 UTC_ZONE = ZoneInfo("UTC")
 NOW = datetime(2024, 5, 20, 12, 0, tzinfo=UTC)

@@ -18,8 +18,8 @@ from bot.app.importer import import_file
 from storage.models import MemoryItem
 from storage.search.base import SearchFilter
 from storage.search.fulltext import fts_terms
-from tests.conftest import add_user
 from tests.fakes.llm import FakeLLM, say
+from tests.support.app import add_user
 from tests.support.builders import make_inbound
 from tests.support.memory_corpus import NOW, TZ, Corpus, Question, build_corpus
 

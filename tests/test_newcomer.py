@@ -44,7 +44,7 @@ def test_a_reminder_arrives_in_lifebot_chat_on_time_and_logs_stay_out(tmp_path: 
 
     async def plant() -> None:
         from bot.app.build import build_app, start_app
-        from tests.conftest import make_settings
+        from tests.support.app import make_settings
 
         application = build_app(make_settings(tmp_path))
         await start_app(application)

@@ -24,9 +24,9 @@ from storage.models import ChannelIdentity, Delivery, Reminder, User
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.reminders import ReminderRepo
 from storage.repos.users import UserRepo
-from tests.conftest import AppFactory, add_user, channel, make_settings
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step, say
+from tests.support.app import AppFactory, add_user, channel, make_settings
 from tests.support.builders import make_inbound
 
 pytestmark = pytest.mark.postgres

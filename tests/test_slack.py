@@ -6,22 +6,17 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml  # type: ignore[import-untyped]  # a dev dependency without stubs
 from sqlmodel import select
 
-from bot.adapters.slack.adapter import SlackAdapter
-from bot.app.build import App, start_channels
+from bot.app.build import App
 from bot.errors import Unreachable
 from bot.messages import Address, Button, OutboundMessage
-from bot.speech.transcribe import Transcriber
 from storage.models import ChannelIdentity, Message, PairingRequest
-from tests.conftest import AppFactory, add_user
-from tests.fakes.llm import FakeLLM, Step, say
+from tests.fakes.llm import FakeLLM, say
 from tests.fakes.slack_api import (
     APP_TOKEN,
     BOT_ID,
@@ -35,100 +30,8 @@ from tests.fakes.slack_api import (
     mention_event,
     sign,
 )
-
-ANA, ANA_DM = "U0ANA", "D0ANA"
-
-
-@dataclass
-class Slack:
-    """One running lifebot with the Slack channel, and the fake Slack it talks to."""
-
-    app: App
-    adapter: SlackAdapter
-    fake: FakeSlack
-
-    @property
-    def url(self) -> str:
-        assert self.adapter.http_url is not None
-        return self.adapter.http_url
-
-    async def post(self, body: dict[str, Any], **kw: Any) -> int:
-        """Deliver over HTTP, wait until lifebot has handled it; the HTTP status."""
-        status, _, _ = await self.fake.post_event(self.url, body, **kw)
-        assert await self.adapter.wait_idle(20)
-        return status
-
-    async def deliver(self, body: dict[str, Any], **kw: Any) -> float:
-        """Deliver over Socket Mode, wait for the ack and the handling; seconds to ack."""
-        eid = await self.fake.deliver(body, **kw)
-        ack = await self.fake.wait_ack(eid)
-        assert await self.adapter.wait_idle(20)
-        return ack.seconds
-
-
-async def start_slack(
-    app_factory: AppFactory,
-    fake_llm: FakeLLM,
-    fake: FakeSlack,
-    mode: str,
-    transcriber: Transcriber | None = None,
-    **overrides: Any,
-) -> Slack:
-    """Start lifebot with Slack configured (through serve.start_channels, as in production).
-
-    ``transcriber`` replaces the composition root's one (tests share one loaded model).
-    """
-    settings: dict[str, Any] = {
-        "slack_bot_token": BOT_TOKEN,
-        "slack_app_token": APP_TOKEN,
-        "slack_signing_secret": SIGNING_SECRET,
-        "slack_mode": mode,
-        "slack_http_port": 0,
-        "slack_api_url": fake.api_url,
-        "slack_stream_interval": 0.5,
-        # Scheduled jobs are another feature with their own tests; here they only add noise.
-        "jobs_enabled": False,
-        **overrides,
-    }
-    app = await app_factory(fake_llm, transcriber=transcriber, **settings)
-    assert await start_channels(app) == ["slack"]
-    adapter = app.dispatcher.adapters["slack"]
-    assert isinstance(adapter, SlackAdapter)
-    return Slack(app, adapter, fake)
-
-
-MANIFEST = Path(__file__).parent.parent / "docs" / "slack-app-manifest.yaml"
-
-
-def manifest() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(MANIFEST.read_text())
-    return data
-
-
-@pytest.fixture
-async def fake_slack() -> AsyncIterator[FakeSlack]:
-    """A started fake Slack granting exactly the manifest's scopes and events."""
-    spec = manifest()
-    fake = FakeSlack(
-        users={ANA: "Ana Lima"},
-        # The app-level token's scope is granted outside the manifest.
-        scopes={*spec["oauth_config"]["scopes"]["bot"], "connections:write"},
-        events=set(spec["settings"]["event_subscriptions"]["bot_events"]),
-    )
-    await fake.start()
-    yield fake
-    await fake.stop()
-
-
-@pytest.fixture
-async def http(
-    app_factory: AppFactory, fake_llm: FakeLLM, fake_slack: FakeSlack
-) -> AsyncIterator[Slack]:
-    """lifebot in HTTP mode, Ana already paired."""
-    slack = await start_slack(app_factory, fake_llm, fake_slack, "http")
-    await add_user(slack.app, ANA, channel_name="slack", account=TEAM_ID)
-    yield slack
-    await slack.adapter.stop()
+from tests.support.app import AppFactory, add_user
+from tests.support.slack import ANA, ANA_DM, Slack, answer, asked_of, manifest, start_slack
 
 
 @pytest.fixture
@@ -140,27 +43,6 @@ async def socket(
     await add_user(slack.app, ANA, channel_name="slack", account=TEAM_ID)
     yield slack
     await slack.adapter.stop()
-
-
-def answer(llm: FakeLLM, *steps: Step) -> None:
-    """The smart model (the agent) gives these answers in order.
-
-    Other features' fast-model calls (routing, proposal detection after a turn) get an empty
-    JSON object, so they never eat the agent's scripted answers.
-    """
-    queue = list(steps)
-
-    def respond(body: dict[str, Any]) -> Step:
-        if body.get("model") != "fake-smart":
-            return Step(text="{}")
-        return queue.pop(0) if queue else say("(no scripted answer)")
-
-    llm.default = respond
-
-
-def asked_of(llm: FakeLLM) -> list[dict[str, Any]]:
-    """The agent's (smart model) chat requests, in order."""
-    return [r for r in llm.chat_requests if r.get("model") == "fake-smart"]
 
 
 async def stored_inbound(app: App) -> list[Message]:
@@ -525,7 +407,7 @@ def test_manifest_asks_for_exactly_what_lifebot_uses() -> None:
 
 async def test_doctor_checks_both_tokens(tmp_path: Path, fake_slack: FakeSlack) -> None:
     from bot.app.doctor import check_slack
-    from tests.conftest import make_settings
+    from tests.support.app import make_settings
 
     good = make_settings(
         tmp_path,

@@ -10,13 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import AppFactory, add_user
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack, dm_event
+from tests.support.app import AppFactory, add_user
+from tests.support.slack import ANA, ANA_DM, Slack, answer, asked_of, start_slack
 from tests.support.speech import shared_transcriber, speak
-from tests.test_slack import ANA, ANA_DM, Slack, answer, asked_of, fake_slack, start_slack
-
-__all__ = ["fake_slack"]  # the fixture is shared with test_slack
 
 
 async def start_voice(

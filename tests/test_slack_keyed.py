@@ -28,7 +28,7 @@ from storage.repos.users import UserRepo
 from tests.fakes.clock import ManualClock
 from tests.fakes.slack_api import BOT_TOKEN, SIGNING_SECRET, TEAM_ID, FakeSlack
 from tests.support.jobs import deliveries, jobs_app, jobs_of
-from tests.test_slack import ANA, ANA_DM, manifest
+from tests.support.slack import ANA, ANA_DM, manifest
 
 T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
 DM = Address("slack", TEAM_ID, ANA_DM)

@@ -8,8 +8,8 @@ from bot.app.build import App
 from storage.models import Message
 from storage.repos.facts import FactRepo
 from storage.repos.tasks import TaskRepo
-from tests.conftest import add_user, channel
 from tests.fakes.llm import FakeLLM, say
+from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 
 

@@ -6,7 +6,7 @@ import asyncio
 import shutil
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,18 +15,17 @@ import pytest
 from sqlmodel import select
 
 from bot.adapters.telegram.adapter import STALE_BUTTON, TelegramAdapter, TelegramConfig
-from bot.app.build import App, start_channels
+from bot.app.build import App
 from bot.app.doctor import check_telegram
 from bot.clock import SystemClock
 from bot.errors import ChannelError, RateLimited
 from bot.messages import Address, Button, OutboundMessage
 from storage.models import ChannelIdentity, Message
-from tests.conftest import AppFactory, add_user, make_settings
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, TOKEN, FakeTelegram
+from tests.support.app import make_settings
+from tests.support.telegram import CHAT, Starter, eventually
 
-CHAT = 555
-"""In a private chat Telegram's chat id is the user's id."""
 ADDRESS = Address("telegram", str(BOT_ID), str(CHAT))
 
 
@@ -54,57 +53,10 @@ def agent_requests(llm: FakeLLM) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-Starter = Callable[..., Any]
-
-
-@pytest.fixture
-async def telegram(
-    tg: FakeTelegram, app_factory: AppFactory, fake_llm: FakeLLM
-) -> AsyncIterator[Starter]:
-    """Start lifebot with the Telegram channel (through start_channels) and user Ana."""
-    apps: list[App] = []
-
-    async def start(**overrides: Any) -> App:
-        settings: dict[str, Any] = {
-            "telegram_bot_token": TOKEN,
-            "telegram_api_url": tg.api_url,
-            "telegram_poll_timeout": 1,
-            "telegram_retries": 2,
-            **overrides,
-        }
-        app = await app_factory(fake_llm, **settings)
-        assert await start_channels(app) == ["telegram"]
-        apps.append(app)
-        if not apps[:-1]:
-            await add_user(app, str(CHAT), channel_name="telegram", account=str(BOT_ID), name="Ana")
-        return app
-
-    yield start
-    # Stop the channel while the fake server still runs (it is torn down after this fixture).
-    for app in apps:
-        for adapter in app.started:
-            await adapter.stop()
-
-
 def adapter_of(app: App) -> TelegramAdapter:
     adapter = app.dispatcher.adapters["telegram"]
     assert isinstance(adapter, TelegramAdapter)
     return adapter
-
-
-async def eventually(check: Callable[[], Any], within: float = 10.0) -> None:
-    """Wait until the async ``check()`` returns true (for effects outside the fake server)."""
-    async with asyncio.timeout(within):
-        while not await check():  # noqa: ASYNC110  (the effect is in the database: poll it)
-            await asyncio.sleep(0.02)
 
 
 async def test_text_round_trip_and_command_menu(

@@ -15,8 +15,8 @@ from bot.app.build import App
 from bot.web.auth import LINK_LIMIT, LinkRateLimited
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
-from tests.conftest import add_user, channel
 from tests.fakes.clock import ManualClock
+from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 from tests.support.jobs import jobs_app
 from tests.support.web import client_for, csrf_of, seed, sign_in

@@ -15,8 +15,8 @@ import pytest
 from bot.app.build import App
 from storage.models import PairingRequest
 from storage.repos.pairing import PairingRepo
-from tests.conftest import AppFactory, add_user
 from tests.fakes.llm import FakeLLM
+from tests.support.app import AppFactory, add_user
 from tests.support.web import seed
 
 playwright_api = pytest.importorskip("playwright.async_api")

@@ -11,9 +11,9 @@ import pytest
 
 from bot.app.build import start_channels
 from bot.errors import ConfigError
-from tests.conftest import AppFactory
 from tests.fakes.llm import FakeLLM
-from tests.test_cli import run_cli
+from tests.support.app import AppFactory
+from tests.support.cli import run_cli
 
 
 async def test_serve_starts_the_web_page_and_close_stops_it(

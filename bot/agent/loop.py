@@ -2,7 +2,7 @@
 
 Hard caps on tool rounds, tool calls, wall time and context tokens; a guard against the same
 call twice. The loop yields events (tool started, text delta, final answer) that adapters
-render as they can.
+render as they can. The wall-time cap reads the caller's Clock, so tests drive it by hand.
 """
 
 from __future__ import annotations
@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from bot.agent.budget import fit_history, trim_text
 from bot.agent.llm import LLM, ChatResult
 from bot.agent.tools.base import ToolContext, ToolRegistry
+from bot.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -75,16 +76,18 @@ def _stop_message(reason: str, limits: Limits) -> str:
 class _TurnState:
     """Counters shared by the rounds of one turn."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, clock: Clock) -> None:
         self.limits = limits
-        self.deadline = time.monotonic() + limits.wall_seconds
+        self.clock = clock
+        self.deadline = clock.now() + timedelta(seconds=limits.wall_seconds)
         self.transcript: list[dict[str, Any]] = []
         self.seen_calls: dict[str, int] = {}
         self.calls_made = 0
         self.stopped: str | None = None
 
     def remaining(self) -> float:
-        return self.deadline - time.monotonic()
+        """Seconds left; a model that hangs is still cut off after this many real seconds."""
+        return (self.deadline - self.clock.now()).total_seconds()
 
 
 async def _stream_round(
@@ -162,14 +165,16 @@ async def run_turn(
     history: list[dict[str, Any]],
     *,
     limits: Limits,
+    clock: Clock,
     use_tools: bool = True,
 ) -> AsyncIterator[AgentEvent]:
     """Run one agent turn over ``history`` (which ends with the user's message).
 
     LLM errors (AgentError) propagate to the caller; everything else ends in a FinalAnswer.
     After ``max_rounds`` tool rounds the model gets one last call without tools to answer.
+    ``clock`` times the turn against ``limits.wall_seconds``.
     """
-    state = _TurnState(limits)
+    state = _TurnState(limits, clock)
     specs = tools.specs() if use_tools else None
     for round_no in range(limits.max_rounds + 1):
         messages = fit_history(system, [*history, *state.transcript], limits.context_tokens)

@@ -146,7 +146,14 @@ class Agent:
         )
         final: FinalAnswer | None = None
         async for event in run_turn(
-            self.llm, self.tools, ctx, system, history, limits=self.limits, use_tools=use_tools
+            self.llm,
+            self.tools,
+            ctx,
+            system,
+            history,
+            limits=self.limits,
+            clock=self.clock,
+            use_tools=use_tools,
         ):
             if isinstance(event, FinalAnswer):
                 final = event

@@ -21,7 +21,7 @@ from bot.agent.llm import LLM
 from bot.agent.loop import FinalAnswer, Limits, run_turn
 from bot.agent.prompts import load_persona
 from bot.agent.tools.base import ToolContext, ToolRegistry
-from bot.clock import zone
+from bot.clock import Clock, zone
 from bot.errors import AgentError, LLMNotConfigured
 from bot.jobs.calendar import event_line
 from bot.jobs.localtime import local_day_bounds, local_instant, parse_hhmm
@@ -174,6 +174,7 @@ class Briefings:
         db: Database,
         llm: LLM,
         tools: ToolRegistry,
+        clock: Clock,
         persona_path: Path,
         late_limit: timedelta = timedelta(hours=3),
         lead: timedelta = timedelta(minutes=0),
@@ -183,6 +184,7 @@ class Briefings:
         self.db = db
         self.llm = llm
         self.tools = tools
+        self.clock = clock
         self.persona_path = persona_path
         self.late_limit = late_limit
         self.lead = lead
@@ -214,7 +216,13 @@ class Briefings:
         try:
             final: FinalAnswer | None = None
             async for event in run_turn(
-                self.llm, self.read_only_tools(), ctx, system, history, limits=self.limits
+                self.llm,
+                self.read_only_tools(),
+                ctx,
+                system,
+                history,
+                limits=self.limits,
+                clock=self.clock,
             ):
                 if isinstance(event, FinalAnswer):
                     final = event

@@ -87,6 +87,7 @@ def build_jobs(
         db=db,
         llm=llm,
         tools=tools,
+        clock=clock,
         persona_path=persona_path,
         late_limit=late,
         lead=timedelta(minutes=2),

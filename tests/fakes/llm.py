@@ -3,6 +3,11 @@
 Real ``openai`` client code runs against it: streaming (SSE) and plain chat completions, tool
 calls, 429 with Retry-After, 500s, hangs and malformed tool arguments. Every request body is
 recorded for assertions.
+
+A call nobody scripted is a test failure, never a placeholder answer: the server answers it with
+an HTTP 400 (a permanent error, so the client does not retry it into more noise), records which
+request it was, and ``check`` (run by the ``fake_llm`` fixture at teardown) fails the test with
+that list, and with any scripted step left unused.
 """
 
 from __future__ import annotations
@@ -57,7 +62,18 @@ def hang(seconds: float) -> Step:
     return Step(hang=seconds)
 
 
-Responder = Callable[[dict[str, Any]], Step]
+Responder = Callable[[dict[str, Any]], Step | None]
+"""Answers a request the script does not cover; ``None`` means "not scripted" (a failure)."""
+
+
+def describe(body: dict[str, Any]) -> str:
+    """A short, readable name for one chat request (for failure messages)."""
+    messages = body.get("messages") or [{}]
+    first = " ".join(str(messages[0].get("content") or "").split())[:60]
+    last = " ".join(str(messages[-1].get("content") or "").split())[:80]
+    tools = f", {len(body['tools'])} tools" if body.get("tools") else ""
+    stream = ", stream" if body.get("stream") else ""
+    return f"model={body.get('model')!r}{stream}{tools}; first={first!r}; last={last!r}"
 
 
 class FakeLLM:
@@ -66,6 +82,8 @@ class FakeLLM:
     def __init__(self) -> None:
         self.script: list[Step] = []
         self.default: Responder | None = None
+        self.problems: list[str] = []
+        """Unscripted calls, each named by its request; ``check`` fails on any."""
         self.requests: list[dict[str, Any]] = []
         self.times: list[float] = []
         self._ids = itertools.count(1)
@@ -101,12 +119,21 @@ class FakeLLM:
         if self._runner is not None:
             await self._runner.cleanup()
 
+    def check(self) -> None:
+        """Fail when a call was not scripted or a scripted step was never used."""
+        problems = list(self.problems)
+        problems += [f"scripted step never used: {step}" for step in self.script]
+        if problems:
+            raise AssertionError("fake LLM:\n  " + "\n  ".join(problems))
+
     def _next(self, body: dict[str, Any]) -> Step:
         if self.script:
             return self.script.pop(0)
-        if self.default is not None:
-            return self.default(body)
-        return Step(text="(fake LLM: no scripted answer)")
+        step = self.default(body) if self.default is not None else None
+        if step is not None:
+            return step
+        self.problems.append(f"unscripted call #{len(self.chat_requests)}: {describe(body)}")
+        return Step(status=400)
 
     async def _models(self, _request: web.Request) -> web.Response:
         return web.json_response(

@@ -14,9 +14,9 @@ from bot.app.build import App, build_app, start_app
 from bot.jobs.service import Jobs
 from storage.models import Delivery, User
 from storage.repos.users import UserRepo
-from tests.conftest import make_settings
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM
+from tests.support.app import make_settings
 
 
 @asynccontextmanager
