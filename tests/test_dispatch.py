@@ -120,7 +120,9 @@ async def test_linked_identities_share_facts(app: App, fake_llm: FakeLLM) -> Non
     code = link.reply.split("code is ")[1].split()[0]
 
     linked = await app.dispatcher.handle(make_inbound(code, sender="ana-other", channel="other"))
-    assert linked.status == "linked"
+    assert linked.status == "linking"  # ana is asked first, in her first chat
+    [yes, _no] = channel(app).sent[-1].buttons
+    await app.dispatcher.handle(make_inbound("Yes", sender="ana", callback_data=yes.data))
 
     facts = await app.dispatcher.handle(make_inbound("/facts", sender="ana-other", channel="other"))
     assert facts.reply is not None and "my cat is called Miso" in facts.reply

@@ -42,7 +42,7 @@ class DispatchResult:
     """What happened to one inbound message (for logs, tests and benchmarks)."""
 
     status: str
-    """duplicate, pairing, linked, command, answered, llm_down, failed."""
+    """duplicate, pairing, linking, command, answered, llm_down, failed."""
     reply: str | None = None
     receipt: Receipt | None = None
     turn: StoredTurn | None = None
@@ -182,22 +182,12 @@ class Dispatcher:
         user = res.user
         if user is None:
             reply = res.reply or ""
+            for note in res.notify:  # a link question goes to the account being linked into
+                await self._send_quietly(note)
             receipt = await self._send_quietly(
                 OutboundMessage(msg.address, reply, reply_to=msg.message_id, kind="pairing")
             )
-            return DispatchResult("pairing", reply, receipt)
-        if res.reply is not None:
-            await self._deliver(
-                user,
-                conv_id,
-                msg.address,
-                res.reply,
-                reply_to=msg.message_id,
-                in_reply_to=message_id,
-            )
-            async with self.db.session() as s:
-                await MessageRepo(s).set_status(user.id or 0, message_id, "answered")
-            return DispatchResult("linked", res.reply)
+            return DispatchResult("linking" if res.notify else "pairing", reply, receipt)
 
         async with self._locks.hold(conv_id):
             result = await self._in_turn(user, conv_id, msg, message_id)
