@@ -88,6 +88,9 @@ class InboundMessage:
     reply_to: str | None = None
     private: bool = True
     """A one-to-one chat (DM). Scheduled pushes only ever go to private chats."""
+    overheard: bool = False
+    """Speech the pendant picked up in ambient mode (after the wake phrase): anyone near the
+    wearer may have said it, so it is answered but never changes the user's state."""
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property

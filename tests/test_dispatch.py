@@ -143,13 +143,14 @@ async def test_user_b_never_sees_user_a_facts(app: App, fake_llm: FakeLLM) -> No
     assert b_forget.reply == f"You have no fact #{fact.id}."
 
     # Through the agent's tools too: B's list_facts and forget_fact see nothing of A's.
-    fake_llm.add(call("list_facts", {}), call("forget_fact", {"fact_id": fact.id}), say("done"))
+    # (forget_fact first: after list_facts has been read it is not offered at all.)
+    fake_llm.add(call("forget_fact", {"fact_id": fact.id}), call("list_facts", {}), say("done"))
     await app.dispatcher.handle(make_inbound("what facts do you know about me?", sender="b"))
     tool_results = [
         m["content"] for m in fake_llm.chat_requests[-1]["messages"] if m["role"] == "tool"
     ]
-    assert tool_results[0] == "no facts stored"
-    assert tool_results[1].startswith("error: there is no fact")
+    assert tool_results[0].startswith("error: there is no fact")
+    assert tool_results[1] == "no facts stored"
     async with app.db.session() as s:
         [still] = (await s.exec(select(Fact))).all()
     assert still.forgotten_at is None

@@ -330,15 +330,19 @@ class DeviceHub:
         raw: dict[str, Any] = {"session_id": pipeline.id}
         if utt is not None:
             raw.update(segment_id=f"{pipeline.id}:{utt.seq}", start=utt.start / TARGET_RATE)
+        # Only a press of the ask button is the wearer for sure; a wake phrase may be anyone.
+        overheard = utt is not None and utt.mode != "ask"
         msg = InboundMessage(
             address=Address(DEVICE_CHANNEL, DEVICE_ACCOUNT, pipeline.device.name),
             sender_id=pipeline.device.name,
             message_id=message_id,
             text=text,
-            # "Yes" right after a question with buttons is that button's press.
-            callback_data=self.choices.take(pipeline.device.name, text),
+            # "Yes" right after a question with buttons is that button's press (the wearer's
+            # only: an overheard "yes" presses nothing).
+            callback_data=None if overheard else self.choices.take(pipeline.device.name, text),
             received_at=self.clock.now(),
             sender_name=pipeline.device.name,
+            overheard=overheard,
             raw=raw,
         )
         await self.on_message(msg)

@@ -219,7 +219,9 @@ class Dispatcher:
                 buttons=reply.buttons,
             )
             return DispatchResult("command", reply.text, receipt)
-        return await self._answer(user, conv_id, msg.address, text, message_id, msg.message_id)
+        return await self._answer(
+            user, conv_id, msg.address, text, message_id, msg.message_id, trusted=not msg.overheard
+        )
 
     async def _retry(
         self, user: User, conv_id: int, msg: InboundMessage, pending_id: int, retry_msg_id: int
@@ -242,6 +244,8 @@ class Dispatcher:
         text: str,
         message_id: int,
         reply_to: str | None,
+        *,
+        trusted: bool = True,
     ) -> DispatchResult:
         assert user.id is not None
         adapter = self.adapters.get(address.channel)
@@ -262,7 +266,9 @@ class Dispatcher:
 
         status = "answered"
         try:
-            outcome = await self.agent.answer(user, conv_id, text, message_id, on_event)
+            outcome = await self.agent.answer(
+                user, conv_id, text, message_id, on_event, trusted=trusted
+            )
         except AgentError as exc:
             log.warning("LLM unavailable for user %s: %s", user.id, exc)
             outcome = TurnOutcome(llm_down_text(exc))

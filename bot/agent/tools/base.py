@@ -60,6 +60,11 @@ class Tool:
     label: str
     """Progress shown to the user while it runs, e.g. "Searching your notes…"."""
     read_only: bool = True
+    """False for tools that change the user's state (facts, tasks, reminders, events,
+    settings): they are withdrawn once a turn has read untrusted text."""
+    untrusted_output: bool = False
+    """True when results carry text the user did not just type: memory search, imports,
+    pendant transcripts, other people's messages, web pages. Reading it taints the turn."""
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
@@ -97,6 +102,10 @@ class ToolRegistry:
     def names(self) -> list[str]:
         """Every registered tool name."""
         return list(self._tools)
+
+    def read_only_names(self) -> list[str]:
+        """The tools that change nothing (the only ones offered in a tainted turn)."""
+        return [n for n, t in self._tools.items() if t.read_only]
 
     async def call(self, ctx: ToolContext, name: str, raw_args: str) -> tuple[str, bool]:
         """Run a tool; returns (result text, ok). Model-fixable problems come back as text."""
