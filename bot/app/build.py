@@ -29,6 +29,7 @@ from bot.jobs.commands import JobCommands
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
+from bot.speech.fair import FairTranscriber
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from storage.db import Database
 from storage.repos.devices import DeviceRepo
@@ -197,6 +198,8 @@ async def start_channels(app: App) -> list[str]:
     An empty list means no channel is configured (the CLI then offers the console).
     """
     started: list[str] = []
+    # One fair queue for every channel's voice notes: each person's turn comes round.
+    speech = FairTranscriber(app.transcriber)
     if app.settings.telegram_enabled:
         from bot.adapters.telegram.adapter import (  # noqa: PLC0415  # loads PTB
             TelegramAdapter,
@@ -207,7 +210,8 @@ async def start_channels(app: App) -> list[str]:
             TelegramConfig.from_settings(app.settings),
             clock=app.clock,
             menu=app.commands.menu(),
-            transcriber=app.transcriber,
+            transcriber=speech,
+            is_known=app.dispatcher.is_known,
         )
         app.add_channel(telegram)
         await telegram.start(app.dispatcher.handle)
@@ -215,7 +219,9 @@ async def start_channels(app: App) -> list[str]:
     if app.settings.slack_enabled:
         from bot.adapters.slack.adapter import SlackAdapter  # noqa: PLC0415  # loads Bolt
 
-        slack = SlackAdapter.from_settings(app.settings, app.clock, transcriber=app.transcriber)
+        slack = SlackAdapter.from_settings(
+            app.settings, app.clock, transcriber=speech, is_known=app.dispatcher.is_known
+        )
         app.add_channel(slack)
         await slack.start(app.dispatcher.handle)
         started.append("slack")

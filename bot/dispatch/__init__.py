@@ -115,6 +115,16 @@ class Dispatcher:
         """Awaited after every stored turn; a failing hook is logged, never fatal."""
         self._locks = _ConversationLocks()
 
+    async def is_known(self, channel: str, account: str, sender_id: str) -> bool:
+        """May this sender use lifebot (paired, linked or allowlisted)?
+
+        Adapters ask before costly work such as transcribing a voice note.
+        """
+        if f"{channel}:{sender_id}" in self.allowlist:
+            return True
+        async with self.db.session() as s:
+            return await UserRepo(s).find_identity(channel, account, sender_id) is not None
+
     def register(self, adapter: ChannelAdapter) -> None:
         """Make an adapter the way back to its channel."""
         self.adapters[adapter.name] = adapter

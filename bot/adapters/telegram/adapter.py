@@ -26,7 +26,7 @@ from telegram.constants import ChatType
 from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
 
-from bot.adapters.base import MessageHandler
+from bot.adapters.base import MessageHandler, SenderCheck
 from bot.adapters.telegram.config import TelegramConfig
 from bot.adapters.telegram.send import ButtonCodec, TelegramSender, translate
 from bot.adapters.telegram.stream import TelegramStream, Typing, echo_text
@@ -36,7 +36,7 @@ from bot.adapters.telegram.webhook import WebhookServer
 from bot.clock import Clock
 from bot.errors import ChannelError
 from bot.messages import Address, Attachment, InboundMessage, OutboundMessage, Receipt
-from bot.speech.transcribe import Transcriber
+from bot.speech.fair import FairTranscriber
 
 __all__ = ["STALE_BUTTON", "TelegramAdapter", "TelegramConfig"]
 
@@ -61,12 +61,15 @@ class TelegramAdapter:
         *,
         clock: Clock,
         menu: list[tuple[str, str]] | None = None,
-        transcriber: Transcriber | None = None,
+        transcriber: FairTranscriber | None = None,
+        is_known: SenderCheck | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self.menu = menu or []
         self.transcriber = transcriber
+        self.is_known = is_known
+        """Asked before a voice note is fetched: strangers get no download, no model time."""
         self.codec = ButtonCodec()
         self.account = ""
         """The bot's user id, known once started."""
@@ -279,9 +282,12 @@ class TelegramAdapter:
         assert self._typing is not None
         assert self._voice is not None
         assert self._handler is not None
+        if media is not None and not await self._known(str(user.id)):
+            # A stranger: the pairing reply needs no transcript, so nothing is fetched.
+            media, text = None, text or "(voice note)"
         async with self._typing.during(chat.id):
             if media is not None:
-                result = await self._voice.transcribe(media)
+                result = await self._voice.transcribe(media, key=f"{self.name}:{user.id}")
                 if result.text is None:
                     await self._notice(chat.id, message.message_id, result.problem or UNSUPPORTED)
                     return
@@ -317,6 +323,9 @@ class TelegramAdapter:
                 await self._handler(inbound)
             finally:
                 self._echoes.pop((chat.id, message.message_id), None)
+
+    async def _known(self, sender_id: str) -> bool:
+        return self.is_known is None or await self.is_known(self.name, self.account, sender_id)
 
     async def _on_callback(self, query: CallbackQuery) -> None:
         answered = False
