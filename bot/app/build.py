@@ -198,6 +198,8 @@ async def start_channels(app: App) -> list[str]:
     An empty list means no channel is configured (the CLI then offers the console).
     """
     started: list[str] = []
+    # Before any channel takes new messages: what a crash (kill -9) left unanswered.
+    unanswered = await app.dispatcher.left_unanswered()
     # One fair queue for every channel's voice notes: each person's turn comes round.
     speech = FairTranscriber(app.transcriber)
     if app.settings.telegram_enabled:
@@ -227,6 +229,8 @@ async def start_channels(app: App) -> list[str]:
         started.append("slack")
     if await start_device_channel(app):
         started.append("device")
+    # Those messages are offered for /retry once the channels can carry the note, once each.
+    await app.dispatcher.recover_unanswered(unanswered)
     # Memory's background pass: index other paths' messages, extract from quiet chats.
     app.memory.start()
     # Scheduled jobs (briefings, reminders, proposals): only the leader process runs them.

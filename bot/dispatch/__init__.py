@@ -29,7 +29,7 @@ from bot.messages import (
     StoredTurn,
 )
 from storage.db import Database
-from storage.models import User
+from storage.models import Message, User
 from storage.repos.deliveries import DeliveryRepo
 from storage.repos.messages import ConversationRepo, MessageRepo
 from storage.repos.users import UserRepo
@@ -124,6 +124,41 @@ class Dispatcher:
             return True
         async with self.db.session() as s:
             return await UserRepo(s).find_identity(channel, account, sender_id) is not None
+
+    async def left_unanswered(self) -> list[Message]:
+        """Messages a crash left unanswered (call before any channel starts taking new ones)."""
+        async with self.db.session() as s:
+            return await MessageRepo(s).unanswered()
+
+    async def recover_unanswered(self, rows: Sequence[Message]) -> int:
+        """At start-up: messages a crash left unanswered are offered for /retry, once each.
+
+        A turn killed mid-way (kill -9, power loss) leaves its inbound message ``received``;
+        the channel will not deliver it again. Each such message moves to ``pending_retry``
+        in one conditional UPDATE (so it is offered once, whoever else recovers at the same
+        time) and its sender is told, with a button that answers it. Returns how many.
+        """
+        offered = 0
+        for row in rows:
+            assert row.id is not None
+            async with self.db.session() as s:
+                if not await MessageRepo(s).move_status(row.id, "received", "pending_retry"):
+                    continue
+            offered += 1
+            snippet = row.text if len(row.text) <= 80 else row.text[:79] + "…"
+            await self._send_quietly(
+                OutboundMessage(
+                    Address(row.channel, row.account, row.chat_id),
+                    f"Sorry, lifebot restarted while answering your message “{snippet}”. "
+                    "Send /retry (or press the button) and I'll answer it now.",
+                    buttons=[Button("Answer it now", "/retry")],
+                    reply_to=row.external_id,
+                    kind="notice",
+                )
+            )
+        if offered:
+            log.warning("offered %d message(s) left unanswered by a restart for /retry", offered)
+        return offered
 
     def register(self, adapter: ChannelAdapter) -> None:
         """Make an adapter the way back to its channel."""

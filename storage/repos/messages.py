@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -70,6 +71,31 @@ class MessageRepo:
         if row is not None:
             row.status = "pending_retry"
             self.s.add(row)
+
+    async def unanswered(self) -> list[Message]:
+        """Known people's inbound messages accepted but never answered (a crash mid-turn)."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.direction == "in",
+                col(Message.user_id).is_not(None),
+                Message.status == "received",
+            )
+            .order_by(col(Message.id))
+        )
+        return list(res.all())
+
+    async def move_status(self, message_id: int, old: str, new: str) -> bool:
+        """Change a message's status only if it still is ``old``.
+
+        True for the one caller whose UPDATE changed it (two recoverers act once).
+        """
+        res = await self.s.exec(
+            update(Message)
+            .where(col(Message.id) == message_id, col(Message.status) == old)
+            .values(status=new)
+        )
+        return int(getattr(res, "rowcount", 0) or 0) == 1
 
     async def get(self, user_id: int, message_id: int) -> Message | None:
         """One message of this user's."""
