@@ -27,6 +27,7 @@ from bot.messages import (
     OutboundMessage,
     Receipt,
     StoredTurn,
+    clean_text,
 )
 from storage.db import Database
 from storage.models import Message, User
@@ -166,6 +167,11 @@ class Dispatcher:
 
     async def handle(self, msg: InboundMessage) -> DispatchResult:
         """Handle one inbound message; never raises except on cancellation."""
+        msg.text = clean_text(msg.text)  # the boundary: nothing unstorable goes further
+        if msg.sender_name is not None:
+            msg.sender_name = clean_text(msg.sender_name)
+        if msg.callback_data is not None:
+            msg.callback_data = clean_text(msg.callback_data)
         try:
             return await self._handle(msg)
         except asyncio.CancelledError:
@@ -177,25 +183,33 @@ class Dispatcher:
                 msg.address.chat_id,
                 msg.message_id,
             )
-            await self._keep_for_retry(msg)
+            saved = await self._keep_for_retry(msg)
             await self._send_quietly(
                 OutboundMessage(
                     msg.address,
                     "Sorry, something went wrong on my side and I couldn't answer that. "
-                    "Your message is saved; send /retry to try again.",
+                    + (
+                        "Your message is saved; send /retry to try again."
+                        if saved
+                        else "I couldn't keep your message either: please send it again."
+                    ),
                     reply_to=msg.message_id,
                     kind="notice",
                 )
             )
             return DispatchResult("failed")
 
-    async def _keep_for_retry(self, msg: InboundMessage) -> None:
-        """After a failure, leave a person's stored message waiting for /retry."""
+    async def _keep_for_retry(self, msg: InboundMessage) -> bool:
+        """After a failure, leave a person's stored message waiting for /retry.
+
+        True only when it really waits there: the reply must not promise what is not so.
+        """
         try:
             async with self.db.session() as s:
-                await MessageRepo(s).mark_unanswered(msg.dedupe_key)
+                return await MessageRepo(s).mark_unanswered(msg.dedupe_key)
         except Exception:  # the database may be what failed; the reply still goes out
             log.exception("could not mark a failed message for /retry")
+            return False
 
     async def _handle(self, msg: InboundMessage) -> DispatchResult:
         async with self.db.session() as s:

@@ -58,8 +58,11 @@ class MessageRepo:
             row.status = "refused"
             self.s.add(row)
 
-    async def mark_unanswered(self, dedupe_key: str) -> None:
-        """A known person's inbound message that failed mid-turn now waits for /retry."""
+    async def mark_unanswered(self, dedupe_key: str) -> bool:
+        """A known person's inbound message that failed mid-turn now waits for /retry.
+
+        True when such a message is stored and now waits (False: nothing was kept).
+        """
         res = await self.s.exec(
             select(Message).where(
                 Message.dedupe_key == dedupe_key,
@@ -68,9 +71,11 @@ class MessageRepo:
             )
         )
         row = res.first()
-        if row is not None:
-            row.status = "pending_retry"
-            self.s.add(row)
+        if row is None:
+            return False
+        row.status = "pending_retry"
+        self.s.add(row)
+        return True
 
     async def unanswered(self) -> list[Message]:
         """Known people's inbound messages accepted but never answered (a crash mid-turn)."""
