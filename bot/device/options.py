@@ -27,7 +27,7 @@ class DeviceOptions:
     keep_audio: bool = False
     wake_phrase: str = "hey lifebot"
     stt_workers: int = 1
-    revoke_check_seconds: float = 30.0
+    revoke_check_seconds: float = 2.0
     stop_grace_seconds: float = 5.0
     """On shutdown, queued work gets this long to finish; the rest resumes at the next start."""
     """How often a connected device's token is checked again (``device revoke`` is another

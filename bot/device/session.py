@@ -364,8 +364,10 @@ class SessionPipeline:
         elif item.route == "wake":
             await self.hub.finish(utt, "done", item.text)
         elif item.route == "ask":
-            await self.hub.ask(self, item.question, f"{self.id}:{utt.seq}", utt=utt)
-            await self.hub.finish(utt, "done", item.text)
+            if await self.hub.ask(self, item.question, f"{self.id}:{utt.seq}", utt=utt):
+                await self.hub.finish(utt, "done", item.text)
+            else:
+                await self.hub.finish(utt, "revoked", "")
         else:
             await self.hub.store_ambient(self, utt, item.text)
             self._heard_ambient = True
