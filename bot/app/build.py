@@ -7,8 +7,10 @@ Everything else takes its collaborators in its constructor.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
@@ -187,9 +189,24 @@ def build_app(
 
 
 async def start_app(app: App) -> None:
-    """Prepare storage (data dir, migrations)."""
-    app.settings.data_dir.mkdir(parents=True, exist_ok=True)
+    """Prepare storage (data dir, migrations); only the owner may read the data."""
+    await asyncio.to_thread(_private_dir, app.settings.data_dir)
     await app.db.migrate()
+    if app.db.path is not None:
+        await asyncio.to_thread(_private_files, app.db.path)
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)  # also when it existed from an older version with 0755
+
+
+def _private_files(db_path: Path) -> None:
+    # SQLite gives its -wal and -shm files the database file's mode, so these three suffice.
+    for suffix in ("", "-wal", "-shm"):
+        target = db_path.with_name(db_path.name + suffix)
+        if target.exists():
+            target.chmod(0o600)
 
 
 async def start_channels(app: App) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from bot.app import logsafe
 from bot.app.build import App, build_app, start_app, start_channels
 from bot.app.cli.device import register_device_cli
 from bot.app.cli.jobs import register_jobs_cli
@@ -58,6 +59,7 @@ def setup_logging(settings: Settings, *, quiet_console: bool = False) -> None:
     )
     for noisy in ("httpx", "httpcore", "openai", "aiosqlite", "apscheduler"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+    logsafe.install(settings)  # tokens and secrets never reach a log line, at any level
 
 
 def run_with_app(fn: Callable[[App], Awaitable[T]]) -> T:
@@ -131,7 +133,9 @@ async def run_serve(application: App) -> None:
 def serve() -> None:
     """Run lifebot: every configured channel, or the console when none is configured."""
     settings = settings_or_exit()
-    setup_logging(settings, quiet_console=not (settings.telegram_enabled or settings.slack_enabled))
+    # Only when the console itself is the channel do logs stay quiet (they would mix with chat).
+    channels = settings.telegram_enabled or settings.slack_enabled or settings.device_enabled
+    setup_logging(settings, quiet_console=not channels)
     run_with_app(run_serve)
 
 
