@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import signal
+import socket
 import stat
 import sys
 from pathlib import Path
 
+import pytest
+
+from bot.app.build import start_channels
+from tests.conftest import AppFactory
+from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.test_telegram import tg
 
@@ -84,3 +91,30 @@ async def test_a_pendant_only_serve_logs_at_info(tmp_path: Path) -> None:
     )
 
     assert "lifebot is running: device" in err, err[-2000:]
+
+
+async def test_a_malformed_webhook_update_gets_200_and_one_log_line(
+    tg: FakeTelegram, app_factory: AppFactory, fake_llm: FakeLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    app = await app_factory(
+        fake_llm,
+        telegram_bot_token=TOKEN,
+        telegram_api_url=tg.api_url,
+        telegram_webhook_url=f"http://127.0.0.1:{port}/telegram/hook",
+        telegram_webhook_secret="right-secret",
+        telegram_webhook_port=port,
+        jobs_enabled=False,
+    )
+    await start_channels(app)
+    try:
+        caplog.clear()
+        bad = {"update_id": 7, "message": {"message_id": "x", "chat": 5, "date": "never"}}
+        assert await tg.post_webhook(bad, "right-secret") == 200
+        lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(lines) == 1 and lines[0].exc_info is None, lines
+    finally:
+        for adapter in app.started:
+            await adapter.stop()

@@ -34,7 +34,9 @@ CODE_LENGTH = 8
 CODE_TTL = timedelta(hours=1)
 LINK_TTL = timedelta(minutes=10)
 """Link codes and link questions live briefly: they are used within a minute or not at all."""
-MAX_PENDING_PER_CHANNEL = 3
+MAX_PENDING_PER_CHANNEL = 200
+"""Only a bound on stored rows: each sender has one pending request at most (asking again
+shows the same code), so a few strangers can no longer lock every newcomer out."""
 _CODE_IN_TEXT = re.compile(
     rf"^\s*(?:/link\s+)?([{CODE_ALPHABET}]{{{CODE_LENGTH}}})\s*$", re.IGNORECASE
 )
