@@ -26,6 +26,9 @@ from bot.errors import ChannelError
 
 log = logging.getLogger(__name__)
 
+CLOSE_TRY_AGAIN_LATER = 1013
+"""The standard WebSocket code for "overloaded": too many sockets wait to authenticate."""
+
 
 class WsConnection:
     """A device's WebSocket, as the hub's ``Connection``."""
@@ -54,6 +57,10 @@ class DeviceServer:
         self.host = host
         self.port = port
         self._server: Server | None = None
+        self._waiting: dict[str, int] = {}
+        """Sockets per remote address still waiting for their auth frame."""
+        self._refused = 0
+        self._refused_logged = float("-inf")
 
     @property
     def bound_port(self) -> int:
@@ -76,6 +83,7 @@ class DeviceServer:
             ping_interval=20,
             ping_timeout=20,
             close_timeout=5,
+            open_timeout=max(1.0, opts.auth_timeout),  # the HTTP upgrade, bounded like auth
         )
         log.info("pendant endpoint listening on ws://%s:%s%s", self.host, self.port, p.PATH)
 
@@ -123,11 +131,45 @@ class DeviceServer:
             await ws.close(p.CLOSE_UNAUTHORIZED, "unknown or revoked device token")
         return device
 
+    def _admit(self, ws: ServerConnection) -> str | None:
+        """The address to count this socket under, or None when it must be refused.
+
+        A socket with an Authorization header is checked at once and never waits, so it is
+        always let through: a flood of idle sockets cannot lock a real pendant out.
+        """
+        addr = str(ws.remote_address[0]) if ws.remote_address else "?"
+        if ws.request is not None and ws.request.headers.get("Authorization"):
+            return addr
+        opts = self.hub.options
+        if (
+            self._waiting.get(addr, 0) >= opts.max_unauthenticated_per_address
+            or sum(self._waiting.values()) >= opts.max_unauthenticated
+        ):
+            return None
+        return addr
+
     async def _handle(self, ws: ServerConnection) -> None:
+        addr = self._admit(ws)
+        if addr is None:
+            self._refused += 1
+            if time.monotonic() - self._refused_logged >= 60:  # one line a minute in a flood
+                self._refused_logged = time.monotonic()
+                log.warning(
+                    "refused %d pendant connection(s): too many waiting to authenticate",
+                    self._refused,
+                )
+                self._refused = 0
+            await ws.close(CLOSE_TRY_AGAIN_LATER, "too many unauthenticated connections")
+            return
+        self._waiting[addr] = self._waiting.get(addr, 0) + 1
         try:
             device = await self._authenticate(ws)
         except ConnectionClosed:
             return
+        finally:
+            self._waiting[addr] -= 1
+            if not self._waiting[addr]:
+                del self._waiting[addr]
         if device is None:
             return
         conn = WsConnection(ws, device)

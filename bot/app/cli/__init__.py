@@ -62,6 +62,24 @@ def setup_logging(settings: Settings, *, quiet_console: bool = False) -> None:
     logsafe.install(settings)  # tokens and secrets never reach a log line, at any level
 
 
+def raise_open_file_limit() -> None:
+    """Lift the soft limit on open files to the hard one, where the system allows it.
+
+    Each pendant, chat connection and database file holds descriptors; the common soft limit
+    of 1,024 let a flood of sockets starve every channel ("Too many open files").
+    """
+    try:
+        import resource  # POSIX only
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        if soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            logging.getLogger("lifebot.serve").info("open file limit raised to %d", target)
+    except (ImportError, ValueError, OSError) as exc:
+        logging.getLogger("lifebot.serve").warning("could not raise the open file limit: %s", exc)
+
+
 def run_with_app(fn: Callable[[App], Awaitable[T]]) -> T:
     """Build the app, migrate, run ``fn`` and close everything; BotErrors become exit 1."""
     settings = settings_or_exit()
@@ -136,6 +154,7 @@ def serve() -> None:
     # Only when the console itself is the channel do logs stay quiet (they would mix with chat).
     channels = settings.telegram_enabled or settings.slack_enabled or settings.device_enabled
     setup_logging(settings, quiet_console=not channels)
+    raise_open_file_limit()
     run_with_app(run_serve)
 
 
