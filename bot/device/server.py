@@ -7,6 +7,7 @@ length) and error frames live here; audio goes straight to the session pipeline'
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 import uuid
@@ -191,10 +192,28 @@ class _Session:
         self.conn = conn
         self.pipeline: SessionPipeline | None = None
         self.decoder: Decoder | None = None
+        self._storage_logged = False
 
     async def error(self, code: str, message: str) -> None:
         """Tell the device what was wrong; the connection stays open."""
         await self.conn.send(p.Error(code, message))
+
+    async def storage_error(self, exc: OSError) -> None:
+        """The spool cannot take audio (disk full, read-only, not a folder): say so, stay open.
+
+        What was already spooled is kept; the device is told with a code it can act on.
+        """
+        code = (
+            "storage_full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "storage_unavailable"
+        )
+        if not self._storage_logged:
+            self._storage_logged = True
+            log.error(
+                "pendant %s: the audio spool cannot be written (%s); run `lifebot doctor`",
+                self.conn.device.name,
+                exc,
+            )
+        await self.error(code, "lifebot cannot store audio right now; keep it and retry later")
 
     async def run(self) -> None:
         """Receive until the device leaves or goes quiet for too long."""
@@ -228,7 +247,11 @@ class _Session:
         except p.ProtocolError as exc:
             await self.error(exc.code, exc.message)
             return
-        await self.pipeline.add_audio(pcm)
+        try:
+            await self.pipeline.add_audio(pcm)
+        except OSError as exc:
+            await self.storage_error(exc)
+            return
         if self.pipeline.spool.seconds >= self.hub.options.max_session_seconds:
             self.pipeline = await self.hub.rollover(self.conn, self.pipeline)
             await self.conn.send(p.Ready(self.pipeline.id, resumed=False, mode=self.pipeline.mode))
@@ -264,8 +287,12 @@ class _Session:
             return
         if self.decoder is not None and self.pipeline is not None:
             await self.pipeline.add_audio(self.decoder.flush())
-        self.decoder = decoder
-        self.pipeline, resumed = await self.hub.open_session(self.conn, hello, self.pipeline)
+        try:
+            pipeline, resumed = await self.hub.open_session(self.conn, hello, self.pipeline)
+        except OSError as exc:
+            await self.storage_error(exc)
+            return
+        self.decoder, self.pipeline = decoder, pipeline
         await self.conn.send(p.Ready(self.pipeline.id, resumed=resumed, mode=self.pipeline.mode))
 
 
