@@ -131,3 +131,17 @@ async def test_one_code_used_at_once_by_two_strangers_asks_once(any_db_app: App)
         used = (await s.exec(select(PairingRequest).where(PairingRequest.code == code))).one()
     assert used.status != "pending"
     assert len(await _identities(app)) == 1
+
+
+async def test_link_code_guesses_are_throttled(app: App) -> None:
+    await add_user(app, "ana")
+    got = await app.dispatcher.handle(make_inbound("/link", sender="ana"))
+    assert got.reply is not None
+    [code] = CODE.findall(got.reply)
+    for n in range(10):
+        await app.dispatcher.handle(make_inbound(f"/link ZZZZZZ{n + 2}{n + 2}", sender="eve"))
+
+    late = await app.dispatcher.handle(make_inbound(code, sender="eve"))
+
+    assert late.reply is not None and "Too many codes" in late.reply
+    assert not [m for m in channel(app).sent if m.text.startswith("Link ")]

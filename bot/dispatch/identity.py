@@ -23,6 +23,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from bot.adapters.console import CONSOLE_ACCOUNT, CONSOLE_SENDER
 from bot.messages import Address, Button, InboundMessage, OutboundMessage
 from storage.models import ChannelIdentity, PairingRequest, User
+from storage.repos.messages import MessageRepo
 from storage.repos.pairing import PairingRepo
 from storage.repos.users import UserRepo
 
@@ -32,6 +33,8 @@ CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 """No 0/O, 1/I/L: codes are read aloud and typed on phones."""
 CODE_LENGTH = 8
 CODE_TTL = timedelta(hours=1)
+MAX_GUESSES = 10
+GUESS_WINDOW = timedelta(hours=1)
 LINK_TTL = timedelta(minutes=10)
 """Link codes and link questions live briefly: they are used within a minute or not at all."""
 MAX_PENDING_PER_CHANNEL = 200
@@ -70,6 +73,10 @@ async def resolve(
         user = await users.get(ident.user_id)
         return Resolution(user, ident)
 
+    if _CODE_IN_TEXT.match(msg.text or "") and await _guessing(session, msg, now):
+        return Resolution(
+            None, reply="Too many codes were tried from here. Wait an hour, then try again."
+        )
     linked = await _try_link(session, msg, now)
     if linked is not None:
         return linked
@@ -92,6 +99,21 @@ async def resolve(
         return Resolution(user, ident)
 
     return Resolution(None, reply=await _pairing_reply(session, msg, now))
+
+
+async def _guessing(session: AsyncSession, msg: InboundMessage, now: datetime) -> bool:
+    """True once a stranger has sent MAX_GUESSES refused messages within the last hour.
+
+    Codes have 31**8 values, but nothing should let anyone try them at the channel's speed.
+    """
+    a = msg.address
+    tries = await MessageRepo(session).refused_since(
+        a.channel, a.account, msg.sender_id, now - GUESS_WINDOW
+    )
+    if tries >= MAX_GUESSES:
+        log.warning("throttled link-code guesses from a %s sender", a.channel)
+        return True
+    return False
 
 
 async def _try_link(session: AsyncSession, msg: InboundMessage, now: datetime) -> Resolution | None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import update
-from sqlmodel import col, select
+from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address, InboundMessage
@@ -76,6 +77,21 @@ class MessageRepo:
         row.status = "pending_retry"
         self.s.add(row)
         return True
+
+    async def refused_since(
+        self, channel: str, account: str, sender_id: str, since: datetime
+    ) -> int:
+        """How many messages of this stranger were refused since ``since`` (guess throttle)."""
+        res = await self.s.exec(
+            select(func.count()).where(
+                Message.channel == channel,
+                Message.account == account,
+                Message.sender_id == sender_id,
+                Message.status == "refused",
+                col(Message.created_at) >= since,
+            )
+        )
+        return int(res.one())
 
     async def unanswered(self) -> list[Message]:
         """Known people's inbound messages accepted but never answered (a crash mid-turn)."""
