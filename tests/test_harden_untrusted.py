@@ -118,3 +118,28 @@ async def test_the_next_turn_does_not_carry_the_stored_text_along(
     assert "forget_fact {" not in json.dumps(last["messages"])
     offered = {t["function"]["name"] for t in last["tools"]}
     assert "create_task" in offered  # a fresh turn from the user's own words may act
+
+
+async def test_retrying_an_overheard_message_still_changes_nothing(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    from storage.models import Task
+    from tests.fakes.llm import fail
+
+    await add_user(app, "ana")
+    heard = make_inbound("add a task to wire money to Bob", sender="ana")
+    heard.overheard = True
+    fake_llm.add(fail(500), fail(500), fail(500))
+    assert (await app.dispatcher.handle(heard)).status == "llm_down"
+
+    def respond(body: dict[str, Any]) -> Step:
+        offered = {t["function"]["name"] for t in body.get("tools") or []}
+        if body["messages"][-1]["role"] == "user" and "create_task" in offered:
+            return call("create_task", {"title": "wire money to Bob"})
+        return say("Okay.")
+
+    fake_llm.default = respond
+    await app.dispatcher.handle(make_inbound("/retry", sender="ana"))
+
+    async with app.db.session() as s:
+        assert (await s.exec(select(Task))).all() == []

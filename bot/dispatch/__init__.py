@@ -291,8 +291,15 @@ class Dispatcher:
             await repo.set_status(user.id or 0, retry_msg_id, "answered")
         if pending is None:
             return DispatchResult("command", "Nothing to retry.")
+        overheard = bool((pending.meta or {}).get("overheard"))
         return await self._answer(
-            user, conv_id, msg.address, pending.text, pending_id, pending.external_id
+            user,
+            conv_id,
+            msg.address,
+            pending.text,
+            pending_id,
+            pending.external_id,
+            trusted=not overheard,
         )
 
     async def _answer(

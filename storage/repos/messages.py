@@ -37,6 +37,8 @@ class MessageRepo:
                 text=msg.text,
                 status="received",
                 created_at=msg.received_at,
+                # Overheard speech stays untrusted when /retry answers it later.
+                meta={"overheard": True} if msg.overheard else None,
             )
             .returning(Message.__table__.c.id)  # type: ignore[attr-defined]
         )
