@@ -140,7 +140,7 @@ class Settings(BaseSettings):
         90.0, gt=0, validation_alias=_env("LIFEBOT_DEVICE_IDLE_TIMEOUT")
     )
     device_auth_timeout: float = Field(
-        5.0, gt=0, validation_alias=_env("LIFEBOT_DEVICE_AUTH_TIMEOUT")
+        2.0, gt=0, validation_alias=_env("LIFEBOT_DEVICE_AUTH_TIMEOUT")
     )
     device_resume_seconds: float = Field(
         300.0, ge=0, validation_alias=_env("LIFEBOT_DEVICE_RESUME_SECONDS")

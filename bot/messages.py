@@ -7,6 +7,22 @@ from datetime import datetime
 from typing import Any
 
 
+def clean_text(text: str) -> str:
+    """Text every database and wire accepts: lone surrogates become U+FFFD, NULs are dropped.
+
+    Channels hand over what people type, and some clients send half an emoji (a lone UTF-16
+    surrogate) or a NUL; SQLite's UTF-8 and PostgreSQL's text type reject them.
+    """
+    if text.isascii() and "\x00" not in text:
+        return text
+    out = text.replace("\x00", "")
+    try:
+        out.encode("utf-8")
+    except UnicodeEncodeError:
+        out = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in out)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Address:
     """Where a conversation lives on a channel."""
@@ -100,6 +116,9 @@ class InboundMessage:
     reply_to: str | None = None
     private: bool = True
     """A one-to-one chat (DM). Scheduled pushes only ever go to private chats."""
+    overheard: bool = False
+    """Speech the pendant picked up in ambient mode (after the wake phrase): anyone near the
+    wearer may have said it, so it is answered but never changes the user's state."""
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -43,11 +43,14 @@ class Database:
     def __init__(self, url: str, *, echo: bool = False) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self.path: Path | None = None
+        """The SQLite database file, if there is one."""
         kwargs: dict[str, Any] = {"echo": echo}
         if self.is_sqlite:
             path = url.split(":///", 1)[1] if ":///" in url else ""
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                self.path = Path(path)
+                self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             kwargs["connect_args"] = {"timeout": 15}
         else:
             kwargs["pool_pre_ping"] = True

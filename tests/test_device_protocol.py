@@ -2,46 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.asyncio.client import connect
 
 from bot.app.build import App
 from bot.device import protocol as p
 from storage.repos.devices import DeviceRepo
 from tests.fakes.llm import FakeLLM, say
 from tests.support.app import AppFactory
-from tests.support.device import Running, add_device, running_device
+from tests.support.device import _closed, _frame, _open, add_device, running_device
 from tests.support.speech import speak
-
-
-def _open(dev: Running, token: str | None = None, **kwargs: Any) -> Any:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return connect(dev.url, additional_headers=headers, proxy=None, **kwargs)
-
-
-async def _frame(ws: ClientConnection, kind: str | None = None) -> dict[str, Any]:
-    """The next frame (of ``kind``, skipping others)."""
-    async with asyncio.timeout(30):
-        while True:
-            data: dict[str, Any] = json.loads(await ws.recv())
-            if kind is None or data["type"] == kind:
-                return data
-
-
-async def _closed(ws: ClientConnection) -> tuple[int | None, str]:
-    """Read until the server closes; the close code and reason."""
-    with contextlib.suppress(ConnectionClosed):
-        async with asyncio.timeout(10):
-            async for _ in ws:
-                pass
-    return ws.close_code, ws.close_reason or ""
 
 
 async def test_bad_missing_and_revoked_tokens_are_closed_with_4401(

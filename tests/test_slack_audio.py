@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.fakes.llm import FakeLLM, say
-from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack, dm_event
-from tests.support.app import AppFactory, add_user
-from tests.support.slack import ANA, ANA_DM, Slack, answer, asked_of, start_slack
-from tests.support.speech import shared_transcriber, speak
-
-
-async def start_voice(
-    app_factory: AppFactory, fake_llm: FakeLLM, fake: FakeSlack, **overrides: Any
-) -> Slack:
-    """lifebot in HTTP mode with the real speech model (loaded once per run), Ana paired."""
-    slack = await start_slack(
-        app_factory, fake_llm, fake, "http", transcriber=shared_transcriber(), **overrides
-    )
-    await add_user(slack.app, ANA, channel_name="slack", account=TEAM_ID)
-    return slack
+from tests.fakes.slack_api import BOT_TOKEN, FakeSlack, dm_event
+from tests.support.app import AppFactory
+from tests.support.slack import ANA_DM, Slack, answer, asked_of, ogg_clip, start_voice
 
 
 @pytest.fixture
@@ -36,15 +21,6 @@ async def voice(
     slack = await start_voice(app_factory, fake_llm, fake_slack)
     yield slack
     await slack.adapter.stop()
-
-
-def ogg_clip(text: str, tmp_path: Path) -> bytes:
-    wav = speak(text, tmp_path / "clip.wav")
-    sox = shutil.which("sox")
-    assert sox
-    ogg = tmp_path / "clip.ogg"
-    subprocess.run([sox, str(wav), str(ogg)], check=True)
-    return ogg.read_bytes()
 
 
 async def test_voice_clip_in_a_dm_is_transcribed_and_answered(

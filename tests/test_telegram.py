@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import av
 import pytest
 from sqlmodel import select
 
@@ -24,7 +21,7 @@ from storage.models import ChannelIdentity, Message
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, TOKEN, FakeTelegram
 from tests.support.app import make_settings
-from tests.support.telegram import CHAT, Starter, eventually
+from tests.support.telegram import CHAT, Starter, eventually, voice_note
 
 ADDRESS = Address("telegram", str(BOT_ID), str(CHAT))
 
@@ -371,22 +368,6 @@ async def test_a_channel_without_a_token_problem_is_reported_in_plain_words(
     with pytest.raises(ChannelError, match="rejected TELEGRAM_BOT_TOKEN") as caught:
         await adapter.start(lambda _msg: asyncio.sleep(0))
     assert "WRONG-token" not in str(caught.value)  # the token never reaches a log
-
-
-def voice_note(text: str, tmp_path: Path) -> bytes:
-    """``text`` spoken by espeak-ng, encoded like a Telegram voice note (OGG/Opus, 48 kHz)."""
-    espeak = shutil.which("espeak-ng")
-    assert espeak, "espeak-ng must be installed (.ci/run installs it)"
-    wav, ogg = tmp_path / "speech.wav", tmp_path / "voice.ogg"
-    subprocess.run([espeak, "-v", "en-us", "-w", str(wav), text], check=True)
-    resampler = av.AudioResampler(format="s16", layout="mono", rate=48000)
-    with av.open(str(wav)) as src, av.open(str(ogg), "w", format="ogg") as dst:
-        stream = dst.add_stream("libopus", rate=48000)
-        for frame in [*src.decode(audio=0), None]:
-            for chunk in resampler.resample(frame):
-                dst.mux(stream.encode(chunk))
-        dst.mux(stream.encode(None))
-    return ogg.read_bytes()
 
 
 async def test_voice_note_round_trip_with_real_transcription(

@@ -8,6 +8,9 @@ from typing import Protocol, runtime_checkable
 from bot.messages import Address, InboundMessage, OutboundMessage, Receipt
 
 MessageHandler = Callable[[InboundMessage], Awaitable[object]]
+SenderCheck = Callable[[str, str, str], Awaitable[bool]]
+"""``is_known(channel, account, sender_id)``: may this sender use lifebot? Adapters ask it
+before any costly work for a message (downloading and transcribing audio)."""
 
 
 @runtime_checkable

@@ -3,6 +3,12 @@
 Hard caps on tool rounds, tool calls, wall time and context tokens; a guard against the same
 call twice. The loop yields events (tool started, text delta, final answer) that adapters
 render as they can. The wall-time cap reads the caller's Clock, so tests drive it by hand.
+
+Untrusted text is kept from acting structurally, not by prompt wording: once a turn has read
+a tool result marked ``untrusted_output`` (memory, imports, transcripts, other people's words)
+or started from untrusted input (speech overheard by the pendant), every state-changing tool
+is withdrawn from the offer for the rest of the turn, and a call to one anyway is refused
+without running. The answer then says that nothing was changed; the user can ask directly.
 """
 
 from __future__ import annotations
@@ -58,6 +64,8 @@ class FinalAnswer:
     """Assistant tool-call messages and tool results produced during the turn, in order."""
     stopped: str | None = None
     """Which cap stopped the loop, if one did."""
+    withheld: list[str] = field(default_factory=list)
+    """State-changing calls refused because the turn had read untrusted text."""
 
 
 AgentEvent = ToolStarted | TextDelta | FinalAnswer
@@ -76,10 +84,13 @@ def _stop_message(reason: str, limits: Limits) -> str:
 class _TurnState:
     """Counters shared by the rounds of one turn."""
 
-    def __init__(self, limits: Limits, clock: Clock) -> None:
+    def __init__(self, limits: Limits, clock: Clock, *, tainted: bool = False) -> None:
         self.limits = limits
         self.clock = clock
         self.deadline = clock.now() + timedelta(seconds=limits.wall_seconds)
+        self.tainted = tainted
+        """Untrusted text is in the context: state-changing tools are withdrawn."""
+        self.withheld: list[str] = []
         self.transcript: list[dict[str, Any]] = []
         self.seen_calls: dict[str, int] = {}
         self.calls_made = 0
@@ -146,12 +157,23 @@ async def _run_calls(
                 "error: you already made this exact call in this turn; its result is "
                 "above. Use it, or answer the user now."
             )
+        elif state.tainted and (tool := tools.get(call.name)) is not None and not tool.read_only:
+            log.warning("withheld %s: the turn had read untrusted text", call.name)
+            state.withheld.append(call.name)
+            text = (
+                f"error: {call.name} is not available in this turn: text from memory, imports "
+                "or transcripts was read, and such text is never acted on. Nothing was "
+                "changed. Answer the user; they can ask for the change directly."
+            )
         else:
             tool = tools.get(call.name)
             yield ToolStarted(call.name, tool.label if tool else "Working…")
             text, ok = await tools.call(ctx, call.name, call.arguments)
             if not ok:
                 log.info("tool %s returned an error to the model", call.name)
+            if tool is not None and tool.untrusted_output:
+                # The result already names each item's provenance (import, transcript, ...).
+                state.tainted = True
         state.transcript.append(
             _tool_msg(call.id, trim_text(text, state.limits.tool_result_tokens))
         )
@@ -167,18 +189,21 @@ async def run_turn(
     limits: Limits,
     clock: Clock,
     use_tools: bool = True,
+    tainted: bool = False,
 ) -> AsyncIterator[AgentEvent]:
     """Run one agent turn over ``history`` (which ends with the user's message).
 
     LLM errors (AgentError) propagate to the caller; everything else ends in a FinalAnswer.
     After ``max_rounds`` tool rounds the model gets one last call without tools to answer.
-    ``clock`` times the turn against ``limits.wall_seconds``.
+    ``clock`` times the turn against ``limits.wall_seconds``; ``tainted`` starts the turn with
+    state-changing tools withdrawn (untrusted input).
     """
-    state = _TurnState(limits, clock)
+    state = _TurnState(limits, clock, tainted=tainted)
     specs = tools.specs() if use_tools else None
+    safe_specs = tools.specs(tools.read_only_names()) if use_tools else None
     for round_no in range(limits.max_rounds + 1):
         messages = fit_history(system, [*history, *state.transcript], limits.context_tokens)
-        offer = specs if round_no < limits.max_rounds else None
+        offer = (safe_specs if state.tainted else specs) if round_no < limits.max_rounds else None
         result = ChatResult()
         async for item in _stream_round(llm, messages, offer, state):
             if isinstance(item, ChatResult):
@@ -186,7 +211,7 @@ async def run_turn(
             else:
                 yield item
         if state.stopped is None and not result.tool_calls:
-            yield FinalAnswer(result.text.strip(), state.transcript)
+            yield FinalAnswer(result.text.strip(), state.transcript, withheld=state.withheld)
             return
         if state.stopped is None and round_no < limits.max_rounds:
             async for started in _run_calls(tools, ctx, result, state):
@@ -194,7 +219,9 @@ async def run_turn(
         if state.stopped is not None:
             break
     reason = state.stopped or "rounds"
-    yield FinalAnswer(_stop_message(reason, limits), state.transcript, stopped=reason)
+    yield FinalAnswer(
+        _stop_message(reason, limits), state.transcript, stopped=reason, withheld=state.withheld
+    )
 
 
 def _tool_msg(call_id: str, text: str) -> dict[str, Any]:

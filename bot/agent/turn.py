@@ -58,6 +58,40 @@ def history_to_openai(rows: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
+CHANGED_NOTHING = (
+    "(I changed nothing: I never act on instructions found in stored text, imports or "
+    "overheard speech. If you want that done, ask me directly.)"
+)
+OVERHEARD_REMEMBER = (
+    "I heard someone ask me to remember or forget something, but I don't change your memory "
+    "from overheard speech. Hold the button and ask, or tell me in chat, to do it."
+)
+
+
+def hide_old_untrusted(history: list[dict[str, Any]], tools: ToolRegistry) -> list[dict[str, Any]]:
+    """Earlier turns' untrusted tool results are not carried into a new turn's context.
+
+    They were data for the answer they served; repeated, they would smuggle stored text into
+    a turn that has not read it (and so still offers state-changing tools).
+    """
+    names: dict[str, str] = {}
+    for msg in history:
+        for call in msg.get("tool_calls") or []:
+            names[str(call.get("id"))] = str(call.get("function", {}).get("name"))
+    out: list[dict[str, Any]] = []
+    for msg in history:
+        tool = (
+            tools.get(names.get(str(msg.get("tool_call_id")), ""))
+            if msg["role"] == "tool"
+            else None
+        )
+        if tool is not None and tool.untrusted_output:
+            out.append({**msg, "content": "(earlier result not repeated; call the tool again)"})
+        else:
+            out.append(msg)
+    return out
+
+
 class Agent:
     """Answers a user's message; knows nothing about channels."""
 
@@ -91,10 +125,18 @@ class Agent:
         text: str,
         message_id: int,
         on_event: EventSink,
+        *,
+        trusted: bool = True,
     ) -> TurnOutcome:
-        """Answer ``text`` (already stored as ``message_id``). LLM errors propagate."""
+        """Answer ``text`` (already stored as ``message_id``). LLM errors propagate.
+
+        ``trusted`` is False for input that may not be the user's own instruction (speech
+        overheard by the pendant): then nothing in the user's state is changed.
+        """
         assert user.id is not None
         route = await self.router.route(text)
+        if not trusted and route in (Route.FORGET_THAT, Route.REMEMBER):
+            return TurnOutcome(OVERHEARD_REMEMBER, route=route)
         if route is Route.WHY:
             said, cited = await self._why(user, conversation_id)
             return TurnOutcome(said, citations=cited, route=route)
@@ -131,7 +173,7 @@ class Agent:
                 user_name=user.display_name if user.display_name != "owner" else "",
             ),
         }
-        history = history_to_openai(rows)
+        history = hide_old_untrusted(history_to_openai(rows), self.tools)
         if not history or history[-1].get("content") != text:
             history.append({"role": "user", "content": text})
         ledger = SourceLedger()
@@ -154,6 +196,7 @@ class Agent:
             limits=self.limits,
             clock=self.clock,
             use_tools=use_tools,
+            tainted=not trusted,
         ):
             if isinstance(event, FinalAnswer):
                 final = event
@@ -161,6 +204,8 @@ class Agent:
                 await on_event(event)
         assert final is not None
         text_out = ledger.strip_unknown(final.text) or "I have no answer to that."
+        if final.withheld:
+            text_out = f"{text_out}\n\n{CHANGED_NOTHING}"
         return TurnOutcome(
             text_out,
             final.transcript,

@@ -7,8 +7,10 @@ Everything else takes its collaborators in its constructor.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
@@ -35,6 +37,7 @@ from bot.jobs.scheduler import JobSpec
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
+from bot.speech.fair import FairTranscriber
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from bot.web.room import WebRoom, build_web
 from storage.db import Database
@@ -239,9 +242,24 @@ def build_app(
 
 
 async def start_app(app: App) -> None:
-    """Prepare storage (data dir, migrations)."""
-    app.settings.data_dir.mkdir(parents=True, exist_ok=True)
+    """Prepare storage (data dir, migrations); only the owner may read the data."""
+    await asyncio.to_thread(_private_dir, app.settings.data_dir)
     await app.db.migrate()
+    if app.db.path is not None:
+        await asyncio.to_thread(_private_files, app.db.path)
+
+
+def _private_dir(path: Path) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)  # also when it existed from an older version with 0755
+
+
+def _private_files(db_path: Path) -> None:
+    # SQLite gives its -wal and -shm files the database file's mode, so these three suffice.
+    for suffix in ("", "-wal", "-shm"):
+        target = db_path.with_name(db_path.name + suffix)
+        if target.exists():
+            target.chmod(0o600)
 
 
 async def start_channels(app: App) -> list[str]:
@@ -250,6 +268,10 @@ async def start_channels(app: App) -> list[str]:
     An empty list means no channel is configured (the CLI then offers the console).
     """
     started: list[str] = []
+    # Before any channel takes new messages: what a crash (kill -9) left unanswered.
+    unanswered = await app.dispatcher.left_unanswered()
+    # One fair queue for every channel's voice notes: each person's turn comes round.
+    speech = FairTranscriber(app.transcriber)
     if app.settings.telegram_enabled:
         from bot.adapters.telegram.adapter import (  # noqa: PLC0415  # loads PTB
             TelegramAdapter,
@@ -260,7 +282,8 @@ async def start_channels(app: App) -> list[str]:
             TelegramConfig.from_settings(app.settings),
             clock=app.clock,
             menu=app.commands.menu(),
-            transcriber=app.transcriber,
+            transcriber=speech,
+            is_known=app.dispatcher.is_known,
         )
         app.add_channel(telegram)
         await telegram.start(app.dispatcher.handle)
@@ -268,12 +291,16 @@ async def start_channels(app: App) -> list[str]:
     if app.settings.slack_enabled:
         from bot.adapters.slack.adapter import SlackAdapter  # noqa: PLC0415  # loads Bolt
 
-        slack = SlackAdapter.from_settings(app.settings, app.clock, transcriber=app.transcriber)
+        slack = SlackAdapter.from_settings(
+            app.settings, app.clock, transcriber=speech, is_known=app.dispatcher.is_known
+        )
         app.add_channel(slack)
         await slack.start(app.dispatcher.handle)
         started.append("slack")
     if await start_device_channel(app):
         started.append("device")
+    # Those messages are offered for /retry once the channels can carry the note, once each.
+    await app.dispatcher.recover_unanswered(unanswered)
     # Scheduled jobs (briefings, reminders, proposals, memory's background pass): only the
     # leader process runs them. Without jobs, this process runs memory's pass itself.
     if app.settings.jobs_enabled:

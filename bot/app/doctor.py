@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -30,20 +31,39 @@ class Check:
 CheckFn = Callable[[Settings], Awaitable[Check]]
 
 
+MIN_FREE_BYTES = 500_000_000
+"""Below this the pendant's audio spool and the database may soon fail to write."""
+
+
 async def check_data_dir(settings: Settings) -> Check:
-    """The data directory exists (or can be created) and is writable."""
+    """The data directory and the audio spool are writable, with room to spare."""
+    return await asyncio.to_thread(_check_data_dir, settings)
+
+
+def _check_data_dir(settings: Settings) -> Check:
+    free = ""
     try:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=settings.data_dir):
-            pass
+        for folder in (settings.data_dir, settings.data_dir / "spool"):
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder):
+                pass
+        left = shutil.disk_usage(settings.data_dir).free
+        free = f" ({left / 1e9:.1f} GB free)"
     except OSError as exc:
         return Check(
             "data dir",
             ok=False,
-            detail=f"{settings.data_dir}: {exc.strerror}",
-            fix="set LIFEBOT_DATA_DIR to a writable folder",
+            detail=f"{exc.filename or settings.data_dir}: {exc.strerror}",
+            fix="set LIFEBOT_DATA_DIR to a writable folder (the spool/ inside must be a folder)",
         )
-    return Check("data dir", ok=True, detail=str(settings.data_dir.resolve()))
+    if left < MIN_FREE_BYTES:
+        return Check(
+            "data dir",
+            ok=False,
+            detail=f"{settings.data_dir.resolve()}{free}: too little free space",
+            fix="free some disk space: pendant audio and the database need room to grow",
+        )
+    return Check("data dir", ok=True, detail=f"{settings.data_dir.resolve()}{free}")
 
 
 async def check_database(settings: Settings) -> Check:

@@ -1,8 +1,11 @@
 """``lifebot import``: JSON Lines and Telegram Desktop exports into a user's memory.
 
-Idempotent: every imported message gets the dedupe key ``import:<user>:<id>``, so a second run
-adds nothing. Bad lines are reported by number and the rest is imported. Imported text is
-untrusted data: it is stored and indexed, never read as instructions.
+Idempotent: every imported message gets the dedupe key ``import:<user>:<source key>`` (JSON Lines:
+conversation + id, since ids often restart per conversation; Telegram: chat id + message id), so
+a second run adds nothing and distinct records are never merged. A bad line or value (not JSON,
+invalid UTF-8, a time out of range) is reported by number and skipped; text is cleaned of what
+no database stores (NULs, lone surrogates); a UTF-8 BOM is ignored; the rest is imported.
+Imported text is untrusted data: it is stored and indexed, never read as instructions.
 
 JSON Lines, one message per line::
 
@@ -23,7 +26,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.errors import ImportFileError
-from bot.messages import Address
+from bot.messages import Address, clean_text
 from storage.db import Database
 from storage.repos.episodes import CursorRepo
 from storage.repos.messages import ConversationRepo, MessageRepo
@@ -44,6 +47,13 @@ class ImportRecord:
     """``jsonl`` or ``telegram``."""
     link: str | None = None
 
+    @property
+    def key(self) -> str:
+        """What makes this record distinct within its user's imports."""
+        return (
+            self.id if self.source == "telegram" else f"{self.source}:{self.conversation}:{self.id}"
+        )
+
 
 @dataclass(slots=True)
 class ImportReport:
@@ -59,15 +69,23 @@ class ImportReport:
 
 
 def _parse_ts(value: Any, tz: tzinfo) -> datetime:
-    if isinstance(value, int | float):
-        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise ValueError(f"'ts' is not a usable Unix time: {value!r}") from exc
     if not isinstance(value, str) or not value:
         raise ValueError("'ts' is missing")
     try:
         ts = datetime.fromisoformat(value)  # 3.11 reads a trailing "Z"
     except ValueError as exc:
-        raise ValueError(f"'ts' is not an ISO 8601 time: {value!r}") from exc
-    return ts.replace(tzinfo=tz) if ts.tzinfo is None else ts
+        raise ValueError(f"'ts' is not an ISO 8601 time: {value[:40]!r}") from exc
+    ts = ts.replace(tzinfo=tz) if ts.tzinfo is None else ts
+    try:
+        ts.astimezone(UTC)  # stored in UTC: a time at the edge of the calendar overflows
+    except (OverflowError, ValueError) as exc:
+        raise ValueError(f"'ts' is out of range: {value[:40]!r}") from exc
+    return ts
 
 
 def _jsonl_record(line: str, tz: ZoneInfo) -> ImportRecord:
@@ -75,6 +93,8 @@ def _jsonl_record(line: str, tz: ZoneInfo) -> ImportRecord:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise ValueError("nested too deeply") from exc
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")  # noqa: TRY004  (reported as a bad line)
     rid = data.get("id")
@@ -83,12 +103,15 @@ def _jsonl_record(line: str, tz: ZoneInfo) -> ImportRecord:
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ValueError("'text' is missing or empty")
+    text = clean_text(text).strip()
+    if not text:
+        raise ValueError("'text' is missing or empty")
     return ImportRecord(
-        id=str(rid),
+        id=clean_text(str(rid))[:200],
         ts=_parse_ts(data.get("ts"), tz),
-        speaker=str(data.get("speaker") or "unknown"),
-        text=text.strip(),
-        conversation=str(data.get("conversation") or "default"),
+        speaker=clean_text(str(data.get("speaker") or "unknown"))[:200],
+        text=text,
+        conversation=clean_text(str(data.get("conversation") or "default"))[:200],
         source="jsonl",
     )
 
@@ -115,23 +138,32 @@ def _telegram_chats(data: dict[str, Any]) -> list[dict[str, Any]]:
 def read_records(path: Path, tz: ZoneInfo) -> Iterator[tuple[str, ImportRecord | str]]:
     """(where, record or error) for every message in the file, in file order."""
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError as exc:
         raise ImportFileError(f"{path} does not exist") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ImportFileError(f"cannot read {path}: {exc}") from exc
+    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM some editors write
     stripped = raw.lstrip()
     whole: Any = None
-    if stripped.startswith("{"):
+    if stripped.startswith(b"{"):
         try:
-            whole = json.loads(stripped)
-        except json.JSONDecodeError:
-            whole = None  # several objects: JSON Lines
+            whole = json.loads(stripped.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            whole = None  # several objects, or a bad line among them: JSON Lines
     if isinstance(whole, dict) and ("messages" in whole or "chats" in whole):
         yield from _telegram_records(whole)
         return
-    for n, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
+    # Lines are cut at "\n" alone (a "\r" before it is dropped) so that line numbers match
+    # what editors and `sed -n` show; each line is decoded on its own, so one invalid byte
+    # costs one line.
+    for n, chunk in enumerate(raw.split(b"\n"), 1):
+        if not chunk.strip():
+            continue
+        try:
+            line = chunk.removesuffix(b"\r").decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield f"line {n}", f"not valid UTF-8 (byte {exc.start + 1})"
             continue
         try:
             yield f"line {n}", _jsonl_record(line, tz)
@@ -150,24 +182,24 @@ def _telegram_records(data: dict[str, Any]) -> Iterator[tuple[str, ImportRecord 
                 continue
             if msg.get("type", "message") != "message":
                 continue  # service messages (joins, pins) are not things people said
-            text = _telegram_text(msg.get("text")).strip()
+            text = clean_text(_telegram_text(msg.get("text"))).strip()
             if not text:
                 continue  # stickers, photos without caption
             try:
                 ts = _parse_ts(
                     int(msg["date_unixtime"]) if "date_unixtime" in msg else msg.get("date"), UTC
                 )
-            except (ValueError, TypeError) as exc:
+            except (ValueError, TypeError, OverflowError) as exc:
                 yield where, str(exc)
                 continue
             yield (
                 where,
                 ImportRecord(
-                    id=f"tg:{chat_id}:{msg.get('id', n)}",
+                    id=clean_text(f"tg:{chat_id}:{msg.get('id', n)}")[:200],
                     ts=ts,
-                    speaker=str(msg.get("from") or msg.get("actor") or "unknown"),
+                    speaker=clean_text(str(msg.get("from") or msg.get("actor") or "unknown")),
                     text=text,
-                    conversation=name,
+                    conversation=clean_text(name),
                     source="telegram",
                 ),
             )
@@ -237,7 +269,7 @@ async def _store(
                     "chat_id": rec.conversation,
                     "sender_id": rec.speaker,
                     "external_id": rec.id,
-                    "dedupe_key": f"import:{user_id}:{rec.id}",
+                    "dedupe_key": f"import:{user_id}:{rec.key}",
                     "text": rec.text,
                     "status": "stored",
                     "meta": meta,

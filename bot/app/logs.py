@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from bot import logctx
+from bot.app import logsafe
 
 if TYPE_CHECKING:
     from bot.config import Settings
@@ -93,6 +94,7 @@ def setup_logging(
     quiet = logging.DEBUG if level <= logging.DEBUG else logging.WARNING
     for name in NOISY:
         logging.getLogger(name).setLevel(quiet)
+    logsafe.install(settings)  # tokens and secrets never reach a log line, at any level
     return target
 
 

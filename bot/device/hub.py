@@ -93,6 +93,20 @@ class DeviceHub:
             row = await DeviceRepo(s).get(device.id)
             return row is not None and row.revoked_at is None
 
+    async def revoked(self, device: DeviceInfo) -> bool:
+        """True (and the live connection closed) once the device was revoked.
+
+        Checked right before anything from a device is stored or asked: ``device revoke``
+        runs in another process, and nothing a revoked token sends may be kept.
+        """
+        if await self.still_active(device):
+            return False
+        conn = self.connections.get(device.name)
+        if conn is not None:
+            await conn.close(p.CLOSE_UNAUTHORIZED, "this device was revoked")
+        log.warning("dropped input from revoked device %s", device.name)
+        return True
+
     async def connect(self, conn: Connection) -> None:
         """Make ``conn`` the device's live connection, closing an older one."""
         old = self.connections.get(conn.device.name)
@@ -305,6 +319,9 @@ class DeviceHub:
             "device": pipeline.device.name,
             "speaker": "pendant",
         }
+        if await self.revoked(pipeline.device):
+            await self.finish(utt, "revoked", "")
+            return
         async with self.db.session() as s:
             repo = SessionRepo(s)
             seg = await repo.segment(utt.segment_id)
@@ -332,26 +349,36 @@ class DeviceHub:
         message_id: str,
         *,
         utt: Utterance | None = None,
-    ) -> None:
-        """Hand a question to the dispatcher as the device's message; the reply streams back."""
+    ) -> bool:
+        """Hand a question to the dispatcher as the device's message; the reply streams back.
+
+        False when the device was revoked meanwhile: then nothing is asked or stored.
+        """
         if self.on_message is None:
             # Raising keeps the utterance pending: it is asked again at the next start.
             raise ChannelError("the device channel has not started")
+        if await self.revoked(pipeline.device):
+            return False
         raw: dict[str, Any] = {"session_id": pipeline.id}
         if utt is not None:
             raw.update(segment_id=f"{pipeline.id}:{utt.seq}", start=utt.start / TARGET_RATE)
+        # Only a press of the ask button is the wearer for sure; a wake phrase may be anyone.
+        overheard = utt is not None and utt.mode != "ask"
         msg = InboundMessage(
             address=Address(DEVICE_CHANNEL, DEVICE_ACCOUNT, pipeline.device.name),
             sender_id=pipeline.device.name,
             message_id=message_id,
             text=text,
-            # "Yes" right after a question with buttons is that button's press.
-            callback_data=self.choices.take(pipeline.device.name, text),
+            # "Yes" right after a question with buttons is that button's press (the wearer's
+            # only: an overheard "yes" presses nothing).
+            callback_data=None if overheard else self.choices.take(pipeline.device.name, text),
             received_at=self.clock.now(),
             sender_name=pipeline.device.name,
+            overheard=overheard,
             raw=raw,
         )
         await self.on_message(msg)
+        return True
 
 
 def _utterance(seg: AudioSegment) -> Utterance:

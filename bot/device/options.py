@@ -20,14 +20,18 @@ class DeviceOptions:
     max_frame_bytes: int = 65536
     max_session_seconds: float = 3600.0
     idle_timeout: float = 90.0
-    auth_timeout: float = 5.0
+    auth_timeout: float = 2.0
+    max_unauthenticated: int = 64
+    """Sockets waiting for their auth frame, at most, in all (a flood cannot pile up)."""
+    max_unauthenticated_per_address: int = 8
+    """The same, per remote address: one host cannot take every slot."""
     resume_seconds: float = 300.0
     vad_silence_ms: int = 600
     max_utterance_seconds: float = 30.0
     keep_audio: bool = False
     wake_phrase: str = "hey lifebot"
     stt_workers: int = 1
-    revoke_check_seconds: float = 30.0
+    revoke_check_seconds: float = 2.0
     stop_grace_seconds: float = 5.0
     """On shutdown, queued work gets this long to finish; the rest resumes at the next start."""
     """How often a connected device's token is checked again (``device revoke`` is another

@@ -27,6 +27,39 @@ CLOSE_REPLACED = 4409
 """The same device opened a newer connection."""
 
 
+MAX_DEPTH = 16
+"""Our frames nest two levels at most; anything deeper is refused before json.loads (a
+20,000-deep array would otherwise exhaust Python's recursion limit)."""
+
+
+def load_json(raw: str) -> Any:
+    """``json.loads`` bounded in depth; every problem is a ProtocolError("malformed_json")."""
+    depth = deepest = 0
+    in_string = escaped = False
+    # Counting brackets runs in C; only a frame that could be too deep is walked in Python.
+    for ch in raw if raw.count("[") + raw.count("{") > MAX_DEPTH else "":
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > MAX_DEPTH:
+                raise ProtocolError("malformed_json", f"nested deeper than {MAX_DEPTH} levels")
+        elif ch in "]}":
+            depth -= 1
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError("malformed_json", f"not valid JSON: {exc}") from exc
+
+
 class ProtocolError(ValueError):
     """A frame the server cannot use; becomes an ``error`` frame with ``code``."""
 
@@ -56,10 +89,7 @@ class Frame:
     @classmethod
     def from_wire(cls, raw: str) -> dict[str, Any]:
         """Decode any frame to a dict with a ``type`` (clients read server frames this way)."""
-        try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise ProtocolError("malformed_json", f"not valid JSON: {exc}") from exc
+        data = load_json(raw)
         if not isinstance(data, dict) or not isinstance(data.get("type"), str):
             raise ProtocolError("malformed_json", "a frame must be a JSON object with a type")
         return data
@@ -185,10 +215,7 @@ def _hello(data: dict[str, Any]) -> Hello:
 
 def parse_client(raw: str) -> ClientFrame:
     """Parse one client text frame; raise ProtocolError with a code for anything unusable."""
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ProtocolError("malformed_json", f"not valid JSON: {exc}") from exc
+    data = load_json(raw)
     if not isinstance(data, dict):
         raise ProtocolError("malformed_json", "a frame must be a JSON object")
     kind = data.get("type")

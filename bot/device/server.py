@@ -7,6 +7,7 @@ length) and error frames live here; audio goes straight to the session pipeline'
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import time
 import uuid
@@ -25,6 +26,9 @@ from bot.device.session import SessionPipeline
 from bot.errors import ChannelError
 
 log = logging.getLogger(__name__)
+
+CLOSE_TRY_AGAIN_LATER = 1013
+"""The standard WebSocket code for "overloaded": too many sockets wait to authenticate."""
 
 
 class WsConnection:
@@ -54,6 +58,10 @@ class DeviceServer:
         self.host = host
         self.port = port
         self._server: Server | None = None
+        self._waiting: dict[str, int] = {}
+        """Sockets per remote address still waiting for their auth frame."""
+        self._refused = 0
+        self._refused_logged = float("-inf")
 
     @property
     def bound_port(self) -> int:
@@ -76,6 +84,7 @@ class DeviceServer:
             ping_interval=20,
             ping_timeout=20,
             close_timeout=5,
+            open_timeout=max(1.0, opts.auth_timeout),  # the HTTP upgrade, bounded like auth
         )
         log.info("pendant endpoint listening on ws://%s:%s%s", self.host, self.port, p.PATH)
 
@@ -123,11 +132,45 @@ class DeviceServer:
             await ws.close(p.CLOSE_UNAUTHORIZED, "unknown or revoked device token")
         return device
 
+    def _admit(self, ws: ServerConnection) -> str | None:
+        """The address to count this socket under, or None when it must be refused.
+
+        A socket with an Authorization header is checked at once and never waits, so it is
+        always let through: a flood of idle sockets cannot lock a real pendant out.
+        """
+        addr = str(ws.remote_address[0]) if ws.remote_address else "?"
+        if ws.request is not None and ws.request.headers.get("Authorization"):
+            return addr
+        opts = self.hub.options
+        if (
+            self._waiting.get(addr, 0) >= opts.max_unauthenticated_per_address
+            or sum(self._waiting.values()) >= opts.max_unauthenticated
+        ):
+            return None
+        return addr
+
     async def _handle(self, ws: ServerConnection) -> None:
+        addr = self._admit(ws)
+        if addr is None:
+            self._refused += 1
+            if time.monotonic() - self._refused_logged >= 60:  # one line a minute in a flood
+                self._refused_logged = time.monotonic()
+                log.warning(
+                    "refused %d pendant connection(s): too many waiting to authenticate",
+                    self._refused,
+                )
+                self._refused = 0
+            await ws.close(CLOSE_TRY_AGAIN_LATER, "too many unauthenticated connections")
+            return
+        self._waiting[addr] = self._waiting.get(addr, 0) + 1
         try:
             device = await self._authenticate(ws)
         except ConnectionClosed:
             return
+        finally:
+            self._waiting[addr] -= 1
+            if not self._waiting[addr]:
+                del self._waiting[addr]
         if device is None:
             return
         conn = WsConnection(ws, device)
@@ -149,10 +192,28 @@ class _Session:
         self.conn = conn
         self.pipeline: SessionPipeline | None = None
         self.decoder: Decoder | None = None
+        self._storage_logged = False
 
     async def error(self, code: str, message: str) -> None:
         """Tell the device what was wrong; the connection stays open."""
         await self.conn.send(p.Error(code, message))
+
+    async def storage_error(self, exc: OSError) -> None:
+        """The spool cannot take audio (disk full, read-only, not a folder): say so, stay open.
+
+        What was already spooled is kept; the device is told with a code it can act on.
+        """
+        code = (
+            "storage_full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "storage_unavailable"
+        )
+        if not self._storage_logged:
+            self._storage_logged = True
+            log.error(
+                "pendant %s: the audio spool cannot be written (%s); run `lifebot doctor`",
+                self.conn.device.name,
+                exc,
+            )
+        await self.error(code, "lifebot cannot store audio right now; keep it and retry later")
 
     async def run(self) -> None:
         """Receive until the device leaves or goes quiet for too long."""
@@ -186,7 +247,11 @@ class _Session:
         except p.ProtocolError as exc:
             await self.error(exc.code, exc.message)
             return
-        await self.pipeline.add_audio(pcm)
+        try:
+            await self.pipeline.add_audio(pcm)
+        except OSError as exc:
+            await self.storage_error(exc)
+            return
         if self.pipeline.spool.seconds >= self.hub.options.max_session_seconds:
             self.pipeline = await self.hub.rollover(self.conn, self.pipeline)
             await self.conn.send(p.Ready(self.pipeline.id, resumed=False, mode=self.pipeline.mode))
@@ -222,8 +287,12 @@ class _Session:
             return
         if self.decoder is not None and self.pipeline is not None:
             await self.pipeline.add_audio(self.decoder.flush())
-        self.decoder = decoder
-        self.pipeline, resumed = await self.hub.open_session(self.conn, hello, self.pipeline)
+        try:
+            pipeline, resumed = await self.hub.open_session(self.conn, hello, self.pipeline)
+        except OSError as exc:
+            await self.storage_error(exc)
+            return
+        self.decoder, self.pipeline = decoder, pipeline
         await self.conn.send(p.Ready(self.pipeline.id, resumed=resumed, mode=self.pipeline.mode))
 
 

@@ -56,8 +56,8 @@ class SessionOutcomes(Protocol):
         message_id: str,
         *,
         utt: Utterance | None = None,
-    ) -> None:
-        """Hand a question to the dispatcher as the device's message."""
+    ) -> bool:
+        """Hand a question to the dispatcher as the device's message (False: revoked)."""
         ...
 
     async def store_ambient(self, pipeline: SessionPipeline, utt: Utterance, text: str) -> None:
@@ -414,8 +414,10 @@ class SessionPipeline:
         elif item.route == "wake":
             await self.deps.outcomes.finish(utt, "done", item.text)
         elif item.route == "ask":
-            await self.deps.outcomes.ask(self, item.question, f"{self.id}:{utt.seq}", utt=utt)
-            await self.deps.outcomes.finish(utt, "done", item.text)
+            if await self.deps.outcomes.ask(self, item.question, f"{self.id}:{utt.seq}", utt=utt):
+                await self.deps.outcomes.finish(utt, "done", item.text)
+            else:
+                await self.deps.outcomes.finish(utt, "revoked", "")
         else:
             await self.deps.outcomes.store_ambient(self, utt, item.text)
             self._heard_ambient = True

@@ -35,9 +35,10 @@ from bot.messages import (
     OutboundMessage,
     Receipt,
     StoredTurn,
+    clean_text,
 )
 from storage.db import Database
-from storage.models import User
+from storage.models import Message, User
 from storage.repos.deliveries import DeliveryRepo
 from storage.repos.messages import ConversationRepo, MessageRepo
 from storage.repos.users import UserRepo
@@ -50,7 +51,7 @@ class DispatchResult:
     """What happened to one inbound message (for logs, tests and benchmarks)."""
 
     status: str
-    """duplicate, pairing, linked, command, answered, llm_down, failed."""
+    """duplicate, pairing, linking, command, answered, llm_down, failed."""
     reply: str | None = None
     receipt: Receipt | None = None
     turn: StoredTurn | None = None
@@ -107,12 +108,70 @@ class Dispatcher:
         self._locks: ConversationLock[int] = locks if locks is not None else KeyedLocks[int]()
         """Serialises the turns of one conversation (by conversation id)."""
 
+    async def is_known(self, channel: str, account: str, sender_id: str) -> bool:
+        """May this sender use lifebot (paired, linked or allowlisted)?
+
+        Adapters ask before costly work such as transcribing a voice note.
+        """
+        if f"{channel}:{sender_id}" in self.allowlist:
+            return True
+        async with self.db.session() as s:
+            return await UserRepo(s).find_identity(channel, account, sender_id) is not None
+
+    async def left_unanswered(self) -> list[Message]:
+        """Messages a crash left unanswered (call before any channel starts taking new ones).
+
+        On PostgreSQL other ``serve`` processes may be answering messages right now: only
+        those older than a turn's wall-time cap (plus a margin) count as left behind there.
+        """
+        before = None
+        if not self.db.is_sqlite:
+            grace = timedelta(seconds=self.agent.limits.wall_seconds + 30)
+            before = self.clock.now() - grace
+        async with self.db.session() as s:
+            return await MessageRepo(s).unanswered(before)
+
+    async def recover_unanswered(self, rows: Sequence[Message]) -> int:
+        """At start-up: messages a crash left unanswered are offered for /retry, once each.
+
+        A turn killed mid-way (kill -9, power loss) leaves its inbound message ``received``;
+        the channel will not deliver it again. Each such message moves to ``pending_retry``
+        in one conditional UPDATE (so it is offered once, whoever else recovers at the same
+        time) and its sender is told, with a button that answers it. Returns how many.
+        """
+        offered = 0
+        for row in rows:
+            assert row.id is not None
+            async with self.db.session() as s:
+                if not await MessageRepo(s).move_status(row.id, "received", "pending_retry"):
+                    continue
+            offered += 1
+            snippet = row.text if len(row.text) <= 80 else row.text[:79] + "…"
+            await self._send_quietly(
+                OutboundMessage(
+                    Address(row.channel, row.account, row.chat_id),
+                    f"Sorry, lifebot restarted while answering your message “{snippet}”. "
+                    "Send /retry (or press the button) and I'll answer it now.",
+                    buttons=[Button("Answer it now", "/retry")],
+                    reply_to=row.external_id,
+                    kind="notice",
+                )
+            )
+        if offered:
+            log.warning("offered %d message(s) left unanswered by a restart for /retry", offered)
+        return offered
+
     def register(self, adapter: ChannelAdapter) -> None:
         """Make an adapter the way back to its channel."""
         self.adapters[adapter.name] = adapter
 
     async def handle(self, msg: InboundMessage) -> DispatchResult:
         """Handle one inbound message; never raises except on cancellation."""
+        msg.text = clean_text(msg.text)  # the boundary: nothing unstorable goes further
+        if msg.sender_name is not None:
+            msg.sender_name = clean_text(msg.sender_name)
+        if msg.callback_data is not None:
+            msg.callback_data = clean_text(msg.callback_data)
         try:
             with logctx.bind(channel=msg.address.channel, chat=msg.address.chat_id):
                 return await self._handle(msg)
@@ -125,25 +184,33 @@ class Dispatcher:
                 msg.address.chat_id,
                 msg.message_id,
             )
-            await self._keep_for_retry(msg)
+            saved = await self._keep_for_retry(msg)
             await self._send_quietly(
                 OutboundMessage(
                     msg.address,
                     "Sorry, something went wrong on my side and I couldn't answer that. "
-                    "Your message is saved; send /retry to try again.",
+                    + (
+                        "Your message is saved; send /retry to try again."
+                        if saved
+                        else "I couldn't keep your message either: please send it again."
+                    ),
                     reply_to=msg.message_id,
                     kind="notice",
                 )
             )
             return DispatchResult("failed")
 
-    async def _keep_for_retry(self, msg: InboundMessage) -> None:
-        """After a failure, leave a person's stored message waiting for /retry."""
+    async def _keep_for_retry(self, msg: InboundMessage) -> bool:
+        """After a failure, leave a person's stored message waiting for /retry.
+
+        True only when it really waits there: the reply must not promise what is not so.
+        """
         try:
             async with self.db.session() as s:
-                await MessageRepo(s).mark_unanswered(msg.dedupe_key)
+                return await MessageRepo(s).mark_unanswered(msg.dedupe_key)
         except Exception:  # the database may be what failed; the reply still goes out
             log.exception("could not mark a failed message for /retry")
+            return False
 
     async def _handle(self, msg: InboundMessage) -> DispatchResult:
         async with self.db.session() as s:
@@ -176,22 +243,12 @@ class Dispatcher:
         user = res.user
         if user is None:
             reply = res.reply or ""
+            for note in res.notify:  # a link question goes to the account being linked into
+                await self._send_quietly(note)
             receipt = await self._send_quietly(
                 OutboundMessage(msg.address, reply, reply_to=msg.message_id, kind="pairing")
             )
-            return DispatchResult("pairing", reply, receipt)
-        if res.reply is not None:
-            await self._deliver(
-                user,
-                conv_id,
-                msg.address,
-                res.reply,
-                reply_to=msg.message_id,
-                in_reply_to=message_id,
-            )
-            async with self.db.session() as s:
-                await MessageRepo(s).set_status(user.id or 0, message_id, "answered")
-            return DispatchResult("linked", res.reply)
+            return DispatchResult("linking" if res.notify else "pairing", reply, receipt)
 
         result = await self._turn_in_order(user, conv_id, msg, message_id)
         # Hooks (indexing, extraction, proposals) run after the lock: the person's next
@@ -248,7 +305,9 @@ class Dispatcher:
                 image=reply.image,
             )
             return DispatchResult("command", reply.text, receipt)
-        return await self._answer(user, conv_id, msg.address, text, message_id, msg.message_id)
+        return await self._answer(
+            user, conv_id, msg.address, text, message_id, msg.message_id, trusted=not msg.overheard
+        )
 
     async def _retry(
         self, user: User, conv_id: int, msg: InboundMessage, pending_id: int, retry_msg_id: int
@@ -259,8 +318,15 @@ class Dispatcher:
             await repo.set_status(user.id or 0, retry_msg_id, "answered")
         if pending is None:
             return DispatchResult("command", "Nothing to retry.")
+        overheard = bool((pending.meta or {}).get("overheard"))
         return await self._answer(
-            user, conv_id, msg.address, pending.text, pending_id, pending.external_id
+            user,
+            conv_id,
+            msg.address,
+            pending.text,
+            pending_id,
+            pending.external_id,
+            trusted=not overheard,
         )
 
     async def _answer(
@@ -271,6 +337,8 @@ class Dispatcher:
         text: str,
         message_id: int,
         reply_to: str | None,
+        *,
+        trusted: bool = True,
     ) -> DispatchResult:
         assert user.id is not None
         adapter = self.adapters.get(address.channel)
@@ -291,7 +359,9 @@ class Dispatcher:
 
         status = "answered"
         try:
-            outcome = await self.agent.answer(user, conv_id, text, message_id, on_event)
+            outcome = await self.agent.answer(
+                user, conv_id, text, message_id, on_event, trusted=trusted
+            )
         except AgentError as exc:
             log.warning("LLM unavailable for user %s: %s", user.id, exc)
             outcome = TurnOutcome(llm_down_text(exc))

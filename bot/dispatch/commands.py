@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bot.clock import Clock
-from bot.dispatch.identity import approve, issue_link_code
+from bot.dispatch.identity import LINK_TTL, approve, confirm_link, issue_link_code
 from bot.messages import Address, Button, Image, InboundMessage, OutboundMessage
 from storage.db import Database
 from storage.models import User
@@ -54,6 +54,10 @@ class CommandReply:
 CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]
 Trigger = Callable[[InboundMessage], str | None]
 """Turns a plain message into a command line ("journal: ..." -> "/journal ..."), or None."""
+
+PUBLIC_COMMANDS = frozenset({"start", "help"})
+"""The only commands answered in a group or channel: every other answer is private (codes,
+facts, tasks, settings) and goes only to a one-to-one chat."""
 
 
 class Commands:
@@ -123,6 +127,11 @@ class Commands:
         entry = self._table.get(name)
         if entry is None:
             return CommandReply(f"I don't know /{name}. Send /help to see what I can do.")
+        if not msg.private and name not in PUBLIC_COMMANDS:
+            return CommandReply(
+                f"I only answer /{name} in a private chat with me, so nothing of yours shows "
+                "up where others can read it. Send it to me directly."
+            )
         return await entry[0](CommandContext(user, msg, conversation_id, args))
 
     async def _start(self, ctx: CommandContext) -> CommandReply:
@@ -136,11 +145,20 @@ class Commands:
         return CommandReply("Commands:\n" + "\n".join(lines))
 
     async def _link(self, ctx: CommandContext) -> CommandReply:
+        answer, _, code = ctx.args.partition(" ")
+        if answer.lower() in ("yes", "no") and code:
+            async with self.db.session() as s:
+                text, notify = await confirm_link(
+                    s, ctx.user_id, code.strip(), yes=answer.lower() == "yes", now=self.clock.now()
+                )
+            return CommandReply(text, notify=notify)
         async with self.db.session() as s:
             code = await issue_link_code(s, ctx.user_id, ctx.msg, self.clock.now())
+        minutes = int(LINK_TTL.total_seconds() // 60)
         return CommandReply(
-            f"Your link code is {code} (valid for 1 hour). Send it to me from the other "
-            "channel (Telegram, Slack, ...) and both chats will share one memory."
+            f"Your link code is {code} (valid for {minutes} minutes, once; a new /link "
+            "replaces it). Send it to me from the other channel (Telegram, Slack, ...); I'll "
+            "ask you here to confirm, then both chats share one memory. Never share the code."
         )
 
     async def _approve(self, ctx: CommandContext) -> CommandReply:

@@ -2,6 +2,12 @@
 
 Strangers never reach the agent: they get one reply with a pairing code, and nothing but the
 pairing request is stored. The owner approves codes; ``/link`` joins two channels into one user.
+
+A link is a takeover risk, so it has three locks: the code is only given in a private chat;
+it is single-use, short-lived and replaced by a newer one; and sending it from the new channel
+only *asks* the account being linked into ("Link Slack Ana to your account? Yes/No"). The
+identity is added on Yes alone. Every use of a code is one conditional UPDATE, so two senders
+racing with the same code get at most one question.
 """
 
 from __future__ import annotations
@@ -9,14 +15,15 @@ from __future__ import annotations
 import logging
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.adapters.console import CONSOLE_ACCOUNT, CONSOLE_SENDER
-from bot.messages import InboundMessage
+from bot.messages import Address, Button, InboundMessage, OutboundMessage
 from storage.models import ChannelIdentity, PairingRequest, User
+from storage.repos.messages import MessageRepo
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.pairing import PairingRepo
 from storage.repos.users import UserRepo
@@ -27,7 +34,13 @@ CODE_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 """No 0/O, 1/I/L: codes are read aloud and typed on phones."""
 CODE_LENGTH = 8
 CODE_TTL = timedelta(hours=1)
-MAX_PENDING_PER_CHANNEL = 3
+MAX_GUESSES = 10
+GUESS_WINDOW = timedelta(hours=1)
+LINK_TTL = timedelta(minutes=10)
+"""Link codes and link questions live briefly: they are used within a minute or not at all."""
+MAX_PENDING_PER_CHANNEL = 200
+"""Only a bound on stored rows: each sender has one pending request at most (asking again
+shows the same code), so a few strangers can no longer lock every newcomer out."""
 _CODE_IN_TEXT = re.compile(
     rf"^\s*(?:/link\s+)?([{CODE_ALPHABET}]{{{CODE_LENGTH}}})\s*$", re.IGNORECASE
 )
@@ -46,6 +59,8 @@ class Resolution:
     identity: ChannelIdentity | None = None
     reply: str | None = None
     """What to tell a sender who is not (yet) let in, or who just linked."""
+    notify: list[OutboundMessage] = field(default_factory=list)
+    """Messages for other people (the link question to the account being linked into)."""
 
 
 async def resolve(
@@ -59,6 +74,10 @@ async def resolve(
         user = await users.get(ident.user_id)
         return Resolution(user, ident)
 
+    if _CODE_IN_TEXT.match(msg.text or "") and await _guessing(session, msg, now):
+        return Resolution(
+            None, reply="Too many codes were tried from here. Wait an hour, then try again."
+        )
     linked = await _try_link(session, msg, now)
     if linked is not None:
         return linked
@@ -82,34 +101,96 @@ async def resolve(
     return Resolution(None, reply=await _pairing_reply(session, msg, now))
 
 
+async def _guessing(session: AsyncSession, msg: InboundMessage, now: datetime) -> bool:
+    """True once a stranger has sent MAX_GUESSES refused messages within the last hour.
+
+    Codes have 31**8 values, but nothing should let anyone try them at the channel's speed.
+    """
+    a = msg.address
+    tries = await MessageRepo(session).refused_since(
+        a.channel, a.account, msg.sender_id, now - GUESS_WINDOW
+    )
+    if tries >= MAX_GUESSES:
+        log.warning("throttled link-code guesses from a %s sender", a.channel)
+        return True
+    return False
+
+
 async def _try_link(session: AsyncSession, msg: InboundMessage, now: datetime) -> Resolution | None:
     m = _CODE_IN_TEXT.match(msg.text or "")
     if not m:
         return None
     pairing = PairingRepo(session)
-    req = await pairing.by_code(m.group(1), now, purpose="link")
+    req = await pairing.claim(m.group(1), now, purpose="link", status="used")
     if req is None or req.user_id is None:
         return None
     a = msg.address
-    users = UserRepo(session)
-    user = await users.get(req.user_id)
-    if user is None:
-        return None
-    ident = await users.add_identity(
-        req.user_id,
-        a.channel,
-        a.account,
-        msg.sender_id,
-        chat_id=a.chat_id,
-        display_name=msg.sender_name,
+    who = msg.sender_name or msg.sender_id
+    question = await pairing.add(
+        PairingRequest(
+            code=new_code(),
+            purpose="link_confirm",
+            channel=a.channel,
+            account=a.account,
+            sender_id=msg.sender_id,
+            chat_id=a.chat_id,
+            display_name=msg.sender_name,
+            user_id=req.user_id,
+            created_at=now,
+            expires_at=now + LINK_TTL,
+        )
     )
-    await pairing.close(req, "used")
-    log.info("linked a %s identity to user %s", a.channel, req.user_id)
+    ask = OutboundMessage(
+        Address(req.channel, req.account, req.chat_id),
+        f"Link {a.channel.capitalize()} {who} to your account? They would see everything I "
+        "know about you. Say yes only if you just sent your link code from there yourself.",
+        buttons=[
+            Button("Yes, link it", f"/link yes {question.code}"),
+            Button("No", f"/link no {question.code}"),
+        ],
+        kind="notice",
+    )
+    log.info("link code used from %s; asking user %s to confirm", a.channel, req.user_id)
     return Resolution(
-        user,
-        ident,
-        reply=f"Linked. This {a.channel} chat now shares one memory with your {req.channel} chat.",
+        None,
+        reply="Almost done: confirm the link in the chat where you asked for the code.",
+        notify=[ask],
     )
+
+
+async def confirm_link(
+    session: AsyncSession, user_id: int, code: str, *, yes: bool, now: datetime
+) -> tuple[str, list[OutboundMessage]]:
+    """Answer a link question: (reply to the account owner, messages for the other chat)."""
+    pairing = PairingRepo(session)
+    req = await pairing.claim(
+        code, now, purpose="link_confirm", status="used" if yes else "declined", user_id=user_id
+    )
+    if req is None:
+        return "That link request has expired or was already answered.", []
+    there = Address(req.channel, req.account, req.chat_id)
+    who = req.display_name or req.sender_id
+    if not yes:
+        return (
+            f"Not linked: {req.channel} {who} gets no access.",
+            [OutboundMessage(there, "The link was declined.", kind="notice")],
+        )
+    users = UserRepo(session)
+    if await users.find_identity(req.channel, req.account, req.sender_id) is not None:
+        return f"{req.channel} {who} is already linked to an account.", []
+    await users.add_identity(
+        user_id,
+        req.channel,
+        req.account,
+        req.sender_id,
+        chat_id=req.chat_id,
+        display_name=req.display_name,
+    )
+    log.info("linked a %s identity to user %s", req.channel, user_id)
+    done = f"Linked. This {req.channel} chat now shares one memory with your other chats."
+    return f"Linked {req.channel} {who} to your account.", [
+        OutboundMessage(there, done, kind="notice")
+    ]
 
 
 async def _pairing_reply(session: AsyncSession, msg: InboundMessage, now: datetime) -> str:
@@ -185,9 +266,11 @@ async def approve(
 async def issue_link_code(
     session: AsyncSession, user_id: int, msg: InboundMessage, now: datetime
 ) -> str:
-    """A one-time code the user sends from another channel to link it."""
+    """A one-time code the user sends from another channel to link it (older ones stop working)."""
     a = msg.address
-    req = await PairingRepo(session).add(
+    pairing = PairingRepo(session)
+    await pairing.replace_links(user_id)
+    req = await pairing.add(
         PairingRequest(
             code=new_code(),
             purpose="link",
@@ -197,7 +280,7 @@ async def issue_link_code(
             chat_id=a.chat_id,
             user_id=user_id,
             created_at=now,
-            expires_at=now + CODE_TTL,
+            expires_at=now + LINK_TTL,
         )
     )
     return req.code

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_
-from sqlmodel import col, select
+from sqlalchemy import or_, update
+from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address, InboundMessage
@@ -37,6 +37,8 @@ class MessageRepo:
                 text=msg.text,
                 status="received",
                 created_at=msg.received_at,
+                # Overheard speech stays untrusted when /retry answers it later.
+                meta={"overheard": True} if msg.overheard else None,
             )
             .returning(Message.__table__.c.id)  # type: ignore[attr-defined]
         )
@@ -70,8 +72,11 @@ class MessageRepo:
             row.status = "refused"
             self.s.add(row)
 
-    async def mark_unanswered(self, dedupe_key: str) -> None:
-        """A known person's inbound message that failed mid-turn now waits for /retry."""
+    async def mark_unanswered(self, dedupe_key: str) -> bool:
+        """A known person's inbound message that failed mid-turn now waits for /retry.
+
+        True when such a message is stored and now waits (False: nothing was kept).
+        """
         res = await self.s.exec(
             select(Message).where(
                 Message.dedupe_key == dedupe_key,
@@ -80,9 +85,54 @@ class MessageRepo:
             )
         )
         row = res.first()
-        if row is not None:
-            row.status = "pending_retry"
-            self.s.add(row)
+        if row is None:
+            return False
+        row.status = "pending_retry"
+        self.s.add(row)
+        return True
+
+    async def refused_since(
+        self, channel: str, account: str, sender_id: str, since: datetime
+    ) -> int:
+        """How many messages of this stranger were refused since ``since`` (guess throttle)."""
+        res = await self.s.exec(
+            select(func.count()).where(
+                Message.channel == channel,
+                Message.account == account,
+                Message.sender_id == sender_id,
+                Message.status == "refused",
+                col(Message.created_at) >= since,
+            )
+        )
+        return int(res.one())
+
+    async def unanswered(self, before: datetime | None = None) -> list[Message]:
+        """Known people's inbound messages accepted but never answered (a crash mid-turn).
+
+        ``before``: only those accepted earlier (another live process may be answering the
+        newer ones).
+        """
+        conds: list[Any] = [
+            Message.direction == "in",
+            col(Message.user_id).is_not(None),
+            Message.status == "received",
+        ]
+        if before is not None:
+            conds.append(col(Message.created_at) < before)
+        res = await self.s.exec(select(Message).where(*conds).order_by(col(Message.id)))
+        return list(res.all())
+
+    async def move_status(self, message_id: int, old: str, new: str) -> bool:
+        """Change a message's status only if it still is ``old``.
+
+        True for the one caller whose UPDATE changed it (two recoverers act once).
+        """
+        res = await self.s.exec(
+            update(Message)
+            .where(col(Message.id) == message_id, col(Message.status) == old)
+            .values(status=new)
+        )
+        return int(getattr(res, "rowcount", 0) or 0) == 1
 
     async def earlier_waiting(
         self, conversation_id: int, message_id: int, received_at: datetime, window: timedelta

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import update
 from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -61,6 +62,49 @@ class PairingRepo:
             )
         )
         return res.first()
+
+    async def claim(
+        self,
+        code: str,
+        now: datetime,
+        purpose: str,
+        status: str,
+        *,
+        user_id: int | None = None,
+    ) -> PairingRequest | None:
+        """Use up a pending code at most once, even when several senders race for it.
+
+        The status moves from ``pending`` in one conditional UPDATE; only the caller whose
+        UPDATE changed the row gets the request back, every other caller gets None.
+        """
+        req = await self.by_code(code, now, purpose)
+        if req is None or req.id is None or (user_id is not None and req.user_id != user_id):
+            return None
+        res = await self.s.exec(
+            update(PairingRequest)
+            .where(
+                col(PairingRequest.id) == req.id,
+                col(PairingRequest.status) == "pending",
+                col(PairingRequest.expires_at) > now,
+            )
+            .values(status=status)
+        )
+        if int(getattr(res, "rowcount", 0) or 0) != 1:
+            return None
+        await self.s.refresh(req)
+        return req
+
+    async def replace_links(self, user_id: int, status: str = "replaced") -> None:
+        """Retire a user's pending link codes: the newest code is the only one that works."""
+        await self.s.exec(
+            update(PairingRequest)
+            .where(
+                col(PairingRequest.user_id) == user_id,
+                col(PairingRequest.purpose) == "link",
+                col(PairingRequest.status) == "pending",
+            )
+            .values(status=status)
+        )
 
     async def pending(self, now: datetime) -> list[PairingRequest]:
         """Every unexpired pending pairing request, oldest first."""

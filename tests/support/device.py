@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from bot.app.build import App, build_device_adapter
 from bot.device.adapter import DeviceAdapter
@@ -75,3 +80,26 @@ async def eventually(check: Callable[[], bool], seconds: float = 30.0) -> None:
             return
         await asyncio.sleep(0.05)
     raise AssertionError("the condition never came true")
+
+
+def _open(dev: Running, token: str | None = None, **kwargs: Any) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return connect(dev.url, additional_headers=headers, proxy=None, **kwargs)
+
+
+async def _frame(ws: ClientConnection, kind: str | None = None) -> dict[str, Any]:
+    """The next frame (of ``kind``, skipping others)."""
+    async with asyncio.timeout(30):
+        while True:
+            data: dict[str, Any] = json.loads(await ws.recv())
+            if kind is None or data["type"] == kind:
+                return data
+
+
+async def _closed(ws: ClientConnection) -> tuple[int | None, str]:
+    """Read until the server closes; the close code and reason."""
+    with contextlib.suppress(ConnectionClosed):
+        async with asyncio.timeout(10):
+            async for _ in ws:
+                pass
+    return ws.close_code, ws.close_reason or ""

@@ -5,6 +5,8 @@ The ``fake_slack`` fixture lives in tests/conftest.py; these are plain functions
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +17,9 @@ from bot.adapters.slack.adapter import SlackAdapter
 from bot.app.build import App, start_channels
 from bot.speech.transcribe import Transcriber
 from tests.fakes.llm import FakeLLM, Step
-from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
-from tests.support.app import AppFactory
+from tests.fakes.slack_api import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, TEAM_ID, FakeSlack
+from tests.support.app import AppFactory, add_user
+from tests.support.speech import shared_transcriber, speak
 
 ANA, ANA_DM = "U0ANA", "D0ANA"
 """Ana's Slack user id and her DM channel with the bot."""
@@ -107,3 +110,23 @@ def answer(llm: FakeLLM, *steps: Step) -> None:
 def asked_of(llm: FakeLLM) -> list[dict[str, Any]]:
     """The agent's (smart model) chat requests, in order."""
     return [r for r in llm.chat_requests if r.get("model") == "fake-smart"]
+
+
+async def start_voice(
+    app_factory: AppFactory, fake_llm: FakeLLM, fake: FakeSlack, **overrides: Any
+) -> Slack:
+    """lifebot in HTTP mode with the real speech model (loaded once per run), Ana paired."""
+    slack = await start_slack(
+        app_factory, fake_llm, fake, "http", transcriber=shared_transcriber(), **overrides
+    )
+    await add_user(slack.app, ANA, channel_name="slack", account=TEAM_ID)
+    return slack
+
+
+def ogg_clip(text: str, tmp_path: Path) -> bytes:
+    wav = speak(text, tmp_path / "clip.wav")
+    sox = shutil.which("sox")
+    assert sox
+    ogg = tmp_path / "clip.ogg"
+    subprocess.run([sox, str(wav), str(ogg)], check=True)
+    return ogg.read_bytes()

@@ -28,7 +28,7 @@ from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.adapters.base import MessageHandler
+from bot.adapters.base import MessageHandler, SenderCheck
 from bot.adapters.draft import DraftStream
 from bot.adapters.slack.api import SlackCalls
 from bot.adapters.slack.audio import AudioFetcher, remove_files
@@ -47,7 +47,7 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.errors import ChannelError, TransientChannelError, Unreachable
 from bot.messages import Address, InboundMessage, OutboundMessage, Receipt
-from bot.speech.transcribe import Transcriber
+from bot.speech.fair import FairTranscriber
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,8 @@ class SlackAdapter:
         http_host: str = "127.0.0.1",
         http_port: int = 3000,
         http_path: str = "/slack/events",
-        transcriber: Transcriber | None = None,
+        transcriber: FairTranscriber | None = None,
+        is_known: SenderCheck | None = None,
         spool_dir: Path = Path("data/slack-audio"),
         max_audio_bytes: int = 25_000_000,
         stream_interval: float = 1.5,
@@ -90,6 +91,8 @@ class SlackAdapter:
         self.api_url = api_url
         self.http_host, self.http_port, self.http_path = http_host, http_port, http_path
         self.transcriber = transcriber
+        self.is_known = is_known
+        """Asked before an audio file is fetched: strangers get no download, no model time."""
         self.spool_dir = spool_dir
         self.max_audio_bytes = max_audio_bytes
         self.stream_interval = stream_interval
@@ -111,7 +114,11 @@ class SlackAdapter:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, clock: Clock, transcriber: Transcriber | None = None
+        cls,
+        settings: Settings,
+        clock: Clock,
+        transcriber: FairTranscriber | None = None,
+        is_known: SenderCheck | None = None,
     ) -> SlackAdapter:
         """Build the adapter from the ``SLACK_*`` / ``LIFEBOT_SLACK_*`` settings."""
         assert settings.slack_bot_token is not None
@@ -126,6 +133,7 @@ class SlackAdapter:
             http_port=settings.slack_http_port,
             http_path=settings.slack_http_path,
             transcriber=transcriber,
+            is_known=is_known,
             spool_dir=settings.data_dir / "slack-audio",
             max_audio_bytes=settings.slack_max_audio_bytes,
             stream_interval=settings.slack_stream_interval,
@@ -237,8 +245,11 @@ class SlackAdapter:
     async def _handle(self, incoming: Incoming) -> None:
         msg, paths = incoming.msg, []
         try:
-            if incoming.audio and self._audio is not None:
-                done = await self._audio.transcribe(incoming.audio)
+            if incoming.audio and not await self._known(msg):
+                # A stranger: the pairing reply needs no transcript, so nothing is fetched.
+                msg.text = msg.text or "(audio file)"
+            elif incoming.audio and self._audio is not None:
+                done = await self._audio.transcribe(incoming.audio, key=f"slack:{msg.sender_id}")
                 paths = done.paths
                 msg.text = "\n\n".join([t for t in (msg.text, *done.texts) if t])
                 msg.attachments.extend(done.attachments)
@@ -252,6 +263,11 @@ class SlackAdapter:
         finally:
             if paths:
                 await asyncio.to_thread(remove_files, paths)
+
+    async def _known(self, msg: InboundMessage) -> bool:
+        if self.is_known is None:
+            return True
+        return await self.is_known(self.name, msg.address.account, msg.sender_id)
 
     async def _handle_click(self, body: dict[str, Any], msg: InboundMessage) -> None:
         await self._mark_chosen(body, msg)

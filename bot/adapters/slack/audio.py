@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import aiohttp
 
 from bot.messages import Attachment
-from bot.speech.transcribe import Transcriber
+from bot.speech.fair import FairTranscriber
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class AudioFetcher:
         session: aiohttp.ClientSession,
         token: str,
         api_url: str,
-        transcriber: Transcriber | None,
+        transcriber: FairTranscriber | None,
         spool_dir: Path,
         max_bytes: int,
     ) -> None:
@@ -67,8 +67,11 @@ class AudioFetcher:
         self.spool_dir = spool_dir
         self.max_bytes = max_bytes
 
-    async def transcribe(self, files: list[dict[str, Any]]) -> Transcribed:
-        """Transcribe every file; failures become a plain-words note in ``texts``."""
+    async def transcribe(self, files: list[dict[str, Any]], *, key: str) -> Transcribed:
+        """Transcribe every file; failures become a plain-words note in ``texts``.
+
+        ``key`` names the sender, whose files queue fairly beside everyone else's.
+        """
         out = Transcribed()
         for file in files:
             name = str(file.get("name") or file.get("title") or "audio")
@@ -82,14 +85,14 @@ class AudioFetcher:
             out.attachments.append(
                 Attachment("audio", str(path), file.get("mimetype"), file.get("size"), name)
             )
-            out.texts.append(await self._transcribe(path, name))
+            out.texts.append(await self._transcribe(path, name, key))
         return out
 
-    async def _transcribe(self, path: Path, name: str) -> str:
+    async def _transcribe(self, path: Path, name: str, key: str) -> str:
         if self.transcriber is None:
             return f"(I sent an audio file, {name}, but speech recognition is not set up here.)"
         try:
-            transcript = await self.transcriber.transcribe_file(path)
+            transcript = await self.transcriber.for_user(key).transcribe_file(path)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

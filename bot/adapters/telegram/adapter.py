@@ -25,7 +25,7 @@ from telegram.constants import ChatType
 from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
 
-from bot.adapters.base import MessageHandler
+from bot.adapters.base import MessageHandler, SenderCheck
 from bot.adapters.telegram.config import TelegramConfig
 from bot.adapters.telegram.events import (
     from_message,
@@ -42,7 +42,7 @@ from bot.adapters.telegram.webhook import WebhookServer
 from bot.clock import Clock
 from bot.errors import ChannelError
 from bot.messages import Address, OutboundMessage, Receipt
-from bot.speech.transcribe import Transcriber
+from bot.speech.fair import FairTranscriber
 
 __all__ = ["STALE_BUTTON", "TelegramAdapter", "TelegramConfig"]
 
@@ -67,12 +67,15 @@ class TelegramAdapter:
         *,
         clock: Clock,
         menu: list[tuple[str, str]] | None = None,
-        transcriber: Transcriber | None = None,
+        transcriber: FairTranscriber | None = None,
+        is_known: SenderCheck | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
         self.menu = menu or []
         self.transcriber = transcriber
+        self.is_known = is_known
+        """Asked before a voice note is fetched: strangers get no download, no model time."""
         self.codec = ButtonCodec()
         self.account = ""
         """The bot's user id, known once started."""
@@ -287,9 +290,13 @@ class TelegramAdapter:
         assert self._typing is not None
         assert self._voice is not None
         assert self._handler is not None
+        sender_id = str(message.from_user.id) if message.from_user is not None else ""
+        if media is not None and not await self._known(sender_id):
+            # A stranger: the pairing reply needs no transcript, so nothing is fetched.
+            media, text = None, text or "(voice note)"
         async with self._typing.during(chat.id):
             if media is not None:
-                result = await self._voice.transcribe(media)
+                result = await self._voice.transcribe(media, key=f"{self.name}:{sender_id}")
                 if result.text is None:
                     await self._notice(chat.id, message.message_id, result.problem or UNSUPPORTED)
                     return
@@ -309,6 +316,9 @@ class TelegramAdapter:
                 await self._handler(inbound)
             finally:
                 self._echoes.pop((chat.id, message.message_id), None)
+
+    async def _known(self, sender_id: str) -> bool:
+        return self.is_known is None or await self.is_known(self.name, self.account, sender_id)
 
     async def _on_callback(self, query: CallbackQuery) -> None:
         answered = False

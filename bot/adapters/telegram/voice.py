@@ -16,7 +16,7 @@ from telegram import Audio, Bot, Voice
 
 from bot.adapters.telegram.send import TelegramSender
 from bot.errors import BotError, ChannelError
-from bot.speech.transcribe import Transcriber
+from bot.speech.fair import FairTranscriber
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class VoiceNotes:
         self,
         bot: Bot,
         sender: TelegramSender,
-        transcriber: Transcriber | None,
+        transcriber: FairTranscriber | None,
         *,
         max_bytes: int,
         workdir: Path | None = None,
@@ -55,8 +55,6 @@ class VoiceNotes:
         self.transcriber = transcriber
         self.max_bytes = max_bytes
         self.workdir = workdir
-        # One transcription at a time: the model already uses every core it is given.
-        self._slots = asyncio.Semaphore(1)
 
     def too_big(self, size: int | None) -> str | None:
         """The message for an oversized file, or None."""
@@ -67,8 +65,12 @@ class VoiceNotes:
             )
         return None
 
-    async def transcribe(self, media: Voice | Audio) -> VoiceResult:
-        """Download and transcribe; never raises except on cancellation."""
+    async def transcribe(self, media: Voice | Audio, *, key: str) -> VoiceResult:
+        """Download and transcribe; never raises except on cancellation.
+
+        ``key`` names the sender: the fair transcriber serves each sender's pieces in turn
+        (one at a time, since the model already uses every core it is given).
+        """
         if self.transcriber is None:
             return VoiceResult(None, NO_STT)
         if (problem := self.too_big(media.file_size)) is not None:
@@ -81,8 +83,7 @@ class VoiceNotes:
             if problem is not None:
                 return VoiceResult(None, problem)
             try:
-                async with self._slots:
-                    transcript = await self.transcriber.transcribe_file(path)
+                transcript = await self.transcriber.for_user(key).transcribe_file(path)
             except BotError as exc:
                 log.warning("could not transcribe a voice note: %s", exc)
                 return VoiceResult(None, UNREADABLE)

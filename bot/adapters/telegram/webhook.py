@@ -65,5 +65,9 @@ class WebhookServer:
             return web.Response(status=400, text="not JSON")
         if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
             return web.Response(status=400, text="not a Telegram update")
-        await self.sink(update)
+        try:
+            await self.sink(update)
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a malformed update
+            # Answer 200, or Telegram sends it again and again; one line, no traceback.
+            log.warning("dropped a malformed webhook update %s: %s", update["update_id"], exc)
         return web.Response(text="ok")

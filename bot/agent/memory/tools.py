@@ -252,6 +252,7 @@ def memory_tools(svc: MemoryService) -> list[Tool]:
             SearchArgs,
             partial(search_memory, svc),
             "Searching your memory…",
+            untrusted_output=True,
         ),
         Tool(
             "get_conversations",
@@ -259,6 +260,7 @@ def memory_tools(svc: MemoryService) -> list[Tool]:
             WindowArgs,
             get_conversations,
             "Looking at that time…",
+            untrusted_output=True,
         ),
         Tool(
             "get_recent",
@@ -266,6 +268,7 @@ def memory_tools(svc: MemoryService) -> list[Tool]:
             RecentArgs,
             partial(get_recent, svc),
             "Checking recent messages…",
+            untrusted_output=True,
         ),
         Tool(
             "get_episode",
@@ -273,6 +276,7 @@ def memory_tools(svc: MemoryService) -> list[Tool]:
             EpisodeArgs,
             get_episode,
             "Reading that conversation…",
+            untrusted_output=True,
         ),
         Tool(
             "list_facts",
@@ -280,6 +284,8 @@ def memory_tools(svc: MemoryService) -> list[Tool]:
             FactsArgs,
             list_facts,
             "Looking at what I know…",
+            # Facts are learned from transcripts and imports too: they are data, not orders.
+            untrusted_output=True,
         ),
         Tool(
             "remember_fact",

@@ -48,6 +48,27 @@ class ToolContext:
 
 ToolFn = Callable[[ToolContext, Any], Awaitable[str]]
 
+MAX_ARGS_CHARS = 20_000
+"""Tool arguments are short; a longer string is a runaway model, not a request."""
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _out_of_range(value: Any, path: str = "arguments") -> str | None:
+    """The path of the first integer no database column can hold, or None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None if _INT64[0] <= value <= _INT64[1] else path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if (found := _out_of_range(item, str(key))) is not None:
+                return found
+    if isinstance(value, list | tuple):
+        for item in value:
+            if (found := _out_of_range(item, path)) is not None:
+                return found
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class Tool:
@@ -60,6 +81,11 @@ class Tool:
     label: str
     """Progress shown to the user while it runs, e.g. "Searching your notes…"."""
     read_only: bool = True
+    """False for tools that change the user's state (facts, tasks, reminders, events,
+    settings): they are withdrawn once a turn has read untrusted text."""
+    untrusted_output: bool = False
+    """True when results carry text the user did not just type: memory search, imports,
+    pendant transcripts, other people's messages, web pages. Reading it taints the turn."""
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
@@ -98,6 +124,10 @@ class ToolRegistry:
         """Every registered tool name."""
         return list(self._tools)
 
+    def read_only_names(self) -> list[str]:
+        """The tools that change nothing (the only ones offered in a tainted turn)."""
+        return [n for n, t in self._tools.items() if t.read_only]
+
     async def call(self, ctx: ToolContext, name: str, raw_args: str) -> tuple[str, bool]:
         """Run a tool; returns (result text, ok). Model-fixable problems come back as text."""
         tool = self._tools.get(name)
@@ -106,21 +136,46 @@ class ToolRegistry:
                 f"error: there is no tool named {name!r}; available: {', '.join(self._tools)}",
                 False,
             )
-        try:
-            data = json.loads(raw_args or "{}")
-        except json.JSONDecodeError as exc:
-            return f"error: arguments are not valid JSON ({exc.msg}); send a JSON object", False
-        if not isinstance(data, dict):
-            return "error: arguments must be a JSON object", False
-        try:
-            args = tool.params.model_validate(data)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            return f"error: invalid arguments for {name}: {problems}", False
+        args = _parse_args(tool, raw_args)
+        if isinstance(args, str):
+            return args, False
         try:
             return await tool.run(ctx, args), True
         except ToolError as exc:
             return f"error: {exc}", False
+
+
+def _parse_args(tool: Tool, raw_args: str) -> BaseModel | str:
+    """Validated arguments, or the error text the model gets back to correct its call."""
+    name = tool.name
+    data = _load_object(raw_args)
+    if isinstance(data, str):
+        return data
+    try:
+        args = tool.params.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.errors()
+        )
+        return f"error: invalid arguments for {name}: {problems}"
+    if (where := _out_of_range(args.model_dump())) is not None:
+        return (
+            f"error: invalid arguments for {name}: {where}: number out of range "
+            "(ids and counts fit in 64 bits)"
+        )
+    return args
+
+
+def _load_object(raw_args: str) -> dict[str, Any] | str:
+    """The arguments as a JSON object, bounded in size and depth; or the error text."""
+    if len(raw_args or "") > MAX_ARGS_CHARS:
+        return f"error: arguments are longer than {MAX_ARGS_CHARS} characters"
+    try:
+        data = json.loads(raw_args or "{}")
+    except json.JSONDecodeError as exc:
+        return f"error: arguments are not valid JSON ({exc.msg}); send a JSON object"
+    except RecursionError:
+        return "error: arguments are nested too deeply; send a flat JSON object"
+    if not isinstance(data, dict):
+        return "error: arguments must be a JSON object"
+    return data

@@ -20,7 +20,14 @@ from bot.app.cli.device import register_device_cli
 from bot.app.cli.jobs import register_jobs_cli
 from bot.app.cli.journal import register_journal_cli
 from bot.app.cli.memory import register_memory_cli
-from bot.app.cli.runtime import find_user, group, run_with_app, settings_or_exit, wait_for
+from bot.app.cli.runtime import (
+    find_user,
+    group,
+    raise_open_file_limit,
+    run_with_app,
+    settings_or_exit,
+    wait_for,
+)
 from bot.app.cli.web import register_web_cli
 
 if TYPE_CHECKING:
@@ -132,6 +139,7 @@ def serve() -> None:
     # The console owns the terminal when no channel is set: logs go to a file then (a device
     # added later may still start; its lines then go to the file too).
     logfile = setup_logging(settings, to_file=_console_log_file(settings) if console_only else None)
+    raise_open_file_limit()
     run_with_app(lambda application: run_serve(application, logfile), settings)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
@@ -116,3 +117,21 @@ async def wait_for(awaitable: Awaitable[object]) -> None:
         for task in (waiter, stopper):
             task.cancel()
         await asyncio.gather(waiter, stopper, return_exceptions=True)
+
+
+def raise_open_file_limit() -> None:
+    """Lift the soft limit on open files to the hard one, where the system allows it.
+
+    Each pendant, chat connection and database file holds descriptors; the common soft limit
+    of 1,024 let a flood of sockets starve every channel ("Too many open files").
+    """
+    try:
+        import resource  # POSIX only
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        if soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            logging.getLogger("lifebot.serve").info("open file limit raised to %d", target)
+    except (ImportError, ValueError, OSError) as exc:
+        logging.getLogger("lifebot.serve").warning("could not raise the open file limit: %s", exc)

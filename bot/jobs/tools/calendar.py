@@ -86,6 +86,7 @@ TOOLS = [
         ListEventsArgs,
         list_events,
         "Checking your calendar…",
+        untrusted_output=True,  # events may come from proposals drawn from transcripts
     ),
     Tool(
         "add_event",

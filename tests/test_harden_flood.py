@@ -1,0 +1,41 @@
+"""Hardening (#18) item 4: idle unauthenticated sockets cannot lock real pendants out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+
+from bot.app.build import App
+from bot.device import protocol as p
+from tests.support.device import _closed, _frame, _open, add_device, running_device
+
+
+async def test_idle_sockets_beyond_the_cap_are_refused_and_a_real_device_still_connects(
+    app: App,
+) -> None:
+    _, token = await add_device(app, "pendant-f")
+    async with (
+        running_device(app, max_unauthenticated_per_address=3) as dev,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        for _ in range(3):  # a flood holding sockets open without ever authenticating
+            await stack.enter_async_context(_open(dev))
+        start = time.monotonic()
+        async with _open(dev) as extra:
+            code, reason = await _closed(extra)
+        assert code == 1013 and "too many" in reason
+        assert time.monotonic() - start < 1.5  # refused at once, not after the auth window
+
+        async with _open(dev, token) as ws:  # the owner's pendant is not locked out
+            await ws.send(json.dumps({"type": "hello"}))
+            assert (await _frame(ws))["type"] == "ready"
+
+
+async def test_the_auth_window_is_short(app: App) -> None:
+    async with running_device(app) as dev, _open(dev) as ws:
+        start = time.monotonic()
+        code, _ = await asyncio.wait_for(_closed(ws), 10)
+    assert code == p.CLOSE_UNAUTHORIZED
+    assert time.monotonic() - start < 3.5
