@@ -11,6 +11,7 @@ rest of the code only ever catches lifebot errors. Errors carry data, not just t
     ├── ChannelError             a channel failed to deliver or receive
     │   ├── TransientChannelError    worth retrying (network, 5xx)
     │   │   └── RateLimited          the peer said slow down (retry_after)
+    │   ├── Away                     the peer is not connected here now (a pendant offline)
     │   └── Unreachable              permanent for one identity (blocked, not in channel)
     ├── AgentError               the language model could not answer: dispatch tells the
     │   │                        user "I can't reach my language model" and retries later

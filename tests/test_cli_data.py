@@ -173,7 +173,8 @@ async def test_backup_is_consistent_while_the_database_is_written(tmp_path: Path
     async def writer() -> int:
         n = 0
         while not stop.is_set():
-            await app.dispatcher.handle(make_inbound(f"/remember note {n}", sender="ana"))
+            # A command writes the message and its reply without asking the model.
+            await app.dispatcher.handle(make_inbound(f"/tasks {n}", sender="ana"))
             n += 1
         return n
 
@@ -192,7 +193,7 @@ async def test_backup_is_consistent_while_the_database_is_written(tmp_path: Path
         copied = row[0]
     finally:
         conn.close()
-    assert 0 < copied <= 2 * written  # each /remember is stored, with its reply
+    assert 0 < copied <= 2 * written  # each command is stored, with its reply
 
 
 def test_backup_cli_names_the_folder(tmp_path: Path) -> None:

@@ -179,6 +179,7 @@ async def test_three_serve_processes_answer_in_order_once_and_survive_their_lead
         if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
     }
     env.update(
+        LIFEBOT_WEB_ENABLED="false",  # three processes on one host: no shared web port
         LIFEBOT_DATABASE_URL=postgres_url,
         TELEGRAM_BOT_TOKEN=TOKEN,
         LIFEBOT_TELEGRAM_API_URL=tg.api_url,

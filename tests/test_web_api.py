@@ -419,7 +419,17 @@ async def test_link_another_channel_from_the_settings_page(app: App) -> None:
         csrf = await sign_in(app, client, ann)
         page = await client.post("/settings/link", data={"csrf": csrf})
         code = page.text.split('id="link-code">', 1)[1].split("<", 1)[0]
-    await app.dispatcher.handle(make_inbound(code, sender="ann-work-phone"))
+        await app.dispatcher.handle(make_inbound(code, sender="ann-work-phone"))
+        assert "confirm the link" in channel(app).texts("ann-work-phone")[-1]
+        # Nothing is linked until Ann says yes on the page where she asked for the code.
+        senders = {i.sender_id for i in await app.web.service.identities(ann)}
+        assert senders == {"ann"}
+        page = await client.get("/settings")
+        assert "Link fake ann-work-phone to your account?" in page.text
+        action = page.text.split('action="/settings/link/', 1)[1].split('"', 1)[0]
+        assert action.endswith("/yes")
+        done = await client.post(f"/settings/link/{action}", data={"csrf": csrf})
+        assert done.status_code in (200, 303)
     assert "Linked." in channel(app).texts("ann-work-phone")[-1]
     senders = {i.sender_id for i in await app.web.service.identities(ann)}
     assert senders == {"ann", "ann-work-phone"}

@@ -23,7 +23,6 @@ from bot.clock import Clock
 from bot.errors import BotError
 from bot.jobs.delivery import Outbox
 from bot.jobs.leader import LeaderLock
-from bot.jobs.offloop import OffLoopScheduler
 from bot.jobs.timer import DueTimer
 from storage.db import Database
 from storage.repos.job_state import JobStateRepo

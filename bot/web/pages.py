@@ -301,6 +301,7 @@ async def settings(request: Request, who: Who) -> HTMLResponse:
         who,
         "settings.html",
         identities=await c.service.identities(who.user),
+        link_questions=await c.service.link_questions(who.user),
         tokens=await c.auth.api_tokens(who.user_id),
         new_token=None,
         link_code=None,
@@ -334,10 +335,21 @@ async def link_channel(request: Request, who: Who) -> Response:
         who,
         "settings.html",
         identities=await c.service.identities(who.user),
+        link_questions=await c.service.link_questions(who.user),
         tokens=await c.auth.api_tokens(who.user_id),
         new_token=None,
         link_code=await c.service.link_code(who.user),
     )
+
+
+@router.post("/settings/link/{code}/{answer}")
+async def answer_link(request: Request, who: Who, code: str, answer: str) -> Response:
+    """Yes or No to a chat that sent this user's link code."""
+    await checked_form(request, who)
+    if answer not in ("yes", "no"):
+        raise HTTPException(404)
+    said = await ctx(request).service.answer_link(who.user, code, yes=answer == "yes")
+    return back("/settings", note=said)
 
 
 @router.post("/settings/tokens", response_class=HTMLResponse)
@@ -351,6 +363,7 @@ async def new_token(request: Request, who: Who) -> Response:
         who,
         "settings.html",
         identities=await c.service.identities(who.user),
+        link_questions=await c.service.link_questions(who.user),
         tokens=await c.auth.api_tokens(who.user_id),
         new_token=secret,
         link_code=None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from datetime import date, datetime, time, timedelta
 from bot.adapters.base import ChannelAdapter
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock, zone
-from bot.dispatch.identity import approve, issue_link_code
+from bot.dispatch.identity import approve, confirm_link, issue_link_code
+from bot.errors import ChannelError
 from bot.jobs.commands import resolve_zone
 from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
 from bot.jobs.reminders import Created
@@ -48,6 +50,8 @@ from storage.repos.pairing import PairingRepo
 from storage.repos.reminders import ReminderRepo
 from storage.repos.users import UserRepo
 from storage.repos.web import WebViewRepo
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -409,6 +413,27 @@ class WebService:
             change.errors.append("Quiet hours need a start and an end that differ.")
             return
         values.update(quiet_start=a, quiet_end=b)
+
+    async def link_questions(self, user: User) -> list[PairingRequest]:
+        """Chats waiting for this user's Yes or No before they are linked."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await PairingRepo(s).link_questions(user.id, self.clock.now())
+
+    async def answer_link(self, user: User, code: str, *, yes: bool) -> str:
+        """Link (or refuse) a chat that sent this user's link code; tell that chat."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            said, tell = await confirm_link(s, user.id, code, yes=yes, now=self.clock.now())
+        for out in tell:
+            adapter = self.channels.get(out.address.channel)
+            if adapter is None:
+                continue
+            try:
+                await adapter.send(out)
+            except ChannelError as exc:  # the answer stands; the other chat just isn't told
+                log.warning("could not tell the %s chat about the link: %s", out.address, exc)
+        return said
 
     async def link_code(self, user: User) -> str:
         """A code to send from another channel to link it to this user."""

@@ -63,6 +63,20 @@ class PairingRepo:
         )
         return res.first()
 
+    async def link_questions(self, user_id: int, now: datetime) -> list[PairingRequest]:
+        """Unanswered, unexpired "link this chat to your account?" questions for a user."""
+        res = await self.s.exec(
+            select(PairingRequest)
+            .where(
+                PairingRequest.user_id == user_id,
+                PairingRequest.purpose == "link_confirm",
+                PairingRequest.status == "pending",
+                col(PairingRequest.expires_at) > now,
+            )
+            .order_by(col(PairingRequest.id))
+        )
+        return list(res.all())
+
     async def claim(
         self,
         code: str,
