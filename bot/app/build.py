@@ -29,6 +29,10 @@ from bot.jobs.commands import JobCommands
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
+from bot.location.commands import LocationCommands
+from bot.location.ingest import ChatLocation
+from bot.location.service import LocationService
+from bot.location.tools import location_tools
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from bot.web.room import WebRoom, build_web
 from storage.db import Database
@@ -70,6 +74,8 @@ class App:
     """Started channels by name: the way back for replies (dispatch) and pushes (outbox)."""
     web: WebRoom
     """The web page, REST API, health and metrics (served when LIFEBOT_WEB_ENABLED)."""
+    location: LocationService
+    """Location points, places and stays (issue 24)."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
 
@@ -162,8 +168,19 @@ def build_app(
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
+    location = LocationService(db, clock)
+    LocationCommands(location, settings.web_url).register(commands)
+    for tool in location_tools(location):
+        tools.add(tool)
     web = build_web(
-        settings, db=db, clock=clock, memory=memory, jobs=jobs, channels=channels, commands=commands
+        settings,
+        db=db,
+        clock=clock,
+        memory=memory,
+        jobs=jobs,
+        channels=channels,
+        commands=commands,
+        location=location,
     )
     dispatcher = Dispatcher(
         db=db,
@@ -175,6 +192,7 @@ def build_app(
         hooks=[memory.on_turn, jobs.after_turn],
         allowlist=settings.allowlisted(),
         default_timezone=settings.default_timezone,
+        location=ChatLocation(location),
     )
     return App(
         settings=settings,
@@ -190,6 +208,7 @@ def build_app(
         dispatcher=dispatcher,
         channels=channels,
         web=web,
+        location=location,
     )
 
 

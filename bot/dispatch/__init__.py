@@ -29,6 +29,7 @@ from bot.messages import (
     InboundMessage,
     OutboundMessage,
     Receipt,
+    SharedLocation,
     StoredTurn,
 )
 from storage.db import Database
@@ -45,7 +46,7 @@ class DispatchResult:
     """What happened to one inbound message (for logs, tests and benchmarks)."""
 
     status: str
-    """duplicate, pairing, linked, command, answered, llm_down, failed."""
+    """duplicate, pairing, linked, command, answered, llm_down, failed, location, ignored."""
     reply: str | None = None
     receipt: Receipt | None = None
     turn: StoredTurn | None = None
@@ -53,6 +54,8 @@ class DispatchResult:
 
 
 TurnHook = Callable[[StoredTurn], Awaitable[None]]
+LocationSink = Callable[[User, SharedLocation], Awaitable[str | None]]
+"""Stores a shared position for a user; returns the reply to send (None: stay silent)."""
 
 
 def llm_down_text(exc: AgentError) -> str:
@@ -84,6 +87,7 @@ class Dispatcher:
         allowlist: set[str] | None = None,
         default_timezone: str = "UTC",
         locks: ConversationLock[int] | None = None,
+        location: LocationSink | None = None,
     ) -> None:
         self.db = db
         self.agent = agent
@@ -97,6 +101,8 @@ class Dispatcher:
         """Awaited after every stored turn; a failing hook is logged, never fatal."""
         self._locks: ConversationLock[int] = locks if locks is not None else KeyedLocks[int]()
         """Serialises the turns of one conversation (by conversation id)."""
+        self.location = location
+        """Where shared positions go (never to the agent); None: location is not built."""
 
     def register(self, adapter: ChannelAdapter) -> None:
         """Make an adapter the way back to its channel."""
@@ -127,6 +133,29 @@ class Dispatcher:
             )
             return DispatchResult("failed")
 
+    async def _shared_location(
+        self, msg: InboundMessage, shared: SharedLocation, sink: LocationSink
+    ) -> DispatchResult | None:
+        """A known sender's position goes to the location sink, never to the agent or history.
+
+        A live location sends an update every few seconds: none of them is stored as a message.
+        An unknown sender's first share takes the normal path (pairing); updates are dropped.
+        """
+        async with self.db.session() as s:
+            users = UserRepo(s)
+            a = msg.address
+            ident = await users.find_identity(a.channel, a.account, msg.sender_id)
+            user = await users.get(ident.user_id) if ident is not None else None
+        if user is None:
+            return DispatchResult("ignored") if shared.update else None
+        reply = await sink(user, shared)
+        receipt = None
+        if reply is not None:
+            receipt = await self._send_quietly(
+                OutboundMessage(msg.address, reply, reply_to=msg.message_id, kind="notice")
+            )
+        return DispatchResult("location", reply, receipt)
+
     async def _keep_for_retry(self, msg: InboundMessage) -> None:
         """After a failure, leave a person's stored message waiting for /retry."""
         try:
@@ -136,6 +165,10 @@ class Dispatcher:
             log.exception("could not mark a failed message for /retry")
 
     async def _handle(self, msg: InboundMessage) -> DispatchResult:
+        if msg.location is not None and self.location is not None:
+            handled = await self._shared_location(msg, msg.location, self.location)
+            if handled is not None:
+                return handled
         async with self.db.session() as s:
             message_id = await MessageRepo(s).record_inbound(msg)
         if message_id is None:

@@ -25,8 +25,6 @@ from storage.repos.location import LocationRepo
 log = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "lbl_"  # noqa: S105  # a prefix, not a secret
-CONTEXT = timedelta(days=1)
-"""Points this far either side of new ones are re-read when stays are re-detected."""
 
 
 class LocationOff(Exception):
@@ -128,7 +126,13 @@ class LocationService:
         """Re-detect the user's stays around [start, end] from the stored points."""
         async with self.db.session() as s:
             repo = LocationRepo(s)
-            points = await repo.points_between(user_id, start - CONTEXT, end + CONTEXT)
+            # Read back to the start of any stay the new points may extend (and forward to the
+            # end of any they may join), plus a margin: a live share re-reads one stay, not days.
+            margin = self.params.max_gap
+            near = await repo.stays_between(user_id, start - margin, end + margin)
+            lo_read = min([start, *(st.start for st in near)]) - margin
+            hi_read = max([end, *(st.end for st in near)]) + margin
+            points = await repo.points_between(user_id, lo_read, hi_read)
             places = [named(p) for p in await repo.places(user_id)]
             found = detect_stays(
                 [Fix(p.ts, p.lat, p.lon, p.accuracy_m) for p in points], self.params
@@ -191,3 +195,34 @@ class LocationService:
                 place = match_place(stay.lat, stay.lon, places)
                 stay.place_id = place.id if place else None
                 s.add(stay)
+
+    async def add_place(self, user_id: int, name: str, lat: float, lon: float) -> Place:
+        """A new named place centred on (lat, lon); stays there are named from now on."""
+        async with self.db.session() as s:
+            place = await LocationRepo(s).save_place(
+                Place(user_id=user_id, name=name, lat=lat, lon=lon, created_at=self.clock.now())
+            )
+        await self.rematch(user_id)
+        return place
+
+    async def save_place(self, place: Place) -> Place:
+        """Store a changed place (name, kind, aliases) and re-name stays."""
+        async with self.db.session() as s:
+            saved = await LocationRepo(s).save_place(place)
+        await self.rematch(place.user_id)
+        return saved
+
+    async def delete_place(self, user_id: int, place_id: int) -> bool:
+        """Delete one of the user's places."""
+        async with self.db.session() as s:
+            return await LocationRepo(s).delete_place(user_id, place_id)
+
+    async def stays_at(
+        self, user_id: int, place_id: int, *, before: datetime, limit: int = 5
+    ) -> list[StayView]:
+        """The user's latest stays at a place that began before ``before``, newest first."""
+        async with self.db.session() as s:
+            repo = LocationRepo(s)
+            place = await repo.place(user_id, place_id)
+            rows = await repo.last_stays_at(user_id, place_id, before, limit)
+        return [StayView(st, place) for st in rows]

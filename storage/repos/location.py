@@ -184,11 +184,13 @@ class LocationRepo:
         )
         return list(res.all())
 
-    async def last_stays_at(self, user_id: int, place_id: int, limit: int = 5) -> list[Stay]:
-        """The user's latest stays at a place, newest first."""
+    async def last_stays_at(
+        self, user_id: int, place_id: int, before: datetime, limit: int = 5
+    ) -> list[Stay]:
+        """The user's latest stays at a place starting before ``before``, newest first."""
         res = await self.s.exec(
             select(Stay)
-            .where(Stay.user_id == user_id, Stay.place_id == place_id)
+            .where(Stay.user_id == user_id, Stay.place_id == place_id, col(Stay.start) < before)
             .order_by(col(Stay.start).desc())
             .limit(limit)
         )
