@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -86,7 +87,9 @@ async def test_a_week_through_owntracks_and_overland_gives_the_stays(tmp_path: P
         # ... then Overland batches of 200, newest batch first (late and out of order).
         batches = [fixes[i : i + 200] for i in range(half, len(fixes), 200)]
         for n, batch in enumerate(reversed(batches)):
-            body = {"locations": [feature(f, "-0700" if n % 2 else "Z") for f in batch]}
+            body: dict[str, object] = {
+                "locations": [feature(f, "-0700" if n % 2 else "Z") for f in batch]
+            }
             if n == 0:
                 body["current"] = feature(Fix(clock.now(), 0.0, 0.0, 5.0))
             r = await client.post("/api/location/overland", json=body, headers=bearer(ana_token))
@@ -219,7 +222,7 @@ async def test_a_client_without_a_content_length_is_capped_too(tmp_path: Path) -
     async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
         _, token = await turned_on(application, "ana")
 
-        async def chunks():  # streamed: no Content-Length header
+        async def chunks() -> AsyncIterator[bytes]:  # streamed: no Content-Length header
             for _ in range(50):
                 yield b" " * 100_000
 

@@ -71,24 +71,23 @@ def generate(
     assert isinstance(tz, ZoneInfo)
     segments: list[tuple[str, datetime, datetime]] = []
     for d in range(days):
-        local = (start_day + timedelta(days=d)).replace(hour=0, minute=0)
-        local = datetime(local.year, local.month, local.day, tzinfo=tz)
-        for place, a, b in day_plan(local, local.weekday()):
-            segments.append((place, local + timedelta(minutes=a), local + timedelta(minutes=b)))
+        day = (start_day + timedelta(days=d)).date()
+        local = datetime(day.year, day.month, day.day, tzinfo=tz)
+        for name, m0, m1 in day_plan(local, local.weekday()):
+            segments.append((name, local + timedelta(minutes=m0), local + timedelta(minutes=m1)))
     # Join stays at the same place across midnight.
-    merged: list[list[object]] = []
-    for place, a, b in segments:
-        if merged and merged[-1][0] == place and merged[-1][2] == a:
-            merged[-1][2] = b
+    merged: list[tuple[str, datetime, datetime]] = []
+    for name, t0, t1 in segments:
+        if merged and merged[-1][0] == name and merged[-1][2] == t0:
+            merged[-1] = (name, merged[-1][1], t1)
         else:
-            merged.append([place, a, b])
+            merged.append((name, t0, t1))
     dead_start = (start_day + timedelta(days=dead_night)).replace(hour=1, minute=0)
     dead_end = dead_start + timedelta(hours=4)
     fixes: list[Fix] = []
     planted: list[Planted] = []
     prev: tuple[str, datetime] | None = None
     for place, a, b in merged:
-        assert isinstance(place, str) and isinstance(a, datetime) and isinstance(b, datetime)
         lat0, lon0 = PLACES[place]
         if prev is not None:  # travel from the previous place, a fix every 30 s
             p_lat, p_lon = PLACES[prev[0]]
