@@ -24,6 +24,8 @@ from storage.repos.location import LocationRepo
 
 log = logging.getLogger(__name__)
 
+SKEW = timedelta(minutes=1)
+"""Points up to this long before /location on still count (clock skew, whole seconds)."""
 TOKEN_PREFIX = "lbl_"  # noqa: S105  # a prefix, not a secret
 
 
@@ -112,7 +114,8 @@ class LocationService:
             setting = await repo.setting(user_id)
             if setting is None or not setting.enabled:
                 raise LocationOff
-            since = setting.enabled_at
+            # Chat messages carry whole seconds and phone clocks drift: allow a little skew.
+            since = setting.enabled_at - SKEW if setting.enabled_at is not None else None
             keep = [f for f in fixes if since is None or f.ts >= since]
             new = await repo.add_points(
                 user_id, [(f.ts, f.lat, f.lon, f.accuracy_m) for f in keep], source

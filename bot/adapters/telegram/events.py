@@ -117,7 +117,8 @@ def shared_location(message: Message, *, account: str, edited: bool) -> InboundM
             lon=loc.longitude,
             ts=ts,
             accuracy_m=loc.horizontal_accuracy,
-            live=loc.live_period is not None,
+            # Read from the wire form: the attribute warns while PTB changes its type.
+            live=loc.to_dict().get("live_period") is not None,
             update=edited,
         ),
     )
