@@ -27,7 +27,9 @@ async def stored(app: App) -> list[LocationPoint]:
 
 
 async def test_live_location_stores_every_update_and_never_wakes_the_agent(
-    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM  # noqa: F811
+    telegram: Starter,
+    tg: FakeTelegram,
+    fake_llm: FakeLLM,  # noqa: F811
 ) -> None:
     app = await telegram()
     # Before /location on: nothing is kept, and the person is told why.
