@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlmodel import select
+from sqlmodel import col, select
 
 from bot.app.build import App
 from storage.models import LocationPoint, Message
@@ -16,20 +16,22 @@ from tests.test_telegram import CHAT, Starter, eventually, telegram, tg  # noqa:
 HOME = (52.5200, 13.4050)
 
 
-def live(tg: FakeTelegram, message_id: int, lat: float, lon: float, **kw: Any) -> dict[str, Any]:
+def live(
+    server: FakeTelegram, message_id: int, lat: float, lon: float, **kw: Any
+) -> dict[str, Any]:
     loc = {"latitude": lat, "longitude": lon, "horizontal_accuracy": 12.5, **kw}
-    return tg.message(CHAT, message_id=message_id, location=loc)
+    return server.message(CHAT, message_id=message_id, location=loc)
 
 
 async def stored(app: App) -> list[LocationPoint]:
     async with app.db.session() as s:
-        return list((await s.exec(select(LocationPoint).order_by(LocationPoint.ts))).all())
+        return list((await s.exec(select(LocationPoint).order_by(col(LocationPoint.ts)))).all())
 
 
 async def test_live_location_stores_every_update_and_never_wakes_the_agent(
-    telegram: Starter,
-    tg: FakeTelegram,
-    fake_llm: FakeLLM,  # noqa: F811
+    telegram: Starter,  # noqa: F811  # the fixtures of test_telegram
+    tg: FakeTelegram,  # noqa: F811
+    fake_llm: FakeLLM,
 ) -> None:
     app = await telegram()
     # Before /location on: nothing is kept, and the person is told why.
