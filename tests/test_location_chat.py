@@ -113,3 +113,21 @@ async def test_token_only_in_private_and_never_in_the_logs(tmp_path: Path, caplo
         await app.location.ingest(ana.id, [Fix(clock.now(), 52.123456, 13.654321, 5)], "x")
         assert "52.12" not in caplog.text and "13.65" not in caplog.text
         assert clock.now().tzinfo == UTC
+
+
+async def test_raw_points_past_the_retention_go_and_stays_stay(tmp_path: Path) -> None:
+    clock = ManualClock(WEEK - timedelta(days=1))
+    async with jobs_app(tmp_path, clock, location_retention_days=3) as app:
+        ana = await add_user(app, "ana", timezone="Europe/Berlin")
+        assert ana.id is not None
+        await app.location.set_enabled(ana.id, True)
+        fixes, _ = generate(WEEK)
+        clock.set(WEEK + timedelta(days=7))
+        await app.location.ingest(ana.id, fixes, "overland")
+        async with app.db.session() as s:
+            oldest = (await LocationRepo(s).points_between(ana.id, WEEK, WEEK + timedelta(days=9)))[
+                0
+            ]
+        assert oldest.ts >= clock.now() - timedelta(days=3)
+        stays = await app.location.stays(ana.id, WEEK, WEEK + timedelta(days=1))
+        assert len(stays) >= 4  # Monday's stays outlive Monday's points

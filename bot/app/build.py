@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
@@ -168,7 +169,9 @@ def build_app(
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
-    location = LocationService(db, clock)
+    location = LocationService(
+        db, clock, retention=timedelta(days=settings.location_retention_days)
+    )
     LocationCommands(location, settings.web_url).register(commands)
     for tool in location_tools(location):
         tools.add(tool)

@@ -65,10 +65,19 @@ class StayView:
 class LocationService:
     """Stores points, keeps stays up to date, answers questions about them."""
 
-    def __init__(self, db: Database, clock: Clock, params: StayParams | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        params: StayParams | None = None,
+        retention: timedelta = timedelta(days=90),
+    ) -> None:
         self.db = db
         self.clock = clock
         self.params = params or StayParams()
+        self.retention = retention
+        """Raw points older than this are deleted (stays are kept)."""
+        self._pruned_at: datetime | None = None
 
     # --- the switch and the token ---
 
@@ -123,7 +132,18 @@ class LocationService:
         log.info("stored %d new location point(s) for user %s from %s", new, user_id, source)
         if keep:
             await self.refresh_stays(user_id, min(f.ts for f in keep), max(f.ts for f in keep))
+        await self._prune_hourly()
         return new
+
+    async def _prune_hourly(self) -> None:
+        # Retention rides on ingest (at most hourly per process): no points, nothing to prune.
+        now = self.clock.now()
+        if self._pruned_at is not None and now - self._pruned_at < timedelta(hours=1):
+            return
+        self._pruned_at = now
+        gone = await self.prune(self.retention)
+        if gone:
+            log.info("deleted %d location point(s) past the %s retention", gone, self.retention)
 
     async def refresh_stays(self, user_id: int, start: datetime, end: datetime) -> None:
         """Re-detect the user's stays around [start, end] from the stored points."""
