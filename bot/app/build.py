@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
@@ -27,11 +27,13 @@ from bot.dispatch import Dispatcher
 from bot.dispatch.commands import Commands
 from bot.dispatch.memory_commands import register_memory_commands
 from bot.jobs.commands import JobCommands
+from bot.jobs.scheduler import JobSpec
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
 from bot.location.commands import LocationCommands
 from bot.location.ingest import ChatLocation
+from bot.location.scan import StayProposals
 from bot.location.service import LocationService
 from bot.location.tools import location_tools
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
@@ -77,6 +79,8 @@ class App:
     """The web page, REST API, health and metrics (served when LIFEBOT_WEB_ENABLED)."""
     location: LocationService
     """Location points, places and stays (issue 24)."""
+    location_proposals: StayProposals
+    """The evening scan that proposes events from the day's stays."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
 
@@ -151,6 +155,16 @@ def build_app(
         memory=memory,
     )
     channels: dict[str, ChannelAdapter] = {}
+    location = LocationService(
+        db, clock, retention=timedelta(days=settings.location_retention_days)
+    )
+    stay_proposals = StayProposals(db, ttl=timedelta(days=settings.proposal_ttl_days))
+
+    async def propose_from_stays(now: datetime) -> str:
+        result = await stay_proposals.scan(now)
+        jobs.outbox.kick()  # ``jobs`` is bound below, before the scheduler can run this
+        return result
+
     jobs = build_jobs(
         db=db,
         llm=llm,
@@ -165,13 +179,18 @@ def build_app(
             late_hours=settings.briefing_late_hours,
             proposal_ttl_days=settings.proposal_ttl_days,
         ),
+        extra_jobs=[
+            JobSpec(
+                "location.proposals",
+                300,
+                propose_from_stays,
+                "propose events from the day's stays (each user's local 21:30)",
+            )
+        ],
     )
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
-    location = LocationService(
-        db, clock, retention=timedelta(days=settings.location_retention_days)
-    )
     LocationCommands(location, settings.web_url).register(commands)
     for tool in location_tools(location):
         tools.add(tool)
@@ -212,6 +231,7 @@ def build_app(
         channels=channels,
         web=web,
         location=location,
+        location_proposals=stay_proposals,
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -66,6 +66,7 @@ def build_jobs(
     persona_path: Path,
     settings: JobSettings | None = None,
     lock: LeaderLock | None = None,
+    extra_jobs: Sequence[JobSpec] = (),
 ) -> Jobs:
     """Wire outbox, briefings, reminders, proposals and the scheduler together."""
     cfg = settings or JobSettings()
@@ -107,6 +108,7 @@ def build_jobs(
         JobSpec(SCAN_JOB, 60, scan, "propose events found in chats and transcripts"),
         JobSpec("proposals.expire", 900, proposals.expire, "expire unanswered proposals"),
         JobSpec("outbox.reconcile", 60, reconcile, "settle pushes a stopped process left"),
+        *extra_jobs,  # features above jobs (location) bring their own periodic jobs
     ]
     service = JobService(
         db=db,
