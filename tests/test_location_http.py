@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 from bot.app.build import App
 from bot.location.geo import Fix
-from bot.location.stays import DetectedStay
+from bot.location.stays import DetectedStay, detect_stays
 from tests.conftest import add_user
 from tests.fakes.clock import ManualClock
 from tests.support.gps import PLACES, generate
@@ -109,6 +109,9 @@ async def test_a_week_through_owntracks_and_overland_gives_the_stays(tmp_path: P
         found = [v.stay for v in views]
         near_bar = [s for s in found if _near(s.lat, s.lon, "bar")]
         assert len(near_bar) == 1
+        # Stays kept up to date request by request equal a detection over everything at once.
+        at_once = detect_stays(fixes[:half:2] + fixes[half:])
+        assert [(x.start, x.end) for x in found] == [(d.start, d.end) for d in at_once]
         s = score([DetectedStay(x.start, x.end, x.lat, x.lon, x.points) for x in found], planted)
         print("\nstored stays via OwnTracks + Overland:", {k: round(v, 2) for k, v in s.items()})
         assert s["precision"] >= 0.95
