@@ -7,6 +7,7 @@ logged only at DEBUG.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import secrets
@@ -157,9 +158,9 @@ class LocationService:
             hi_read = max([end, *(st.end for st in near)]) + margin
             points = await repo.points_between(user_id, lo_read, hi_read)
             places = [named(p) for p in await repo.places(user_id)]
-            found = detect_stays(
-                [Fix(p.ts, p.lat, p.lon, p.accuracy_m) for p in points], self.params
-            )
+            fixes = [Fix(p.ts, p.lat, p.lon, p.accuracy_m) for p in points]
+            # Detection is CPU work (a long night is thousands of fixes): off the event loop.
+            found = await asyncio.to_thread(detect_stays, fixes, self.params)
             touched = [d for d in found if d.start <= end and d.end >= start]
             lo = min([start, *(d.start for d in touched)])
             hi = max([end, *(d.end for d in touched)])
