@@ -31,6 +31,7 @@ from bot.jobs.scheduler import JobSpec
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
+from bot.location.areas import AreaNames
 from bot.location.commands import LocationCommands
 from bot.location.ingest import ChatLocation
 from bot.location.scan import StayProposals
@@ -155,10 +156,11 @@ def build_app(
         memory=memory,
     )
     channels: dict[str, ChannelAdapter] = {}
+    areas = AreaNames()  # nearest town for unnamed places, offline
     location = LocationService(
-        db, clock, retention=timedelta(days=settings.location_retention_days)
+        db, clock, retention=timedelta(days=settings.location_retention_days), areas=areas
     )
-    stay_proposals = StayProposals(db, ttl=timedelta(days=settings.proposal_ttl_days))
+    stay_proposals = StayProposals(db, ttl=timedelta(days=settings.proposal_ttl_days), areas=areas)
 
     async def propose_from_stays(now: datetime) -> str:
         result = await stay_proposals.scan(now)

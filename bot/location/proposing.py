@@ -36,6 +36,8 @@ class StayFacts:
     """The named place, None when unknown."""
     kind: str = "normal"
     """The place's kind (``normal``, ``home``, ``ignored``)."""
+    area: str | None = None
+    """For an unnamed place: the nearest town, when known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +62,14 @@ class Suggestion:
     """End (aware, UTC)."""
     place: str | None
     """The place's name; None asks "What was this place?"."""
+    area: str | None = None
+    """For an unnamed place: the nearest town, when known."""
 
     def title(self, tz: ZoneInfo) -> str:
         """``Time at gym, 18:00-19:15`` (unknown places: ``Time at a new place, ...``)."""
         a, b = self.start.astimezone(tz), self.end.astimezone(tz)
-        return f"Time at {self.place or 'a new place'}, {a:%H:%M}\u2013{b:%H:%M}"
+        where = self.place or (f"a new place near {self.area}" if self.area else "a new place")
+        return f"Time at {where}, {a:%H:%M}\u2013{b:%H:%M}"
 
 
 def all_day(event: Busy, tz: ZoneInfo) -> bool:
@@ -99,5 +104,7 @@ def suggestions(
         start, end = part
         if any(e.start < end and e.end > start for e in timed):
             continue
-        out.append(Suggestion(stay.id, start.astimezone(UTC), end.astimezone(UTC), stay.place))
+        out.append(
+            Suggestion(stay.id, start.astimezone(UTC), end.astimezone(UTC), stay.place, stay.area)
+        )
     return out

@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.clock import zone
+from bot.location.areas import AreaNames
 from bot.location.proposing import Busy, StayFacts, Suggestion, suggestions
 from storage.db import Database
 from storage.models import Proposal, User
@@ -40,9 +41,13 @@ def _cursor_id(user_id: int) -> str:
 class StayProposals:
     """Runs the daily scan for every user with location on."""
 
-    def __init__(self, db: Database, ttl: timedelta = timedelta(days=7)) -> None:
+    def __init__(
+        self, db: Database, ttl: timedelta = timedelta(days=7), areas: AreaNames | None = None
+    ) -> None:
         self.db = db
         self.ttl = ttl
+        self.areas = areas
+        """Names unnamed places after the nearest town in the proposal's title."""
 
     async def scan(self, now: datetime) -> str:
         """Scan every user whose local scan time has come today and who was not scanned yet."""
@@ -86,16 +91,22 @@ class StayProposals:
                 for st in await repo.stays_between(user.id, since - timedelta(days=2), cutoff)
                 if since < st.end <= cutoff
             ]
-            facts = [
-                StayFacts(
-                    st.id or 0,
-                    st.start,
-                    st.end,
-                    places[st.place_id].name if st.place_id in places else None,
-                    places[st.place_id].kind if st.place_id in places else "normal",
+            facts = []
+            for st in stays:
+                place = places.get(st.place_id)
+                area = None
+                if place is None and self.areas is not None:
+                    area = await self.areas.near(st.lat, st.lon)
+                facts.append(
+                    StayFacts(
+                        st.id or 0,
+                        st.start,
+                        st.end,
+                        place.name if place else None,
+                        place.kind if place else "normal",
+                        area,
+                    )
                 )
-                for st in stays
-            ]
             events = []
             if facts:
                 lo = min(f.start for f in facts)

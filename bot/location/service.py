@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.clock import Clock
+from bot.location.areas import AreaNames
 from bot.location.geo import Fix
 from bot.location.places import NamedPlace, match_place, parse_aliases
 from bot.location.stays import StayParams, detect_stays
@@ -61,6 +62,8 @@ class StayView:
     """The stored stay."""
     place: Place | None
     """The named place it matched."""
+    area: str | None = None
+    """For an unnamed place: the nearest town (offline lookup), when known."""
 
 
 class LocationService:
@@ -72,11 +75,14 @@ class LocationService:
         clock: Clock,
         params: StayParams | None = None,
         retention: timedelta = timedelta(days=90),
+        areas: AreaNames | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
         self.params = params or StayParams()
         self.retention = retention
+        self.areas = areas
+        """Names unnamed places after the nearest town (None: they stay unnamed)."""
         """Raw points older than this are deleted (stays are kept)."""
         self._pruned_at: datetime | None = None
 
@@ -192,10 +198,14 @@ class LocationService:
         async with self.db.session() as s:
             repo = LocationRepo(s)
             places = {p.id: p for p in await repo.places(user_id)}
-            return [
-                StayView(st, places.get(st.place_id))
-                for st in await repo.stays_between(user_id, start, end)
-            ]
+            rows = await repo.stays_between(user_id, start, end)
+        return [await self._view(st, places.get(st.place_id)) for st in rows]
+
+    async def _view(self, stay: Stay, place: Place | None) -> StayView:
+        area = None
+        if place is None and self.areas is not None:
+            area = await self.areas.near(stay.lat, stay.lon)
+        return StayView(stay, place, area)
 
     async def last_point(self, user_id: int) -> Fix | None:
         """The user's newest stored position."""

@@ -61,6 +61,8 @@ def _cite(ctx: ToolContext, view: StayView) -> str:
     assert st.id is not None
     tz = ctx.tz
     where = view.place.name if view.place else "an unnamed place"
+    if view.place is None and view.area:
+        where += f" near {view.area}"
     span = f"{st.start.astimezone(tz):%a %d %b %H:%M}-{st.end.astimezone(tz):%H:%M}"
     if st.end.astimezone(tz).date() != st.start.astimezone(tz).date():
         span = f"{st.start.astimezone(tz):%a %d %b %H:%M} - {st.end.astimezone(tz):%a %d %b %H:%M}"
