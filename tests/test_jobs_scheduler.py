@@ -94,6 +94,7 @@ async def test_the_leader_runs_due_work_and_keeps_its_jobs_in_the_database(tmp_p
     assert row.status == "delivered"
     assert sorted(r[0] for r in stored) == [
         "briefings.plan",
+        "location.proposals",
         "outbox.reconcile",
         "proposals.expire",
         "proposals.scan",
@@ -166,5 +167,5 @@ async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
         async with app.db.session() as s:
             stored = (await s.exec(text("SELECT count(*) FROM apscheduler_jobs"))).one()  # type: ignore[call-overload]
         await service.stop()
-    assert stored[0] == 5
+    assert stored[0] == 6  # five jobs of the jobs room and the location evening scan
     assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
