@@ -197,6 +197,12 @@ class Settings(BaseSettings):
     """Signs session cookies; unset: a random one is kept in the data dir."""
     web_session_days: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_WEB_SESSION_DAYS"))
 
+    # --- location (issue 24) -------------------------------------------------------------------
+    location_retention_days: float = Field(
+        90.0, gt=0, validation_alias=_env("LIFEBOT_LOCATION_RETENTION_DAYS")
+    )
+    """Raw location points older than this are deleted; stays are kept."""
+
     # --- logging ---------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", validation_alias=_env("LIFEBOT_LOG_LEVEL")

@@ -98,6 +98,24 @@ class Citation:
         return cls(**fields)
 
 
+@dataclass(frozen=True, slots=True)
+class SharedLocation:
+    """A position a person shared in chat (a location, or one update of a live location)."""
+
+    lat: float
+    """Latitude, degrees."""
+    lon: float
+    """Longitude, degrees."""
+    ts: datetime
+    """When the position was taken (the message or edit time)."""
+    accuracy_m: float | None = None
+    """Horizontal accuracy radius in metres, when the channel gives one."""
+    live: bool = False
+    """Part of a live location (updates follow as edits)."""
+    update: bool = False
+    """An update of a live location already being shared (store it, never answer it)."""
+
+
 @dataclass(slots=True)
 class InboundMessage:
     """A message from a person, normalised from any channel."""
@@ -120,6 +138,8 @@ class InboundMessage:
     """Speech the pendant picked up in ambient mode (after the wake phrase): anyone near the
     wearer may have said it, so it is answered but never changes the user's state."""
     raw: dict[str, Any] = field(default_factory=dict)
+    location: SharedLocation | None = None
+    """Set when the message is a shared position rather than words."""
 
     @property
     def dedupe_key(self) -> str:

@@ -99,6 +99,7 @@ async def test_the_leader_runs_due_work_and_keeps_its_jobs_in_the_database(tmp_p
         "briefings.plan",
         "journal.review",
         "memory.extract",
+        "location.proposals",
         "outbox.reconcile",
         "proposals.expire",
         "proposals.scan",
@@ -141,7 +142,7 @@ async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
         async with app.db.session() as s:
             stored = (await s.exec(text("SELECT count(*) FROM apscheduler_jobs"))).one()  # type: ignore[call-overload]
         await service.stop()
-    assert stored[0] == 7  # briefings, reminders, scan, expire, reconcile, journal, memory
+    assert stored[0] == 8  # the jobs room's five, journal, memory's pass, location's scan
     assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +38,12 @@ from bot.jobs.scheduler import JobSpec
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
+from bot.location.areas import AreaNames
+from bot.location.commands import LocationCommands
+from bot.location.ingest import ChatLocation
+from bot.location.scan import StayProposals
+from bot.location.service import LocationService
+from bot.location.tools import location_tools
 from bot.speech.fair import FairTranscriber
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from bot.web.room import WebRoom, build_web
@@ -83,6 +90,10 @@ class App:
     """Started channels by name: the way back for replies (dispatch) and pushes (outbox)."""
     web: WebRoom
     """The web page, REST API, health and metrics (served when LIFEBOT_WEB_ENABLED)."""
+    location: LocationService
+    """Location points, places and stays (issue 24)."""
+    location_proposals: StayProposals
+    """The evening scan that proposes events from the day's stays."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
     conversation_locks: AdvisoryKeyedLocks | None = None
@@ -174,6 +185,17 @@ def build_app(
         memory=memory,
     )
     channels: dict[str, ChannelAdapter] = {}
+    areas = AreaNames()  # nearest town for unnamed places, offline
+    location = LocationService(
+        db, clock, retention=timedelta(days=settings.location_retention_days), areas=areas
+    )
+    stay_proposals = StayProposals(db, ttl=timedelta(days=settings.proposal_ttl_days), areas=areas)
+
+    async def propose_from_stays(now: datetime) -> str:
+        result = await stay_proposals.scan(now)
+        jobs.outbox.kick()  # ``jobs`` is bound below, before the scheduler can run this
+        return result
+
     jobs = build_jobs(
         db=db,
         llm=llm,
@@ -189,15 +211,21 @@ def build_app(
             proposal_ttl_days=settings.proposal_ttl_days,
         ),
         journal=journal,
-        # Memory's background pass runs on the leader only: in every process it would send
-        # the same extraction to the model once per process.
         extra=[
+            # Memory's background pass runs on the leader only: in every process it would
+            # send the same extraction to the model once per process.
             JobSpec(
                 "memory.extract",
                 memory.tick_seconds,
                 memory.tick,
                 "index other paths' messages, extract from quiet chats",
-            )
+            ),
+            JobSpec(
+                "location.proposals",
+                300,
+                propose_from_stays,
+                "propose events from the day's stays (each user's local 21:30)",
+            ),
         ],
     )
     # Several processes may share a PostgreSQL database: turns of one conversation must not
@@ -206,8 +234,18 @@ def build_app(
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
+    LocationCommands(location, settings.web_url).register(commands)
+    for tool in location_tools(location):
+        tools.add(tool)
     web = build_web(
-        settings, db=db, clock=clock, memory=memory, jobs=jobs, channels=channels, commands=commands
+        settings,
+        db=db,
+        clock=clock,
+        memory=memory,
+        jobs=jobs,
+        channels=channels,
+        commands=commands,
+        location=location,
     )
     register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(
@@ -221,6 +259,7 @@ def build_app(
         allowlist=settings.allowlisted(),
         default_timezone=settings.default_timezone,
         locks=conv_locks,
+        location=ChatLocation(location),
     )
     return App(
         settings=settings,
@@ -238,6 +277,8 @@ def build_app(
         channels=channels,
         web=web,
         conversation_locks=conv_locks,
+        location=location,
+        location_proposals=stay_proposals,
     )
 
 

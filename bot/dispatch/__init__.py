@@ -34,6 +34,7 @@ from bot.messages import (
     InboundMessage,
     OutboundMessage,
     Receipt,
+    SharedLocation,
     StoredTurn,
     clean_text,
 )
@@ -51,7 +52,7 @@ class DispatchResult:
     """What happened to one inbound message (for logs, tests and benchmarks)."""
 
     status: str
-    """duplicate, pairing, linking, command, answered, llm_down, failed."""
+    """duplicate, pairing, linking, command, answered, llm_down, failed, location, ignored."""
     reply: str | None = None
     receipt: Receipt | None = None
     turn: StoredTurn | None = None
@@ -59,6 +60,8 @@ class DispatchResult:
 
 
 TurnHook = Callable[[StoredTurn], Awaitable[None]]
+LocationSink = Callable[[User, SharedLocation], Awaitable[str | None]]
+"""Stores a shared position for a user; returns the reply to send (None: stay silent)."""
 
 ORDER_WAIT = 3.0
 """Seconds a message may step back for an earlier one of its conversation (then it goes)."""
@@ -93,6 +96,7 @@ class Dispatcher:
         allowlist: set[str] | None = None,
         default_timezone: str = "UTC",
         locks: ConversationLock[int] | None = None,
+        location: LocationSink | None = None,
     ) -> None:
         self.db = db
         self.agent = agent
@@ -107,6 +111,8 @@ class Dispatcher:
         # In-process by default (SQLite: one process); across processes on PostgreSQL.
         self._locks: ConversationLock[int] = locks if locks is not None else KeyedLocks[int]()
         """Serialises the turns of one conversation (by conversation id)."""
+        self.location = location
+        """Where shared positions go (never to the agent); None: location is not built."""
 
     async def is_known(self, channel: str, account: str, sender_id: str) -> bool:
         """May this sender use lifebot (paired, linked or allowlisted)?
@@ -200,6 +206,29 @@ class Dispatcher:
             )
             return DispatchResult("failed")
 
+    async def _shared_location(
+        self, msg: InboundMessage, shared: SharedLocation, sink: LocationSink
+    ) -> DispatchResult | None:
+        """A known sender's position goes to the location sink, never to the agent or history.
+
+        A live location sends an update every few seconds: none of them is stored as a message.
+        An unknown sender's first share takes the normal path (pairing); updates are dropped.
+        """
+        async with self.db.session() as s:
+            users = UserRepo(s)
+            a = msg.address
+            ident = await users.find_identity(a.channel, a.account, msg.sender_id)
+            user = await users.get(ident.user_id) if ident is not None else None
+        if user is None:
+            return DispatchResult("ignored") if shared.update else None
+        reply = await sink(user, shared)
+        receipt = None
+        if reply is not None:
+            receipt = await self._send_quietly(
+                OutboundMessage(msg.address, reply, reply_to=msg.message_id, kind="notice")
+            )
+        return DispatchResult("location", reply, receipt)
+
     async def _keep_for_retry(self, msg: InboundMessage) -> bool:
         """After a failure, leave a person's stored message waiting for /retry.
 
@@ -213,6 +242,10 @@ class Dispatcher:
             return False
 
     async def _handle(self, msg: InboundMessage) -> DispatchResult:
+        if msg.location is not None and self.location is not None:
+            handled = await self._shared_location(msg, msg.location, self.location)
+            if handled is not None:
+                return handled
         async with self.db.session() as s:
             message_id = await MessageRepo(s).record_inbound(msg)
         if message_id is None:

@@ -139,7 +139,7 @@ def build_jobs(
         JobSpec("proposals.expire", 900, proposals.expire, "expire unanswered proposals"),
         JobSpec("outbox.reconcile", 60, reconcile, "settle pushes a stopped process left"),
         JobSpec("journal.review", 300, plan_reviews, "queue opted-in weekly journal reviews"),
-        *extra,
+        *extra,  # features above jobs (memory's pass, location's scan) bring their own jobs
     ]
     service = JobService(
         db=db,

@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from bot.web import api, health, owner, pages, public
+from bot.web import api, health, location, owner, pages, public
 from bot.web.deps import NeedsSignIn, WebContext
 
 STATIC = Path(__file__).parent / "static"
@@ -41,6 +41,7 @@ def create_app(context: WebContext) -> FastAPI:
     app.include_router(health.router)
     app.include_router(public.router)
     app.include_router(api.router)
+    app.include_router(location.router)
     app.include_router(owner.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -16,6 +16,7 @@ from fastapi import HTTPException, Request
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
+from bot.location.service import LocationService
 from bot.web.auth import WebAuth
 from bot.web.service import WebService
 from storage.models import User, WebSession
@@ -57,6 +58,8 @@ class WebContext:
     """Set the cookie's Secure flag (the public URL is https)."""
     jobs_enabled: bool
     """This process may run the scheduler (readiness expects a leader somewhere)."""
+    location: LocationService
+    """Stores points from the phone apps (OwnTracks, Overland)."""
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from bot.clock import Clock
 from bot.config import Settings
 from bot.dispatch.commands import Commands
 from bot.jobs.service import Jobs
+from bot.location.service import LocationService
 from bot.web.app import create_app
 from bot.web.auth import KeySource, WebAuth
 from bot.web.commands import register_web_commands
@@ -50,6 +51,7 @@ def build_web(
     jobs: Jobs,
     channels: Mapping[str, ChannelAdapter],
     commands: Commands,
+    location: LocationService,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
@@ -66,6 +68,7 @@ def build_web(
         templates=make_templates(),
         secure_cookies=settings.web_url.startswith("https://"),
         jobs_enabled=settings.jobs_enabled,
+        location=location,
     )
     register_web_commands(commands, auth)
     app = create_app(context)

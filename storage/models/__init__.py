@@ -17,6 +17,7 @@ from storage.models.core import (
 from storage.models.device import AudioSegment, Device, DeviceSession
 from storage.models.jobs import CalendarEvent, JobLease, JobState, Proposal, Reminder
 from storage.models.journal import JournalEntry, JournalSettings, JournalSummary
+from storage.models.location import LocationPoint, LocationSetting, Place, Stay
 from storage.models.memory import Episode, MemoryCursor, MemoryItem
 from storage.models.web import ApiToken, IcsToken, WebLoginLink, WebSession
 
@@ -37,12 +38,16 @@ __all__ = [
     "JournalEntry",
     "JournalSettings",
     "JournalSummary",
+    "LocationPoint",
+    "LocationSetting",
     "MemoryCursor",
     "MemoryItem",
     "Message",
     "PairingRequest",
+    "Place",
     "Proposal",
     "Reminder",
+    "Stay",
     "Task",
     "UTCDateTime",
     "User",

@@ -31,6 +31,7 @@ from bot.adapters.telegram.events import (
     from_message,
     from_press,
     person_text,
+    shared_location,
     stale_press,
     voice_attachment,
 )
@@ -48,7 +49,8 @@ __all__ = ["STALE_BUTTON", "TelegramAdapter", "TelegramConfig"]
 
 log = logging.getLogger(__name__)
 
-ALLOWED_UPDATES = ["message", "callback_query"]
+ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
+"""Edited messages carry the positions of a live location (other edits are ignored)."""
 STALE_BUTTON = "That button has expired. Send me your request again and I'll take it from there."
 UNSUPPORTED = "I can read text messages and voice notes; I can't open this kind of message yet."
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
@@ -258,7 +260,12 @@ class TelegramAdapter:
             if update.callback_query is not None:
                 await self._on_callback(update.callback_query)
             elif update.message is not None:
-                await self._on_message(update.message)
+                if update.message.location is not None:
+                    await self._on_location(update.message, edited=False)
+                else:
+                    await self._on_message(update.message)
+            elif update.edited_message is not None and update.edited_message.location is not None:
+                await self._on_location(update.edited_message, edited=True)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -319,6 +326,13 @@ class TelegramAdapter:
 
     async def _known(self, sender_id: str) -> bool:
         return self.is_known is None or await self.is_known(self.name, self.account, sender_id)
+
+    async def _on_location(self, message: Message, *, edited: bool) -> None:
+        inbound = shared_location(message, account=self.account, edited=edited)
+        if inbound is None:
+            return
+        assert self._handler is not None
+        await self._handler(inbound)
 
     async def _on_callback(self, query: CallbackQuery) -> None:
         answered = False

@@ -17,7 +17,7 @@ from datetime import datetime
 from telegram import CallbackQuery, Message, MessageEntity
 from telegram.constants import ChatType
 
-from bot.messages import Address, Attachment, InboundMessage
+from bot.messages import Address, Attachment, InboundMessage, SharedLocation
 
 CHANNEL = "telegram"
 
@@ -89,6 +89,38 @@ def from_press(
         reply_to=str(message.message_id),
         private=message.chat.type == ChatType.PRIVATE,
         raw={"chat_type": message.chat.type},
+    )
+
+
+def shared_location(message: Message, *, account: str, edited: bool) -> InboundMessage | None:
+    """A position a person shared in a private chat (or an update of a live one); else None.
+
+    A live location is one message whose edits carry the new positions: each edit becomes its
+    own inbound message, keyed by the edit time so that none is mistaken for a redelivery.
+    """
+    loc = message.location
+    user = message.from_user
+    if loc is None or user is None or user.is_bot or message.chat.type != ChatType.PRIVATE:
+        return None
+    ts = message.edit_date if edited and message.edit_date is not None else message.date
+    key = f"{message.message_id}:{int(ts.timestamp())}" if edited else str(message.message_id)
+    return InboundMessage(
+        address=Address(CHANNEL, account, str(message.chat.id)),
+        sender_id=str(user.id),
+        message_id=f"loc:{key}",
+        text="",
+        received_at=ts,
+        sender_name=user.full_name,
+        raw={"chat_type": message.chat.type},
+        location=SharedLocation(
+            lat=loc.latitude,
+            lon=loc.longitude,
+            ts=ts,
+            accuracy_m=loc.horizontal_accuracy,
+            # Read from the wire form: the attribute warns while PTB changes its type.
+            live=loc.to_dict().get("live_period") is not None,
+            update=edited,
+        ),
     )
 
 

@@ -1,0 +1,212 @@
+"""/location and /place: the switch, the phone-app token, forgetting, and named places.
+
+Coordinates are never echoed into logs; replies name places and times, not numbers, except
+where the person asked for their own position.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.location.places import KINDS, norm, parse_aliases
+from bot.location.service import LocationService
+from storage.models import Place
+
+_DAY = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s*(?:\.\.|to|-)?\s*(\d{4}-\d{2}-\d{2}))?$")
+_RENAME = re.compile(r"^(.+?)\s*(?:->|=)\s*(.+)$")
+LOCATION_HELP = (
+    "/location on - start recording where you are (share your live location here, or use "
+    "OwnTracks / Overland)\n"
+    "/location off - stop recording at once\n"
+    "/location token - a token for the OwnTracks or Overland app (replaces the old one)\n"
+    "/location revoke - the apps' token stops working\n"
+    "/location forget all | YYYY-MM-DD [YYYY-MM-DD] - delete points and stays\n"
+    "/location - what is recorded"
+)
+PLACE_HELP = (
+    "/place add NAME - name where you are now (your last shared location)\n"
+    "/place rename OLD -> NEW, /place delete NAME\n"
+    "/place home NAME | /place ignore NAME | /place normal NAME - home-like places and "
+    "ignored ones are never proposed as events\n"
+    "/place alias NAME = other, names\n"
+    "/place - list your places"
+)
+
+
+class LocationCommands:
+    """The commands, over the location service."""
+
+    def __init__(self, location: LocationService, web_url: str) -> None:
+        self.location = location
+        self.web_url = web_url
+
+    def register(self, commands: Commands) -> None:
+        """Add /location and /place to the command table."""
+        commands.register("location", self.location_cmd, "location history on/off, forget")
+        commands.register("place", self.place_cmd, "name places (/place add gym)")
+
+    async def location_cmd(self, ctx: CommandContext) -> CommandReply:  # noqa: PLR0911  # one branch per verb
+        """/location [on|off|token|revoke|forget ...]."""
+        verb, _, rest = ctx.args.partition(" ")
+        verb, rest = verb.lower(), rest.strip()
+        uid = ctx.user_id
+        if verb == "on":
+            await self.location.set_enabled(uid, True)
+            return CommandReply(
+                "Location is on. Share your live location with me here (attach > Location > "
+                "Share My Live Location), or send /location token to connect OwnTracks or "
+                "Overland. /location off stops it at once."
+            )
+        if verb == "off":
+            await self.location.set_enabled(uid, False)
+            return CommandReply(
+                "Location is off: I record nothing more. What I have stays until you send "
+                "/location forget all."
+            )
+        if verb == "token":
+            if not ctx.msg.private:
+                return CommandReply("Ask me for a location token in a private chat.")
+            secret = await self.location.new_token(uid)
+            base = f"{self.web_url}/api/location"
+            return CommandReply(
+                f"Your location token (any earlier one stops working): {secret}\n"
+                f"OwnTracks: Mode HTTP, URL {base}/owntracks, Authentication on, any user "
+                "name, this token as the password.\n"
+                f"Overland: Receiver Endpoint {base}/overland, Access Token this token.\n"
+                "Send /location revoke to stop it."
+            )
+        if verb == "revoke":
+            await self.location.revoke_token(uid)
+            return CommandReply("Your location token no longer works.")
+        if verb == "forget":
+            return await self._forget(ctx, rest)
+        if verb in {"", "status"}:
+            return await self._status(ctx)
+        return CommandReply(LOCATION_HELP)
+
+    async def _status(self, ctx: CommandContext) -> CommandReply:
+        on = await self.location.enabled(ctx.user_id)
+        last = await self.location.last_point(ctx.user_id)
+        when = (
+            f" Last position: {last.ts.astimezone(ZoneInfo(ctx.user.timezone)):%a %d %b %H:%M}."
+            if last
+            else " No positions stored."
+        )
+        return CommandReply(f"Location is {'on' if on else 'off'}.{when}\n\n{LOCATION_HELP}")
+
+    async def _forget(self, ctx: CommandContext, rest: str) -> CommandReply:
+        if rest.lower() == "all":
+            points, stays = await self.location.forget(ctx.user_id)
+            return CommandReply(
+                f"Deleted all your location history ({points} points, {stays} stays)."
+            )
+        m = _DAY.match(rest)
+        if m is None:
+            return CommandReply(
+                "Usage: /location forget all, or /location forget 2026-03-24 [2026-03-26] "
+                "(local days, both included)."
+            )
+        try:
+            first = date.fromisoformat(m.group(1))
+            last = date.fromisoformat(m.group(2)) if m.group(2) else first
+        except ValueError:
+            return CommandReply(f"{rest} is not a date I can read (use YYYY-MM-DD).")
+        if last < first:
+            first, last = last, first
+        tz = ZoneInfo(ctx.user.timezone)
+        start = _local_midnight(first, tz)
+        end = _local_midnight(last + timedelta(days=1), tz)
+        points, stays = await self.location.forget(ctx.user_id, start, end)
+        span = f"{first}" if first == last else f"{first} to {last}"
+        return CommandReply(
+            f"Deleted your location history for {span} ({points} points, {stays} stays)."
+        )
+
+    async def place_cmd(self, ctx: CommandContext) -> CommandReply:  # noqa: PLR0911  # one branch per verb
+        """/place [add|rename|delete|home|ignore|normal|alias] ..."""
+        verb, _, rest = ctx.args.partition(" ")
+        verb, rest = verb.lower(), rest.strip()
+        if verb == "add" and rest:
+            return await self._add(ctx, rest)
+        if verb in {"", "list"}:
+            places = await self.location.places(ctx.user_id)
+            if not places:
+                return CommandReply("You have no places yet.\n\n" + PLACE_HELP)
+            return CommandReply("\n".join(_line(p) for p in places))
+        if verb == "rename" and (m := _RENAME.match(rest)):
+            return await self._change(ctx, m.group(1), new_name=m.group(2).strip())
+        if verb == "alias" and (m := _RENAME.match(rest)):
+            return await self._change(ctx, m.group(1), aliases=m.group(2))
+        if verb == "delete" and rest:
+            place = await self._find(ctx, rest)
+            if place is None or place.id is None:
+                return CommandReply(f"You have no place called {rest}.")
+            await self.location.delete_place(ctx.user_id, place.id)
+            return CommandReply(f"Deleted {place.name}; its stays are unnamed again.")
+        kinds = {"home": "home", "ignore": "ignored", "ignored": "ignored", "normal": "normal"}
+        if verb in kinds and rest:
+            return await self._change(ctx, rest, kind=kinds[verb])
+        return CommandReply(PLACE_HELP)
+
+    async def _find(self, ctx: CommandContext, name: str) -> Place | None:
+        want = norm(name)
+        for p in await self.location.places(ctx.user_id):
+            if norm(p.name) == want or want in {norm(a) for a in parse_aliases(p.aliases)}:
+                return p
+        return None
+
+    async def _add(self, ctx: CommandContext, name: str) -> CommandReply:
+        if len(name) > 60:
+            return CommandReply("Keep place names under 60 characters.")
+        if await self._find(ctx, name) is not None:
+            return CommandReply(f"You already have a place called {name}.")
+        last = await self.location.last_point(ctx.user_id)
+        if last is None:
+            return CommandReply(
+                "I don't know where you are yet: send /location on and share your location "
+                "first, then /place add again."
+            )
+        place = await self.location.add_place(ctx.user_id, name, last.lat, last.lon)
+        tz = ZoneInfo(ctx.user.timezone)
+        return CommandReply(
+            f"Saved {place.name} where you were at {last.ts.astimezone(tz):%a %d %b %H:%M} "
+            f"(within {place.radius_m:.0f} m)."
+        )
+
+    async def _change(
+        self,
+        ctx: CommandContext,
+        name: str,
+        *,
+        new_name: str | None = None,
+        kind: str | None = None,
+        aliases: str | None = None,
+    ) -> CommandReply:
+        place = await self._find(ctx, name.strip())
+        if place is None:
+            return CommandReply(f"You have no place called {name.strip()}.")
+        if new_name is not None:
+            other = await self._find(ctx, new_name)
+            if other is not None and other.id != place.id:
+                return CommandReply(f"You already have a place called {new_name}.")
+            place.name = new_name[:60]
+        if kind is not None:
+            assert kind in KINDS
+            place.kind = kind
+        if aliases is not None:
+            place.aliases = ", ".join(parse_aliases(aliases))
+        await self.location.save_place(place)
+        return CommandReply(f"Saved: {_line(place)}")
+
+
+def _line(p: Place) -> str:
+    extra = {"home": " (home-like)", "ignored": " (ignored)"}.get(p.kind, "")
+    aka = f", also {p.aliases}" if p.aliases else ""
+    return f"{p.name}{extra}{aka}"
+
+
+def _local_midnight(day: date, tz: ZoneInfo) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=tz)

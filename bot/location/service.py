@@ -1,0 +1,262 @@
+"""Location in, stays out: the one place points are stored and stays re-detected.
+
+Every entry point (Telegram, OwnTracks, Overland) ends in ``LocationService.ingest``; it stores
+nothing unless the user turned location on, and nothing timed before they did. Coordinates are
+logged only at DEBUG.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bot.clock import Clock
+from bot.location.areas import AreaNames
+from bot.location.geo import Fix
+from bot.location.places import NamedPlace, match_place, parse_aliases
+from bot.location.stays import StayParams, detect_stays
+from storage.db import Database
+from storage.models import Place, Stay
+from storage.repos.location import LocationRepo
+
+log = logging.getLogger(__name__)
+
+SKEW = timedelta(minutes=1)
+"""Points up to this long before /location on still count (clock skew, whole seconds)."""
+TOKEN_PREFIX = "lbl_"  # noqa: S105  # a prefix, not a secret
+
+
+class LocationOff(Exception):
+    """The user has not turned location on (or turned it off)."""
+
+
+def token_digest(secret: str) -> str:
+    """SHA-256 hex of a location token (tokens are 192-bit random: a fast hash suffices)."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def named(place: Place) -> NamedPlace:
+    """A stored place as the pure matcher sees it."""
+    assert place.id is not None
+    return NamedPlace(
+        place.id,
+        place.name,
+        place.lat,
+        place.lon,
+        place.radius_m,
+        parse_aliases(place.aliases),
+        place.kind,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StayView:
+    """A stay with its place's name (None: an unknown place)."""
+
+    stay: Stay
+    """The stored stay."""
+    place: Place | None
+    """The named place it matched."""
+    area: str | None = None
+    """For an unnamed place: the nearest town (offline lookup), when known."""
+
+
+class LocationService:
+    """Stores points, keeps stays up to date, answers questions about them."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        params: StayParams | None = None,
+        retention: timedelta = timedelta(days=90),
+        areas: AreaNames | None = None,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.params = params or StayParams()
+        self.retention = retention
+        self.areas = areas
+        """Names unnamed places after the nearest town (None: they stay unnamed)."""
+        """Raw points older than this are deleted (stays are kept)."""
+        self._pruned_at: datetime | None = None
+
+    # --- the switch and the token ---
+
+    async def set_enabled(self, user_id: int, on: bool) -> None:
+        """Turn recording on or off (off takes effect for the very next point)."""
+        async with self.db.session() as s:
+            await LocationRepo(s).set_enabled(user_id, on, self.clock.now())
+
+    async def enabled(self, user_id: int) -> bool:
+        """Whether the user records location."""
+        async with self.db.session() as s:
+            return await LocationRepo(s).enabled(user_id)
+
+    async def new_token(self, user_id: int) -> str:
+        """A fresh phone-app token for the user; the previous one stops working."""
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(24)
+        async with self.db.session() as s:
+            await LocationRepo(s).set_token(user_id, token_digest(secret), self.clock.now())
+        return secret
+
+    async def revoke_token(self, user_id: int) -> None:
+        """The phone apps' token stops working."""
+        async with self.db.session() as s:
+            await LocationRepo(s).set_token(user_id, None, self.clock.now())
+
+    async def user_for_token(self, secret: str) -> int | None:
+        """Whose token this is (None for unknown or revoked tokens)."""
+        if not secret.startswith(TOKEN_PREFIX):
+            return None
+        async with self.db.session() as s:
+            row = await LocationRepo(s).user_for_token(token_digest(secret))
+        return row.user_id if row is not None else None
+
+    # --- points in ---
+
+    async def ingest(self, user_id: int, fixes: Sequence[Fix], source: str) -> int:
+        """Store fixes (repeats ignored) and re-detect stays around them; how many were new.
+
+        Raises LocationOff when the user has not turned location on.
+        """
+        async with self.db.session() as s:
+            repo = LocationRepo(s)
+            setting = await repo.setting(user_id)
+            if setting is None or not setting.enabled:
+                raise LocationOff
+            # Chat messages carry whole seconds and phone clocks drift: allow a little skew.
+            since = setting.enabled_at - SKEW if setting.enabled_at is not None else None
+            keep = [f for f in fixes if since is None or f.ts >= since]
+            new = await repo.add_points(
+                user_id, [(f.ts, f.lat, f.lon, f.accuracy_m) for f in keep], source
+            )
+        log.info("stored %d new location point(s) for user %s from %s", new, user_id, source)
+        if keep:
+            await self.refresh_stays(user_id, min(f.ts for f in keep), max(f.ts for f in keep))
+        await self._prune_hourly()
+        return new
+
+    async def _prune_hourly(self) -> None:
+        # Retention rides on ingest (at most hourly per process): no points, nothing to prune.
+        now = self.clock.now()
+        if self._pruned_at is not None and now - self._pruned_at < timedelta(hours=1):
+            return
+        self._pruned_at = now
+        gone = await self.prune(self.retention)
+        if gone:
+            log.info("deleted %d location point(s) past the %s retention", gone, self.retention)
+
+    async def refresh_stays(self, user_id: int, start: datetime, end: datetime) -> None:
+        """Re-detect the user's stays around [start, end] from the stored points."""
+        async with self.db.session() as s:
+            repo = LocationRepo(s)
+            # Read back to the start of any stay the new points may extend (and forward to the
+            # end of any they may join), plus a margin: a live share re-reads one stay, not days.
+            margin = self.params.max_gap
+            near = await repo.stays_between(user_id, start - margin, end + margin)
+            lo_read = min([start, *(st.start for st in near)]) - margin
+            hi_read = max([end, *(st.end for st in near)]) + margin
+            points = await repo.points_between(user_id, lo_read, hi_read)
+            places = [named(p) for p in await repo.places(user_id)]
+            fixes = [Fix(p.ts, p.lat, p.lon, p.accuracy_m) for p in points]
+            # Detection is CPU work (a long night is thousands of fixes): off the event loop.
+            found = await asyncio.to_thread(detect_stays, fixes, self.params)
+            touched = [d for d in found if d.start <= end and d.end >= start]
+            lo = min([start, *(d.start for d in touched)])
+            hi = max([end, *(d.end for d in touched)])
+            rows = []
+            for d in found:
+                if d.start <= hi and d.end >= lo:
+                    place = match_place(d.lat, d.lon, places)
+                    rows.append(
+                        (d.start, d.end, d.lat, d.lon, place.id if place else None, d.points)
+                    )
+            await repo.replace_stays(user_id, lo, hi + timedelta(microseconds=1), rows)
+
+    async def prune(self, retention: timedelta) -> int:
+        """Delete raw points older than the retention (stays are kept)."""
+        async with self.db.session() as s:
+            return await LocationRepo(s).prune_points(self.clock.now() - retention)
+
+    async def forget(
+        self, user_id: int, start: datetime | None = None, end: datetime | None = None
+    ) -> tuple[int, int]:
+        """Delete the user's points and stays in a range (or all); (points, stays) deleted."""
+        async with self.db.session() as s:
+            return await LocationRepo(s).forget(user_id, start, end)
+
+    # --- reading ---
+
+    async def stays(self, user_id: int, start: datetime, end: datetime) -> list[StayView]:
+        """The user's stays overlapping [start, end) with their places."""
+        async with self.db.session() as s:
+            repo = LocationRepo(s)
+            places = {p.id: p for p in await repo.places(user_id)}
+            rows = await repo.stays_between(user_id, start, end)
+        return [await self._view(st, places.get(st.place_id)) for st in rows]
+
+    async def _view(self, stay: Stay, place: Place | None) -> StayView:
+        area = None
+        if place is None and self.areas is not None:
+            area = await self.areas.near(stay.lat, stay.lon)
+        return StayView(stay, place, area)
+
+    async def last_point(self, user_id: int) -> Fix | None:
+        """The user's newest stored position."""
+        async with self.db.session() as s:
+            p = await LocationRepo(s).last_point(user_id)
+        return Fix(p.ts, p.lat, p.lon, p.accuracy_m) if p is not None else None
+
+    async def places(self, user_id: int) -> list[Place]:
+        """The user's places, by name."""
+        async with self.db.session() as s:
+            return await LocationRepo(s).places(user_id)
+
+    async def rematch(self, user_id: int) -> None:
+        """Name every stay of the user again after a place changed."""
+        async with self.db.session() as s:
+            repo = LocationRepo(s)
+            places = [named(p) for p in await repo.places(user_id)]
+            far = datetime.max.replace(tzinfo=self.clock.now().tzinfo)
+            near = datetime.min.replace(tzinfo=self.clock.now().tzinfo)
+            for stay in await repo.stays_between(user_id, near, far):
+                place = match_place(stay.lat, stay.lon, places)
+                stay.place_id = place.id if place else None
+                s.add(stay)
+
+    async def add_place(self, user_id: int, name: str, lat: float, lon: float) -> Place:
+        """A new named place centred on (lat, lon); stays there are named from now on."""
+        async with self.db.session() as s:
+            place = await LocationRepo(s).save_place(
+                Place(user_id=user_id, name=name, lat=lat, lon=lon, created_at=self.clock.now())
+            )
+        await self.rematch(user_id)
+        return place
+
+    async def save_place(self, place: Place) -> Place:
+        """Store a changed place (name, kind, aliases) and re-name stays."""
+        async with self.db.session() as s:
+            saved = await LocationRepo(s).save_place(place)
+        await self.rematch(place.user_id)
+        return saved
+
+    async def delete_place(self, user_id: int, place_id: int) -> bool:
+        """Delete one of the user's places."""
+        async with self.db.session() as s:
+            return await LocationRepo(s).delete_place(user_id, place_id)
+
+    async def stays_at(
+        self, user_id: int, place_id: int, *, before: datetime, limit: int = 5
+    ) -> list[StayView]:
+        """The user's latest stays at a place that began before ``before``, newest first."""
+        async with self.db.session() as s:
+            repo = LocationRepo(s)
+            place = await repo.place(user_id, place_id)
+            rows = await repo.last_stays_at(user_id, place_id, before, limit)
+        return [StayView(st, place) for st in rows]

@@ -1,0 +1,109 @@
+"""Location in over HTTP: the OwnTracks app's HTTP mode and the Overland app's batches.
+
+OwnTracks authenticates with HTTP Basic (any user name; the password is the user's location
+token from ``/location token``) and expects a JSON array back. Overland sends the same token as
+``Authorization: Bearer`` and counts a batch as received only on ``{"result": "ok"}``, which is
+therefore answered only after the points are stored. Anything wrong gets a 4xx with a plain
+``detail`` and stores nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import JSONResponse
+
+from bot.location import wire
+from bot.location.geo import Fix
+from bot.location.service import LocationOff
+from bot.web.deps import ctx
+
+log = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/api/location", tags=["location"])
+
+MAX_BODY = 2 * 1024 * 1024
+"""Bytes: 1000 Overland points are ~600 kB; anything far larger is refused unread."""
+
+
+async def _body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        raise HTTPException(413, f"The body is larger than {MAX_BODY} bytes.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HTTPException(413, f"The body is larger than {MAX_BODY} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _basic_password(header: str | None) -> str | None:
+    if not header or not header.lower().startswith("basic "):
+        return None
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    return decoded.partition(":")[2] or None
+
+
+def _bearer(header: str | None) -> str | None:
+    if not header or not header.lower().startswith("bearer "):
+        return None
+    return header[7:].strip() or None
+
+
+async def _user(request: Request, secret: str | None, scheme: str) -> int:
+    user_id = await ctx(request).location.user_for_token(secret) if secret else None
+    if user_id is None:
+        raise HTTPException(
+            401,
+            "Wrong or revoked location token: send /location token to lifebot for a new one.",
+            headers={"WWW-Authenticate": f'{scheme} realm="lifebot location"'},
+        )
+    return user_id
+
+
+async def _store(request: Request, user_id: int, fixes: list[Fix], source: str) -> int:
+    try:
+        return await ctx(request).location.ingest(user_id, fixes, source)
+    except LocationOff:
+        raise HTTPException(
+            403, "Location is off for this account: send /location on to lifebot first."
+        ) from None
+
+
+def _bad(exc: wire.BadPayload) -> HTTPException:
+    return HTTPException(exc.status, f"Not stored: {exc}.")
+
+
+@router.post("/owntracks")
+async def owntracks(request: Request) -> JSONResponse:
+    """One OwnTracks message; locations are stored, every other type is ignored."""
+    user_id = await _user(request, _basic_password(request.headers.get("authorization")), "Basic")
+    body = await _body(request)
+    try:
+        fixes = wire.owntracks(body, ctx(request).service.clock.now())
+    except wire.BadPayload as exc:
+        raise _bad(exc) from None
+    if fixes:
+        await _store(request, user_id, fixes, "owntracks")
+    return JSONResponse([])
+
+
+@router.post("/overland")
+async def overland(request: Request) -> JSONResponse:
+    """One Overland batch; ``{"result": "ok"}`` only once every point is stored."""
+    user_id = await _user(request, _bearer(request.headers.get("authorization")), "Bearer")
+    body = await _body(request)
+    try:
+        fixes = wire.overland(body, ctx(request).service.clock.now())
+    except wire.BadPayload as exc:
+        raise _bad(exc) from None
+    await _store(request, user_id, fixes, "overland")
+    return JSONResponse({"result": "ok"})

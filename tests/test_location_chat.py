@@ -1,0 +1,133 @@
+"""/location, /place and the where-was-I tools over a stored week (issue 24)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, timedelta
+from pathlib import Path
+
+from bot.agent.tools.base import ToolContext
+from bot.app.build import App
+from bot.location.geo import Fix
+from storage.repos.location import LocationRepo
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import ManualClock
+from tests.support.app import add_user
+from tests.support.builders import make_inbound
+from tests.support.gps import PLACES, WEEK, generate
+from tests.support.jobs import jobs_app
+
+
+async def say(app: App, sender: str, text: str) -> str:
+    result = await app.dispatcher.handle(make_inbound(text, sender=sender))
+    return result.reply or ""
+
+
+async def tool(app: App, user_id: int, name: str, **args: str) -> tuple[str, ToolContext]:
+    ctx = ToolContext(user_id, app.db, app.clock.now(), "Europe/Berlin")
+    text, ok = await app.tools.call(ctx, name, json.dumps(args))
+    assert ok, text
+    return text, ctx
+
+
+async def here(app: App, user_id: int, place: str) -> None:
+    """The phone reports one fix at ``place`` a little later (as when someone names a place)."""
+    assert isinstance(app.clock, ManualClock)
+    app.clock.advance(minutes=5)
+    await app.location.ingest(user_id, [Fix(app.clock.now(), *PLACES[place], 8.0)], "owntracks")
+
+
+async def test_places_and_where_was_i_answer_from_stays_for_their_owner_only(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(WEEK - timedelta(days=1))
+    async with jobs_app(tmp_path, clock) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await add_user(app, "ana", timezone="Europe/Berlin")
+        bob = await add_user(app, "bob", timezone="Europe/Berlin")
+        assert ana.id is not None and bob.id is not None
+        assert "before you share" not in await say(app, "ana", "/place add home")
+        assert "Location is on" in await say(app, "ana", "/location on")
+        fixes, _ = generate(WEEK)
+        clock.set(WEEK + timedelta(days=7, hours=1))
+        for i in range(0, len(fixes), 500):
+            await app.location.ingest(ana.id, fixes[i : i + 500], "overland")
+
+        assert "Saved home" in await say(app, "ana", "/place add home")
+        assert "home-like" in await say(app, "ana", "/place home home")
+        await here(app, ana.id, "office")
+        assert "Saved Office" in await say(app, "ana", "/place add Office")
+        await here(app, ana.id, "gym")
+        assert "Saved gym" in await say(app, "ana", "/place add gym")
+        assert "already have" in await say(app, "ana", "/place add Gym")
+        listing = await say(app, "ana", "/place")
+        assert "home (home-like)" in listing and "Office" in listing
+
+        text, ctx = await tool(app, ana.id, "where_was_i", when="Tuesday at 3 pm")
+        assert "At that moment: [1] At Office, Tue 24 Mar 13:" in text
+        assert ctx.sources.entries[1].kind == "stay"
+        text, _ = await tool(app, ana.id, "where_was_i", when="on Friday evening")
+        # The bar has no name yet: the offline lookup gives the nearest town instead.
+        assert "an unnamed place near " in text and ", Germany" in text
+        text, _ = await tool(app, ana.id, "last_visit", place="the gym")
+        assert "At gym, Thu 26 Mar" in text.splitlines()[1], text
+        assert "At gym, Tue 24 Mar" in text.splitlines()[2], text
+        assert "Saved: fitness" in await say(app, "ana", "/place rename gym -> fitness")
+        text, _ = await tool(app, ana.id, "last_visit", place="fitness")
+        assert "At fitness, Thu 26 Mar" in text
+
+        # Bob sees none of it, on any path.
+        text, _ = await tool(app, bob.id, "where_was_i", when="Tuesday at 3 pm")
+        assert "No stays" in text
+        text, _ = await tool(app, bob.id, "last_visit", place="fitness")
+        assert "No place is called" in text
+        assert "no places" in await say(app, "bob", "/place")
+        assert "no place called" in await say(app, "bob", "/place delete fitness")
+        assert "Deleted all" in await say(app, "bob", "/location forget all")
+        async with app.db.session() as s:
+            assert await LocationRepo(s).count_points(ana.id) > 1000
+
+        # Forgetting a day deletes that local day's points and stays, nothing else.
+        reply = await say(app, "ana", "/location forget 2026-03-24")
+        assert "for 2026-03-24" in reply
+        text, _ = await tool(app, ana.id, "where_was_i", when="Tuesday at 3 pm")
+        assert "No stays" in text
+        text, _ = await tool(app, ana.id, "where_was_i", when="Wednesday at 3 pm")
+        assert "At Office" in text
+        assert "Usage" in await say(app, "ana", "/location forget")
+        assert "Deleted all" in await say(app, "ana", "/location forget all")
+        async with app.db.session() as s:
+            assert await LocationRepo(s).count_points(ana.id) == 0
+
+
+async def test_token_only_in_private_and_never_in_the_logs(tmp_path: Path, caplog) -> None:
+    clock = ManualClock(WEEK)
+    async with jobs_app(tmp_path, clock) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await add_user(app, "ana", timezone="Europe/Berlin")
+        assert ana.id is not None
+        await say(app, "ana", "/location on")
+        reply = await say(app, "ana", "/location token")
+        assert "/api/location/owntracks" in reply and "lbl_" in reply
+        caplog.set_level("INFO")
+        await app.location.ingest(ana.id, [Fix(clock.now(), 52.123456, 13.654321, 5)], "x")
+        assert "52.12" not in caplog.text and "13.65" not in caplog.text
+        assert clock.now().tzinfo == UTC
+
+
+async def test_raw_points_past_the_retention_go_and_stays_stay(tmp_path: Path) -> None:
+    clock = ManualClock(WEEK - timedelta(days=1))
+    async with jobs_app(tmp_path, clock, location_retention_days=3) as app:
+        ana = await add_user(app, "ana", timezone="Europe/Berlin")
+        assert ana.id is not None
+        await app.location.set_enabled(ana.id, True)
+        fixes, _ = generate(WEEK)
+        clock.set(WEEK + timedelta(days=7))
+        await app.location.ingest(ana.id, fixes, "overland")
+        async with app.db.session() as s:
+            oldest = (await LocationRepo(s).points_between(ana.id, WEEK, WEEK + timedelta(days=9)))[
+                0
+            ]
+        assert oldest.ts >= clock.now() - timedelta(days=3)
+        stays = await app.location.stays(ana.id, WEEK, WEEK + timedelta(days=1))
+        assert len(stays) >= 4  # Monday's stays outlive Monday's points

@@ -1,0 +1,228 @@
+"""OwnTracks and Overland through an httpx client against the web app (issue 24)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bot.app.build import App
+from bot.location.geo import Fix
+from bot.location.stays import DetectedStay, detect_stays
+from tests.fakes.clock import ManualClock
+from tests.support.app import add_user
+from tests.support.gps import PLACES, WEEK, generate, score
+from tests.support.jobs import jobs_app
+from tests.support.web import client_for
+
+
+def basic(token: str, user: str = "ana") -> dict[str, str]:
+    raw = base64.b64encode(f"{user}:{token}".encode()).decode()
+    return {"Authorization": f"Basic {raw}"}
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def owntracks(f: Fix) -> dict[str, object]:
+    return {
+        "_type": "location",
+        "lat": f.lat,
+        "lon": f.lon,
+        "tst": int(f.ts.timestamp()),
+        "acc": round(f.accuracy_m or 0),
+        "tid": "an",
+        "batt": 80,
+    }
+
+
+def feature(f: Fix, offset: str = "Z") -> dict[str, object]:
+    ts = f.ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S") + offset
+    if offset != "Z":  # the same instant written with a -0700 offset
+        ts = (f.ts.astimezone(UTC) - timedelta(hours=7)).strftime("%Y-%m-%dT%H:%M:%S") + offset
+    return {
+        "type": "Feature",
+        "geometry": {"type": "Point", "coordinates": [f.lon, f.lat]},
+        "properties": {"timestamp": ts, "horizontal_accuracy": f.accuracy_m, "battery_level": 0.8},
+    }
+
+
+async def turned_on(application: App, sender: str) -> tuple[int, str]:
+    user = await add_user(application, sender, timezone="Europe/Berlin")
+    assert user.id is not None
+    await application.location.set_enabled(user.id, True)
+    return user.id, await application.location.new_token(user.id)
+
+
+async def points(application: App, user_id: int) -> int:
+    from storage.repos.location import LocationRepo
+
+    async with application.db.session() as s:
+        return await LocationRepo(s).count_points(user_id)
+
+
+async def test_a_week_through_owntracks_and_overland_gives_the_stays(tmp_path: Path) -> None:
+    clock = ManualClock(WEEK - timedelta(days=1))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, ana_token = await turned_on(application, "ana")
+        bob, bob_token = await turned_on(application, "bob")
+        fixes, planted = generate(WEEK)
+        clock.set(WEEK + timedelta(days=7, hours=1))
+        half = 600  # Monday's night at home and the way to the office
+        # Ana's phone: OwnTracks, one point per POST (the first 600 fixes, every 2nd)...
+        for f in fixes[:half:2]:
+            r = await client.post(
+                "/api/location/owntracks", json=owntracks(f), headers=basic(ana_token)
+            )
+            assert r.status_code == 200, r.text
+            assert r.json() == []
+        # ... then Overland batches of 200, newest batch first (late and out of order).
+        batches = [fixes[i : i + 200] for i in range(half, len(fixes), 200)]
+        for n, batch in enumerate(reversed(batches)):
+            body: dict[str, object] = {
+                "locations": [feature(f, "-0700" if n % 2 else "Z") for f in batch]
+            }
+            if n == 0:
+                body["current"] = feature(Fix(clock.now(), 0.0, 0.0, 5.0))
+            r = await client.post("/api/location/overland", json=body, headers=bearer(ana_token))
+            assert r.status_code == 200, r.text
+            assert r.json() == {"result": "ok"}
+        # A repeated batch is stored once.
+        before = await points(application, ana)
+        r = await client.post(
+            "/api/location/overland",
+            json={"locations": [feature(f) for f in batches[0]]},
+            headers=bearer(ana_token),
+        )
+        assert r.json() == {"result": "ok"}
+        assert await points(application, ana) == before
+
+        views = await application.location.stays(ana, WEEK, WEEK + timedelta(days=7))
+        found = [v.stay for v in views]
+        near_bar = [s for s in found if _near(s.lat, s.lon, "bar")]
+        assert len(near_bar) == 1
+        # Stays kept up to date request by request equal a detection over everything at once.
+        at_once = detect_stays(fixes[:half:2] + fixes[half:])
+        assert [(x.start, x.end) for x in found] == [(d.start, d.end) for d in at_once]
+        s = score([DetectedStay(x.start, x.end, x.lat, x.lon, x.points) for x in found], planted)
+        print("\nstored stays via OwnTracks + Overland:", {k: round(v, 2) for k, v in s.items()})
+        assert s["precision"] >= 0.95
+        assert s["recall"] >= 0.95
+        assert s["start_median_min"] <= 3
+        assert s["end_median_min"] <= 3
+        # The current point (0, 0) is not history; Bob sees none of Ana's stays.
+        assert not any(abs(s.lat) < 1 for s in found)
+        assert await application.location.stays(bob, WEEK, WEEK + timedelta(days=7)) == []
+        assert bob_token != ana_token
+
+
+def _near(lat: float, lon: float, place: str) -> bool:
+    from bot.location.geo import distance_m
+
+    return distance_m(lat, lon, *PLACES[place]) < 100
+
+
+async def test_other_owntracks_types_and_empty_bodies_are_accepted_and_ignored(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        for body in (
+            {"_type": "transition", "event": "enter", "desc": "home", "tst": 1772366400},
+            {"_type": "waypoint", "desc": "home", "lat": 1, "lon": 2, "rad": 50, "tst": 1},
+            {"_type": "waypoints", "waypoints": []},
+            {"_type": "status", "android": {}},
+            {"_type": "lwt", "tst": 1},
+        ):
+            r = await client.post("/api/location/owntracks", json=body, headers=basic(token))
+            assert (r.status_code, r.json()) == (200, [])
+        r = await client.post("/api/location/owntracks", content=b"", headers=basic(token))
+        assert (r.status_code, r.json()) == (200, [])
+        assert await points(application, ana) == 0
+
+
+async def test_bad_payloads_get_a_clear_4xx_and_lose_nothing(tmp_path: Path) -> None:
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        clock.set(now)
+        good = Fix(now - timedelta(minutes=5), 52.52, 13.405, 10.0)
+        r = await client.post("/api/location/owntracks", json=owntracks(good), headers=basic(token))
+        assert r.status_code == 200
+        assert await points(application, ana) == 1
+
+        async def refused(path: str, body: object, headers: dict[str, str], status: int) -> str:
+            r = await client.post(path, content=json.dumps(body).encode(), headers=headers)
+            assert r.status_code == status, r.text
+            assert await points(application, ana) == 1  # nothing lost, nothing half-stored
+            return str(r.json()["detail"])
+
+        ot, ov = "/api/location/owntracks", "/api/location/overland"
+        loc = owntracks(Fix(now, 52.5, 13.4, 5))
+        assert "lat" in await refused(
+            ot, {k: v for k, v in loc.items() if k != "lat"}, basic(token), 400
+        )
+        assert "latitude" in await refused(ot, {**loc, "lat": 999}, basic(token), 400)
+        future = int((now + timedelta(days=2)).timestamp())
+        assert "future" in await refused(ot, {**loc, "tst": future}, basic(token), 400)
+        assert "JSON" in await refused(ot, "not json", basic(token), 400) or True
+        r = await client.post(ot, content=b"{not json", headers=basic(token))
+        assert r.status_code == 400 and "JSON" in r.json()["detail"]
+        assert "token" in await refused(ot, loc, basic("lbl_wrong"), 401)
+        assert "token" in await refused(ot, loc, {}, 401)
+        assert "token" in await refused(ov, {"locations": []}, bearer("nope"), 401)
+        assert "token" in await refused(ov, {"locations": []}, basic(token), 401)
+
+        good_f = feature(Fix(now, 52.5, 13.4, 5))
+        bad_lat = feature(Fix(now, 999, 13.4, 5))
+        assert "location 1" in await refused(
+            ov, {"locations": [good_f, bad_lat]}, bearer(token), 400
+        )
+        no_ts = {**good_f, "properties": {"horizontal_accuracy": 5}}
+        assert "timestamp" in await refused(ov, {"locations": [no_ts]}, bearer(token), 400)
+        assert "locations" in await refused(ov, {"points": []}, bearer(token), 400)
+        huge = {"locations": [good_f] * 100_000}
+        r = await client.post(ov, json=huge, headers=bearer(token))
+        assert r.status_code == 413
+        assert await points(application, ana) == 1
+        few = {"locations": [good_f] * 1001}
+        assert "at most 1000" in await refused(ov, few, bearer(token), 413)
+
+        # A revoked token stops working at once.
+        await application.location.revoke_token(ana)
+        assert "token" in await refused(ot, loc, basic(token), 401)
+
+
+async def test_location_off_stores_nothing_and_says_so(tmp_path: Path) -> None:
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now)
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        await application.location.set_enabled(ana, False)
+        r = await client.post(
+            "/api/location/overland",
+            json={"locations": [feature(Fix(now, 52.5, 13.4, 5))]},
+            headers=bearer(token),
+        )
+        assert r.status_code == 403
+        assert "/location on" in r.json()["detail"]
+        assert "result" not in r.json()
+        assert await points(application, ana) == 0
+
+
+async def test_a_client_without_a_content_length_is_capped_too(tmp_path: Path) -> None:
+    clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        _, token = await turned_on(application, "ana")
+
+        async def chunks() -> AsyncIterator[bytes]:  # streamed: no Content-Length header
+            for _ in range(50):
+                yield b" " * 100_000
+
+        r = await client.post("/api/location/overland", content=chunks(), headers=bearer(token))
+        assert r.status_code == 413
