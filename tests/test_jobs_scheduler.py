@@ -98,8 +98,8 @@ async def test_the_leader_runs_due_work_and_keeps_its_jobs_in_the_database(tmp_p
     assert sorted(r[0] for r in stored) == [
         "briefings.plan",
         "journal.review",
-        "memory.extract",
         "location.proposals",
+        "memory.extract",
         "outbox.reconcile",
         "proposals.expire",
         "proposals.scan",
