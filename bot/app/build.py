@@ -207,7 +207,14 @@ def build_app(
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
     web = build_web(
-        settings, db=db, clock=clock, memory=memory, jobs=jobs, channels=channels, commands=commands
+        settings,
+        db=db,
+        clock=clock,
+        memory=memory,
+        jobs=jobs,
+        channels=channels,
+        commands=commands,
+        journal=journal,
     )
     register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(

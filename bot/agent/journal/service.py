@@ -187,6 +187,11 @@ class JournalService:
         async with self.db.session() as s:
             return await JournalRepo(s).between(user_id, first, last)
 
+    async def recent(self, user_id: int, limit: int = 20) -> list[JournalEntry]:
+        """The user's newest ``limit`` entries, newest first."""
+        async with self.db.session() as s:
+            return await JournalRepo(s).recent(user_id, limit)
+
     async def current_state(self, user_id: int, today: date, days: int) -> CurrentState:
         """The last ``days`` days up to ``today``, compared with the days before."""
         first = today - timedelta(days=days - 1)
