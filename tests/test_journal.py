@@ -297,3 +297,25 @@ async def test_marking_a_command_is_refused(app, fake_llm) -> None:
     res = await app.dispatcher.handle(make_inbound("/journal"))
     assert "is a command, not something to keep" in (res.reply or "")
     assert await entries(app, 1) == []
+
+
+async def test_a_telegram_reply_with_journal_adds_the_message_it_answers(
+    telegram, tg, fake_llm
+) -> None:
+    from storage.repos.users import UserRepo
+    from tests.support.telegram import CHAT
+
+    chat_and_scores(fake_llm)
+    app = await telegram()
+    async with app.db.session() as s:
+        [ana] = await UserRepo(s).all()
+    calm = tg.message(CHAT, "Quiet morning, tea on the balcony with Ana")
+    await tg.push({"message": calm})
+    await tg.send_text(CHAT, "what's the weather like")
+    await tg.wait_texts(CHAT, 2)
+    # Through python-telegram-bot: the reply names the earlier message, not the previous one.
+    await tg.send_text(CHAT, "/journal", reply_to_message=calm)
+    texts = await tg.wait_texts(CHAT, 3)
+    assert texts[-1].startswith("Added your message of"), texts[-1]
+    [entry] = await entries(app, ana.id or 0)
+    assert entry.text == "Quiet morning, tea on the balcony with Ana"
