@@ -228,3 +228,94 @@ async def test_rescore_cli_and_import_cli(tmp_path: Path) -> None:
         rows = await JournalRepo(s).all_for(None)
     await application.close()
     assert len(rows) == 3 and all(r.scorer == "lexicon" for r in rows)
+
+
+def chat_and_scores(fake: FakeLLM, scores: dict[str, object] | None = None) -> None:
+    """Score journal entries, route everything else to plain chat and answer it briefly."""
+    from tests.fakes.llm import Step
+
+    def respond(body):
+        first = body["messages"][0]["content"]
+        if "rate one personal journal entry" in first:
+            return Step(text=json.dumps(scores or SCORES))
+        if first.startswith("Classify the user's message"):
+            return Step(text='{"route": "chat"}')
+        return Step(text="Okay.")
+
+    fake.default = respond
+
+
+async def test_marking_an_earlier_message_makes_it_an_entry_once(app, fake_llm) -> None:
+    from dataclasses import replace
+
+    ana = await add_user(app, "ana")
+    ben = await add_user(app, "ben")
+    said = "Rough day, the deadline moved again and I'm exhausted"
+    chat_and_scores(fake_llm, {**SCORES, "stress": 85, "people": []})
+    await app.dispatcher.handle(make_inbound(said, sender="ana", message_id="t1"))
+    first = await app.dispatcher.handle(make_inbound("/journal", sender="ana"))
+    assert first.status == "command"
+    assert "Added your message of" in (first.reply or "") and "stress 85" in (first.reply or "")
+    [entry] = await entries(app, ana.id or 0)
+    assert entry.text == said and entry.source == "chat" and entry.message_id is not None
+    # Again, in words or as another /journal: the same entry, nothing added.
+    for again in ("that's a journal entry", "/journal"):
+        res = await app.dispatcher.handle(make_inbound(again, sender="ana"))
+        assert f"already in your journal (#{entry.id})" in (res.reply or ""), again
+    assert len(await entries(app, ana.id or 0)) == 1
+    # Search now finds it once, as the journal entry.
+    await app.memory.index_pending(ana.id)
+    out = await app.memory.retriever.search(
+        ana.id or 0, "deadline moved exhausted", now=datetime.now(UTC), tz=ZoneInfo("UTC")
+    )
+    assert [e.item.kind for e in out.evidence] == ["journal"]
+
+    # A /journal sent as a reply (Telegram) adds the message it answers.
+    chat_and_scores(fake_llm)
+    calm = "Quiet morning, tea on the balcony"
+    await app.dispatcher.handle(make_inbound(calm, sender="ana", message_id="t2"))
+    await app.dispatcher.handle(make_inbound("what's the weather like", sender="ana"))
+    reply = replace(make_inbound("/journal", sender="ana"), reply_to="t2")
+    res = await app.dispatcher.handle(reply)
+    assert "Added your message of" in (res.reply or "")
+    assert sorted(e.text for e in await entries(app, ana.id or 0)) == sorted([said, calm])
+    unknown = replace(make_inbound("/journal", sender="ana"), reply_to="t999")
+    res = await app.dispatcher.handle(unknown)
+    assert "I don't have that one" in (res.reply or "")
+
+    # Ben cannot reach ana's messages, by reply or otherwise.
+    stolen = replace(make_inbound("/journal", sender="ben"), reply_to="t2")
+    assert "I don't have that one" in ((await app.dispatcher.handle(stolen)).reply or "")
+    res = await app.dispatcher.handle(make_inbound("that's a journal entry", sender="ben"))
+    assert (res.reply or "").startswith("Write a journal entry with /journal")
+    assert await entries(app, ben.id or 0) == []
+
+
+async def test_marking_a_command_is_refused(app, fake_llm) -> None:
+    await add_user(app, "u1")
+    await app.dispatcher.handle(make_inbound("/help"))
+    res = await app.dispatcher.handle(make_inbound("/journal"))
+    assert "is a command, not something to keep" in (res.reply or "")
+    assert await entries(app, 1) == []
+
+
+async def test_a_telegram_reply_with_journal_adds_the_message_it_answers(
+    telegram, tg, fake_llm
+) -> None:
+    from storage.repos.users import UserRepo
+    from tests.support.telegram import CHAT
+
+    chat_and_scores(fake_llm)
+    app = await telegram()
+    async with app.db.session() as s:
+        [ana] = await UserRepo(s).all()
+    calm = tg.message(CHAT, "Quiet morning, tea on the balcony with Ana")
+    await tg.push({"message": calm})
+    await tg.send_text(CHAT, "what's the weather like")
+    await tg.wait_texts(CHAT, 2)
+    # Through python-telegram-bot: the reply names the earlier message, not the previous one.
+    await tg.send_text(CHAT, "/journal", reply_to_message=calm)
+    texts = await tg.wait_texts(CHAT, 3)
+    assert texts[-1].startswith("Added your message of"), texts[-1]
+    [entry] = await entries(app, ana.id or 0)
+    assert entry.text == "Quiet morning, tea on the balcony with Ana"

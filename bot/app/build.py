@@ -246,6 +246,7 @@ def build_app(
         channels=channels,
         commands=commands,
         location=location,
+        journal=journal,
     )
     register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(

@@ -18,6 +18,12 @@ from bot.messages import InboundMessage
 
 _TYPED = re.compile(r"^\s*journal\s*:\s*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
 _SPOKEN = re.compile(r"^\s*journal\b[\s,.:;!-]*(?P<rest>\S.*)$", re.IGNORECASE | re.DOTALL)
+_MARK = re.compile(
+    r"^\s*(?:(?:that|this)(?:'s|\s+is|\s+was)\s+(?:a\s+)?journal\s+entry"
+    r"|(?:mark|save|add|keep)\s+(?:that|this)\s+(?:as\s+a\s+journal\s+entry"
+    r"|(?:to|in)\s+(?:my\s+)?journal))[\s.!]*$",
+    re.IGNORECASE,
+)
 _SHOW = re.compile(
     r"^\s*(?:(?:can|could|would)\s+you\s+)?(?:please\s+)?(?:show|chart|plot|graph|draw)"
     r"(?:\s+me)?\s+(?:a\s+(?:chart|graph)\s+of\s+)?"
@@ -36,7 +42,9 @@ DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sun
 SHORT_DAYS = [d[:3] for d in DAYS]
 USAGE = (
     "Write a journal entry with /journal how your day went (or start a message with "
-    '"journal:", or a voice note with the word "journal"). Fix one with /journal edit ID text.'
+    '"journal:", or a voice note with the word "journal"). /journal alone (or "that\'s a '
+    'journal entry") adds your previous message; reply /journal to a message to add that one. '
+    "Fix one with /journal edit ID text."
 )
 
 
@@ -53,6 +61,8 @@ def journal_trigger(msg: InboundMessage) -> str | None:
     """A typed "journal: ..." or a voice note starting with "journal", as a /journal line."""
     if msg.callback_data is not None:
         return None
+    if _MARK.match(msg.text):
+        return "/journal"
     spoken = any(a.kind in ("voice", "audio") for a in msg.attachments)
     m = (_SPOKEN if spoken else _TYPED).match(msg.text)
     if m is None:
@@ -75,6 +85,54 @@ def _scores_line(happiness: float | None, stress: float | None, energy: float | 
         return "?" if v is None else f"{v:.0f}"
 
     return f"happiness {fmt(happiness)}, stress {fmt(stress)}, energy {fmt(energy)} (of 100)"
+
+
+def _is_mark(text: str) -> bool:
+    """A bare /journal (/journal@bot on Telegram) or "that's a journal entry"."""
+    return text.strip().lower().partition("@")[0] == "/journal" or bool(_MARK.match(text))
+
+
+async def _mark(journal: JournalService, ctx: CommandContext) -> CommandReply:
+    """/journal alone: add the replied-to message, or the previous one, to the journal."""
+    msg = ctx.msg
+    # Telegram names the message a reply answers; Slack's reply_to is the message itself.
+    if msg.reply_to and msg.reply_to != msg.message_id:
+        a = msg.address
+        target = await journal.message(
+            ctx.user_id, f"{a.channel}:{a.account}:{a.chat_id}:{msg.reply_to}"
+        )
+        if target is None:
+            return CommandReply(
+                "I can only add your own messages to your journal, and I don't have that "
+                "one. Reply /journal to a message you sent me, or write /journal TEXT."
+            )
+    else:
+        target = await journal.previous_message(ctx.user_id, ctx.conversation_id, msg.dedupe_key)
+        # A second "/journal" (or "that's a journal entry") means the same message again.
+        for _ in range(5):
+            if target is None or target.dedupe_key is None or not _is_mark(target.text):
+                break
+            target = await journal.previous_message(
+                ctx.user_id, ctx.conversation_id, target.dedupe_key
+            )
+        if target is None:
+            return CommandReply(USAGE)
+    existing = await journal.entry_of(ctx.user_id, target)
+    if existing is None and (target.text.startswith("/") or not target.text.strip()):
+        return CommandReply(
+            "That message is a command, not something to keep. Write "
+            "/journal TEXT, or reply /journal to the message you mean."
+        )
+    entry, status = await journal.mark(ctx.user_id, target, timezone=ctx.user.timezone)
+    said = f"your message of {entry.day:%a %d %b}"
+    head = (
+        f"Added {said} to your journal"
+        if status != "same"
+        else f"{said.capitalize()} is already in your journal"
+    )
+    return CommandReply(
+        f"{head} (#{entry.id}): {_scores_line(entry.happiness, entry.stress, entry.energy)}."
+    )
 
 
 def register_journal_commands(commands: Commands, journal: JournalService, clock: Clock) -> None:
@@ -102,7 +160,7 @@ def register_journal_commands(commands: Commands, journal: JournalService, clock
     async def journal_cmd(ctx: CommandContext) -> CommandReply:
         args = ctx.args.strip()
         if not args:
-            return CommandReply(USAGE)
+            return await _mark(journal, ctx)
         head, _, rest = args.partition(" ")
         if head.lower() == "edit":
             return await _edit(ctx, rest)

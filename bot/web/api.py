@@ -5,8 +5,8 @@ Every endpoint is scoped to the token's user; another user's ids answer 404.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated
+from datetime import date, datetime, timedelta
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from bot.jobs.phrases import PhraseError
 from bot.web.deps import api_user, ctx
-from bot.web.service import SettingsChange
+from bot.web.service import JOURNAL_DAYS, MAX_SERIES_DAYS, SettingsChange
 from storage.models import User
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
@@ -144,6 +144,27 @@ class SettingsIn(BaseModel):
     briefing_enabled: bool | None = None
     quiet: str | None = Field(None, description="HH:MM-HH:MM or off")
     preferred_channel: str | None = Field(None, description="a linked channel, or auto")
+
+
+class PointOut(BaseModel):
+    """One bucket of a journal series: the average score (0-100) and how many entries."""
+
+    start: date
+    label: str
+    mean: float | None = Field(description="None when no entry falls in the bucket")
+    count: int
+    entry_ids: list[int]
+
+
+class SeriesOut(BaseModel):
+    """A journal metric over a range, bucket by bucket."""
+
+    metric: str
+    start: date
+    end: date
+    bucket: str
+    count: int = Field(description="entries in the whole range")
+    points: list[PointOut]
 
 
 def _404() -> HTTPException:
@@ -323,4 +344,42 @@ async def export(request: Request, user: Me) -> Response:
         data,
         media_type="application/zip",
         headers={"Content-Disposition": 'attachment; filename="lifebot-export.zip"'},
+    )
+
+
+@router.get("/journal/series")
+async def journal_series(
+    request: Request,
+    user: Me,
+    metric: Literal["happiness", "stress", "energy"],
+    start: date | None = None,
+    end: date | None = None,
+    bucket: Literal["day", "week", "month"] = "day",
+) -> SeriesOut:
+    """A journal metric's averages with counts (default: the last 30 days, daily)."""
+    s = ctx(request).service
+    _, today = s.journal_range(user, 1)
+    last = end or today
+    first = start or last - timedelta(days=JOURNAL_DAYS - 1)
+    if first > last:
+        raise HTTPException(422, "start is after end.")
+    if (last - first).days >= MAX_SERIES_DAYS:
+        raise HTTPException(422, f"Ask for at most {MAX_SERIES_DAYS} days at a time.")
+    points = await s.journal_series(user, metric, first, last, bucket)
+    return SeriesOut(
+        metric=metric,
+        start=first,
+        end=last,
+        bucket=bucket,
+        count=sum(p.count for p in points),
+        points=[
+            PointOut(
+                start=p.start,
+                label=p.label,
+                mean=p.mean,
+                count=p.count,
+                entry_ids=list(p.entry_ids),
+            )
+            for p in points
+        ],
     )

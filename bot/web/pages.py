@@ -14,10 +14,11 @@ import segno
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from bot.agent.journal.analytics import METRIC_NAMES, Metric
 from bot.clock import zone
 from bot.jobs.phrases import PhraseError
 from bot.web.deps import COOKIE, Viewer, checked_form, ctx, viewer
-from bot.web.service import SettingsChange
+from bot.web.service import JOURNAL_DAYS, SettingsChange
 
 router = APIRouter()
 Who = Annotated[Viewer, Depends(viewer)]
@@ -137,6 +138,39 @@ async def episode(request: Request, who: Who, episode_id: int) -> HTMLResponse:
         raise HTTPException(404)
     ep, messages = found
     return render(request, who, "episode.html", episode=ep, messages=messages)
+
+
+# --- Journal ---------------------------------------------------------------------------------
+@router.get("/journal", response_class=HTMLResponse)
+async def journal(request: Request, who: Who, days: int = JOURNAL_DAYS) -> HTMLResponse:
+    """Recent entries with their scores, and a chart of each metric over the last days."""
+    s = ctx(request).service
+    first, last = s.journal_range(who.user, days)
+    return render(
+        request,
+        who,
+        "journal.html",
+        days=(last - first).days + 1,
+        views=await s.journal_views(who.user, first, last),
+        entries=await s.journal_entries(who.user),
+    )
+
+
+@router.get("/journal/chart.png")
+async def journal_chart(
+    request: Request, who: Who, metric: str = "happiness", days: int = JOURNAL_DAYS
+) -> Response:
+    """One metric's chart as a PNG (the page's <img>); 404 with too little to draw."""
+    if metric not in METRIC_NAMES:
+        raise HTTPException(404)
+    chosen: Metric = metric  # narrowed by the check above
+    s = ctx(request).service
+    first, last = s.journal_range(who.user, days)
+    png = await s.journal_chart(who.user, chosen, first, last)
+    if png is None:
+        raise HTTPException(404)
+    # Private data: never kept by a shared cache.
+    return Response(png, media_type="image/png", headers={"Cache-Control": "private, no-store"})
 
 
 # --- Facts -----------------------------------------------------------------------------------

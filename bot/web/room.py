@@ -9,6 +9,7 @@ from datetime import timedelta
 from fastapi import FastAPI
 
 from bot.adapters.base import ChannelAdapter
+from bot.agent.journal.service import JournalService
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
 from bot.config import Settings
@@ -52,6 +53,7 @@ def build_web(
     channels: Mapping[str, ChannelAdapter],
     commands: Commands,
     location: LocationService,
+    journal: JournalService,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
@@ -61,7 +63,7 @@ def build_web(
         settings.web_url,
         timedelta(days=settings.web_session_days),
     )
-    service = WebService(db, clock, memory, jobs, channels, settings.default_timezone)
+    service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
     context = WebContext(
         service=service,
         auth=auth,

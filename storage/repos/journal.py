@@ -103,6 +103,16 @@ class JournalRepo:
         )
         return list(res.all())
 
+    async def recent(self, user_id: int, limit: int) -> list[JournalEntry]:
+        """The user's newest ``limit`` entries, newest first."""
+        res = await self.s.exec(
+            select(JournalEntry)
+            .where(JournalEntry.user_id == user_id)
+            .order_by(col(JournalEntry.day).desc(), col(JournalEntry.id).desc())
+            .limit(limit)
+        )
+        return list(res.all())
+
     async def all_for(self, user_id: int | None = None) -> list[JournalEntry]:
         """Every entry (of one user, or of everyone), oldest first."""
         q = select(JournalEntry).order_by(col(JournalEntry.user_id), col(JournalEntry.day))

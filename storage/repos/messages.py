@@ -166,6 +166,27 @@ class MessageRepo:
         )
         return res.first()
 
+    async def said_before(
+        self, user_id: int, conversation_id: int, dedupe_key: str
+    ) -> Message | None:
+        """The user's newest message of a conversation before the one with ``dedupe_key``."""
+        current = (
+            await self.s.exec(
+                select(Message).where(Message.user_id == user_id, Message.dedupe_key == dedupe_key)
+            )
+        ).first()
+        q = select(Message).where(
+            Message.user_id == user_id,
+            Message.conversation_id == conversation_id,
+            Message.direction == "in",
+            Message.role == "user",
+            col(Message.status) != "refused",
+        )
+        if current is not None:
+            q = q.where(col(Message.id) < current.id)
+        res = await self.s.exec(q.order_by(col(Message.id).desc()).limit(1))
+        return res.first()
+
     async def set_status(self, user_id: int, message_id: int, status: str) -> None:
         """Change an inbound message's status (answered, pending_retry, failed)."""
         row = await self.get(user_id, message_id)

@@ -31,8 +31,9 @@ from bot.agent.memory.index import MemoryIndex
 from bot.clock import Clock, zone
 from bot.messages import Image
 from storage.db import Database
-from storage.models import JournalEntry, JournalSettings
+from storage.models import JournalEntry, JournalSettings, Message
 from storage.repos.journal import JournalRepo
+from storage.repos.messages import MessageRepo
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,45 @@ class JournalService:
         )  # fmt: skip
         if msg is not None:
             await self.index.shadow_messages(user_id, [msg])
+        return result
+
+    async def message(self, user_id: int, dedupe_key: str) -> Message | None:
+        """The user's own stored message with this dedupe key (None for anyone else's)."""
+        async with self.db.session() as s:
+            found = await JournalRepo(s).message(user_id, dedupe_key)
+        return found if found is not None and found.direction == "in" else None
+
+    async def previous_message(
+        self, user_id: int, conversation_id: int, dedupe_key: str
+    ) -> Message | None:
+        """What the user said in the conversation just before the message ``dedupe_key``."""
+        async with self.db.session() as s:
+            return await MessageRepo(s).said_before(user_id, conversation_id, dedupe_key)
+
+    @staticmethod
+    def message_ref(msg: Message) -> str:
+        """The source reference of an entry made from a chat message (same as /journal TEXT)."""
+        return f"msg:{msg.dedupe_key}" if msg.dedupe_key else f"message:{msg.id}"
+
+    async def entry_of(self, user_id: int, msg: Message) -> JournalEntry | None:
+        """The journal entry made from this message, if any."""
+        async with self.db.session() as s:
+            return await JournalRepo(s).by_ref(user_id, self.message_ref(msg))
+
+    async def mark(self, user_id: int, msg: Message, *, timezone: str) -> tuple[JournalEntry, str]:
+        """Make an earlier message a journal entry, dated when it was said; idempotent."""
+        existing = await self.entry_of(user_id, msg)
+        if existing is not None:
+            return existing, "same"
+        when = msg.created_at
+        result = await self.save(
+            user_id, ref=self.message_ref(msg), day=when.astimezone(zone(timezone)).date(),
+            written_at=when, text=msg.text, source="voice" if msg.channel == "device" else "chat",
+            message_id=msg.id,
+        )  # fmt: skip
+        # The message was searchable already: from now on search finds the entry instead.
+        await self.index.shadow_messages(user_id, [msg])
+        await self.index.hide_messages(user_id, [msg.id or 0])
         return result
 
     async def save(
@@ -186,6 +226,11 @@ class JournalService:
         """The user's entries from ``first`` to ``last`` (inclusive), oldest first."""
         async with self.db.session() as s:
             return await JournalRepo(s).between(user_id, first, last)
+
+    async def recent(self, user_id: int, limit: int = 20) -> list[JournalEntry]:
+        """The user's newest ``limit`` entries, newest first."""
+        async with self.db.session() as s:
+            return await JournalRepo(s).recent(user_id, limit)
 
     async def current_state(self, user_id: int, today: date, days: int) -> CurrentState:
         """The last ``days`` days up to ``today``, compared with the days before."""
