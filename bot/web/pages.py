@@ -329,6 +329,13 @@ async def revoke_device(request: Request, who: Who, device_id: int) -> Response:
 @router.get("/settings", response_class=HTMLResponse)
 async def settings(request: Request, who: Who) -> HTMLResponse:
     """Time zone, briefing, quiet hours, channels, API tokens, sign-out."""
+    return await _settings_page(request, who)
+
+
+async def _settings_page(
+    request: Request, who: Viewer, *, new_token: str | None = None, link_code: str | None = None
+) -> HTMLResponse:
+    """The settings page, with a new API token or link code shown once when given."""
     c = ctx(request)
     return render(
         request,
@@ -337,8 +344,8 @@ async def settings(request: Request, who: Who) -> HTMLResponse:
         identities=await c.service.identities(who.user),
         link_questions=await c.service.link_questions(who.user),
         tokens=await c.auth.api_tokens(who.user_id),
-        new_token=None,
-        link_code=None,
+        new_token=new_token,
+        link_code=link_code,
     )
 
 
@@ -363,17 +370,8 @@ async def save_settings(request: Request, who: Who) -> Response:
 async def link_channel(request: Request, who: Who) -> Response:
     """A code to send from another chat app to link it."""
     await checked_form(request, who)
-    c = ctx(request)
-    return render(
-        request,
-        who,
-        "settings.html",
-        identities=await c.service.identities(who.user),
-        link_questions=await c.service.link_questions(who.user),
-        tokens=await c.auth.api_tokens(who.user_id),
-        new_token=None,
-        link_code=await c.service.link_code(who.user),
-    )
+    code = await ctx(request).service.link_code(who.user)
+    return await _settings_page(request, who, link_code=code)
 
 
 @router.post("/settings/link/{code}/{answer}")
@@ -392,16 +390,7 @@ async def new_token(request: Request, who: Who) -> Response:
     form = await checked_form(request, who)
     c = ctx(request)
     _, secret = await c.auth.new_api_token(who.user_id, form.get("name", ""))
-    response = render(
-        request,
-        who,
-        "settings.html",
-        identities=await c.service.identities(who.user),
-        link_questions=await c.service.link_questions(who.user),
-        tokens=await c.auth.api_tokens(who.user_id),
-        new_token=secret,
-        link_code=None,
-    )
+    response = await _settings_page(request, who, new_token=secret)
     response.headers["Cache-Control"] = "no-store"
     return response
 
