@@ -16,14 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = {
     "faster_whisper", "ctranslate2", "onnxruntime", "av", "telegram", "slack_bolt", "slack_sdk",
     "openai", "sqlalchemy", "sqlmodel", "alembic", "apscheduler", "numpy", "websockets",
-    "aiohttp", "pydantic_settings", "rich", "tiktoken",
+    "aiohttp", "pydantic_settings", "rich", "tiktoken", "fastapi", "uvicorn", "matplotlib",
 }  # fmt: skip
 
 # What `memory search` may not touch: no model client, no channel, no speech, no scheduler,
-# and no Alembic once the database is up to date.
+# no web server or charts, and no Alembic once the database is up to date.
 NOT_FOR_SEARCH = {
     "faster_whisper", "ctranslate2", "av", "telegram", "slack_bolt", "slack_sdk", "openai",
-    "alembic", "apscheduler", "websockets", "aiohttp",
+    "alembic", "apscheduler", "websockets", "aiohttp", "fastapi", "uvicorn", "matplotlib",
 }  # fmt: skip
 
 PROBE = """

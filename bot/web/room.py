@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-
-from fastapi import FastAPI
+from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
 from bot.agent.journal.service import JournalService
@@ -16,31 +15,71 @@ from bot.config import Settings
 from bot.dispatch.commands import Commands
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
-from bot.web.app import create_app
 from bot.web.auth import KeySource, WebAuth
 from bot.web.commands import register_web_commands
-from bot.web.deps import WebContext, make_templates
-from bot.web.server import WebServer
 from bot.web.service import WebService
 from storage.db import Database
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from bot.web.server import WebServer
 
 
 @dataclass
 class WebRoom:
-    """The web app, its auth and the server that runs it."""
+    """The web app, its auth and the server that runs it.
+
+    The FastAPI app is made on first use (serving, or a test's client): FastAPI and the
+    templates take a fifth of a second to load, which CLI commands that never serve skip.
+    """
 
     auth: WebAuth
+    """Sign-in links, sessions and API tokens."""
     service: WebService
-    app: FastAPI
-    server: WebServer
+    """Every operation the pages and the API offer, scoped to one user."""
+    settings: Settings
+    """Where to listen and how cookies are set."""
+    location: LocationService
+    """Where the OwnTracks and Overland endpoints store points."""
+    _app: FastAPI | None = None
+    _server: WebServer | None = None
+
+    @property
+    def app(self) -> FastAPI:
+        """The ASGI app (made once)."""
+        if self._app is None:
+            from bot.web.app import create_app  # noqa: PLC0415  # loads FastAPI
+            from bot.web.deps import WebContext, make_templates  # noqa: PLC0415
+
+            context = WebContext(
+                service=self.service,
+                auth=self.auth,
+                templates=make_templates(),
+                secure_cookies=self.settings.web_url.startswith("https://"),
+                jobs_enabled=self.settings.jobs_enabled,
+                location=self.location,
+            )
+            self._app = create_app(context)
+        return self._app
+
+    @property
+    def server(self) -> WebServer:
+        """The uvicorn server (made once)."""
+        if self._server is None:
+            from bot.web.server import WebServer  # noqa: PLC0415  # loads uvicorn
+
+            self._server = WebServer(self.app, self.settings.web_host, self.settings.web_port)
+        return self._server
 
     async def start(self) -> None:
         """Serve the page (LIFEBOT_WEB_HOST:LIFEBOT_WEB_PORT)."""
         await self.server.start()
 
     async def stop(self) -> None:
-        """Stop serving."""
-        await self.server.stop()
+        """Stop serving (nothing to do when it never started)."""
+        if self._server is not None:
+            await self._server.stop()
 
 
 def build_web(
@@ -64,14 +103,5 @@ def build_web(
         timedelta(days=settings.web_session_days),
     )
     service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
-    context = WebContext(
-        service=service,
-        auth=auth,
-        templates=make_templates(),
-        secure_cookies=settings.web_url.startswith("https://"),
-        jobs_enabled=settings.jobs_enabled,
-        location=location,
-    )
     register_web_commands(commands, auth)
-    app = create_app(context)
-    return WebRoom(auth, service, app, WebServer(app, settings.web_host, settings.web_port))
+    return WebRoom(auth, service, settings, location)

@@ -9,9 +9,6 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from bot.agent.journal.analytics import MIN_ENTRIES, Bucket, Metric, Point
 
 COLOURS = {"happiness": "#2a9d8f", "stress": "#e76f51", "energy": "#e9c46a"}
@@ -28,6 +25,10 @@ def _short(p: Point, bucket: Bucket) -> str:
 
 def render_chart(points: Sequence[Point], metric: Metric, title: str, bucket: Bucket) -> bytes:
     """The series as a PNG: the average per bucket (0-100), empty buckets left as gaps."""
+    # matplotlib takes a third of a second to import: only a chart pays for it.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
+    from matplotlib.figure import Figure  # noqa: PLC0415
+
     fig = Figure(figsize=SIZE_INCHES, dpi=DPI)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
