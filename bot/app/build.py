@@ -21,12 +21,12 @@ from bot.agent.journal.summaries import Summaries
 from bot.agent.journal.tools import journal_tools
 from bot.agent.llm import OpenAILLM
 from bot.agent.loop import Limits
-from bot.agent.memory.embeddings import build_embedder
 from bot.agent.memory.service import MemoryService
 from bot.agent.memory.tools import memory_tools
 from bot.agent.tools import default_registry
 from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
+from bot.app.memory_root import build_memory
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
 from bot.dispatch import Dispatcher
@@ -143,19 +143,7 @@ def build_app(
     )
     # One speech model for every channel (pendant, voice notes); it loads on first use.
     stt = transcriber or FasterWhisperTranscriber.from_settings(settings)
-    memory = MemoryService(
-        db,
-        llm,
-        build_embedder(
-            settings.embeddings_model,
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key,
-            timeout=settings.llm_timeout,
-        ),
-        clock,
-        quiet_minutes=settings.extraction_quiet_minutes,
-        every_messages=settings.extraction_every_messages,
-    )
+    memory = build_memory(settings, db, llm, clock)
     # The fast model scores journal entries when one is configured; else the offline lexicon.
     scorer: Scorer = LLMScorer(llm, llm.fast_model) if llm.configured else LexiconScorer()
     summaries = Summaries(db, llm, configured=llm.configured, model_name=llm.model)

@@ -10,12 +10,13 @@ from zoneinfo import ZoneInfo
 import typer
 
 from bot.app.cli.runtime import find_user as _user
-from bot.app.cli.runtime import group, run_with_app
+from bot.app.cli.runtime import group, run_with_app, run_with_memory
 
 if TYPE_CHECKING:
     from rich.progress import Progress
 
     from bot.app.build import App
+    from bot.app.memory_root import MemoryApp
 
 memory_app = group("Search and manage what lifebot remembers.")
 
@@ -56,7 +57,7 @@ def search(
         typer.echo("--kinds takes message, episode and/or fact, comma-separated", err=True)
         raise typer.Exit(2)
 
-    async def go(app: App) -> None:
+    async def go(app: MemoryApp) -> None:
         from bot.agent.memory.service import MemoryService
         from bot.agent.sources import source_ids
 
@@ -98,7 +99,7 @@ def search(
                 print(f"    from messages: {', '.join(map(str, ids)) or '-'}")
         print(f"(times in {who.timezone}; --json adds scores)")
 
-    run_with_app(go)
+    run_with_memory(go)
 
 
 @memory_app.command("facts")

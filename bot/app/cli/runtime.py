@@ -11,16 +11,27 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import typer
 
 if TYPE_CHECKING:
     from bot.app.build import App
+    from bot.app.memory_root import MemoryApp
     from bot.config import Settings
+    from storage.db import Database
     from storage.models import User
 
 T = TypeVar("T")
+
+
+class HasDatabase(Protocol):
+    """The whole app or its memory part: anything with the database."""
+
+    @property
+    def db(self) -> Database:
+        """Storage."""
+        ...
 
 
 def group(help_text: str) -> typer.Typer:
@@ -74,13 +85,39 @@ def run_with_app(fn: Callable[[App], Awaitable[T]], settings: Settings | None = 
         raise typer.Exit(1) from exc
 
 
+def run_with_memory(fn: Callable[[MemoryApp], Awaitable[T]]) -> T:
+    """Like ``run_with_app`` for read-only memory commands: storage and memory only."""
+    from bot.app.memory_root import MemoryApp
+    from bot.clock import SystemClock
+    from bot.errors import BotError, StorageError
+
+    settings = settings_or_exit()
+
+    async def main() -> T:
+        part = MemoryApp.build(settings, SystemClock())
+        try:
+            await part.start()
+            return await fn(part)
+        finally:
+            await part.close()
+
+    try:
+        return asyncio.run(main())
+    except StorageError as exc:
+        typer.echo(f"error: {exc}. Fix: {DATABASE_FIX}", err=True)
+        raise typer.Exit(1) from exc
+    except BotError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from exc
+
+
 DATABASE_FIX = (
     "start the database server, or correct LIFEBOT_DATABASE_URL (leave it unset for SQLite "
     "in the data dir); `lifebot doctor` checks it"
 )
 
 
-async def find_user(application: App, who: str) -> User:
+async def find_user(application: HasDatabase, who: str) -> User:
     """The user named ``who`` (an id or a display name, any case), or exit 2 saying why."""
     from storage.repos.users import UserRepo
 

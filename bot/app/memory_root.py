@@ -1,0 +1,64 @@
+"""The memory part of the composition root, buildable on its own.
+
+``build_app`` builds memory through ``build_memory``; read-only CLI commands such as
+``lifebot memory search`` use ``MemoryApp`` so that a cold start loads storage and memory
+only (no channels, scheduler, web page or journal): the command answers in about a second.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.agent.llm import LLM
+from bot.agent.memory.embeddings import build_embedder
+from bot.agent.memory.service import MemoryService
+from bot.clock import Clock
+from bot.config import Settings
+from storage.db import Database
+
+
+def build_memory(settings: Settings, db: Database, llm: LLM | None, clock: Clock) -> MemoryService:
+    """The memory service (facts, episodes, the search index) from settings."""
+    return MemoryService(
+        db,
+        llm,
+        build_embedder(
+            settings.embeddings_model,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            timeout=settings.llm_timeout,
+        ),
+        clock,
+        quiet_minutes=settings.extraction_quiet_minutes,
+        every_messages=settings.extraction_every_messages,
+    )
+
+
+@dataclass
+class MemoryApp:
+    """Storage and memory without the rest of the app (no model client: nothing is extracted)."""
+
+    settings: Settings
+    """What the command was started with."""
+    clock: Clock
+    """The one source of "now"."""
+    db: Database
+    """Storage (SQLite or PostgreSQL)."""
+    memory: MemoryService
+    """Search, facts and the index."""
+
+    @classmethod
+    def build(cls, settings: Settings, clock: Clock) -> MemoryApp:
+        """Build it (no I/O yet; ``start`` migrates)."""
+        db = Database(settings.database_url)
+        return cls(settings, clock, db, build_memory(settings, db, None, clock))
+
+    async def start(self) -> None:
+        """Prepare storage, as ``start_app`` does."""
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        await self.db.migrate()
+
+    async def close(self) -> None:
+        """Release the model and the connections."""
+        await self.memory.close()
+        await self.db.dispose()
