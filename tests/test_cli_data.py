@@ -7,7 +7,7 @@ import json
 import sqlite3
 import zipfile
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from bot.app.build import App, build_app, start_app
 from bot.app.cli import app as cli
 from bot.app.portability import backup_sqlite
-from storage.models import DeviceSession, Fact, Message, User
+from storage.models import DeviceSession, Fact, LocationPoint, Message, User
 from storage.repos.devices import DeviceRepo
 from storage.repos.userdata import UserDataRepo
 from tests.fakes.llm import FakeLLM, say
@@ -209,3 +209,34 @@ def test_backup_cli_names_the_folder(tmp_path: Path) -> None:
         assert conn.execute("SELECT display_name FROM user").fetchall() == [("ana",)]
     finally:
         conn.close()
+
+
+async def test_export_and_delete_cover_location_history(any_db_app: App) -> None:
+    """Issue 24: "export and delete-my-data include it" — points, stays and places alike."""
+    from bot.location.geo import Fix
+
+    ana = await make_user(any_db_app, "ana")
+    assert ana.id is not None
+    await any_db_app.location.set_enabled(ana.id, True)
+    start = datetime.now(UTC).replace(microsecond=0)  # points from before "on" are dropped
+    fixes = [
+        Fix(start + timedelta(minutes=2 * i), 38.7223 + 0.00001 * (i % 3), -9.1393, 10.0)
+        for i in range(30)  # an hour at one spot: one stay
+    ]
+    assert await any_db_app.location.ingest(ana.id, fixes, "test") == 30
+    async with any_db_app.db.session() as s:
+        data = await UserDataRepo(s).dump(ana.id)
+    assert len(data["locationpoint"]) == 30
+    assert len(data["stay"]) == 1
+    async with any_db_app.db.session() as s:
+        counts = await UserDataRepo(s).delete(ana.id)
+    assert counts["locationpoint"] == 30 and counts["stay"] == 1
+    async with any_db_app.db.session() as s:
+        left = (
+            await s.exec(
+                select(func.count())
+                .select_from(LocationPoint)
+                .where(LocationPoint.user_id == ana.id)
+            )
+        ).one()
+    assert left == 0
