@@ -127,18 +127,7 @@ async def _try_link(session: AsyncSession, msg: InboundMessage, now: datetime) -
     a = msg.address
     who = msg.sender_name or msg.sender_id
     question = await pairing.add(
-        PairingRequest(
-            code=new_code(),
-            purpose="link_confirm",
-            channel=a.channel,
-            account=a.account,
-            sender_id=msg.sender_id,
-            chat_id=a.chat_id,
-            display_name=msg.sender_name,
-            user_id=req.user_id,
-            created_at=now,
-            expires_at=now + LINK_TTL,
-        )
+        _request_from(msg, "link_confirm", now, LINK_TTL, user_id=req.user_id)
     )
     ask = OutboundMessage(
         Address(req.channel, req.account, req.chat_id),
@@ -193,6 +182,25 @@ async def confirm_link(
     ]
 
 
+def _request_from(
+    msg: InboundMessage, purpose: str, now: datetime, ttl: timedelta, user_id: int | None = None
+) -> PairingRequest:
+    """A new request with a fresh code, about the sender of ``msg``."""
+    a = msg.address
+    return PairingRequest(
+        code=new_code(),
+        purpose=purpose,
+        channel=a.channel,
+        account=a.account,
+        sender_id=msg.sender_id,
+        chat_id=a.chat_id,
+        display_name=msg.sender_name,
+        user_id=user_id,
+        created_at=now,
+        expires_at=now + ttl,
+    )
+
+
 async def _pairing_reply(session: AsyncSession, msg: InboundMessage, now: datetime) -> str:
     a = msg.address
     pairing = PairingRepo(session)
@@ -203,19 +211,7 @@ async def _pairing_reply(session: AsyncSession, msg: InboundMessage, now: dateti
                 "Hi! I'm a private assistant and I don't know you yet. Too many pairing "
                 "requests are waiting right now; please try again in an hour."
             )
-        req = await pairing.add(
-            PairingRequest(
-                code=new_code(),
-                purpose="pair",
-                channel=a.channel,
-                account=a.account,
-                sender_id=msg.sender_id,
-                chat_id=a.chat_id,
-                display_name=msg.sender_name,
-                created_at=now,
-                expires_at=now + CODE_TTL,
-            )
-        )
+        req = await pairing.add(_request_from(msg, "pair", now, CODE_TTL))
     minutes = max(1, int((req.expires_at - now).total_seconds() // 60))
     return (
         "Hi! I'm a private assistant and I don't know you yet.\n"

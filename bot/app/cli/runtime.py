@@ -59,20 +59,30 @@ def settings_or_exit() -> Settings:
         raise typer.Exit(2) from exc
 
 
-def run_with_app(fn: Callable[[App], Awaitable[T]], settings: Settings | None = None) -> T:
-    """Build the app, migrate, run ``fn`` and close everything; BotErrors become exit 1."""
-    from bot.app.build import build_app, start_app
+class _Part(Protocol):
+    """What the runners start and close: the whole app or its memory part."""
+
+    async def close(self) -> None:
+        """Release everything."""
+        ...
+
+
+P = TypeVar("P", bound=_Part)
+
+
+def _run(
+    build: Callable[[], P], start: Callable[[P], Awaitable[None]], fn: Callable[[P], Awaitable[T]]
+) -> T:
+    """Build, start, run ``fn`` and close; storage and other BotErrors become one line, exit 1."""
     from bot.errors import BotError, StorageError
 
-    settings = settings or settings_or_exit()
-
     async def main() -> T:
-        application = build_app(settings)
+        part = build()
         try:
-            await start_app(application)
-            return await fn(application)
+            await start(part)
+            return await fn(part)
         finally:
-            await application.close()
+            await part.close()
 
     try:
         return asyncio.run(main())
@@ -85,30 +95,21 @@ def run_with_app(fn: Callable[[App], Awaitable[T]], settings: Settings | None = 
         raise typer.Exit(1) from exc
 
 
+def run_with_app(fn: Callable[[App], Awaitable[T]], settings: Settings | None = None) -> T:
+    """Build the app, migrate, run ``fn`` and close everything; BotErrors become exit 1."""
+    from bot.app.build import build_app, start_app
+
+    chosen = settings or settings_or_exit()
+    return _run(lambda: build_app(chosen), start_app, fn)
+
+
 def run_with_memory(fn: Callable[[MemoryApp], Awaitable[T]]) -> T:
     """Like ``run_with_app`` for read-only memory commands: storage and memory only."""
     from bot.app.memory_root import MemoryApp
     from bot.clock import SystemClock
-    from bot.errors import BotError, StorageError
 
     settings = settings_or_exit()
-
-    async def main() -> T:
-        part = MemoryApp.build(settings, SystemClock())
-        try:
-            await part.start()
-            return await fn(part)
-        finally:
-            await part.close()
-
-    try:
-        return asyncio.run(main())
-    except StorageError as exc:
-        typer.echo(f"error: {exc}. Fix: {DATABASE_FIX}", err=True)
-        raise typer.Exit(1) from exc
-    except BotError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from exc
+    return _run(lambda: MemoryApp.build(settings, SystemClock()), MemoryApp.start, fn)
 
 
 DATABASE_FIX = (
