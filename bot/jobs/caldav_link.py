@@ -1,0 +1,192 @@
+"""Two-way CalDAV: read the user's real calendar, write accepted events into it.
+
+The ``caldav`` client is synchronous (requests), so every call runs in a worker thread. The
+password is stored Fernet-encrypted with ``LIFEBOT_CALENDAR_KEY``; it is decrypted only for
+the moment of a call. Events lifebot wrote carry lifebot's own event uid as their ICS UID, so
+reading the calendar back never doubles them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from bot.errors import CalendarError, ConfigError
+from storage.models import CalendarEvent
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
+
+# caldav (with requests and lxml) and cryptography load on first use: most processes never
+# touch CalDAV, and start-up time is watched.
+
+
+class SecretBox:
+    """Encrypts and decrypts stored calendar passwords with the key from settings."""
+
+    def __init__(self, key: str | None) -> None:
+        self._fernet: Fernet | None = None
+        if key:
+            from cryptography.fernet import Fernet  # noqa: PLC0415  (first use only)
+
+            try:
+                self._fernet = Fernet(key.encode())
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(
+                    [
+                        "LIFEBOT_CALENDAR_KEY is not a Fernet key (32 url-safe base64 bytes); "
+                        "make one with `lifebot calendar key`"
+                    ]
+                ) from exc
+
+    @property
+    def ready(self) -> bool:
+        """True when a key is configured."""
+        return self._fernet is not None
+
+    def seal(self, secret: str) -> str:
+        """The secret encrypted (CalendarError when no key is configured)."""
+        if self._fernet is None:
+            raise CalendarError(
+                "CalDAV needs LIFEBOT_CALENDAR_KEY set (make one with `lifebot calendar key`) "
+                "so your password is stored encrypted"
+            )
+        return self._fernet.encrypt(secret.encode()).decode()
+
+    def open(self, sealed: str) -> str:
+        """The secret back (CalendarError when the key is missing or changed)."""
+        if self._fernet is None:
+            raise CalendarError("LIFEBOT_CALENDAR_KEY is not set, so the password cannot be read")
+        from cryptography.fernet import InvalidToken  # noqa: PLC0415  (first use only)
+
+        try:
+            return self._fernet.decrypt(sealed.encode()).decode()
+        except InvalidToken as exc:
+            raise CalendarError(
+                "the stored password cannot be decrypted: LIFEBOT_CALENDAR_KEY changed; "
+                "add the CalDAV calendar again"
+            ) from exc
+
+
+def new_key() -> str:
+    """A fresh key for LIFEBOT_CALENDAR_KEY."""
+    from cryptography.fernet import Fernet  # noqa: PLC0415  (first use only)
+
+    return Fernet.generate_key().decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Login:
+    """Where and as whom to reach one CalDAV calendar."""
+
+    url: str
+    """The calendar collection's URL (or the server's, to find the first calendar)."""
+    username: str
+    """User name."""
+    password: str
+    """Password (plain, in memory only for the call)."""
+
+
+def _stamp(dt: datetime) -> str:
+    return dt.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace(";", "\\;").replace(",", "\\,").replace("\n", "\\n")
+
+
+def event_ics(event: CalendarEvent, now: datetime) -> str:
+    """One lifebot event as a VCALENDAR for a CalDAV PUT (UTC times, lifebot's uid)."""
+    lines = [
+        "BEGIN:VCALENDAR",
+        "VERSION:2.0",
+        "PRODID:-//lifebot//calendar//EN",
+        "BEGIN:VEVENT",
+        f"UID:{event.uid}",
+        f"DTSTAMP:{_stamp(now)}",
+        f"DTSTART:{_stamp(event.start_at)}",
+        f"DTEND:{_stamp(event.end_at)}",
+        f"SUMMARY:{_escape(event.title)}",
+    ]
+    if event.place:
+        lines.append(f"LOCATION:{_escape(event.place)}")
+    if event.people:
+        lines.append(f"DESCRIPTION:{_escape('With ' + ', '.join(event.people))}")
+    lines += ["END:VEVENT", "END:VCALENDAR"]
+    return "\r\n".join(lines) + "\r\n"
+
+
+def _client(login: Login) -> Any:
+    import caldav  # noqa: PLC0415  (first use only)
+
+    return caldav.DAVClient(login.url, username=login.username, password=login.password)
+
+
+def _open(login: Login) -> Any:
+    """The calendar collection at ``login.url``."""
+    return _client(login).calendar(url=login.url)
+
+
+def _calendar(login: Login) -> Any:
+    """The calendar at the URL, or the account's first calendar when the URL is the server."""
+    from caldav.lib import error as caldav_errors  # noqa: PLC0415  (first use only)
+
+    client = _client(login)
+    target = client.calendar(url=login.url)
+    try:
+        target.events()
+    except caldav_errors.AuthorizationError:
+        raise
+    except caldav_errors.DAVError:
+        calendars = client.principal().calendars()
+        if not calendars:
+            raise CalendarError("that CalDAV account has no calendar") from None
+        return calendars[0]
+    return target
+
+
+def _translate(exc: Exception) -> CalendarError:
+    """The server's failure in plain words; anything else is re-raised as it is."""
+    from caldav.lib import error as caldav_errors  # noqa: PLC0415  (first use only)
+    from requests import RequestException  # noqa: PLC0415  (first use only)
+
+    if not isinstance(exc, caldav_errors.DAVError | RequestException):
+        raise exc
+    if isinstance(exc, caldav_errors.AuthorizationError):
+        return CalendarError("the CalDAV server refused the user name or password")
+    if isinstance(exc, RequestException):
+        return CalendarError(f"the CalDAV server could not be reached ({type(exc).__name__})")
+    return CalendarError(f"the CalDAV server failed ({type(exc).__name__})")
+
+
+def check(login: Login) -> str:
+    """Log in and find the calendar (blocking); its collection URL. CalendarError otherwise."""
+    try:
+        return str(_calendar(login).url)
+    except (CalendarError, ValueError, TypeError, AttributeError):
+        raise  # our own words, or a programming error: not the server's doing
+    except Exception as exc:  # caldav raises DAVError, requests its own: translated
+        raise _translate(exc) from exc
+
+
+def read_all(login: Login) -> list[str]:
+    """Every event object's iCalendar text in the calendar (blocking)."""
+    try:
+        cal = _open(login)
+        return [str(obj.data) for obj in cal.events()]
+    except (CalendarError, ValueError, TypeError, AttributeError):
+        raise  # our own words, or a programming error: not the server's doing
+    except Exception as exc:  # caldav raises DAVError, requests its own: translated
+        raise _translate(exc) from exc
+
+
+def write(login: Login, ics: str) -> None:
+    """Create or replace one event (blocking)."""
+    try:
+        cal = _open(login)
+        cal.save_event(ics)
+    except (CalendarError, ValueError, TypeError, AttributeError):
+        raise  # our own words, or a programming error: not the server's doing
+    except Exception as exc:  # caldav raises DAVError, requests its own: translated
+        raise _translate(exc) from exc

@@ -1,0 +1,349 @@
+"""The user's own calendars: an imported ICS file, subscribed ICS feeds and CalDAV.
+
+Events from outside land in the same ``CalendarEvent`` table as lifebot's own, with a
+``source`` naming where they came from (``import``, ``ics:<id>``, ``caldav:<id>``), so the
+briefing, ``/calendar``, the agent's ``list_events`` tool and the evening stay scan all see
+them without knowing about sources. Re-reading a source updates rows by a stable uid (never
+duplicates); a feed that dropped an event cancels it here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from bot.clock import Clock, zone
+from bot.errors import CalendarError
+from bot.jobs import caldav_link
+from bot.jobs.caldav_link import Login, SecretBox
+from bot.jobs.ics import MAX_BYTES, read_ics
+from storage.db import Database
+from storage.models import CalendarEvent, CalendarSource, User
+from storage.repos.calendar import CalendarRepo, OutsideEvent, SyncCounts
+from storage.repos.calendar_sources import CalendarSourceRepo
+from storage.repos.users import UserRepo
+
+log = logging.getLogger(__name__)
+
+IMPORT_SOURCE = "import"
+"""``source`` of events loaded with ``lifebot calendar import``."""
+PAST = timedelta(days=30)
+"""Feeds are expanded from this long ago (recent days still block stays and answer "what
+did I have on Monday")."""
+IMPORT_PAST = timedelta(days=366)
+"""A file import reaches a year back: it is often history."""
+FETCH_TIMEOUT = 20.0
+MAX_REDIRECTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class CalendarSettings:
+    """The knobs of the user's own calendars (from Settings)."""
+
+    refresh: timedelta = timedelta(minutes=30)
+    """How often feeds are re-read."""
+    days_ahead: int = 365
+    """How far ahead recurring events are expanded."""
+    allow_private: bool = False
+    """Allow addresses on this machine or a private network (off: no fetching from inside)."""
+
+
+def source_tag(source: CalendarSource) -> str:
+    """The ``CalendarEvent.source`` of the events a source brought in."""
+    return f"{source.kind}:{source.id}"
+
+
+def feed_url(text: str) -> str:
+    """A subscribable URL (``webcal://`` is ``https://``); CalendarError in plain words."""
+    url = text.strip().strip("<>")
+    if url.lower().startswith("webcal://"):
+        url = "https://" + url[len("webcal://") :]
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise CalendarError(
+            "that is not a calendar address: send the http(s):// or webcal:// link your "
+            "calendar app shows under 'share' or 'secret address in iCal format'"
+        )
+    return url
+
+
+async def _capped_body(resp: httpx.Response) -> bytes:
+    if resp.status_code >= 400:
+        raise CalendarError(f"the calendar server answered {resp.status_code}")
+    body = bytearray()
+    async for chunk in resp.aiter_bytes():
+        body += chunk
+        if len(body) > MAX_BYTES:
+            raise CalendarError("the calendar is larger than 5 MB")
+    return bytes(body)
+
+
+def counts_words(c: SyncCounts) -> str:
+    """``12 new, 1 changed, 0 removed`` (for replies and the CLI)."""
+    return f"{c.added} new, {c.updated} changed, {c.removed} removed, {c.unchanged} unchanged"
+
+
+class OwnCalendars:
+    """Imports, subscriptions and their periodic refresh; every call is scoped to one user."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        settings: CalendarSettings | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        secrets: SecretBox | None = None,
+    ) -> None:
+        self.db = db
+        self.clock = clock
+        self.settings = settings or CalendarSettings()
+        self.secrets = secrets or SecretBox(None)
+        """Seals CalDAV passwords with LIFEBOT_CALENDAR_KEY."""
+        self.transport = transport
+        """httpx transport (None: the network); kept for tests of odd servers."""
+        self._tried: dict[int, datetime] = {}
+        """When each source was last attempted, so a failing feed is retried at the refresh
+        interval, not on every pass."""
+
+    def _window(self, now: datetime, past: timedelta = PAST) -> tuple[datetime, datetime]:
+        return now - past, now + timedelta(days=self.settings.days_ahead)
+
+    async def _parse(
+        self, data: bytes, user: User, now: datetime, past: timedelta = PAST
+    ) -> list[OutsideEvent]:
+        start, end = self._window(now, past)
+        # Parsing and expanding a big calendar takes real CPU: never on the event loop.
+        return await asyncio.to_thread(read_ics, data, zone(user.timezone), start, end)
+
+    async def import_file(self, user: User, data: bytes) -> SyncCounts:
+        """Load an ICS document into the user's calendar (re-importing updates, never doubles)."""
+        assert user.id is not None
+        now = self.clock.now()
+        events = await self._parse(data, user, now, IMPORT_PAST)
+        async with self.db.session() as s:
+            counts = await CalendarRepo(s).sync_outside(
+                user.id, IMPORT_SOURCE, events, now, remove_missing=False
+            )
+        log.info("user %s imported a calendar file: %s", user.id, counts_words(counts))
+        return counts
+
+    async def check_host(self, url: str) -> None:
+        """Refuse an address on this machine or a private network unless settings allow it."""
+        if self.settings.allow_private:
+            return
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, parts.port or 443)
+        except OSError as exc:
+            raise CalendarError(f"the calendar's host {host!r} was not found") from exc
+        for info in infos:
+            address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+            if not address.is_global:
+                raise CalendarError(
+                    "that address is on this machine or a private network, which I do not "
+                    "fetch unless the operator sets LIFEBOT_CALENDAR_ALLOW_PRIVATE=true"
+                )
+
+    async def fetch(self, url: str) -> bytes:
+        """The feed's body (size-capped); CalendarError in plain words on any failure.
+
+        Redirects are followed by hand (at most 5) so each new host is checked too.
+        """
+        try:
+            async with httpx.AsyncClient(
+                timeout=FETCH_TIMEOUT,
+                transport=self.transport,
+                headers={"User-Agent": "lifebot calendar subscription"},
+            ) as client:
+                for _ in range(MAX_REDIRECTS + 1):
+                    await self.check_host(url)
+                    async with client.stream("GET", url) as resp:
+                        if resp.is_redirect and "location" in resp.headers:
+                            url = feed_url(urljoin(url, resp.headers["location"]))
+                            continue
+                        return await _capped_body(resp)
+        except httpx.HTTPError as exc:
+            why = type(exc).__name__
+            raise CalendarError(f"the calendar could not be fetched ({why})") from exc
+        raise CalendarError("the calendar address redirects too many times")
+
+    async def subscribe(self, user: User, url_text: str, name: str | None = None) -> str:
+        """Subscribe to a feed: read it once now (refused when unreadable); a sentence."""
+        assert user.id is not None
+        url = feed_url(url_text)
+        now = self.clock.now()
+        async with self.db.session() as s:
+            for known in await CalendarSourceRepo(s).of_user(user.id, "ics"):
+                if known.url == url:
+                    return f"You are already subscribed to that calendar (#{known.id})."
+        events = await self._parse(await self.fetch(url), user, now)
+        async with self.db.session() as s:
+            source = await CalendarSourceRepo(s).add(
+                CalendarSource(
+                    user_id=user.id,
+                    kind="ics",
+                    name=(name or urlsplit(url).hostname or "calendar")[:80],
+                    url=url,
+                    created_at=now,
+                )
+            )
+            assert source.id is not None
+            counts = await CalendarRepo(s).sync_outside(
+                user.id, source_tag(source), events, now, remove_missing=True
+            )
+            await CalendarSourceRepo(s).record(source.id, now, error=None, count=len(events))
+        return (
+            f"Subscribed to {source.name} (#{source.id}): {counts.added} event(s) read. "
+            f"I re-read it every {self.settings.refresh.total_seconds() / 60:.0f} minutes."
+        )
+
+    async def listing(self, user_id: int) -> str:
+        """The user's calendars in words."""
+        async with self.db.session() as s:
+            sources = await CalendarSourceRepo(s).of_user(user_id)
+        if not sources:
+            return (
+                "You have no calendars linked. /calendar add URL subscribes to an ICS feed "
+                "(read-only)."
+            )
+        lines = []
+        for src in sources:
+            when = f"{src.last_synced_at:%Y-%m-%d %H:%M} UTC" if src.last_synced_at else "never"
+            state = f"; last error: {src.last_error}" if src.last_error else ""
+            kind = "ICS feed, read-only" if src.kind == "ics" else "CalDAV, two-way"
+            lines.append(
+                f"#{src.id} {src.name} ({kind}): {src.event_count} event(s), read {when}{state}"
+            )
+        return "\n".join(lines)
+
+    async def remove(self, user_id: int, source_id: int) -> str:
+        """Unsubscribe and delete the events the source brought in; a sentence."""
+        async with self.db.session() as s:
+            gone = await CalendarSourceRepo(s).remove(user_id, source_id)
+            if gone is None:
+                return f"You have no calendar #{source_id} (/calendar list shows them)."
+            dropped = await CalendarRepo(s).drop_source(user_id, source_tag(gone))
+        return f"Removed {gone.name} (#{source_id}) and its {dropped} event(s)."
+
+    async def _read_caldav(
+        self, source: CalendarSource, user: User, now: datetime
+    ) -> list[OutsideEvent]:
+        assert user.id is not None
+        texts = await asyncio.to_thread(caldav_link.read_all, self._login(source))
+        async with self.db.session() as s:
+            ours = await CalendarRepo(s).own_uids(user.id)
+        events: list[OutsideEvent] = []
+        for text in texts:
+            # Events lifebot wrote there come back with our uid: they are already here.
+            events.extend(
+                ev
+                for ev in await self._parse(text.encode(), user, now)
+                if ev.key.split("/", 1)[0] not in ours
+            )
+        return events
+
+    def _login(self, source: CalendarSource) -> Login:
+        return Login(source.url, source.username or "", self.secrets.open(source.secret or ""))
+
+    async def refresh_source(self, source: CalendarSource, user: User, now: datetime) -> str:
+        """Re-read one calendar; failures are recorded on the source (its events stay)."""
+        assert source.id is not None
+        assert user.id is not None
+        try:
+            if source.kind == "caldav":
+                events = await self._read_caldav(source, user, now)
+            else:
+                events = await self._parse(await self.fetch(source.url), user, now)
+        except CalendarError as exc:
+            async with self.db.session() as s:
+                await CalendarSourceRepo(s).record(source.id, now, error=str(exc))
+            log.warning("calendar #%s of user %s: %s", source.id, user.id, exc)
+            return "failed"
+        async with self.db.session() as s:
+            await CalendarRepo(s).sync_outside(
+                user.id, source_tag(source), events, now, remove_missing=True
+            )
+            await CalendarSourceRepo(s).record(source.id, now, error=None, count=len(events))
+        return "read"
+
+    async def refresh(self, now: datetime) -> str:
+        """The leader's periodic job: re-read every feed not read within the refresh interval."""
+        async with self.db.session() as s:
+            sources = await CalendarSourceRepo(s).every()
+        done = {"read": 0, "failed": 0}
+        for source in sources:
+            assert source.id is not None
+            tried = self._tried.get(source.id) or source.last_synced_at
+            if tried is not None and now - tried < self.settings.refresh:
+                continue
+            self._tried[source.id] = now
+            async with self.db.session() as s:
+                user = await UserRepo(s).get(source.user_id)
+            if user is None:
+                continue
+            done[await self.refresh_source(source, user, now)] += 1
+        return f"calendars read {done['read']}, failed {done['failed']}"
+
+    async def refresh_user(self, user: User, now: datetime) -> None:
+        """Re-read all of one user's calendars now (``/briefing now`` wants fresh events)."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            sources = await CalendarSourceRepo(s).of_user(user.id)
+        for source in sources:
+            self._tried[source.id or 0] = now
+            await self.refresh_source(source, user, now)
+
+    async def add_caldav(
+        self, user: User, url: str, username: str, password: str, name: str | None = None
+    ) -> str:
+        """Link a CalDAV calendar (checked by logging in; refused otherwise); a sentence."""
+        assert user.id is not None
+        sealed = self.secrets.seal(password)  # refuses before any network when no key is set
+        await self.check_host(feed_url(url))
+        found = await asyncio.to_thread(caldav_link.check, Login(url, username, password))
+        now = self.clock.now()
+        async with self.db.session() as s:
+            source = await CalendarSourceRepo(s).add(
+                CalendarSource(
+                    user_id=user.id,
+                    kind="caldav",
+                    name=(name or urlsplit(found).hostname or "CalDAV")[:80],
+                    url=found,
+                    username=username,
+                    secret=sealed,
+                    created_at=now,
+                )
+            )
+        result = await self.refresh_source(source, user, now)
+        async with self.db.session() as s:
+            stored = await CalendarSourceRepo(s).get(user.id, source.id or 0)
+        count = stored.event_count if stored else 0
+        tail = (
+            "" if result == "read" else f" (the first read failed: {stored and stored.last_error})"
+        )
+        return (
+            f"Linked CalDAV calendar {source.name} (#{source.id}): {count} event(s) read{tail}. "
+            "Events you accept from my proposals are written to it."
+        )
+
+    async def write_accepted(self, user: User, event: CalendarEvent) -> str | None:
+        """Write an accepted event to the user's CalDAV calendars; a problem in words or None."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            targets = await CalendarSourceRepo(s).of_user(user.id, "caldav")
+        problems = []
+        for target in targets:
+            try:
+                ics = caldav_link.event_ics(event, self.clock.now())
+                await asyncio.to_thread(caldav_link.write, self._login(target), ics)
+            except CalendarError as exc:
+                log.warning("writing to calendar #%s of user %s: %s", target.id, user.id, exc)
+                problems.append(f"{target.name}: {exc}")
+        return "; ".join(problems) or None

@@ -1,0 +1,65 @@
+"""``POST /api/v1/ingest/transcript``: meeting recorders send transcripts with a personal token.
+
+Acknowledged at once (202) with the job that will process it; the body is our JSON shape or
+Omi's conversation ("memory created") webhook (see ``bot.jobs.meeting_wire``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from pydantic import BaseModel
+
+from bot.jobs.meeting_wire import BadTranscript, parse_meeting
+from bot.web.deps import api_user, ctx
+from storage.models import User
+
+router = APIRouter(prefix="/api/v1/ingest", tags=["ingest"])
+Me = Annotated[User, Depends(api_user)]
+MAX_BODY = 5_000_000
+"""Bytes: a three-hour meeting's transcript is well under a megabyte."""
+
+
+class IngestOut(BaseModel):
+    """The acknowledgement: what was queued and when it will be processed."""
+
+    job_id: int
+    meeting_id: str
+    status: str
+    process_after: datetime
+    segments: int
+
+
+@router.post("/transcript", status_code=202)
+async def transcript(request: Request, user: Me) -> IngestOut:
+    """Queue a meeting transcript; a newer one for the same meeting replaces a pending one."""
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise HTTPException(413, f"The transcript is larger than {MAX_BODY // 1_000_000} MB.")
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise HTTPException(
+            400, "The body must be JSON (Content-Type: application/json)."
+        ) from None
+    try:
+        meeting = parse_meeting(body)
+    except BadTranscript as exc:
+        raise HTTPException(
+            422,
+            f"Not a transcript lifebot accepts ({exc}). Send meeting_id, start and segments, "
+            "or Omi's conversation webhook; README: Meeting transcripts.",
+        ) from None
+    assert user.id is not None
+    job = await ctx(request).meetings.submit(user.id, meeting)
+    assert job.id is not None
+    return IngestOut(
+        job_id=job.id,
+        meeting_id=meeting.meeting_id,
+        status=job.status,
+        process_after=job.due_at,
+        segments=len(meeting.segments),
+    )

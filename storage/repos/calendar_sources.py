@@ -1,0 +1,67 @@
+"""The user's own calendars lifebot reads or writes (ICS feeds, CalDAV); one user at a time."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import CalendarSource
+
+
+class CalendarSourceRepo:
+    """Calendar sources, always scoped by user id (except the refresh job's listing)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def add(self, source: CalendarSource) -> CalendarSource:
+        """Store a new source."""
+        self.s.add(source)
+        await self.s.flush()
+        return source
+
+    async def of_user(self, user_id: int, kind: str | None = None) -> list[CalendarSource]:
+        """The user's sources (of one kind when given), oldest first."""
+        query = select(CalendarSource).where(CalendarSource.user_id == user_id)
+        if kind is not None:
+            query = query.where(CalendarSource.kind == kind)
+        res = await self.s.exec(query.order_by(col(CalendarSource.id)))
+        return list(res.all())
+
+    async def get(self, user_id: int, source_id: int) -> CalendarSource | None:
+        """One of the user's sources; None when it is not theirs."""
+        res = await self.s.exec(
+            select(CalendarSource).where(
+                CalendarSource.id == source_id, CalendarSource.user_id == user_id
+            )
+        )
+        return res.first()
+
+    async def every(self) -> list[CalendarSource]:
+        """Every source of every user (the leader's periodic refresh)."""
+        res = await self.s.exec(select(CalendarSource).order_by(col(CalendarSource.id)))
+        return list(res.all())
+
+    async def remove(self, user_id: int, source_id: int) -> CalendarSource | None:
+        """Delete one of the user's sources; None when it is not theirs."""
+        found = await self.get(user_id, source_id)
+        if found is not None:
+            await self.s.delete(found)
+            await self.s.flush()
+        return found
+
+    async def record(
+        self, source_id: int, now: datetime, *, error: str | None, count: int | None = None
+    ) -> None:
+        """Note the outcome of a read: a good one clears the error and counts the events."""
+        found = await self.s.get(CalendarSource, source_id)
+        if found is None:
+            return
+        found.last_error = error
+        if error is None:
+            found.last_synced_at = now
+            if count is not None:
+                found.event_count = count
+        self.s.add(found)

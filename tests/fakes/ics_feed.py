@@ -1,0 +1,45 @@
+"""A loopback HTTP server serving one ICS feed whose body and status a test changes."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+
+class FakeFeed:
+    """Serves ``body`` at ``/cal.ics`` with ``status``, and ``/moved`` redirects there; any
+    other path is a failure (404)."""
+
+    def __init__(self, body: bytes = b"") -> None:
+        self.body = body
+        """What the next GET returns."""
+        self.status = 200
+        """The next GET's status."""
+        self.hits = 0
+        """How many times the feed was fetched."""
+        self.url = ""
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        """Listen on a free loopback port; return the feed's URL."""
+        app = web.Application()
+        app.router.add_get("/cal.ics", self._feed)
+        app.router.add_get("/moved", self._moved)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}/cal.ics"
+        return self.url
+
+    async def stop(self) -> None:
+        """Shut the server down."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _feed(self, _request: web.Request) -> web.Response:
+        self.hits += 1
+        return web.Response(body=self.body, status=self.status, content_type="text/calendar")
+
+    async def _moved(self, _request: web.Request) -> web.Response:
+        raise web.HTTPFound("/cal.ics")

@@ -1,0 +1,209 @@
+"""Meeting transcript ingest (issue 16): POST /api/v1/ingest/transcript with a personal token,
+acknowledged at once, debounced (a newer post replaces a pending one), retried, and turned into
+one episode with the segments as messages, facts, and action items as tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from sqlmodel import select
+
+from bot.app.build import App
+from storage.models import Episode, Fact, IngestJob, Message, Task
+from tests.fakes.llm import FakeLLM, Step, say
+from tests.support.app import AppFactory, add_user
+from tests.support.web import client_for
+
+URL = "/api/v1/ingest/transcript"
+SUMMARY = {
+    "title": "Release planning",
+    "summary": "Ana and the user planned the 2.0 release.",
+    "people": ["Ana Lima"],
+    "topics": ["release"],
+    "facts": [{"text": "The user runs the 2.0 release", "category": "work", "sources": [1]}],
+}
+
+
+def meeting(*lines: tuple[str, str]) -> dict[str, Any]:
+    """Our body with these (speaker, text) segments, 10 seconds apart."""
+    return {
+        "meeting_id": "zoom-8472",
+        "title": "Roadmap review",
+        "start": "2026-11-20T15:00:00Z",
+        "participants": ["Ana Lima"],
+        "segments": [
+            {"speaker": who, "start": 10.0 * n, "end": 10.0 * n + 8, "text": text}
+            for n, (who, text) in enumerate(lines)
+        ],
+    }
+
+
+FIRST = meeting(("Ana Lima", "Shall we ship 2.0 in December?"), ("me", "Yes, let's aim for it."))
+SECOND = meeting(
+    *[(s["speaker"], s["text"]) for s in FIRST["segments"]],
+    ("me", "I'll send Ben the release notes."),
+)
+
+
+class Model:
+    """The fast model: a summary with one fact, one action item; failures when told to."""
+
+    def __init__(self, llm: FakeLLM, *, fail_actions: int = 0) -> None:
+        self.summaries = 0
+        self.fail_actions = fail_actions
+        llm.default = self.respond
+
+    def respond(self, body: dict[str, Any]) -> Step | None:
+        system = str(body["messages"][0]["content"])
+        if "maintain the memory" in system:
+            self.summaries += 1
+            return say(json.dumps(SUMMARY))
+        if "action items" in system:
+            if self.fail_actions:
+                self.fail_actions -= 1
+                return Step(status=503)
+            return say('{"action_items": [{"title": "Send Ben the release notes"}]}')
+        return None  # anything else is unscripted: a failure
+
+
+async def ready(
+    app_factory: AppFactory, fake_llm: FakeLLM, **settings: Any
+) -> tuple[App, dict[str, str]]:
+    app = await app_factory(fake_llm, ingest_debounce_seconds=1.0, **settings)
+    user = await add_user(app, "ana")
+    assert user.id is not None
+    _, token = await app.web.auth.new_api_token(user.id, "recorder")
+    app.meetings.start()
+    return app, {"Authorization": f"Bearer {token}"}
+
+
+async def rows(app: App, model: Any) -> list[Any]:
+    async with app.db.session() as s:
+        return list((await s.exec(select(model))).all())
+
+
+async def settled(app: App, within: float = 20.0) -> IngestJob:
+    async with asyncio.timeout(within):
+        while True:
+            jobs = await rows(app, IngestJob)
+            if jobs and all(j.status != "pending" for j in jobs):
+                [job] = jobs
+                assert isinstance(job, IngestJob)
+                return job
+            await asyncio.sleep(0.05)
+
+
+async def test_posted_twice_within_the_debounce_makes_one_episode(
+    app_factory: AppFactory, fake_llm: FakeLLM, postgres_or_sqlite_url: str
+) -> None:
+    model = Model(fake_llm)
+    app, auth = await ready(app_factory, fake_llm, database_url_setting=postgres_or_sqlite_url)
+    async with client_for(app) as client:
+        first = await client.post(URL, json=FIRST, headers=auth)
+        assert first.status_code == 202
+        assert fake_llm.chat_requests == []  # acknowledged before any work
+        second = await client.post(URL, json=SECOND, headers=auth)
+    assert second.status_code == 202
+    assert second.json()["job_id"] == first.json()["job_id"]  # the newer post replaced it
+
+    job = await settled(app)
+
+    assert job.status == "done"
+    [episode] = await rows(app, Episode)
+    assert job.episode_id == episode.id
+    assert episode.title == "Roadmap review"  # the meeting's own title
+    assert "Ana Lima" in (episode.people or [])
+    said = [m.text for m in await rows(app, Message) if m.channel == "meeting"]
+    assert said == [s["text"] for s in SECOND["segments"]]
+    assert len(episode.source_message_ids or []) == 3
+    assert [t.title for t in await rows(app, Task)] == ["Send Ben the release notes"]
+    assert [f.text for f in await rows(app, Fact)] == ["The user runs the 2.0 release"]
+    assert model.summaries == 1
+
+
+async def test_a_failure_is_retried_and_still_makes_one_episode(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    Model(fake_llm, fail_actions=3)  # every try of the first run fails (llm_max_retries=2)
+    app, auth = await ready(app_factory, fake_llm, ingest_retry_seconds=0.5)
+    async with client_for(app) as client:
+        assert (await client.post(URL, json=SECOND, headers=auth)).status_code == 202
+
+    job = await settled(app)
+
+    assert (job.status, job.attempts) == ("done", 2)
+    assert len(await rows(app, Episode)) == 1
+    assert [t.title for t in await rows(app, Task)] == ["Send Ben the release notes"]
+
+
+async def test_omis_conversation_webhook_is_accepted(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    Model(fake_llm)
+    app, auth = await ready(app_factory, fake_llm)
+    omi = {
+        "id": "b3f1c2",
+        "created_at": "2026-11-20T15:31:00Z",
+        "started_at": "2026-11-20T15:00:00Z",
+        "finished_at": "2026-11-20T15:30:00Z",
+        "discarded": False,
+        "structured": {
+            "title": "Coffee with Ana",
+            "overview": "Talked about the release.",
+            "emoji": "☕",
+            "category": "work",
+            "action_items": [{"description": "Book the venue", "completed": False}],
+            "events": [],
+        },
+        "transcript_segments": [
+            {
+                "text": "Can you book the venue?",
+                "speaker": "SPEAKER_01",
+                "speaker_id": 1,
+                "is_user": False,
+                "start": 0.0,
+                "end": 3.0,
+            },
+            {
+                "text": "Sure, I will.",
+                "speaker": "SPEAKER_00",
+                "speaker_id": 0,
+                "is_user": True,
+                "start": 3.5,
+                "end": 5.0,
+            },
+        ],
+    }
+    async with client_for(app) as client:
+        answer = await client.post(f"{URL}?uid=omi-user", json=omi, headers=auth)
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["meeting_id"] == "omi:b3f1c2"
+
+    await settled(app)
+
+    [episode] = await rows(app, Episode)
+    assert episode.title == "Coffee with Ana"
+    speakers = [m.sender_id for m in await rows(app, Message) if m.channel == "meeting"]
+    assert speakers == ["SPEAKER_01", "me"]
+    titles = sorted(t.title for t in await rows(app, Task))
+    assert titles == ["Book the venue", "Send Ben the release notes"]
+
+
+async def test_no_token_or_a_bad_body_is_refused_in_plain_words(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    app, auth = await ready(app_factory, fake_llm)
+    async with client_for(app) as client:
+        anonymous = await client.post(URL, json=FIRST)
+        wrong = await client.post(URL, json=FIRST, headers={"Authorization": "Bearer lbk_nope"})
+        broken = await client.post(URL, json={"meeting_id": "x", "segments": []}, headers=auth)
+        not_json = await client.post(URL, content=b"{oops", headers=auth)
+
+    assert (anonymous.status_code, wrong.status_code) == (401, 401)
+    assert broken.status_code == 422
+    assert "start" in broken.json()["detail"] and "segments" in broken.json()["detail"]
+    assert not_json.status_code == 400
+    assert await rows(app, IngestJob) == []

@@ -1,0 +1,261 @@
+"""Photos (issue 16): through the Telegram and Slack fakes, described by a scripted vision model
+(OpenAI ``image_url`` parts with a data URL), kept in the data dir and found by memory search.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zipfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from bot.agent.budget import message_tokens
+from bot.agent.llm import data_url, image_parts
+from bot.agent.photos import NO_VISION
+from bot.app.build import App
+from bot.app.doctor import check_vision
+from bot.app.portability import delete_user, export_user
+from storage.repos.users import UserRepo
+from tests.fakes.llm import FakeLLM, Step, say
+from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack, dm_event
+from tests.fakes.telegram_api import BOT_ID, FakeTelegram
+from tests.support.app import AppFactory, add_user, make_settings
+from tests.support.cli import run_cli
+from tests.support.slack import ANA, ANA_DM, Slack, start_slack
+from tests.support.telegram import CHAT, Starter
+
+PHOTO = b"\xff\xd8\xff\xe0 a photo of a sticky note " + bytes(range(256)) * 4
+SEEN = {"description": "A yellow sticky note with the home wifi password.", "text": "sunflower42"}
+
+
+def is_vision_call(body: dict[str, Any]) -> bool:
+    """The describe request: a picture in the first message, no tools, the smart model."""
+    content = body["messages"][0]["content"]
+    return isinstance(content, list) and "memory index" in content[0]["text"]
+
+
+def vision_model(llm: FakeLLM, *, agent: str | None = None) -> None:
+    """Describe every picture as SEEN; the router says "agent"; the agent answers ``agent``."""
+
+    def respond(body: dict[str, Any]) -> Step | None:
+        if is_vision_call(body):
+            assert body["model"] == "fake-smart"
+            return say(json.dumps(SEEN))
+        if "Classify the user's message" in str(body["messages"][0]["content"]):
+            return say('{"route": "agent"}')
+        if body.get("model") != "fake-smart":
+            return say("{}")  # after-turn work (proposal detection) finds nothing
+        return say(agent) if agent is not None else None  # None: an unscripted call fails
+
+    llm.default = respond
+
+
+def pictures_sent(llm: FakeLLM) -> list[str]:
+    """Every image URL any request carried, in order."""
+    urls = []
+    for body in llm.chat_requests:
+        for msg in body["messages"]:
+            if isinstance(msg.get("content"), list):
+                urls += [p["image_url"]["url"] for p in msg["content"] if p["type"] == "image_url"]
+    return urls
+
+
+async def found(app: App, channel: str, account: str, sender: str, query: str) -> list[str]:
+    """Texts of the top memory search hits for the person on that channel."""
+    async with app.db.session() as s:
+        ident = await UserRepo(s).find_identity(channel, account, sender)
+    assert ident is not None
+    out = await app.memory.retriever.search(
+        ident.user_id, query, now=app.clock.now(), tz=ZoneInfo("UTC"), limit=3
+    )
+    return [e.item.text for e in out.evidence]
+
+
+def stored(app: App) -> list[bytes]:
+    """The picture files kept in the data dir."""
+    root = app.settings.data_dir / "images"
+    return [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
+
+
+DATA_URL = "data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()
+
+
+async def test_a_telegram_photo_is_described_and_found_by_memory_search(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    vision_model(fake_llm)
+    app = await telegram(vision=True)
+
+    await tg.send_photo(CHAT, PHOTO)
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert "sticky note with the home wifi password" in reply
+    assert "sunflower42" in reply
+    assert pictures_sent(fake_llm) == [DATA_URL]  # the largest size, not the thumbnail
+    assert stored(app) == [PHOTO]
+    hits = await found(app, "telegram", str(BOT_ID), str(CHAT), "the photo of the wifi password")
+    assert "sunflower42" in hits[0]
+
+
+async def test_a_question_sent_with_a_photo_is_answered_with_the_picture(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    vision_model(fake_llm, agent="The password on the note is sunflower42.")
+    await telegram(vision=True)
+
+    await tg.send_photo(CHAT, PHOTO, caption="What's the password on this note?")
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert reply == "The password on the note is sunflower42."
+    agent_call = next(b for b in fake_llm.chat_requests if b.get("tools"))
+    question = agent_call["messages"][-1]["content"]
+    assert question[0] == {"type": "text", "text": "What's the password on this note?"}
+    assert question[1]["image_url"]["url"] == DATA_URL
+
+
+async def test_an_image_file_on_telegram_is_kept_too(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    vision_model(fake_llm)
+    app = await telegram(vision=True)
+
+    await tg.send_photo(CHAT, PHOTO, document=True)
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert "sunflower42" in reply
+    assert pictures_sent(fake_llm) == ["data:image/png;base64," + base64.b64encode(PHOTO).decode()]
+    assert stored(app) == [PHOTO]
+
+
+async def test_an_oversized_photo_is_refused_in_plain_words_and_not_fetched(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await telegram(vision=True, image_max_bytes=1000)
+
+    await tg.send_photo(CHAT, PHOTO)
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert "too big" in reply
+    assert tg.calls_to("getFile") == []
+    assert fake_llm.chat_requests == []
+
+
+async def test_without_vision_the_photo_is_kept_and_described_later_by_reindex(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    app = await telegram()  # vision off: no model call may happen (the fake fails on any)
+
+    await tg.send_photo(CHAT, PHOTO)
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert reply == NO_VISION.replace("`", "")  # the command is shown as code
+    assert stored(app) == [PHOTO]
+    assert await found(app, "telegram", str(BOT_ID), str(CHAT), "wifi password") == []
+
+    vision_model(fake_llm)
+    env = {
+        "LIFEBOT_DATA_DIR": str(app.settings.data_dir),
+        "OPENAI_BASE_URL": fake_llm.url,
+        "OPENAI_API_KEY": "test-key",
+        "LIFEBOT_LLM_MODEL": "fake-smart",
+        "LIFEBOT_VISION": "true",
+    }
+    code, out, err = await run_cli(
+        "memory", "reindex", "--images", cwd=app.settings.data_dir.parent, env=env
+    )
+    assert code == 0, err
+    assert "Described 1 message(s) with photos." in out
+    assert pictures_sent(fake_llm) == [DATA_URL]
+    hits = await found(app, "telegram", str(BOT_ID), str(CHAT), "wifi password")
+    assert "sunflower42" in hits[0]
+
+
+@pytest.fixture
+async def slack(
+    app_factory: AppFactory, fake_llm: FakeLLM, fake_slack: FakeSlack
+) -> AsyncIterator[Slack]:
+    """lifebot in HTTP mode with a vision model; Ana paired."""
+    started = await start_slack(app_factory, fake_llm, fake_slack, "http", vision=True)
+    await add_user(started.app, ANA, channel_name="slack", account=TEAM_ID)
+    yield started
+    await started.adapter.stop()
+
+
+async def test_a_slack_image_is_described_and_found_by_memory_search(
+    slack: Slack, fake_llm: FakeLLM
+) -> None:
+    vision_model(fake_llm)
+    file = slack.fake.add_file(PHOTO, "IMG_0042.jpg", "image/jpeg")
+
+    await slack.post(dm_event("", subtype="file_share", files=[file]))
+
+    [reply] = slack.fake.texts(ANA_DM)
+    assert "sunflower42" in reply
+    assert slack.fake.file_downloads == [(file["id"], f"Bearer {BOT_TOKEN}")]
+    assert pictures_sent(fake_llm) == [DATA_URL]
+    assert stored(slack.app) == [PHOTO]
+    hits = await found(slack.app, "slack", TEAM_ID, ANA, "photo of the wifi password")
+    assert "sunflower42" in hits[0]
+
+
+async def test_photos_leave_with_an_export_and_go_with_the_user(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    vision_model(fake_llm)
+    app = await telegram(vision=True)
+    await tg.send_photo(CHAT, PHOTO)
+    await tg.wait_texts(CHAT, 1)
+    async with app.db.session() as s:
+        ident = await UserRepo(s).find_identity("telegram", str(BOT_ID), str(CHAT))
+    assert ident is not None
+
+    await export_user(app, ident.user_id, tmp_path / "ana.zip")
+    with zipfile.ZipFile(tmp_path / "ana.zip") as zf:
+        [name] = [n for n in zf.namelist() if n.startswith("images/")]
+        assert zf.read(name) == PHOTO
+    await delete_user(app, ident.user_id)
+
+    assert stored(app) == []
+
+
+def test_a_big_photo_costs_the_context_budget_a_flat_amount() -> None:
+    big = data_url(b"\xff" * 3_000_000, "image/jpeg")  # a 3 MB phone photo: 4 MB of base64
+    msg = {"role": "user", "content": image_parts("What's on this receipt?", [big])}
+
+    assert message_tokens(msg) < 1000  # so the conversation's history still fits beside it
+
+
+async def test_a_strangers_photo_is_not_downloaded(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    app = await telegram(vision=True)
+    stranger = 777
+
+    await tg.send_photo(stranger, PHOTO)
+
+    [reply] = await tg.wait_texts(stranger, 1)
+    assert "code" in reply.lower()  # the pairing answer, nothing about the picture
+    assert tg.calls_to("getFile") == []
+    assert stored(app) == []
+    assert fake_llm.chat_requests == []
+
+
+async def test_doctor_checks_that_the_model_takes_pictures(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    off = await check_vision(make_settings(tmp_path, fake_llm))
+    assert (off.ok, off.optional) == (False, True)
+    fake_llm.add(say("Red."), Step(status=400))
+
+    works = await check_vision(make_settings(tmp_path, fake_llm, vision=True))
+    refused = await check_vision(make_settings(tmp_path, fake_llm, vision=True))
+
+    assert works.ok
+    assert not refused.ok and "did not take a picture" in refused.detail
+    [first, _] = fake_llm.chat_requests
+    assert first["messages"][0]["content"][1]["image_url"]["url"].startswith("data:image/png;")
