@@ -1,0 +1,49 @@
+"""The chat commands over contacts: /contacts and /contact add|del."""
+
+from __future__ import annotations
+
+from bot.agent.contact_offer import settle_offer
+from bot.agent.people import describe
+from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from storage.db import Database
+from storage.repos.people import ContactRepo
+
+USAGE = (
+    "Usage: /contact add NAME | other names | relationship | how to reach them "
+    "(e.g. /contact add Ana Silva | Ana, Aninha | sister), or /contact del ID"
+)
+
+
+def register_people_commands(commands: Commands, db: Database) -> None:
+    """Add /contacts and /contact to the command table."""
+
+    async def contacts(ctx: CommandContext) -> CommandReply:
+        async with db.session() as s:
+            found = await ContactRepo(s).every(ctx.user_id)
+        if not found:
+            return CommandReply("No contacts yet. " + USAGE)
+        return CommandReply("\n".join(f"#{c.id} {describe(c)}" for c in found))
+
+    async def contact(ctx: CommandContext) -> CommandReply:
+        verb, _, rest = ctx.args.partition(" ")
+        if verb == "add" and rest.strip():
+            fields = [f.strip() for f in rest.split("|")] + ["", "", ""]
+            name, aliases, relationship, reach = fields[:4]
+            if not name or len(name) > 80:
+                return CommandReply(USAGE)
+            async with db.session() as s:
+                saved = await ContactRepo(s).add(
+                    ctx.user_id, name, aliases=aliases, relationship=relationship, reach=reach
+                )
+            return CommandReply(f"Saved #{saved.id}: {describe(saved)}")
+        if verb in ("yes", "no") and rest.strip().isdigit():  # the buttons under an offer
+            said = await settle_offer(db, ctx.user_id, int(rest.strip()), yes=verb == "yes")
+            return CommandReply(said)
+        if verb == "del" and rest.strip().lstrip("#").isdigit():
+            async with db.session() as s:
+                gone = await ContactRepo(s).remove(ctx.user_id, int(rest.strip().lstrip("#")))
+            return CommandReply(f"Removed: {gone.name}" if gone else "You have no such contact.")
+        return CommandReply(USAGE)
+
+    commands.register("contacts", contacts, "list the people I know of")
+    commands.register("contact", contact, "add or remove a person (/contact add NAME | aliases)")

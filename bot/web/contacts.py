@@ -1,0 +1,174 @@
+"""Contacts on the web: the Contacts page and /api/v1/contacts (list, add, change, delete).
+
+Every id is checked against the signed-in (or token) user: another user's contact is a 404.
+Forms carry the session's CSRF token like every page form.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, Response
+from pydantic import BaseModel, Field
+
+from bot.web.api import Me
+from bot.web.deps import Viewer, checked_form, ctx, viewer
+from bot.web.pages import back, render
+from storage.models import Contact
+from storage.repos.people import ContactRepo
+
+router = APIRouter()
+api_router = APIRouter(prefix="/api/v1", tags=["api"])
+Who = Annotated[Viewer, Depends(viewer)]
+FIELDS = ("name", "aliases", "relationship", "reach")
+
+
+class ContactOut(BaseModel):
+    """A contact."""
+
+    id: int
+    name: str
+    aliases: list[str]
+    """Other names the person goes by."""
+    relationship: str
+    reach: str
+    """How to reach them (phone, email, address), as written."""
+
+    @classmethod
+    def of(cls, c: Contact) -> ContactOut:
+        """From a contact row."""
+        aliases = [a.strip() for a in c.aliases.split(",") if a.strip()]
+        return cls(
+            id=c.id or 0, name=c.name, aliases=aliases, relationship=c.relationship, reach=c.reach
+        )
+
+
+class ContactIn(BaseModel):
+    """A new contact, or the fields to change (omitted fields stay)."""
+
+    name: str | None = Field(None, min_length=1, max_length=80)
+    aliases: list[str] | None = None
+    relationship: str | None = Field(None, max_length=60)
+    reach: str | None = Field(None, max_length=200)
+
+    def fields(self) -> dict[str, str | None]:
+        """As repository fields (aliases comma separated)."""
+        aliases = ", ".join(a.strip() for a in self.aliases if a.strip()) if self.aliases else None
+        return {
+            "name": self.name,
+            "aliases": aliases if self.aliases is not None else None,
+            "relationship": self.relationship,
+            "reach": self.reach,
+        }
+
+
+async def _contacts(request: Request, user_id: int) -> list[Contact]:
+    async with ctx(request).service.db.session() as s:
+        return await ContactRepo(s).every(user_id)
+
+
+# --- the page ---------------------------------------------------------------------------------
+@router.get("/contacts", response_class=HTMLResponse)
+async def contacts(request: Request, who: Who) -> HTMLResponse:
+    """The user's contacts, each editable, and a form to add one."""
+    return render(request, who, "contacts.html", contacts=await _contacts(request, who.user_id))
+
+
+@router.post("/contacts/add")
+async def add(request: Request, who: Who) -> Response:
+    """Add a contact (or update the one with that name)."""
+    form = await checked_form(request, who)
+    name = form.get("name", "").strip()
+    if not name or len(name) > 80:
+        return back("/contacts", error="A contact needs a name (at most 80 characters).")
+    async with ctx(request).service.db.session() as s:
+        saved = await ContactRepo(s).add(
+            who.user_id,
+            name,
+            aliases=form.get("aliases", "").strip(),
+            relationship=form.get("relationship", "").strip(),
+            reach=form.get("reach", "").strip(),
+        )
+    return back("/contacts", note=f"Saved: {saved.name}")
+
+
+@router.post("/contacts/{contact_id}/edit")
+async def edit(request: Request, who: Who, contact_id: int) -> Response:
+    """Change a contact's name, other names, relationship or how to reach them."""
+    form = await checked_form(request, who)
+    fields = {k: form[k] for k in FIELDS if k in form}
+    if not fields.get("name", "x").strip():
+        return back("/contacts", error="A contact needs a name.")
+    try:
+        async with ctx(request).service.db.session() as s:
+            saved = await ContactRepo(s).change(who.user_id, contact_id, **fields)
+    except ValueError as exc:
+        return back("/contacts", error=str(exc))
+    if saved is None:
+        raise HTTPException(404)
+    return back("/contacts", note=f"Saved: {saved.name}")
+
+
+@router.post("/contacts/{contact_id}/delete")
+async def delete(request: Request, who: Who, contact_id: int) -> Response:
+    """Delete a contact."""
+    await checked_form(request, who)
+    async with ctx(request).service.db.session() as s:
+        gone = await ContactRepo(s).remove(who.user_id, contact_id)
+    if gone is None:
+        raise HTTPException(404)
+    return back("/contacts", note=f"Deleted: {gone.name}")
+
+
+# --- the API ----------------------------------------------------------------------------------
+@api_router.get("/contacts")
+async def list_contacts(request: Request, user: Me) -> list[ContactOut]:
+    """The token user's contacts, by name."""
+    assert user.id is not None
+    return [ContactOut.of(c) for c in await _contacts(request, user.id)]
+
+
+@api_router.post("/contacts", status_code=201)
+async def add_contact(request: Request, user: Me, body: ContactIn) -> ContactOut:
+    """Add a contact (a name is required; one with that name is updated)."""
+    assert user.id is not None
+    fields = body.fields()
+    if not fields["name"]:
+        raise HTTPException(422, "A contact needs a name.")
+    async with ctx(request).service.db.session() as s:
+        saved = await ContactRepo(s).add(
+            user.id,
+            fields["name"].strip(),
+            aliases=fields["aliases"] or "",
+            relationship=fields["relationship"] or "",
+            reach=fields["reach"] or "",
+        )
+    return ContactOut.of(saved)
+
+
+@api_router.patch("/contacts/{contact_id}")
+async def change_contact(
+    request: Request, user: Me, contact_id: int, body: ContactIn
+) -> ContactOut:
+    """Change some of a contact's fields."""
+    assert user.id is not None
+    try:
+        async with ctx(request).service.db.session() as s:
+            saved = await ContactRepo(s).change(user.id, contact_id, **body.fields())
+    except ValueError as exc:
+        raise HTTPException(409, str(exc)) from exc
+    if saved is None:
+        raise HTTPException(404, "Not found.")
+    return ContactOut.of(saved)
+
+
+@api_router.delete("/contacts/{contact_id}", status_code=204)
+async def delete_contact(request: Request, user: Me, contact_id: int) -> Response:
+    """Delete a contact."""
+    assert user.id is not None
+    async with ctx(request).service.db.session() as s:
+        gone = await ContactRepo(s).remove(user.id, contact_id)
+    if gone is None:
+        raise HTTPException(404, "Not found.")
+    return Response(status_code=204)

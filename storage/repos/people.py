@@ -1,0 +1,72 @@
+"""One user's contacts."""
+
+from __future__ import annotations
+
+from sqlmodel import col, select
+from sqlmodel.ext.asyncio.session import AsyncSession
+
+from storage.models import Contact
+
+
+class ContactRepo:
+    """Adds, lists and removes contacts, always for one user."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self.s = session
+
+    async def add(
+        self, user_id: int, name: str, *, aliases: str = "", relationship: str = "", reach: str = ""
+    ) -> Contact:
+        """Create a contact (or update the one with this name)."""
+        found = (
+            await self.s.exec(
+                select(Contact).where(Contact.user_id == user_id, Contact.name == name)
+            )
+        ).first()
+        contact = found or Contact(user_id=user_id, name=name)
+        contact.aliases, contact.relationship, contact.reach = aliases, relationship, reach
+        self.s.add(contact)
+        await self.s.flush()
+        return contact
+
+    async def every(self, user_id: int) -> list[Contact]:
+        """The user's contacts by name."""
+        q = select(Contact).where(Contact.user_id == user_id).order_by(col(Contact.name))
+        return list((await self.s.exec(q)).all())
+
+    async def remove(self, user_id: int, contact_id: int) -> Contact | None:
+        """Delete one of the user's contacts; the row, or None when it is not theirs."""
+        contact = (
+            await self.s.exec(
+                select(Contact).where(Contact.user_id == user_id, Contact.id == contact_id)
+            )
+        ).first()
+        if contact is not None:
+            await self.s.delete(contact)
+        return contact
+
+    async def get(self, user_id: int, contact_id: int) -> Contact | None:
+        """One of the user's contacts (None when it is not theirs)."""
+        q = select(Contact).where(Contact.user_id == user_id, Contact.id == contact_id)
+        return (await self.s.exec(q)).first()
+
+    async def change(self, user_id: int, contact_id: int, **fields: str | None) -> Contact | None:
+        """Set the given fields (None leaves one as it is); None when the contact is not theirs.
+
+        Raises ValueError when the new name is another of the user's contacts.
+        """
+        contact = await self.get(user_id, contact_id)
+        if contact is None:
+            return None
+        name = fields.get("name")
+        if name is not None and name.lower() != contact.name.lower():
+            taken = [c for c in await self.every(user_id) if c.name.lower() == name.lower()]
+            if taken:
+                raise ValueError(f"You already have a contact called {taken[0].name}.")
+        for key in ("name", "aliases", "relationship", "reach"):
+            value = fields.get(key)
+            if value is not None:
+                setattr(contact, key, value.strip())
+        self.s.add(contact)
+        await self.s.flush()
+        return contact

@@ -1,0 +1,99 @@
+"""/new, through dispatch: the model no longer sees the messages before it."""
+
+from __future__ import annotations
+
+import json
+
+from bot.app.build import App
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.llm import FakeLLM, say
+from tests.support.app import AppFactory, add_user
+from tests.support.builders import make_inbound
+
+
+async def test_new_starts_a_fresh_context(app: App, fake_llm: FakeLLM) -> None:
+    await add_user(app)
+    fake_llm.add(say("Noted, the kayak is blue."))
+    await app.dispatcher.handle(make_inbound("my kayak notes: the kayak is blue"))
+    reply = (await app.dispatcher.handle(make_inbound("/new"))).reply or ""
+    assert reply.startswith("Fresh start")
+
+    fake_llm.add(say("Here are your tasks."))
+    await app.dispatcher.handle(make_inbound("list my tasks please"))
+    sent = json.dumps(fake_llm.chat_requests[-1]["messages"])
+    assert "kayak" not in sent and "/new" not in sent
+    assert fake_llm.chat_requests[-1]["messages"][-1]["content"] == "list my tasks please"
+
+
+async def test_new_with_a_title_names_the_thread_and_threads_lists_it(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    await add_user(app)
+    fake_llm.add(say("Noted."))
+    await app.dispatcher.handle(make_inbound("my garden shed roof needs planning this weekend"))
+    reply = (await app.dispatcher.handle(make_inbound("/new Trip to Porto"))).reply or ""
+    assert 'New thread: "Trip to Porto"' in reply
+
+    listed = (await app.dispatcher.handle(make_inbound("/threads"))).reply or ""
+    assert "Trip to Porto" in listed and "(here)" in listed
+    # The chat's thread was renamed by /new: the garden title is gone with the old context.
+    assert "garden" not in listed
+
+
+async def test_a_thread_is_named_from_its_first_words_without_a_model_call(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    await add_user(app)
+    fake_llm.add(say("Sure."))
+    await app.dispatcher.handle(make_inbound("Help me plan my sister's birthday party next month"))
+    listed = (await app.dispatcher.handle(make_inbound("/threads"))).reply or ""
+    assert "Help me plan my sister's birthday" in listed
+    assert len(fake_llm.chat_requests) == 1  # the answer only: no title call
+
+
+async def test_older_turns_of_a_long_thread_are_summarised_not_cut(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    app = await app_factory(fake_llm, history_messages=4)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app)
+    said = [
+        "my bike lock code is in the blue notebook",
+        "my dentist moved to Friday afternoon",
+        "my tea box is empty again",
+        "what is a good name for my cat",
+    ]
+    for text in said:
+        fake_llm.add(say(f"Okay: {text.split()[1]}."))
+        await app.dispatcher.handle(make_inbound(text))
+    fake_llm.add(say("Here you go."))
+    await app.dispatcher.handle(make_inbound("and what did I say first?"))
+
+    messages = fake_llm.chat_requests[-1]["messages"]
+    system = messages[0]["content"]
+    assert "Earlier in this conversation" in system
+    assert "bike lock code is in the blue notebook" in system  # summarised, not lost
+    # The history window (a sure memory question also carries its search, run first).
+    window = [m["content"] for m in messages[1:] if m["role"] != "tool" and not m.get("tool_calls")]
+    assert len(window) == 4 and window[-1] == "and what did I say first?"
+    assert not any("bike lock" in str(m) for m in window)  # not repeated in full
+
+
+async def test_with_the_fast_model_titles_and_summaries_come_from_it(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    app = await app_factory(fake_llm, history_messages=2, threads_with_model=True)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app)
+    fake_llm.add(say("Bike lock notes"), say("Okay."))
+    await app.dispatcher.handle(make_inbound("my bike lock code is in the blue notebook"))
+    assert fake_llm.chat_requests[0]["model"] == "fake-fast"
+    fake_llm.add(say("- The user keeps the bike lock code in a notebook."), say("Okay."))
+    await app.dispatcher.handle(make_inbound("my dentist moved to Friday"))
+
+    summary_call, answer_call = fake_llm.chat_requests[-2:]
+    assert summary_call["model"] == "fake-fast"
+    assert "bike lock code is in the blue notebook" in json.dumps(summary_call["messages"])
+    assert "keeps the bike lock code in a notebook" in answer_call["messages"][0]["content"]
+    listed = (await app.dispatcher.handle(make_inbound("/threads"))).reply or ""
+    assert "Bike lock notes" in listed

@@ -1,0 +1,93 @@
+"""Contacts on the web page and through /api/v1/contacts: editable by their owner only."""
+
+from __future__ import annotations
+
+from bot.app.build import App
+from tests.fakes.llm import FakeLLM, say
+from tests.support.app import add_user, channel
+from tests.support.builders import make_inbound
+from tests.support.web import client_for, sign_in
+
+
+async def test_contacts_page_edits_and_deletes_for_their_owner_only(app: App) -> None:
+    ann = await add_user(app, "ann")
+    bob = await add_user(app, "bob")
+    await app.dispatcher.handle(make_inbound("/contact add Ana Silva | Ana | sister", sender="ann"))
+    async with client_for(app) as web:
+        csrf = await sign_in(app, web, ann)
+        page = await web.get("/contacts")
+        assert page.status_code == 200 and 'value="Ana Silva"' in page.text
+        [ana_id] = [int(x.split('"')[0]) for x in page.text.split('id="contact-')[1:]]
+        done = await web.post(
+            f"/contacts/{ana_id}/edit",
+            data={
+                "csrf": csrf,
+                "name": "Ana Silva",
+                "aliases": "Ana, Aninha",
+                "relationship": "sister",
+                "reach": "+351 912 345 678",
+            },
+        )
+        assert done.status_code == 303 and "Saved" in done.headers["location"]
+        added = await web.post(
+            "/contacts/add", data={"csrf": csrf, "name": "Jordan Lee", "relationship": "friend"}
+        )
+        assert "Saved%3A%20Jordan%20Lee" in added.headers["location"]
+        clash = await web.post(
+            f"/contacts/{ana_id}/edit", data={"csrf": csrf, "name": "jordan lee"}
+        )
+        assert "already%20have" in clash.headers["location"]
+        forged = await web.post(f"/contacts/{ana_id}/delete", data={"csrf": "x"})
+        assert forged.status_code == 403
+
+    # The chat sees the edit: the new alias and the number.
+    listed = (await app.dispatcher.handle(make_inbound("/contacts", sender="ann"))).reply or ""
+    assert "Ana Silva · sister · also called Ana, Aninha · reach: +351 912 345 678" in listed
+
+    async with client_for(app) as web:
+        csrf_bob = await sign_in(app, web, bob)
+        assert "no contacts yet" in (await web.get("/contacts")).text
+        stolen = await web.post(f"/contacts/{ana_id}/delete", data={"csrf": csrf_bob})
+        assert stolen.status_code == 404
+
+    assert ann.id is not None and bob.id is not None
+    _, ann_token = await app.web.auth.new_api_token(ann.id, "script")
+    _, bob_token = await app.web.auth.new_api_token(bob.id, "script")
+    api = {"Authorization": f"Bearer {ann_token}"}
+    other = {"Authorization": f"Bearer {bob_token}"}
+    async with client_for(app) as web:
+        names = [c["name"] for c in (await web.get("/api/v1/contacts", headers=api)).json()]
+        assert names == ["Ana Silva", "Jordan Lee"]
+        assert (await web.get("/api/v1/contacts", headers=other)).json() == []
+        assert (await web.get("/api/v1/contacts")).status_code == 401
+        made = await web.post(
+            "/api/v1/contacts", headers=api, json={"name": "Rui", "aliases": ["Ruizinho"]}
+        )
+        assert made.status_code == 201 and made.json()["aliases"] == ["Ruizinho"]
+        rui = made.json()["id"]
+        changed = await web.patch(
+            f"/api/v1/contacts/{rui}", headers=api, json={"reach": "rui@x.pt"}
+        )
+        assert changed.json()["reach"] == "rui@x.pt" and changed.json()["aliases"] == ["Ruizinho"]
+        hidden = await web.patch(f"/api/v1/contacts/{rui}", headers=other, json={"name": "x"})
+        assert hidden.status_code == 404
+        assert (await web.delete(f"/api/v1/contacts/{rui}", headers=other)).status_code == 404
+        assert (await web.delete(f"/api/v1/contacts/{rui}", headers=api)).status_code == 204
+        clash = await web.patch(
+            f"/api/v1/contacts/{ana_id}", headers=api, json={"name": "Jordan Lee"}
+        )
+        assert clash.status_code == 409
+
+
+async def test_a_contact_saved_from_chat_shows_on_the_page(app: App, fake_llm: FakeLLM) -> None:
+    ann = await add_user(app, "ann")
+    fake_llm.add(say("Noted."))
+    await app.dispatcher.handle(make_inbound("Jordan is my colleague", sender="ann"))
+    sent = channel(app).sent[-1]
+    await app.dispatcher.handle(
+        make_inbound("Yes", sender="ann", callback_data=sent.buttons[0].data)
+    )
+    async with client_for(app) as web:
+        await sign_in(app, web, ann)
+        page = await web.get("/contacts")
+        assert 'value="Jordan"' in page.text and 'value="colleague"' in page.text
