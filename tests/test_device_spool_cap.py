@@ -1,0 +1,70 @@
+"""The spool's disk cap (issue 23): transcribed audio goes first, oldest first; audio not yet
+transcribed never; at the cap new audio is refused with storage_full, after a warning."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from bot.app.build import App
+from storage.repos.devices import SessionRepo
+from tests.fakes.llm import FakeLLM
+from tests.support.app import AppFactory
+from tests.support.device import add_device, running_device
+from tests.support.speech import speak
+
+
+async def _close(app: App, session_id: str) -> None:
+    async with app.db.session() as s:
+        row = await SessionRepo(s).get(session_id)
+        assert row is not None
+        row.closed_at = app.clock.now()
+        s.add(row)
+
+
+async def test_processed_audio_goes_oldest_first_and_then_new_audio_is_refused(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Keep audio after transcription, so processed files stay until the cap needs room.
+    app = await app_factory(fake_llm, device_keep_audio=True, device_spool_max_mb=0.25)
+    _, old_token = await add_device(app, "old")
+    _, new_token = await add_device(app, "new")
+    clip = speak("The plumber will come on Thursday afternoon", tmp_path / "a.wav")
+
+    async with running_device(app) as dev:
+        old = await dev.sim(clip, old_token, mode="ambient")
+        new = await dev.sim(clip, new_token, mode="ambient")
+        assert old.session_id and new.session_id
+        await _close(app, old.session_id)
+        await _close(app, new.session_id)
+        spool = dev.adapter.hub.spool
+        old_size = spool.path(old.session_id).stat().st_size
+        keeper = dev.adapter.keeper
+
+        total = old_size + spool.path(new.session_id).stat().st_size
+
+        keeper.cap = int(total / 0.85)  # 85 % used: a warning, nothing deleted yet
+        with caplog.at_level(logging.INFO, logger="bot.device.spool_cap"):
+            usage = await keeper.check()
+        assert usage.freed == 0 and spool.path(old.session_id).exists()
+        assert any("85%" in r.message for r in caplog.records if r.levelno == logging.WARNING)
+
+        keeper.cap = total - 1  # over the cap: the oldest processed audio goes, only that
+        usage = await keeper.check()
+        assert usage.freed == old_size and not usage.full
+        assert not spool.path(old.session_id).exists()
+        assert spool.path(new.session_id).exists()
+
+        # Audio not yet transcribed is never deleted: an open session's file stays.
+        third = await dev.sim(clip, old_token, mode="ambient")
+        assert third.session_id
+        keeper.cap = 1000
+        usage = await keeper.check()
+        assert usage.full and spool.full
+        assert spool.path(third.session_id).exists()
+        assert not spool.path(new.session_id).exists()  # processed and closed: freed
+
+        refused = await dev.sim(clip, new_token, mode="ambient", wait_seconds=5)
+        assert "storage_full" in [f["code"] for f in refused.of("error")]
