@@ -1,0 +1,119 @@
+"""The message path stays lean (#22): a turn indexes its own message and nothing else, a
+greeting waits for the background batch for its vector, and a long backlog of unindexed
+history costs the turn nothing (the background pass takes it)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import event
+from sqlmodel import select
+
+from bot.app.build import App
+from storage.models import MemoryItem
+from storage.repos.memory_index import MemoryIndexRepo
+from storage.repos.messages import MessageRepo
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.llm import FakeLLM, say
+from tests.support.app import AppFactory, add_user
+from tests.support.builders import make_inbound
+
+
+async def _vector_of(app: App, message_id: int) -> bytes | None:
+    async with app.db.session() as s:
+        item = await MemoryIndexRepo(s).by_source("message", message_id)
+    assert item is not None, "the message was not indexed by its turn"
+    return item.embedding
+
+
+async def _indexed_messages(app: App) -> int:
+    async with app.db.session() as s:
+        rows = await s.exec(select(MemoryItem).where(MemoryItem.kind == "message"))
+        return len(rows.all())
+
+
+async def test_a_sentence_gets_its_vector_a_greeting_waits_for_the_batch(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    user = await add_user(app, "u1")
+    assert user.id is not None
+    # The router may or may not ask the model to classify the second message (its rules
+    # know weekday names): answer a classification as chat, anything else plainly.
+    fake_llm.default = lambda body: (
+        say('{"route": "chat"}')
+        if "Classify the user's message" in str(body["messages"][0]["content"])
+        else say("Noted.")
+    )
+    hi = await app.dispatcher.handle(make_inbound("hi"))
+    assert hi.turn is not None
+    hi_id = hi.turn.inbound_id
+    said = await app.dispatcher.handle(make_inbound("I booked the dentist for Tuesday morning"))
+    assert said.turn is not None
+    await app.memory.drain()
+
+    assert await _vector_of(app, said.turn.inbound_id) is not None
+    assert await _vector_of(app, hi_id) is None  # indexed (full text), no model call for it
+    found = await app.memory.retriever.search(
+        user.id, "dentist", now=datetime.now(UTC), tz=ZoneInfo("UTC"), limit=5, kinds=("message",)
+    )
+    assert [e.item.source_id for e in found.evidence] == [said.turn.inbound_id]
+
+    await app.memory.index_pending()  # what the background pass runs: it embeds the rest
+    assert await _vector_of(app, hi_id) is not None
+
+
+async def test_a_backlog_of_unindexed_history_costs_the_turn_nothing(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    # Extraction (every N lines) is not what this test is about: N is set out of reach.
+    app = await app_factory(fake_llm, extraction_every_messages=10_000)
+    app.dispatcher.register(RecordingChannel("fake"))
+    user = await add_user(app, "u1")
+    assert user.id is not None
+    fake_llm.add(say("Hello!"), say("Hello again!"))
+    first = await app.dispatcher.handle(make_inbound("hi"))
+    assert first.turn is not None
+    conv = first.turn.conversation_id
+    await app.memory.drain()
+
+    statements: list[str] = []
+
+    def count(_conn: object, _cur: object, sql: str, *_rest: object) -> None:
+        statements.append(sql)
+
+    # 600 messages stored by another path (as an import or a transcript would) and not
+    # indexed yet: the old hook indexed all of them inside the next person's turn.
+    old = datetime.now(UTC) - timedelta(days=30)
+    async with app.db.session() as s:
+        await MessageRepo(s).add_new_rows(
+            [
+                {
+                    "user_id": user.id,
+                    "conversation_id": conv,
+                    "direction": "in",
+                    "role": "user",
+                    "channel": "fake",
+                    "account": "acct",
+                    "chat_id": "u1",
+                    "text": f"old note number {n} about the garden",
+                    "status": "answered",
+                    "dedupe_key": f"test:backlog:{n}",
+                    "created_at": old + timedelta(minutes=n),
+                }
+                for n in range(600)
+            ]
+        )
+    engine = app.db.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        second = await app.dispatcher.handle(make_inbound("hi"))
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert second.status == "answered"
+    inserts = [s for s in statements if s.lstrip().upper().startswith("INSERT INTO MEMORYITEM")]
+    assert len(inserts) == 1  # the turn's own message only
+    assert await _indexed_messages(app) == 2  # the two greetings
+    await app.memory.index_pending()  # what the background pass runs: it takes the backlog
+    await app.memory.drain()
+    assert await _indexed_messages(app) == 602
