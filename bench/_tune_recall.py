@@ -61,6 +61,8 @@ class Asked:
     mask: npt.NDArray[np.bool_]
     speakers: list[int]
     evidence: list[str]
+    category: int = 0
+    """LoCoMo's question category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop)."""
 
 
 def start_config() -> Config:
@@ -104,7 +106,7 @@ async def prepare(
             corpora[name] = corpus
             refs[name] = await _refs(db, user.id, [int(i) for i in corpus.arrays().ids])
             qvecs = embedder.embed_sync([q for q, _, _ in conv.questions])
-            for (question, _, evidence), qvec in zip(conv.questions, qvecs, strict=True):
+            for (question, category, evidence), qvec in zip(conv.questions, qvecs, strict=True):
                 plan = understand(question, conv.now, UTC_ZONE)
                 window = plan.window
                 flt = SearchFilter(
@@ -120,7 +122,9 @@ async def prepare(
                     for who, code in corpus.speaker_names.items()
                     if any(who == p or (len(p) >= 3 and who.startswith(p)) for p in people)
                 ]
-                asked.append(Asked(name, plan, qvec, _mask(corpus, flt), speakers, evidence))
+                asked.append(
+                    Asked(name, plan, qvec, _mask(corpus, flt), speakers, evidence, category)
+                )
         await db.dispose()
     return corpora, refs, asked
 

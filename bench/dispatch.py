@@ -1,26 +1,47 @@
-"""Dispatch overhead per message, excluding the LLM.
+"""Dispatch overhead per message, excluding the LLM, on an empty and a 100k-message database.
 
 The fake LLM answers instantly over loopback; the database is SQLite on disk. Each figure is
 compared with a bare call of the same fake LLM through the same client, measured in this run:
-the difference is what lifebot itself costs (dedupe, identity, locks, storage, delivery).
+the difference is what lifebot itself costs (dedupe, identity, locks, storage, delivery,
+memory indexing). The run is repeated with the first user's history pre-filled with 100,000
+indexed messages (with vectors): a per-message cost that grows with history shows there.
+SQL statements and commits per message are counted on the engine.
+
+``python -m bench dispatch`` (both sizes); ``BENCH_DISPATCH_SIZES=0`` for the empty one only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlmodel import col, select
 
 from bench._stats import ms, pct, summary
 from bot.app.build import App, build_app, start_app
+from storage.models import Message
+from storage.repos.episodes import CursorRepo
+from storage.repos.messages import MessageRepo
 from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step
 from tests.support.app import make_settings
 from tests.support.builders import make_inbound
 
-MESSAGES = 400
+MESSAGES = 100
+SENTENCES = 40
+RATE_MESSAGES = 200
+"""Messages per concurrency level (split over the conversations)."""
+SIZES = [int(n) for n in os.environ.get("BENCH_DISPATCH_SIZES", "0,100000").split(",")]
+WORDS = ("lunch with anna at the harbour on friday about the garden plans and the old car").split()  # noqa: SIM905  (a sentence reads better)
 
 
 async def bare_llm_call(application: App) -> float:
@@ -32,6 +53,7 @@ async def bare_llm_call(application: App) -> float:
 
 
 async def add_users(application: App, count: int) -> None:
+    """``count`` paired users u0..u{count-1}, one identity each on the fake channel."""
     async with application.db.session() as s:
         repo = UserRepo(s)
         for i in range(count):
@@ -40,7 +62,80 @@ async def add_users(application: App, count: int) -> None:
             await repo.add_identity(user.id, "fake", "acct", f"u{i}", chat_id=f"u{i}")
 
 
-async def run() -> None:
+async def prefill(application: App, count: int) -> None:
+    """``count`` old messages in u0's conversation, indexed with (dummy) vectors."""
+    await application.dispatcher.handle(make_inbound("hi", sender="u0"))  # makes the conversation
+    async with application.db.session() as s:
+        row = (await s.exec(select(Message).where(col(Message.user_id).is_not(None)))).first()
+    assert row is not None
+    start = datetime.now(UTC) - timedelta(days=400)
+    rows: list[dict[str, Any]] = []
+    for n in range(count):
+        words = [WORDS[(n * 7 + k * 3) % len(WORDS)] for k in range(6 + n % 9)]
+        rows.append(
+            {
+                "user_id": row.user_id,
+                "conversation_id": row.conversation_id,
+                "direction": "in",
+                "role": "user",
+                "channel": "fake",
+                "account": "acct",
+                "chat_id": "u0",
+                "sender_id": "u0",
+                "external_id": f"old{n}",
+                "dedupe_key": f"bench:old:{n}",
+                "text": " ".join(words) + f" #{n}",
+                "status": "answered",
+                "created_at": start + timedelta(minutes=5 * n),
+            }
+        )
+    blob = bytes(384 * 4)
+    model = application.memory.index.embedder.model_id
+    async with application.db.engine.begin() as conn:
+        for i in range(0, count, 5000):
+            await conn.execute(sa.insert(Message.__table__), rows[i : i + 5000])  # type: ignore[attr-defined]
+        await conn.execute(
+            sa.text(
+                "INSERT INTO memoryitem (user_id, kind, source_id, ts, conversation_id, channel,"
+                " speaker, ref, text, hidden, embedding, embed_model)"
+                " SELECT user_id, 'message', id, created_at, conversation_id, channel, '',"
+                " external_id, text, false, :blob, :model FROM message"
+                " WHERE dedupe_key LIKE 'bench:old:%'"
+            ),
+            {"blob": blob, "model": model},
+        )
+    async with application.db.session() as s:  # old history has been through extraction
+        last = await MessageRepo(s).add(
+            row.user_id or 0, row.conversation_id or 0, role="x", text=""
+        )
+        await CursorRepo(s).advance(
+            row.user_id or 0, f"conv:{row.conversation_id}", last.id or 0, datetime.now(UTC)
+        )
+
+
+class Counter:
+    """SQL statements and commits on the engine since the last ``reset``."""
+
+    def __init__(self, application: App) -> None:
+        self.statements = 0
+        self.commits = 0
+        engine = application.db.engine.sync_engine
+        event.listen(engine, "before_cursor_execute", self._statement)
+        event.listen(engine, "commit", self._commit)
+
+    def _statement(self, *_args: object) -> None:
+        self.statements += 1
+
+    def _commit(self, *_args: object) -> None:
+        self.commits += 1
+
+    def reset(self) -> None:
+        """Start counting again."""
+        self.statements = self.commits = 0
+
+
+async def measure(size: int) -> None:
+    """One database size: per-message latency, statements, commits and throughput."""
     fake = FakeLLM()
     fake.default = lambda _body: Step(text="Hello!")
     await fake.start()
@@ -50,26 +145,47 @@ async def run() -> None:
         application.dispatcher.register(RecordingChannel("fake"))
         await add_users(application, 100)
         try:
+            if size:
+                t0 = time.perf_counter()
+                await prefill(application, size)
+                print(f"  (pre-filled {size:,} messages in {time.perf_counter() - t0:.0f} s)")
             for _ in range(20):  # warm up connections and caches
                 await bare_llm_call(application)
                 await application.dispatcher.handle(make_inbound("hi", sender="u0"))
-
+            await application.memory.drain()
+            counter = Counter(application)
             bare = [await bare_llm_call(application) for _ in range(MESSAGES)]
-            handled: list[float] = []
-            for _ in range(MESSAGES):
-                start = time.perf_counter()
-                result = await application.dispatcher.handle(make_inbound("hi", sender="u0"))
-                handled.append(time.perf_counter() - start)
-                assert result.status == "answered", result
-            b50, d50, d95 = pct(bare, 50), pct(handled, 50), pct(handled, 95)
-            print(f"bare fake-LLM call      : {summary(bare)}")
-            print(f"dispatch.handle (1 conv): {summary(handled)}")
-            print(
-                f"  -> p50 {d50 / b50:.2f}x and p95 {d95 / pct(bare, 95):.2f}x a bare LLM call; "
-                f"lifebot's own overhead p50 ~{ms(d50 - b50)}"
-            )
+            for label, text, count in (
+                ("greeting", "hi", MESSAGES),
+                ("sentence", "I had lunch with Anna at the harbour today", SENTENCES),
+            ):
+                handled: list[float] = []
+                counter.reset()
+                for _ in range(count):
+                    start = time.perf_counter()
+                    result = await application.dispatcher.handle(make_inbound(text, sender="u0"))
+                    handled.append(time.perf_counter() - start)
+                    assert result.status == "answered", result
+                await application.memory.drain()
+                b50, d50 = pct(bare, 50), pct(handled, 50)
+                print(
+                    f"  {label}: {counter.statements / count:.1f} SQL statements, "
+                    f"{counter.commits / count:.1f} commits per message "
+                    "(memory extraction every 20 included)"
+                )
+                print(f"    bare fake-LLM call : {summary(bare)}")
+                print(f"    dispatch.handle    : {summary(handled)}")
+                print(
+                    f"    -> p50 {d50 / b50:.2f}x a bare LLM call; lifebot's own overhead p50 "
+                    f"~{ms(d50 - b50)}"
+                    + (
+                        " (a sentence also asks the fast model for a route)"
+                        if count != MESSAGES
+                        else ""
+                    )
+                )
             for conc in (1, 10, 100):
-                per_conv = max(2, 600 // conc)
+                per_conv = max(2, RATE_MESSAGES // conc)
                 bare_rate = await rate(lambda _i: bare_llm_call(application), conc, per_conv)
                 disp_rate = await rate(
                     lambda i: application.dispatcher.handle(make_inbound("hi", sender=f"u{i}")),
@@ -77,15 +193,17 @@ async def run() -> None:
                     per_conv,
                 )
                 print(
-                    f"{conc:>3} concurrent conversations: {disp_rate:7.1f} msg/s through dispatch, "
-                    f"{bare_rate:7.1f} calls/s bare LLM -> ratio {disp_rate / bare_rate:.2f}"
+                    f"  {conc:>3} concurrent conversations: {disp_rate:7.1f} msg/s through "
+                    f"dispatch, {bare_rate:7.1f} calls/s bare LLM -> ratio "
+                    f"{disp_rate / bare_rate:.2f}"
                 )
+            await application.memory.drain()
         finally:
             await application.close()
             await fake.stop()
 
 
-async def rate(fn, concurrency: int, per_worker: int) -> float:
+async def rate(fn: Callable[[int], Awaitable[object]], concurrency: int, per_worker: int) -> float:
     """Throughput of ``concurrency`` workers each awaiting ``fn(worker)`` ``per_worker`` times."""
 
     async def worker(i: int) -> None:
@@ -95,6 +213,13 @@ async def rate(fn, concurrency: int, per_worker: int) -> float:
     start = time.perf_counter()
     await asyncio.gather(*(worker(i) for i in range(concurrency)))
     return concurrency * per_worker / (time.perf_counter() - start)
+
+
+async def run() -> None:
+    """Every database size in turn."""
+    for size in SIZES:
+        print(f"-- database with {size:,} earlier messages of the first user --", flush=True)
+        await measure(size)
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
 """Memory benchmarks: `.venv/bin/python -m bench.memory [--sizes 10000 100000]`.
 
 - embedding throughput of the local model (texts/s);
-- import throughput (JSON Lines → messages, msgs/s) and indexing throughput (items/s);
+- import throughput (JSON Lines → messages, msgs/s), until searchable by words (import and
+  index, vectors still to come: msgs/s) and indexing throughput with vectors (items/s);
 - search latency p50/p95 with N indexed messages for one user, as a ratio against a
   brute-force NumPy scan over the same vectors in the same run.
 
@@ -15,7 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import resource
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -88,7 +93,9 @@ async def bench_size(size: int, embedder: CachingEmbedder, workdir: Path) -> dic
     memory = MemoryService(db, None, embedder, SystemClock())
     memory.index.batch_size = 2000
     t0 = time.perf_counter()
-    await memory.index.index_pending(user_id=user.id)
+    await memory.index.index_pending(user_id=user.id, embed=False)
+    words_s = time.perf_counter() - t0  # searchable by words from here on
+    await memory.index.embed_missing(user.id)
     index_s = time.perf_counter() - t0
 
     questions = [q.text for q in build_corpus().questions]
@@ -130,6 +137,7 @@ async def bench_size(size: int, embedder: CachingEmbedder, workdir: Path) -> dic
         "stage_p95_ms": pct(stage, 95),
         "messages": report.added,
         "import_msgs_s": report.added / import_s,
+        "searchable_msgs_s": report.added / (import_s + words_s),
         "index_items_s": report.added / index_s,
         "p50_ms": statistics.median(ours),
         "p95_ms": pct(ours, 95),
@@ -152,6 +160,7 @@ async def run(sizes: list[int]) -> None:
             r = await bench_size(size, embedder, Path(tmp))
             print(
                 f"{int(r['messages']):>7} msgs: import {r['import_msgs_s']:.0f} msgs/s, "
+                f"searchable by words {r['searchable_msgs_s']:.0f} msgs/s, "
                 f"index {r['index_items_s']:.0f} items/s (cached vectors) | search "
                 f"p50 {r['p50_ms']:.1f} ms p95 {r['p95_ms']:.1f} ms | NumPy scan p50 "
                 f"{r['brute_p50_ms']:.2f} ms p95 {r['brute_p95_ms']:.2f} ms | ratio p50 "
@@ -165,13 +174,61 @@ async def run(sizes: list[int]) -> None:
             )
 
 
+def cold_search(size: int, runs: int = 5) -> None:
+    """Wall time of `lifebot memory search` from a cold shell, with and without the term cache.
+
+    Each run is a new process. "Without" deletes the cache first (that run also writes it);
+    "with" runs right after on the file the previous run wrote.
+    """
+    cli = [sys.executable, "-m", "bot"]
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        env = {**os.environ, "LIFEBOT_DATA_DIR": str(data)}
+        env.pop("LIFEBOT_DATABASE_URL", None)
+
+        def run(*args: str) -> tuple[float, float]:
+            """Wall time and CPU time (user + system) of one command in a new process."""
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            subprocess.run([*cli, *args], env=env, check=True, capture_output=True)  # noqa: S603
+            wall = time.perf_counter() - t0
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            return wall, cpu
+
+        write_corpus(data / "corpus.jsonl", size)
+        run("users", "add", "bench", "--timezone", "Europe/Lisbon")
+        run("import", str(data / "corpus.jsonl"), "--user", "bench")
+        query = ("memory", "search", "adoption agencies", "--user", "bench")
+        run(*query)  # page cache warm for both
+        without, with_cache = [], []
+        for _ in range(runs):
+            shutil.rmtree(data / "search-cache", ignore_errors=True)
+            without.append(run(*query))
+            with_cache.append(run(*query))
+        for n, what in enumerate(("wall", "CPU")):
+            a = statistics.median(r[n] for r in without)
+            b = statistics.median(r[n] for r in with_cache)
+            print(
+                f"cold `memory search`, {size} msgs, {runs} runs each, median {what} time: "
+                f"without term cache {a:.2f} s, with {b:.2f} s | ratio {b / a:.2f}"
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point; from ``python -m bench`` (all benchmarks) with the default sizes."""
     if argv is None:
         argv = sys.argv[1:] if __name__ == "__main__" else []
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    asyncio.run(run(parser.parse_args(argv).sizes))
+    parser.add_argument(
+        "--cold", type=int, metavar="N", help="only time a cold CLI search over N messages"
+    )
+    args = parser.parse_args(argv)
+    if args.cold:
+        cold_search(args.cold)
+        return
+    asyncio.run(run(args.sizes))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Each conversation is imported as one user through ``lifebot import`` (JSON Lines
 ``dia_id`` as its id, the session's date as UTC, turns a minute apart, a shared photo's caption
 in brackets), indexed, then every question of categories 1-4 goes through the very search
 ``lifebot memory search`` and the agent's tool use. Printed: recall@5/@10 overall and per
-category for lifebot, a plain BM25 and plain MiniLM cosine, and lifebot's search latency.
+category for lifebot (with and without its learned stage), a plain BM25 and plain MiniLM
+cosine, and lifebot's search latency with and without the learned stage.
 
 The data set stays outside the repository: ``--data`` (default ``../shared/data/locomo-dev``).
 """
@@ -29,6 +30,7 @@ import numpy as np
 from bench._bm25 import BM25
 from bot.agent.memory.embeddings import MiniLMEmbedder
 from bot.agent.memory.service import MemoryService
+from bot.agent.retrieval import RetrievalTuning, Retriever
 from bot.app.importer import import_file
 from bot.clock import SystemClock
 from storage.db import Database
@@ -110,13 +112,20 @@ def load(path: Path) -> Conversation:
 
 async def run(data: Path, names: list[str]) -> None:
     embedder = MiniLMEmbedder()
-    scores = {"lifebot": Scores(), "BM25": Scores(), "vectors": Scores()}
+    scores = {
+        "lifebot": Scores(),
+        "lifebot, no learned stage": Scores(),
+        "BM25": Scores(),
+        "vectors": Scores(),
+    }
     latency: list[float] = []
+    latency_first: list[float] = []
     questions = 0
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"sqlite+aiosqlite:///{Path(tmp) / 'recall.db'}")
         await db.migrate()
         memory = MemoryService(db, None, embedder, SystemClock())
+        first_stage = Retriever(memory.index, RetrievalTuning(learned=False))
         t0 = time.perf_counter()
         for name in names:
             conv = load(data / f"{name}.json")
@@ -142,6 +151,14 @@ async def run(data: Path, names: list[str]) -> None:
                 )
                 latency.append((time.perf_counter() - t1) * 1000)
                 scores["lifebot"].add(cat, evidence, [e.item.ref for e in out.evidence])
+                t1 = time.perf_counter()
+                out = await first_stage.search(
+                    user.id, question, now=conv.now, tz=UTC_ZONE, limit=10, kinds=("message",)
+                )
+                latency_first.append((time.perf_counter() - t1) * 1000)
+                scores["lifebot, no learned stage"].add(
+                    cat, evidence, [e.item.ref for e in out.evidence]
+                )
                 scores["BM25"].add(cat, evidence, [ids[i] for i in bm25.top(question, 10)])
                 near = np.argsort(-(matrix @ qvec))[:10]
                 scores["vectors"].add(cat, evidence, [refs[int(i)] for i in near])
@@ -154,11 +171,13 @@ async def run(data: Path, names: list[str]) -> None:
     for system, sc in scores.items():
         cells = [sc.cell(c) for c in (0, *CATEGORIES)]
         print("| " + " | ".join([system, *cells]) + " |")
-    print(
-        f"lifebot search latency (query embedding included): p50 "
-        f"{statistics.median(latency):.1f} ms, p95 {np.percentile(latency, 95):.1f} ms; "
-        f"whole run {total_s:.0f} s"
-    )
+    for label, times in (("lifebot", latency), ("no learned stage", latency_first)):
+        print(
+            f"{label} search latency (query embedding included): p50 "
+            f"{statistics.median(times):.1f} ms, p95 {np.percentile(times, 95):.1f} ms"
+        )
+    ratio = statistics.median(latency) / statistics.median(latency_first)
+    print(f"learned stage p50 ratio {ratio:.2f}x (same run); whole run {total_s:.0f} s")
 
 
 async def _refs(db: Database, user_id: int, item_ids: list[int]) -> list[str]:

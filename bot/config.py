@@ -43,6 +43,38 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_LLM_TIMEOUT"))
     llm_max_retries: int = Field(3, ge=0, validation_alias=_env("LIFEBOT_LLM_MAX_RETRIES"))
 
+    vision: bool = Field(default=False, validation_alias=_env("LIFEBOT_VISION"))
+    """The smart model accepts images (OpenAI ``image_url`` parts): photos get described."""
+    image_max_bytes: int = Field(
+        10_000_000, ge=1000, validation_alias=_env("LIFEBOT_IMAGE_MAX_BYTES")
+    )
+    """The largest photo or image file kept (bigger ones are refused in plain words)."""
+
+    # --- web search (off unless a backend is configured) -------------------------------------
+    web_search_backend: Literal["off", "searxng", "brave"] = Field(
+        "off", validation_alias=_env("LIFEBOT_WEB_SEARCH")
+    )
+    """``searxng`` (self-hosted, no key), ``brave`` (Brave Search API key) or ``off``."""
+    searxng_url: str | None = Field(None, validation_alias=_env("LIFEBOT_SEARXNG_URL"))
+    """Base URL of a SearXNG instance with the JSON format enabled."""
+    brave_api_key: str | None = Field(None, validation_alias=_env("BRAVE_API_KEY"))
+    brave_api_url: str = Field(
+        "https://api.search.brave.com/res/v1", validation_alias=_env("LIFEBOT_BRAVE_API_URL")
+    )
+    web_search_daily_cap: int = Field(
+        30, ge=0, validation_alias=_env("LIFEBOT_WEB_SEARCH_DAILY_CAP")
+    )
+    """Web searches one person may cause per day (UTC)."""
+
+    # --- transcript ingest -----------------------------------------------------------------
+    ingest_debounce_seconds: float = Field(
+        30.0, ge=0, validation_alias=_env("LIFEBOT_INGEST_DEBOUNCE_SECONDS")
+    )
+    """A posted transcript waits this long; a newer one for the same meeting replaces it."""
+    ingest_retry_seconds: float = Field(
+        60.0, gt=0, validation_alias=_env("LIFEBOT_INGEST_RETRY_SECONDS")
+    )
+
     # --- agent budgets ---------------------------------------------------------------------
     max_tool_rounds: int = Field(8, ge=1, validation_alias=_env("LIFEBOT_MAX_TOOL_ROUNDS"))
     max_tool_calls: int = Field(25, ge=1, validation_alias=_env("LIFEBOT_MAX_TOOL_CALLS"))
@@ -52,6 +84,23 @@ class Settings(BaseSettings):
     tool_result_tokens: int = Field(
         1500, ge=100, validation_alias=_env("LIFEBOT_TOOL_RESULT_TOKENS")
     )
+    tools_by_intent: bool = Field(True, validation_alias=_env("LIFEBOT_TOOLS_BY_INTENT"))
+    """Offer only the tools the message's intent needs, widening within a turn when stuck
+    (false: offer every tool on every turn)."""
+    verify_answers: bool = Field(True, validation_alias=_env("LIFEBOT_VERIFY_ANSWERS"))
+    """Check before answering: claims about the user's life must rest on this turn's tool
+    results; an answer that fails is repaired in one more round or says what is not known."""
+    verify_with_model: bool = Field(False, validation_alias=_env("LIFEBOT_VERIFY_WITH_MODEL"))
+    """Also ask the fast model whether an answer the rules passed is grounded (one more
+    cheap call per tool-using answer)."""
+    threads_with_model: bool = Field(False, validation_alias=_env("LIFEBOT_THREADS_WITH_MODEL"))
+    """Name threads and summarise their older turns with the fast model (false: the first
+    words of the thread make its title, and older turns are kept as a plain extract)."""
+    ask_timeout_minutes: int = Field(
+        120, ge=1, validation_alias=_env("LIFEBOT_ASK_TIMEOUT_MINUTES")
+    )
+    """How long a question lifebot asked back waits for its answer; a later press of its
+    buttons says what was not done."""
     persona_file: Path | None = Field(None, validation_alias=_env("LIFEBOT_PERSONA_FILE"))
 
     # --- identity --------------------------------------------------------------------------
@@ -129,6 +178,32 @@ class Settings(BaseSettings):
     stt_workers: int = Field(1, ge=1, validation_alias=_env("LIFEBOT_STT_WORKERS"))
     """Transcriptions that may run at the same time (each holds its own model workspace)."""
     stt_beam_size: int = Field(1, ge=1, le=10, validation_alias=_env("LIFEBOT_STT_BEAM_SIZE"))
+    stt_pack: bool = Field(default=True, validation_alias=_env("LIFEBOT_STT_PACK"))
+    """Transcribe short utterances that wait at the same time (several pendants) together in
+    one 30 s model window: about 3x cheaper per utterance on CPU. Off: one at a time."""
+    omi_idle_seconds: float = Field(20.0, gt=0, validation_alias=_env("LIFEBOT_OMI_IDLE_SECONDS"))
+    """Omi: an utterance still open when chunks stop for this long is transcribed (it never
+    ends in silence: Omi drops the last seconds when the phone disconnects). Keep it above the
+    app's "Every x seconds" + 1."""
+    # --- Home Assistant (Wyoming) and speech output ------------------------------------------
+    wyoming_enabled: bool = Field(default=False, validation_alias=_env("LIFEBOT_WYOMING_ENABLED"))
+    """Serve speech to text, lifebot's answers and speech output to Home Assistant."""
+    wyoming_host: str = Field("127.0.0.1", validation_alias=_env("LIFEBOT_WYOMING_HOST"))
+    """Wyoming has no authentication: anyone who can reach this address may use it."""
+    wyoming_port: int = Field(10800, ge=0, le=65535, validation_alias=_env("LIFEBOT_WYOMING_PORT"))
+    wyoming_user: str = Field("", validation_alias=_env("LIFEBOT_WYOMING_USER"))
+    """The lifebot user (id or name) whose questions Home Assistant asks."""
+    wyoming_satellites: str = Field("", validation_alias=_env("LIFEBOT_WYOMING_SATELLITES"))
+    """Other users per satellite: ``satellite_id=user,...`` (the rest go to the user above)."""
+    wyoming_trusted: bool = Field(default=False, validation_alias=_env("LIFEBOT_WYOMING_TRUSTED"))
+    """Off: answers through Home Assistant never change anything (anyone may speak nearby)."""
+    tts_engine: Literal["off", "espeak-ng"] = Field(
+        "off", validation_alias=_env("LIFEBOT_TTS_ENGINE")
+    )
+    """Speech output: ``espeak-ng`` (local, offline; apt install espeak-ng) or ``off``."""
+    tts_voice: str = Field("en-us", validation_alias=_env("LIFEBOT_TTS_VOICE"))
+    """An espeak-ng voice name (``espeak-ng --voices`` lists them)."""
+
     device_max_frame_bytes: int = Field(
         65536, ge=1024, validation_alias=_env("LIFEBOT_DEVICE_MAX_FRAME_BYTES")
     )
@@ -150,9 +225,22 @@ class Settings(BaseSettings):
         600, ge=100, validation_alias=_env("LIFEBOT_DEVICE_VAD_SILENCE_MS")
     )
     """Silence that ends an utterance."""
+    device_partials: bool = Field(default=True, validation_alias=_env("LIFEBOT_DEVICE_PARTIALS"))
+    """Send the device partial transcripts while the user speaks (about one a second, only
+    while the speech model has nothing else to do)."""
+    device_early_final: bool = Field(
+        default=True, validation_alias=_env("LIFEBOT_DEVICE_EARLY_FINAL")
+    )
+    """Start transcribing an utterance during the silence that ends it (when the model is
+    idle), so the final transcript comes sooner after the user stops speaking."""
     device_max_utterance_seconds: float = Field(
         30.0, gt=1, validation_alias=_env("LIFEBOT_DEVICE_MAX_UTTERANCE_SECONDS")
     )
+    device_spool_max_mb: float = Field(
+        2000.0, ge=0, validation_alias=_env("LIFEBOT_DEVICE_SPOOL_MAX_MB")
+    )
+    """Disk cap of the audio spool (0: none). Transcribed audio is deleted first, oldest
+    first; audio not yet transcribed never is (new audio is refused instead). Warns at 80%."""
     device_keep_audio: bool = Field(
         default=False, validation_alias=_env("LIFEBOT_DEVICE_KEEP_AUDIO")
     )
@@ -170,6 +258,10 @@ class Settings(BaseSettings):
         20, ge=1, validation_alias=_env("LIFEBOT_EXTRACTION_EVERY_MESSAGES")
     )
 
+    malloc_arenas: int = Field(2, ge=0, validation_alias=_env("LIFEBOT_MALLOC_ARENAS"))
+    """glibc malloc arenas for ``serve`` (0: glibc's default of eight per core); fewer arenas
+    keep resident memory down with the speech and embedding models' threads."""
+
     # --- jobs ------------------------------------------------------------------------------
     jobs_enabled: bool = Field(default=True, validation_alias=_env("LIFEBOT_JOBS_ENABLED"))
     jobs_heartbeat: float = Field(2.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_HEARTBEAT"))
@@ -186,6 +278,24 @@ class Settings(BaseSettings):
     )
     """After downtime, a briefing later than this is skipped (and recorded as skipped)."""
     proposal_ttl_days: float = Field(7.0, gt=0, validation_alias=_env("LIFEBOT_PROPOSAL_TTL_DAYS"))
+
+    # --- the user's own calendars (issue 16) ------------------------------------------------
+    calendar_refresh_minutes: float = Field(
+        30.0, gt=0, validation_alias=_env("LIFEBOT_CALENDAR_REFRESH_MINUTES")
+    )
+    """How often the leader re-reads subscribed ICS feeds and CalDAV calendars."""
+    calendar_days_ahead: int = Field(
+        365, ge=1, le=3660, validation_alias=_env("LIFEBOT_CALENDAR_DAYS_AHEAD")
+    )
+    """Recurring events are expanded this many days ahead (and 30 days back)."""
+    calendar_allow_private: bool = Field(
+        default=False, validation_alias=_env("LIFEBOT_CALENDAR_ALLOW_PRIVATE")
+    )
+    """Allow calendar addresses on this machine or the local network (a home CalDAV server);
+    off, so a chat user cannot make lifebot fetch from inside your network."""
+    calendar_key: str | None = Field(None, validation_alias=_env("LIFEBOT_CALENDAR_KEY"))
+    """Fernet key that encrypts CalDAV passwords at rest (make one with
+    ``lifebot calendar key``); without it CalDAV accounts cannot be added."""
 
     # --- web page and REST API ----------------------------------------------------------------
     web_enabled: bool = Field(default=True, validation_alias=_env("LIFEBOT_WEB_ENABLED"))
@@ -273,6 +383,15 @@ class Settings(BaseSettings):
             out.append(
                 "SLACK_BOT_TOKEN must start with xoxb-: copy the Bot User OAuth Token from "
                 "your Slack app's OAuth & Permissions page."
+            )
+        if self.web_search_backend == "searxng" and not self.searxng_url:
+            out.append(
+                "LIFEBOT_WEB_SEARCH=searxng needs LIFEBOT_SEARXNG_URL (your SearXNG instance, "
+                "with the json format enabled in its settings.yml)."
+            )
+        if self.web_search_backend == "brave" and not self.brave_api_key:
+            out.append(
+                "LIFEBOT_WEB_SEARCH=brave needs BRAVE_API_KEY (api-dashboard.search.brave.com)."
             )
         if self.slack_enabled and self.slack_mode == "socket":
             app = self.slack_app_token

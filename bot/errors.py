@@ -21,7 +21,10 @@ rest of the code only ever catches lifebot errors. Errors carry data, not just t
     ├── ToolError                model-fixable: goes back to the model as a tool result
     ├── EmbeddingError           no vectors now; callers fall back to full-text search
     ├── TranscriptionError       speech could not become text
-    └── ImportFileError          a history file cannot be imported at all
+    ├── SynthesisError           text could not become speech (engine missing or failed)
+    ├── ImportFileError          a history file cannot be imported at all
+    └── CalendarError            an outside calendar (ICS file or feed, CalDAV) cannot be read
+                                 or written; the message says why in plain words
 
 ``ToolError`` and ``EmbeddingError`` are deliberately not ``AgentError``: neither means the
 language model is unreachable, and neither should ever reach the user as if it did.
@@ -102,5 +105,13 @@ class TranscriptionError(BotError):
     """Speech could not be turned into text (model missing, unreadable audio)."""
 
 
+class SynthesisError(BotError):
+    """Text could not be turned into speech (espeak-ng missing or failing)."""
+
+
 class ImportFileError(BotError):
     """The file cannot be imported at all (missing, not JSON Lines or a Telegram export)."""
+
+
+class CalendarError(BotError):
+    """An outside calendar (ICS file, ICS feed, CalDAV server) cannot be read or written."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
@@ -43,19 +44,24 @@ class Button:
 
     label: str
     data: str
+    row: int | None = None
+    """Buttons with the same row number share a row where the channel lays out rows
+    (Telegram); None lets the channel decide."""
 
 
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    """A file that came with an inbound message (voice note, audio file)."""
+    """A file that came with an inbound message (voice note, audio file, photo)."""
 
     kind: str
-    """``voice``, ``audio`` or ``file``."""
+    """``voice``, ``audio``, ``image`` or ``file``."""
     path: str | None = None
     """Local path once downloaded."""
     mime_type: str | None = None
     size: int | None = None
     name: str | None = None
+    data: bytes | None = field(default=None, repr=False)
+    """The bytes, for a small file fetched into memory (a photo, already size-capped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +146,15 @@ class InboundMessage:
     raw: dict[str, Any] = field(default_factory=dict)
     location: SharedLocation | None = None
     """Set when the message is a shared position rather than words."""
+    accepted: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    """Called (once or more; it must be idempotent) as soon as dispatch has stored the message
+    in its conversation, or decided not to. A webhook answers only then, so that behind a load
+    balancer the next message, sent after that answer, is stored after this one."""
+
+    def accept(self) -> None:
+        """Tell the channel the message is stored (see ``accepted``)."""
+        if self.accepted is not None:
+            self.accepted()
 
     @property
     def dedupe_key(self) -> str:
@@ -162,6 +177,8 @@ class OutboundMessage:
     """``reply``, ``notice``, ``pairing``, ``briefing``, ``reminder``, ``proposal``."""
     image: Image | None = None
     """A picture to show with the text (Telegram sends it as a photo); optional."""
+    speak: bool = False
+    """Say it aloud too where the channel can (a Telegram voice note after the text)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,8 +98,16 @@ def test_export_delete_import_brings_everything_back(
     assert refused.exit_code == 1 and "Nothing deleted." in refused.output
     assert _with_app(tmp_path, _counts) == before
 
+    cache = tmp_path / "data" / "search-cache"
+    had = set(cache.glob("*.npz"))
+    searched = runner.invoke(cli, ["memory", "search", "red gate", "--user", "ana"], env=env)
+    assert searched.exit_code == 0, searched.output
+    anas = set(cache.glob("*.npz")) - had  # her tokenised words, kept for the next search
+    assert len(anas) == 1
+
     deleted = runner.invoke(cli, ["users", "delete", "ana", "--yes"], env=env)
     assert deleted.exit_code == 0, deleted.output
+    assert not any(p.exists() for p in anas)
     assert "1 audio file(s)" in deleted.output
     after_delete = _with_app(tmp_path, _counts)
     assert after_delete["user"] == before["user"] - 1

@@ -86,3 +86,13 @@ def test_memory_search_loads_no_model_client_channel_or_migrator(tmp_path: Path)
     assert code == 0, out
     loaded = modules & NOT_FOR_SEARCH
     assert not loaded, f"`lifebot memory search` imports {sorted(loaded)}"
+
+
+def test_memory_search_stems_with_the_c_snowball_engine(tmp_path: Path) -> None:
+    # The pure-Python stemmer made tokenising a few thousand messages cost most of a cold
+    # search; snowballstemmer switches to PyStemmer (same Snowball rules, in C) when present.
+    code, _, out = _modules(tmp_path, "users", "add", "alice")
+    assert code == 0, out
+    code, modules, out = _modules(tmp_path, "memory", "search", "sunsets", "--user", "alice")
+    assert code == 0, out
+    assert "Stemmer" in modules

@@ -15,7 +15,7 @@ from bot.device.choices import SpokenChoices, matches, spoken_prompt
 from bot.messages import Button
 from storage.models import CalendarEvent
 from tests.fakes.clock import ManualClock
-from tests.fakes.llm import FakeLLM, Step
+from tests.fakes.llm import FakeLLM, Step, call, say
 from tests.support.device import add_device, running_device
 from tests.support.jobs import jobs_app, jobs_of
 from tests.support.speech import shared_transcriber
@@ -91,3 +91,41 @@ def test_spoken_answers_match_labels_and_their_synonyms() -> None:
     assert (
         spoken_prompt([Button("A", "a"), Button("B", "b"), Button("C", "c")]) == "(Say A, B or C.)"
     )
+
+
+async def test_a_question_back_is_read_out_and_answered_by_voice(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    agent_steps = [
+        call("ask_user", {"question": "Which Ana?", "options": ["Ana Silva", "Ana from work"]}),
+        say("Ana Silva said the trip moved to May."),
+    ]
+
+    def respond(body: dict[str, Any]) -> Step:
+        system = str(body["messages"][0]["content"])
+        if "concrete plans" in system:
+            return Step(text='{"events": []}')
+        if body.get("model") == "fake-fast":
+            return Step(text="{}")
+        return agent_steps.pop(0)
+
+    fake_llm.default = respond
+    async with jobs_app(tmp_path, ManualClock(NOW), fake_llm) as app:
+        _, token = await add_device(app, "pendant-1")
+        async with running_device(app, transcriber=shared_transcriber()) as dev:
+            headers = {"Authorization": f"Bearer {token}"}
+            async with connect(dev.url, additional_headers=headers, proxy=None) as ws:
+                hello = {"type": "hello", "codec": "pcm16", "sample_rate": 16000,
+                         "channels": 1, "mode": "ask"}  # fmt: skip
+                await ws.send(json.dumps(hello))
+                await ws.send(
+                    json.dumps({"type": "text", "text": "what did Ana say about the trip?"})
+                )
+                question = await next_reply(ws)
+                await ws.send(json.dumps({"type": "text", "text": "Ana Silva."}))
+                answer = await next_reply(ws)
+
+    assert question["text"] == "Which Ana? (Say Ana Silva, Ana from work or Other.)"
+    assert [b["label"] for b in question["buttons"]] == ["Ana Silva", "Ana from work", "Other"]
+    assert answer["text"] == "Ana Silva said the trip moved to May."
+    assert agent_steps == []

@@ -15,6 +15,7 @@ from websockets.asyncio.client import connect
 
 from bot.app.build import App
 from storage.models import MemoryItem, Message
+from storage.repos.facts import FactRepo
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.transcriber import GatedTranscriber
 from tests.support.app import AppFactory
@@ -48,6 +49,8 @@ async def test_ask_mode_transcribes_the_question_and_streams_the_reply(
 ) -> None:
     app = any_db_app
     user, token = await add_device(app, "pendant-1")
+    async with app.db.session() as s:  # what the answer rests on (answers are checked)
+        await FactRepo(s).add(user.id or 0, "dentist appointment tomorrow at nine", "events")
     fake_llm.default = lambda body: say("Your dentist appointment is at nine tomorrow.")
     clip = speak("What is on my calendar tomorrow morning", tmp_path / "q.wav")
 

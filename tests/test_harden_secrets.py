@@ -10,6 +10,7 @@ import signal
 import socket
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,14 @@ from tests.support.app import AppFactory
 ROOT = Path(__file__).resolve().parent.parent
 
 
-async def _serve_for(tmp_path: Path, seconds: float, **env: str) -> str:
-    """Run `lifebot serve` for ``seconds``, stop it with SIGTERM; its stderr."""
+async def _serve_until(
+    tmp_path: Path, ready: Callable[[str], bool], limit: float = 90, **env: str
+) -> str:
+    """Run `lifebot serve` until ``ready(stderr so far)`` (or ``limit`` s), then SIGTERM; stderr.
+
+    Waiting for the condition rather than a fixed time keeps the test honest on a loaded
+    machine, where start-up (model loading, migrations) can take longer than usual.
+    """
     clean = {
         k: v
         for k, v in os.environ.items()
@@ -46,20 +53,34 @@ async def _serve_for(tmp_path: Path, seconds: float, **env: str) -> str:
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )
+    assert proc.stderr is not None
+    seen = bytearray()
+
+    async def read_until_ready() -> None:
+        assert proc.stderr is not None
+        while not ready(seen.decode(errors="replace")):
+            chunk = await proc.stderr.read(4096)
+            if not chunk:  # the process ended
+                return
+            seen.extend(chunk)
+
     try:
-        await asyncio.sleep(seconds)
+        await asyncio.wait_for(read_until_ready(), limit)
+    except TimeoutError:
+        pass  # the assertions below say what was missing
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = await asyncio.wait_for(proc.communicate(), 30)
-    return err.decode()
+        _, rest = await asyncio.wait_for(proc.communicate(), 30)
+    return (bytes(seen) + rest).decode(errors="replace")
 
 
 async def test_debug_logs_carry_no_token_and_the_data_is_private(
     tg: FakeTelegram, tmp_path: Path
 ) -> None:
-    err = await _serve_for(
+    err = await _serve_until(
         tmp_path,
-        6,
+        # Two polls: the first proves start-up, the second that DEBUG lines kept flowing.
+        lambda _: len(tg.calls_to("getUpdates")) >= 2,
         TELEGRAM_BOT_TOKEN=TOKEN,
         LIFEBOT_TELEGRAM_API_URL=tg.api_url,
         LIFEBOT_TELEGRAM_POLL_TIMEOUT="1",
@@ -77,9 +98,9 @@ async def test_debug_logs_carry_no_token_and_the_data_is_private(
 
 
 async def test_a_pendant_only_serve_logs_at_info(tmp_path: Path) -> None:
-    err = await _serve_for(
+    err = await _serve_until(
         tmp_path,
-        6,
+        lambda err: "lifebot is running: device" in err,
         LIFEBOT_DEVICE_ENABLED="true",
         LIFEBOT_DEVICE_HOST="127.0.0.1",
         LIFEBOT_DEVICE_PORT="0",

@@ -94,5 +94,5 @@ def test_briefing_preview_and_calendar_export_from_the_cli(tmp_path: Path) -> No
     assert "Wrote 1 event(s)" in export.output
     ics = out.read_text()
     assert "SUMMARY:Dentist" in ics and "DTSTART:20300102T090000Z" in ics
-    assert missing.exit_code == 1
-    assert "No user 'bob'" in missing.output
+    assert missing.exit_code == 2
+    assert "no user 'bob'" in missing.output

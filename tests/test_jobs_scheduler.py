@@ -96,7 +96,9 @@ async def test_the_leader_runs_due_work_and_keeps_its_jobs_in_the_database(tmp_p
     assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
     assert row.status == "delivered"
     assert sorted(r[0] for r in stored) == [
+        "ask.timeouts",
         "briefings.plan",
+        "calendars.refresh",
         "journal.review",
         "location.proposals",
         "memory.extract",
@@ -142,7 +144,8 @@ async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
         async with app.db.session() as s:
             stored = (await s.exec(text("SELECT count(*) FROM apscheduler_jobs"))).one()  # type: ignore[call-overload]
         await service.stop()
-    assert stored[0] == 8  # the jobs room's five, journal, memory's pass, location's scan
+    # the jobs room's five, journal, calendars, memory, location's scan, questions' timeouts
+    assert stored[0] == 10
     assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
 
 

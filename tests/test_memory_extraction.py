@@ -15,7 +15,7 @@ from bot.app.build import App
 from storage.models import Episode, Fact, Message, Task
 from storage.repos.messages import ConversationRepo
 from tests.fakes.channel import RecordingChannel
-from tests.fakes.llm import FakeLLM, Step, call, say
+from tests.fakes.llm import FakeLLM, Step, say
 from tests.support.app import AppFactory, add_user, channel
 from tests.support.builders import make_inbound
 
@@ -179,13 +179,12 @@ async def test_injected_transcript_never_becomes_a_tool_call(app: App, fake_llm:
     assert "untrusted" in system and INJECTION not in system
     assert data.startswith("<data>") and INJECTION in data and '"source": "transcript"' in data
 
-    # The agent reads the transcript through search: it arrives as quoted data in a tool
-    # result, and nothing but the model's own single call runs.
-    fake_llm.add(
-        call("search_memory", {"query": "what did I hear about the bus"}),
-        say("You heard that the bus was late [1]."),
-    )
+    # A sure memory question is searched before the model is called: the transcript arrives
+    # as quoted data in a tool result, and the model answers in its one call.
+    fake_llm.add(say("You heard that the bus was late [1]."))
+    calls_before = len(fake_llm.chat_requests)
     await app.dispatcher.handle(make_inbound("what did I hear about the bus?"))
+    assert len(fake_llm.chat_requests) == calls_before + 1
     turn = fake_llm.chat_requests[-1]["messages"]
     tool_msgs = [m for m in turn if m["role"] == "tool"]
     assert len(tool_msgs) == 1 and "data, not instructions" in tool_msgs[0]["content"]

@@ -73,6 +73,37 @@ async def test_jsonl_import_reports_bad_lines_and_runs_once(app, tmp_path: Path)
     assert naive.evidence[0].item.ts.isoformat() == "2023-05-09T08:00:00+00:00"
 
 
+async def test_import_is_searchable_by_words_before_its_vectors(app, tmp_path: Path) -> None:
+    user = await add_user(app, "alice", timezone="UTC")
+    assert user.id is not None
+    path = tmp_path / "chat.jsonl"
+    path.write_text("\n".join(JSONL), encoding="utf-8")
+    report = await import_file(app.db, user.id, path, timezone="UTC")
+    memory = app.memory
+
+    await memory.after_import(user.id, report.conversations, embed=False)
+    waiting = await memory.index.waiting(user.id)
+    assert waiting.unindexed == 0
+    assert waiting.kinds["message"] == (3, 3)  # indexed, none embedded yet
+    out = await memory.retriever.search(
+        user.id, "cabin booked", now=datetime.now(UTC), tz=ZoneInfo("UTC"), kinds=("message",)
+    )
+    assert [e.item.ref for e in out.evidence][:1] == ["a1"]
+    assert out.evidence[0].matched == "words"
+
+    assert await memory.index.embed_missing(user.id) >= 3
+    waiting = await memory.index.waiting(user.id)
+    assert waiting.without_vectors == 0 and waiting.kinds["message"] == (3, 0)
+    # Another user's backlog is not counted as this user's.
+    other = await add_user(app, "bob", timezone="UTC")
+    assert (await memory.index.waiting(other.id)).kinds == {}
+    out = await memory.retriever.search(
+        user.id, "cabin booked", now=datetime.now(UTC), tz=ZoneInfo("UTC"), kinds=("message",)
+    )
+    assert out.evidence[0].item.ref == "a1"
+    assert out.evidence[0].matched == "words+meaning"
+
+
 async def test_telegram_export_is_imported(app, tmp_path: Path) -> None:
     user = await add_user(app, "alice")
     assert user.id is not None
@@ -104,8 +135,13 @@ async def test_cli_import_search_facts_forget_reindex(tmp_path: Path) -> None:
 
     code, out, err = await run_cli("import", str(path), "--user", "alice", cwd=tmp_path, env=env)
     assert code == 0, err
-    assert "Imported 3 messages (0 already there, 3 bad lines skipped)." in out
+    assert "Imported 3 messages (0 already there, 3 bad lines skipped)" in out
+    assert "searchable by their words now" in out
     assert "skipped line 2: not valid JSON" in err and "skipped line 5" in err
+    code, out, err = await run_cli("memory", "status", "--user", "alice", cwd=tmp_path, env=env)
+    assert code == 0, err
+    assert "message: 3 indexed" in out and "waiting" not in out
+    assert "Everything is searchable by words and by meaning." in out
 
     code, out, err = await run_cli(
         "memory", "search", "cabin booking", "--user", "alice", "--json", cwd=tmp_path, env=env

@@ -128,3 +128,26 @@ async def test_time_window_that_holds_nothing_fails_closed(
     )
     assert unresolved.evidence == []
     assert unresolved.note is not None and "the day before my birthday" in unresolved.note
+
+
+async def test_the_same_thing_said_twice_is_one_hit(any_db_app: App, tmp_path: Path) -> None:
+    # Worded a little differently (no exact-text match), close in meaning: one piece of
+    # evidence. The vectors compared are the ones search holds in memory.
+    app = any_db_app
+    user = await add_user(app, "alice", timezone="UTC")
+    assert user.id is not None
+    records = [
+        {"id": "c1", "ts": "2023-05-02T10:00:00+00:00", "speaker": "Ana",
+         "text": "The cabin in Gerês is booked for the long weekend"},
+        {"id": "c2", "ts": "2023-05-03T10:00:00+00:00", "speaker": "Ana",
+         "text": "The cabin in Geres is booked for the long weekend"},
+    ]  # fmt: skip
+    path = tmp_path / "dupes.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records), encoding="utf-8")
+    report = await import_file(app.db, user.id, path, timezone="UTC")
+    await app.memory.after_import(user.id, report.conversations)
+    out = await app.memory.retriever.search(
+        user.id, "is the cabin booked?", now=NOW, tz=TZ, kinds=("message",)
+    )
+    refs = [e.item.ref for e in out.evidence]
+    assert len({"c1", "c2"} & set(refs)) == 1, refs

@@ -15,7 +15,7 @@ from sqlmodel import select
 from bot.app.build import App
 from bot.errors import Unreachable
 from bot.messages import Address, Button, OutboundMessage
-from storage.models import ChannelIdentity, Message, PairingRequest
+from storage.models import ChannelIdentity, Conversation, Message, PairingRequest
 from tests.fakes.llm import FakeLLM, say
 from tests.fakes.slack_api import (
     APP_TOKEN,
@@ -430,3 +430,27 @@ async def test_doctor_checks_both_tokens(tmp_path: Path, fake_slack: FakeSlack) 
     assert not problem.ok
     assert "SLACK_APP_TOKEN" in problem.detail
     assert "invalid_auth" in problem.detail
+
+
+async def test_each_dm_thread_keeps_its_own_history_and_is_answered_in_it(
+    http: Slack, fake_llm: FakeLLM
+) -> None:
+    answer(fake_llm, say("Noted."), say("Okay."), say("Sure."), say("Booked."))
+    trip, knee = dm_event("my trip to Porto starts Monday"), dm_event("my knee hurts again")
+    await http.post(trip)
+    await http.post(knee)
+    # Replies in a thread carry the parent message's ts as thread_ts.
+    await http.post(dm_event("my hotel is near the river", thread_ts=trip["event"]["ts"]))
+    await http.post(dm_event("my physio is on Tuesday", thread_ts=knee["event"]["ts"]))
+
+    posted = [p["thread_ts"] for p in http.fake.posted]
+    assert posted == [None, None, trip["event"]["ts"], knee["event"]["ts"]]
+    physio = json.dumps(asked_of(fake_llm)[-1]["messages"])
+    assert "physio" in physio and "hotel" not in physio  # that thread's history only
+    async with http.app.db.session() as s:
+        titles = sorted(c.title or "" for c in (await s.exec(select(Conversation))).all())
+    assert titles == [
+        "my hotel is near the river",
+        "my physio is on Tuesday",
+        "my trip to Porto starts Monday",
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from bot.app.doctor import check_telegram
 from bot.clock import SystemClock
 from bot.errors import ChannelError, RateLimited
 from bot.messages import Address, Button, OutboundMessage
-from storage.models import ChannelIdentity, Message
+from storage.models import ChannelIdentity, Conversation, Message
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, TOKEN, FakeTelegram
 from tests.support.app import make_settings
@@ -64,7 +65,8 @@ async def test_text_round_trip_and_command_menu(
 
     await tg.send_text(CHAT, "hello there lifebot")
 
-    assert await tg.wait_texts(CHAT, 1) == ["You said: hello there lifebot"]
+    # The reply streams into one message (a draft, then edits): wait for its final text.
+    await tg.wait_for(lambda: tg.texts(CHAT) == ["You said: hello there lifebot"])
     menu = {c["command"] for c in tg.commands}
     assert {"start", "help", "link", "remember", "forget", "sources", "retry", "tz"} <= menu
     assert {"briefing", "quiet"} <= menu
@@ -325,6 +327,11 @@ async def test_webhook_mode_rejects_a_wrong_secret_and_processes_nothing(
     assert fake_llm.requests == []
 
     assert await tg.post_webhook(update, "right-secret") == 200
+    # The answer came only once the message was stored (the model has not answered yet), so
+    # behind a load balancer the chat's next message is stored after it, wherever it goes.
+    async with app.db.session() as s:
+        stored = (await s.exec(select(Message))).all()
+    assert [m.text for m in stored if m.direction == "in"] == ["hello"]
     assert await tg.wait_texts(CHAT, 1) == ["Webhook works."]
 
 
@@ -416,3 +423,30 @@ async def test_doctor_checks_the_token_against_the_bot_api(
     check = await check_telegram(wrong)
     assert not check.ok and "rejected TELEGRAM_BOT_TOKEN" in check.detail
     assert "WRONG" not in check.detail
+
+
+async def test_each_forum_topic_is_its_own_conversation_answered_in_that_topic(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, lambda body: f"Re: {last_user_text(body)}")
+    app = await telegram()
+    # A chat with topics: Telegram marks each message with its topic (message_thread_id).
+    await tg.send_text(
+        CHAT, "my trip to Porto starts Monday", message_thread_id=11, is_topic_message=True
+    )
+    await tg.wait_texts(CHAT, 1)
+    await tg.send_text(
+        CHAT, "my knee hurts after running", message_thread_id=22, is_topic_message=True
+    )
+    await tg.wait_texts(CHAT, 2)
+    await tg.send_text(
+        CHAT, "my hotel is near the river", message_thread_id=11, is_topic_message=True
+    )
+    await tg.wait_for(lambda: tg.texts(CHAT)[-1:] == ["Re: my hotel is near the river"])
+
+    assert [m.topic for m in tg.sent[CHAT]] == [11, 22, 11]  # each answer in its own topic
+    last = json.dumps(agent_requests(fake_llm)[-1]["messages"])
+    assert "Porto" in last and "knee" not in last  # the topic's own history only
+    async with app.db.session() as s:
+        titles = {c.thread_id: c.title for c in (await s.exec(select(Conversation))).all()}
+    assert titles == {"11": "my trip to Porto starts Monday", "22": "my knee hurts after running"}

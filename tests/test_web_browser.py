@@ -179,3 +179,30 @@ async def test_the_owner_approves_a_pairing_and_others_see_nothing_of_anns(
     assert forged.status == 403
     assert await application.web.service.facts(bob) == []
     await bobs.context.close()
+
+
+async def test_a_person_renames_marks_and_deletes_places(
+    served: tuple[App, str], browser: Any
+) -> None:
+    application, base = served
+    ann = await add_user(application, "ann", name="Ann")
+    assert ann.id is not None
+    gym = await application.location.add_place(ann.id, "gym", 52.5150, 13.3800)
+    home = await application.location.add_place(ann.id, "home", 52.5200, 13.4050)
+    page = await signed_in_page(application, base, browser, ann.id)
+    await page.click("nav a:has-text('Places')")
+    await page.wait_for_url(f"{base}/places")
+    await page.fill(f"#place-{gym.id} input[name=name]", "climbing gym")
+    await page.click(f"#place-{gym.id} button:has-text('Rename')")
+    await page.wait_for_url(f"{base}/places?note=*")
+    assert "Saved: climbing gym" in await page.inner_text("body")
+    await page.click(f"#place-{home.id} button:has-text('Home-like')")
+    await page.wait_for_url(f"{base}/places?note=*")
+    assert "(home-like)" in await page.inner_text(f"#place-{home.id}")
+    await shot(page, "places")
+    await page.click(f"#place-{gym.id} button:has-text('Delete')")
+    await page.wait_for_url(f"{base}/places?note=*")
+    assert await page.locator(f"#place-{gym.id}").count() == 0
+    names = [p.name for p in await application.location.places(ann.id)]
+    kinds = [p.kind for p in await application.location.places(ann.id)]
+    assert names == ["home"] and kinds == ["home"]

@@ -22,9 +22,29 @@ def count_tokens(text: str) -> int:
     return len(_encoder().encode(text, disallowed_special=()))
 
 
+IMAGE_TOKENS = 850
+"""What one picture costs a vision model (OpenAI bills a high-detail 512 px tile grid about so)."""
+
+
+def content_tokens(content: object) -> int:
+    """Tokens of a message's content: text, or content parts (a picture at a flat cost).
+
+    A picture's base64 data URL is never tokenized: it is not text to the model, and counting
+    megabytes of it would take seconds.
+    """
+    if isinstance(content, list):
+        return sum(
+            IMAGE_TOKENS
+            if isinstance(p, dict) and p.get("type") == "image_url"
+            else count_tokens(str(p.get("text") or "") if isinstance(p, dict) else str(p))
+            for p in content
+        )
+    return count_tokens(str(content or ""))
+
+
 def message_tokens(msg: dict[str, Any]) -> int:
     """Tokens one chat message costs, including tool calls and a small framing overhead."""
-    total = 4 + count_tokens(str(msg.get("content") or ""))
+    total = 4 + content_tokens(msg.get("content"))
     if msg.get("tool_calls"):
         total += count_tokens(json.dumps(msg["tool_calls"]))
     return total

@@ -7,10 +7,11 @@ stream has produced text it is never retried, so the user never sees an answer t
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -200,11 +201,9 @@ class OpenAILLM:
         self._check()
         kwargs: dict[str, Any] = {
             "model": self.fast_model if fast else self.model,
-            "messages": messages,
             "stream": True,
+            **_as_json(messages, tools),
         }
-        if tools:
-            kwargs["tools"] = tools
 
         async def open_stream() -> Any:
             return await self.client.chat.completions.create(**kwargs)
@@ -257,7 +256,7 @@ class OpenAILLM:
         self._check()
         kwargs: dict[str, Any] = {
             "model": self.fast_model if fast else self.model,
-            "messages": messages,
+            **_as_json(messages, None),
         }
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
@@ -294,6 +293,20 @@ class OpenAILLM:
             await self._client.close()
 
 
+def _as_json(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """Messages and tools for ``create``, passed as the request's JSON (``extra_body``).
+
+    They are plain JSON already (text, tool calls, tool schemas). Given as typed parameters,
+    the SDK walks every message and schema to convert it on the event loop: 4 ms for a
+    21-message history with our 24 tools, per request. ``extra_body`` is sent as is, and
+    its keys replace the (empty) typed ``messages``.
+    """
+    body: dict[str, Any] = {"messages": messages}
+    if tools:
+        body["tools"] = tools
+    return {"messages": [], "extra_body": body}
+
+
 def parse_json_object(text: str) -> dict[str, Any]:
     """Parse a JSON object from model text, tolerating code fences; {} when it is not one."""
     cleaned = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
@@ -302,3 +315,15 @@ def parse_json_object(text: str) -> dict[str, Any]:
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def data_url(data: bytes, mime_type: str) -> str:
+    """A picture inline, as the ``url`` of an ``image_url`` content part (nothing is fetched)."""
+    return f"data:{mime_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def image_parts(text: str, urls: Sequence[str]) -> list[dict[str, Any]]:
+    """A user message's content with pictures (OpenAI content parts): words, then pictures."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts += [{"type": "image_url", "image_url": {"url": u}} for u in urls]
+    return parts

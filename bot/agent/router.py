@@ -41,10 +41,27 @@ _TOOLISH = re.compile(
     r"\b(task|tasks|todo|to-do|remind|reminder|time zone|timezone|what time|remember|forget|"
     r"fact|facts|know about me|did i|have i|when did|what did|who is|who's|my |schedule|"
     r"calendar|note|notes|yesterday|today|tomorrow|last week|search|find|journal|mood|stress|"
-    r"stressed|happiness|energy|lately|action items|in review|chart|graph)\b",
+    r"stressed|happiness|energy|lately|action items|in review|chart|graph|"
+    # questions about the user's own days go to the calendar tools, never to small talk
+    r"what do i have|do i have anything|am i (?:busy|free)|agenda|appointments?|meetings?|"
+    r"this week|next week|weekend|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
     re.IGNORECASE,
 )
 
+_WORLD = re.compile(
+    r"\b(weather|forecast|temperature|news|headlines?|price of|stock price|exchange rate|"
+    r"who won|final score|opening hours|open (now|today|tonight|on \w+)|population of|"
+    r"capital of|latest version|release date|election|president of|prime minister|"
+    r"flight status|traffic on)\b",
+    re.IGNORECASE,
+)
+"""The outside world: memory cannot know it, the web can (routed to the agent and its tools)."""
+_PERSONAL = re.compile(
+    r"\b(my|mine|myself|our|ours)\b|\babout (me|us)\b|\b(did|have|was|were|am|do) (i|we)\b|"
+    r"\b(i|we) (told|said|met|saw|went|had|was|were|talked|asked|promised)\b",
+    re.IGNORECASE,
+)
+"""The user's own life and people: memory first."""
 _WHY = re.compile(
     r"^\s*(why|why\s+is\s+that|how\s+do\s+you\s+know(\s+that)?|what\s+are\s+your\s+sources|"
     r"sources|source|where\s+did\s+you\s+get\s+that(\s+from)?)\s*[?!.]*\s*$",
@@ -80,8 +97,21 @@ def route_by_rules(text: str) -> Route | None:  # noqa: PLR0911  (a ladder of ru
         return Route.FORGET_THAT
     if _GREETING.match(stripped):
         return Route.CHAT
-    if _TOOLISH.search(stripped):
+    if _TOOLISH.search(stripped) or _WORLD.search(stripped):
         return Route.AGENT
+    return None
+
+
+def prefers(text: str) -> str | None:
+    """Where to look first: ``web`` for the outside world, ``memory`` for the user's own life.
+
+    The outside world wins when both appear ("the weather in Lisbon when I land"): memory has
+    no forecasts. None when neither is clear (the model decides from the tool descriptions).
+    """
+    if _WORLD.search(text):
+        return "web"
+    if _PERSONAL.search(text):
+        return "memory"
     return None
 
 

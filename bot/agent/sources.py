@@ -41,6 +41,8 @@ def describe(item: MemoryItem, tz: ZoneInfo) -> str:
         parts.append(item.channel)
     if item.kind == "message":
         parts.append(item.speaker or "me")
+    if item.kind == "document":
+        parts.append(item.ref)
     return " · ".join(parts)
 
 
@@ -49,7 +51,7 @@ class SourceLedger:
 
     def __init__(self) -> None:
         self.entries: dict[int, Citation] = {}
-        self._keys: dict[tuple[str, int], int] = {}
+        self._keys: dict[tuple[str, int | str], int] = {}
 
     def add(self, item: MemoryItem, link: str | None = None) -> int:
         """The number of this source (a new one, or the one it already has)."""
@@ -62,10 +64,28 @@ class SourceLedger:
             index=n,
             kind=citation_kind(item),
             source_id=str(item.source_id),
-            channel=item.channel or None,
+            # A document is cited by its page ("report.pdf p. 3"), where channels print a place.
+            channel=(item.ref if item.kind == "document" else item.channel) or None,
             ts=item.ts,
             snippet=snippet,
             link=link,
+        )
+        self._keys[key] = n
+        return n
+
+    def add_web(self, url: str, title: str, snippet: str) -> int:
+        """The number of a web page (kind ``web``, its URL as the link), apart from memory."""
+        key = ("web", url)
+        if key in self._keys:
+            return self._keys[key]
+        n = len(self.entries) + 1
+        text = f"{title}: {snippet}" if snippet else title
+        self.entries[n] = Citation(
+            index=n,
+            kind="web",
+            source_id=url,
+            snippet=text if len(text) <= 200 else text[:197] + "...",
+            link=url,
         )
         self._keys[key] = n
         return n

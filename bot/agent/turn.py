@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from bot.agent.llm import LLM
-from bot.agent.loop import AgentEvent, FinalAnswer, Limits, run_turn
+from bot.agent.ask import ask_buttons, resumes_a_question, store_ask
+from bot.agent.contact_offer import offer_buttons, offer_for, offer_question
+from bot.agent.intent import Visibility, classify_intent, sure_memory_question
+from bot.agent.llm import LLM, ToolCall, image_parts
+from bot.agent.loop import AgentEvent, FinalAnswer, Limits, TextDelta, run_turn
+from bot.agent.people import Resolution, resolve_for
 from bot.agent.prompts import load_persona, system_prompt
-from bot.agent.router import Route, Router, remember_text
+from bot.agent.router import Route, Router, prefers, remember_text
+from bot.agent.rules import RULE_CATEGORY, is_rule
 from bot.agent.sources import SourceLedger, last_answer_citations, render_sources
+from bot.agent.threads import Threads
 from bot.agent.tools.base import ToolContext, ToolRegistry
+from bot.agent.verify import Verdict, check_answer, judge, plain_unknown, tool_results
 from bot.clock import Clock
+from bot.messages import Button
 from storage.db import Database
 from storage.models import Message, User
 from storage.repos.facts import FactRepo
@@ -26,7 +35,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+SEARCH_FIRST_TOOL = "search_memory"
+"""The tool run before the first model call for a sure memory question."""
+
 EventSink = Callable[[AgentEvent], Awaitable[None]]
+
+SUMMARY_SPAN = 60
+"""How many rows before the history window a turn reads to bring the thread summary up to
+date (older ones were summarised by earlier turns)."""
 
 
 @dataclass(slots=True)
@@ -38,6 +54,27 @@ class TurnOutcome:
     citations: list[dict[str, Any]] = field(default_factory=list)
     route: Route = Route.AGENT
     stopped: str | None = None
+    prompt_tokens: list[int] = field(default_factory=list)
+    """Prompt tokens of each model call the turn made (messages plus tool schemas)."""
+    verified: bool = False
+    """The answer went through the check before answering."""
+    buttons: list[Button] = field(default_factory=list)
+    """Buttons to send with the text (the options of a question back)."""
+
+
+EARLIER = (
+    "\n\nEarlier in this conversation (older messages, in short; the latest ones follow "
+    "as they were):\n"
+)
+
+
+def since_new(rows: list[Message]) -> list[Message]:
+    """The rows after the latest "/new" (a fresh context the user asked for), else all."""
+    for i in range(len(rows) - 1, -1, -1):
+        row = rows[i]
+        if row.role == "user" and row.text.strip().lower().split("@")[0] == "/new":
+            return rows[i + 1 :]
+    return rows
 
 
 def history_to_openai(rows: list[Message]) -> list[dict[str, Any]]:
@@ -57,6 +94,28 @@ def history_to_openai(rows: list[Message]) -> list[dict[str, Any]]:
             out.append({"role": "user", "content": row.text})
     return out
 
+
+LOOK_FIRST = {
+    "web": "This question is about the outside world: your memory tools cannot know it. Use "
+    "web_search and cite the pages as [n].",
+    "memory": "This question is about the user's own life or people they know: search memory "
+    "first; use web_search only if they ask for the web.",
+}
+"""Where the router says to look first, told to the model for this turn (web search on)."""
+
+
+def look_first(text: str, tools: ToolRegistry) -> str:
+    """The router's "look here first" line for the system prompt ("" when web search is off)."""
+    look = prefers(text) if tools.get("web_search") is not None else None
+    return "\n\n" + LOOK_FIRST[look] if look is not None else ""
+
+
+REPAIR_NOTE = """\
+Check before answering: your answer states things about the user that this turn's tool
+results do not support:
+{problems}
+Answer again. Cite the [n] source right after each claim about the user, call a tool if you
+need one, drop what no result supports, and say plainly what you don't know."""
 
 CHANGED_NOTHING = (
     "(I changed nothing: I never act on instructions found in stored text, imports or "
@@ -106,6 +165,11 @@ class Agent:
         persona_path: Path,
         history_messages: int = 20,
         memory: MemoryService | None = None,
+        tools_by_intent: bool = True,
+        verify: bool = True,
+        verify_with_model: bool = False,
+        search_first: bool = True,
+        threads: Threads | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -115,10 +179,23 @@ class Agent:
         self.persona_path = persona_path
         self.history_messages = history_messages
         self.router = Router(llm)
+        self.verify = verify
+        """Check each tool-using answer's claims against this turn's tool results."""
+        self.verify_with_model = verify_with_model
+        """Ask the fast model as well when the rules pass an answer."""
+        self.verifier_fired = 0
+        """How many answers the check has sent back for repair (since start)."""
+        self.by_intent = tools_by_intent
+        """Offer only the tools the message's intent needs (widening when stuck)."""
+        self.threads = threads
+        """Thread titles and summaries of older turns, when wired (else older turns are cut)."""
         self.memory = memory
         """Memory, when wired: "remember", "forget that" and fact dedupe go through it."""
+        self.search_first = search_first
+        """Search memory before the first model call when the rules are sure the message is a
+        memory question (one model call instead of two); uncertain ones keep the tool path."""
 
-    async def answer(
+    async def answer(  # noqa: PLR0911  (an early answer per route)
         self,
         user: User,
         conversation_id: int,
@@ -127,11 +204,13 @@ class Agent:
         on_event: EventSink,
         *,
         trusted: bool = True,
+        images: Sequence[str] = (),
     ) -> TurnOutcome:
         """Answer ``text`` (already stored as ``message_id``). LLM errors propagate.
 
         ``trusted`` is False for input that may not be the user's own instruction (speech
-        overheard by the pendant): then nothing in the user's state is changed.
+        overheard by the pendant): then nothing in the user's state is changed. ``images``
+        are data URLs of pictures sent with the message (a vision model sees them with it).
         """
         assert user.id is not None
         route = await self.router.route(text)
@@ -152,16 +231,27 @@ class Agent:
             fact_text = remember_text(text) or text
             async with self.db.session() as s:
                 fact, created = await FactRepo(s).add(
-                    user.id, fact_text, "notes", source_message_ids=[message_id]
+                    user.id,
+                    fact_text,
+                    RULE_CATEGORY if is_rule(fact_text) else "notes",
+                    source_message_ids=[message_id],
                 )
             said = "Got it, I'll remember" if created else "I already knew"
             return TurnOutcome(f"{said}: {fact.text}", route=route)
 
         now = self.clock.now()
         async with self.db.session() as s:
-            facts = [f.text for f in await FactRepo(s).active(user.id)]
-            rows = await MessageRepo(s).history(user.id, conversation_id, self.history_messages)
+            known = await FactRepo(s).active(user.id)
+        rules = [f.text for f in known if f.category == RULE_CATEGORY]
+        facts = [f.text for f in known if f.category != RULE_CATEGORY]
+        rows, summary = await self._thread(user.id, conversation_id, text, trusted=trusted)
         use_tools = route is Route.AGENT
+        resolved = await resolve_for(self.db, user.id, text) if use_tools else Resolution()
+        if resolved.ask is not None and trusted:  # "which Ana?": asked before any model call
+            await store_ask(self.db, user.id, message_id, resolved.ask, text, now)
+            return TurnOutcome(
+                resolved.ask.question, route=route, buttons=ask_buttons(message_id, resolved.ask)
+            )
         system = {
             "role": "system",
             "content": system_prompt(
@@ -169,13 +259,20 @@ class Agent:
                 now=now,
                 timezone=user.timezone,
                 facts=facts,
+                rules=rules,
+                resolved=resolved.lines,
                 with_tools=use_tools,
                 user_name=user.display_name if user.display_name != "owner" else "",
             ),
         }
+        if use_tools:
+            system["content"] += look_first(text, self.tools)
+        system["content"] += (EARLIER + summary) if summary else ""  # older turns, in short
         history = hide_old_untrusted(history_to_openai(rows), self.tools)
         if not history or history[-1].get("content") != text:
             history.append({"role": "user", "content": text})
+        if images:
+            history[-1] = {"role": "user", "content": image_parts(text, images)}
         ledger = SourceLedger()
         ctx = ToolContext(
             user_id=user.id,
@@ -186,6 +283,83 @@ class Agent:
             message_id=message_id,
             sources=ledger,
         )
+        visibility = Visibility(self.tools, classify_intent(text)) if self.by_intent else None
+        final = await self._run(
+            ctx,
+            system,
+            history,
+            on_event,
+            self.limits,
+            use_tools,
+            not trusted,
+            visibility,
+            # A question about a photo sent with it is about the picture, not memory.
+            first_calls=self._searched_first(text) if use_tools and not images else (),
+        )
+        if final.asked is not None:  # a question back: the turn resumes with the answer
+            await store_ask(self.db, user.id, message_id, final.asked, text, now)
+            return TurnOutcome(
+                final.asked.question,
+                final.transcript,
+                route=route,
+                prompt_tokens=final.prompt_tokens,
+                buttons=ask_buttons(message_id, final.asked),
+            )
+        text_out = ledger.strip_unknown(final.text) or "I have no answer to that."
+        transcript = final.transcript
+        if use_tools and self.verify and final.stopped is None:
+            text_out, transcript = await self._checked(
+                ctx, system, history, on_event, final, text_out, [*rules, *facts], not trusted
+            )
+        if final.withheld:
+            text_out = f"{text_out}\n\n{CHANGED_NOTHING}"
+        outcome = TurnOutcome(
+            text_out,
+            transcript,
+            citations=ledger.cited(text_out),
+            route=route,
+            stopped=final.stopped,
+            prompt_tokens=final.prompt_tokens,
+            verified=self.verify and use_tools,
+        )
+        return await self._offer_contact(outcome, user.id, message_id, text) if trusted else outcome
+
+    async def _offer_contact(
+        self, outcome: TurnOutcome, user_id: int, message_id: int, text: str
+    ) -> TurnOutcome:
+        """Under the answer, offer to save a person the message described (Yes/No)."""
+        offer = await offer_for(self.db, user_id, message_id, text)
+        if offer is None:
+            return outcome
+        outcome.text = f"{outcome.text}\n\n{offer_question(offer)}"
+        outcome.buttons = [*outcome.buttons, *offer_buttons(message_id)]
+        return outcome
+
+    def _searched_first(self, text: str) -> list[ToolCall]:
+        """The memory search to run before the first model call, when the rules are sure."""
+        if not self.search_first or self.tools.get(SEARCH_FIRST_TOOL) is None:
+            return []
+        # A resumed request goes on the way it started: the model already chose its tools.
+        if resumes_a_question(text) or not sure_memory_question(text):
+            return []
+        query = json.dumps({"query": text[:500]})
+        return [ToolCall("search_first", SEARCH_FIRST_TOOL, query)]
+
+    async def _run(
+        self,
+        ctx: ToolContext,
+        system: dict[str, Any],
+        history: list[dict[str, Any]],
+        on_event: EventSink,
+        limits: Limits,
+        use_tools: bool,
+        tainted: bool,
+        visibility: Visibility | None,
+        *,
+        stream_text: bool = True,
+        first_calls: Sequence[ToolCall] = (),
+    ) -> FinalAnswer:
+        """One run of the tool loop, its progress passed on; the final answer."""
         final: FinalAnswer | None = None
         async for event in run_turn(
             self.llm,
@@ -193,26 +367,84 @@ class Agent:
             ctx,
             system,
             history,
-            limits=self.limits,
+            limits=limits,
             clock=self.clock,
             use_tools=use_tools,
-            tainted=not trusted,
+            tainted=tainted,
+            visibility=visibility,
+            first_calls=first_calls,
         ):
             if isinstance(event, FinalAnswer):
                 final = event
-            else:
+            elif stream_text or not isinstance(event, TextDelta):
                 await on_event(event)
         assert final is not None
-        text_out = ledger.strip_unknown(final.text) or "I have no answer to that."
-        if final.withheld:
-            text_out = f"{text_out}\n\n{CHANGED_NOTHING}"
-        return TurnOutcome(
-            text_out,
-            final.transcript,
-            citations=ledger.cited(text_out),
-            route=route,
-            stopped=final.stopped,
+        return final
+
+    async def _checked(
+        self,
+        ctx: ToolContext,
+        system: dict[str, Any],
+        history: list[dict[str, Any]],
+        on_event: EventSink,
+        final: FinalAnswer,
+        answer: str,
+        known: list[str],
+        tainted: bool,
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """The answer after the check: as it was, repaired in one more round, or plainly unsure.
+
+        Returns the answer and the turn's transcript (with the repair round's tool calls).
+        """
+        verdict = await self._verdict(ctx, answer, final.transcript, known)
+        if verdict.ok:
+            return answer, final.transcript
+        self.verifier_fired += 1
+        log.info("answer check fired: %s", verdict.describe())
+        note = {"role": "system", "content": REPAIR_NOTE.format(problems=verdict.describe())}
+        again = [*history, *final.transcript, {"role": "assistant", "content": answer}, note]
+        limits = replace(self.limits, max_rounds=1)  # one more round, then an answer
+        repaired = await self._run(
+            ctx, system, again, on_event, limits, True, tainted, None, stream_text=False
         )
+        transcript = [*final.transcript, *repaired.transcript]
+        fixed = ctx.sources.strip_unknown(repaired.text)
+        if repaired.stopped is None and fixed:
+            second = await self._verdict(ctx, fixed, transcript, known)
+            if second.ok:
+                return fixed, transcript
+            return plain_unknown(fixed, second), transcript
+        return plain_unknown(answer, verdict), transcript
+
+    async def _verdict(
+        self, ctx: ToolContext, answer: str, transcript: list[dict[str, Any]], known: list[str]
+    ) -> Verdict:
+        """Rules first; the fast model only when configured and the rules found nothing.
+
+        What the prompt already told the model about the user (facts, rules) counts as
+        evidence, like an uncited tool result.
+        """
+        results = [*tool_results(transcript), *known]
+        verdict = check_answer(answer, ctx.sources, results)
+        if verdict.ok and self.verify_with_model:
+            verdict = await judge(self.llm, answer, ctx.sources, results)
+        return verdict
+
+    async def _thread(
+        self, user_id: int, conversation_id: int, text: str, *, trusted: bool
+    ) -> tuple[list[Message], str | None]:
+        """The thread's recent rows (since the latest /new) and a summary of older ones."""
+        window = self.history_messages
+        async with self.db.session() as s:
+            rows = since_new(
+                await MessageRepo(s).history(
+                    user_id, conversation_id, window + SUMMARY_SPAN if window else 0
+                )
+            )
+        if self.threads is None or not trusted:
+            return (rows[-window:] if window else []), None
+        view = await self.threads.view(user_id, conversation_id, rows, window, text)
+        return view.recent, view.summary
 
     async def _why(self, user: User, conversation_id: int) -> tuple[str, list[dict[str, Any]]]:
         """The sources of the last answer in this conversation (shown and kept as citations)."""

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
+from bot.agent.ask import ASK_TOOL, time_out_questions
+from bot.agent.documents import Documents
 from bot.agent.journal.scoring import LexiconScorer, LLMScorer, Scorer
 from bot.agent.journal.service import JournalService
 from bot.agent.journal.summaries import Summaries
@@ -23,28 +25,42 @@ from bot.agent.llm import OpenAILLM
 from bot.agent.loop import Limits
 from bot.agent.memory.service import MemoryService
 from bot.agent.memory.tools import memory_tools
+from bot.agent.photos import Photos, PhotoStore
+from bot.agent.questions import COUNT_TOOL
+from bot.agent.rules import rules_guard
+from bot.agent.threads import Threads
 from bot.agent.tools import default_registry
 from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
+from bot.agent.websearch import build_web_search, web_search_tool
 from bot.app.memory_root import build_memory
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
+from bot.device.omi import OmiInbox
 from bot.dispatch import Dispatcher
+from bot.dispatch.ask_commands import register_ask_commands
 from bot.dispatch.commands import Commands
 from bot.dispatch.journal_commands import register_journal_commands
 from bot.dispatch.memory_commands import register_memory_commands
+from bot.dispatch.people_commands import register_people_commands
+from bot.dispatch.thread_commands import register_thread_commands
+from bot.jobs.calendars import CalendarSettings
 from bot.jobs.commands import JobCommands
+from bot.jobs.meetings import MeetingIngest
+from bot.jobs.proposals import SCAN_JOB as PROPOSAL_SCAN
 from bot.jobs.scheduler import JobSpec
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools
 from bot.location.areas import AreaNames
 from bot.location.commands import LocationCommands
+from bot.location.enrich import Enricher
 from bot.location.ingest import ChatLocation
 from bot.location.scan import StayProposals
 from bot.location.service import LocationService
 from bot.location.tools import location_tools
 from bot.speech.fair import FairTranscriber
+from bot.speech.synthesize import EspeakSynthesizer, Synthesizer
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from bot.web.room import WebRoom, build_web
 from storage.db import Database
@@ -78,18 +94,24 @@ class App:
     """Facts, episodes, the search index and background extraction."""
     agent: Agent
     """Answers one message."""
+    photos: Photos
+    """Pictures people send: kept, described (vision) and indexed as memory."""
     commands: Commands
     """Slash commands, the spine's and every feature's."""
     jobs: Jobs
     """Briefings, reminders, proposals, the outbox and the scheduler."""
     journal: JournalService
     """Journal entries, their scores, series and summaries."""
+    meetings: MeetingIngest
+    """Meeting transcripts posted to the API: queued, debounced, turned into memory."""
     dispatcher: Dispatcher
     """The one path from any channel to the agent."""
     channels: dict[str, ChannelAdapter]
     """Started channels by name: the way back for replies (dispatch) and pushes (outbox)."""
     web: WebRoom
     """The web page, REST API, health and metrics (served when LIFEBOT_WEB_ENABLED)."""
+    omi: OmiInbox
+    """Audio chunks Omi's backend posts to the web page; the pendant channel feeds them on."""
     location: LocationService
     """Location points, places and stays (issue 24)."""
     location_proposals: StayProposals
@@ -109,6 +131,7 @@ class App:
     async def close(self) -> None:
         """Stop the web page, the scheduler, the adapters and memory, then release connections."""
         await self.web.stop()
+        await self.meetings.stop()
         await self.jobs.service.stop()  # first: the outbox sends through the adapters
         for adapter in reversed(self.started):
             try:
@@ -144,11 +167,31 @@ def build_app(
     # One speech model for every channel (pendant, voice notes); it loads on first use.
     stt = transcriber or FasterWhisperTranscriber.from_settings(settings)
     memory = build_memory(settings, db, llm, clock)
+    photos = Photos(
+        db=db,
+        llm=llm,
+        store=PhotoStore(settings.data_dir / "images"),
+        index=memory.index,
+        vision=settings.vision,
+    )
+    documents = Documents(db=db, root=settings.data_dir / "documents", index=memory.index)
     # The fast model scores journal entries when one is configured; else the offline lexicon.
     scorer: Scorer = LLMScorer(llm, llm.fast_model) if llm.configured else LexiconScorer()
     summaries = Summaries(db, llm, configured=llm.configured, model_name=llm.model)
     journal = JournalService(db, scorer, memory.index, clock, summaries)
     tools = default_registry()
+    web_search = build_web_search(
+        settings.web_search_backend,
+        searxng_url=settings.searxng_url,
+        brave_api_key=settings.brave_api_key,
+        brave_api_url=settings.brave_api_url,
+    )
+    if web_search is not None:
+        tools.add(web_search_tool(web_search, settings.web_search_daily_cap))
+    tools.add_guard(rules_guard)  # the user's hard rules, checked before any change
+    tools.add_guard(reminder_tools.reminder_rules_guard)  # ... and before a reminder is set
+    tools.add(COUNT_TOOL)
+    tools.add(ASK_TOOL)
     for tool in [
         *reminder_tools.TOOLS,
         *calendar_tools.TOOLS,
@@ -156,6 +199,7 @@ def build_app(
         *journal_tools(journal),
     ]:
         tools.add(tool)
+    threads = Threads(db, llm, with_model=settings.threads_with_model)
     agent = Agent(
         db=db,
         llm=llm,
@@ -171,18 +215,34 @@ def build_app(
         persona_path=settings.persona_path,
         history_messages=settings.history_messages,
         memory=memory,
+        tools_by_intent=settings.tools_by_intent,
+        verify=settings.verify_answers,
+        verify_with_model=settings.verify_with_model,
+        threads=threads,
     )
     channels: dict[str, ChannelAdapter] = {}
     areas = AreaNames()  # nearest town for unnamed places, offline
     location = LocationService(
         db, clock, retention=timedelta(days=settings.location_retention_days), areas=areas
     )
-    stay_proposals = StayProposals(db, ttl=timedelta(days=settings.proposal_ttl_days), areas=areas)
+    stay_proposals = StayProposals(
+        db,
+        ttl=timedelta(days=settings.proposal_ttl_days),
+        areas=areas,
+        # The fast model titles proposals from the place's history when one is configured.
+        enricher=Enricher(llm if llm.configured else None),
+    )
 
     async def propose_from_stays(now: datetime) -> str:
         result = await stay_proposals.scan(now)
         jobs.outbox.kick()  # ``jobs`` is bound below, before the scheduler can run this
         return result
+
+    ask_wait = timedelta(minutes=settings.ask_timeout_minutes)
+
+    async def ask_timeouts(now: datetime) -> str:
+        """Tell each user what was not done because a question went unanswered."""
+        return f"{await time_out_questions(db, now, ask_wait)} question(s) timed out"
 
     jobs = build_jobs(
         db=db,
@@ -197,6 +257,12 @@ def build_app(
             send_rate=settings.jobs_send_rate,
             late_hours=settings.briefing_late_hours,
             proposal_ttl_days=settings.proposal_ttl_days,
+            calendars=CalendarSettings(
+                refresh=timedelta(minutes=settings.calendar_refresh_minutes),
+                days_ahead=settings.calendar_days_ahead,
+                allow_private=settings.calendar_allow_private,
+            ),
+            calendar_key=settings.calendar_key,
         ),
         journal=journal,
         extra=[
@@ -208,6 +274,7 @@ def build_app(
                 memory.tick,
                 "index other paths' messages, extract from quiet chats",
             ),
+            JobSpec("ask.timeouts", 60, ask_timeouts, "tell users which questions timed out"),
             JobSpec(
                 "location.proposals",
                 300,
@@ -222,11 +289,26 @@ def build_app(
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
     register_memory_commands(commands, memory, db, clock)
+    register_ask_commands(commands, db, clock, ask_wait)
+    register_people_commands(commands, db)
+    register_thread_commands(commands, db, threads)
     LocationCommands(location, settings.web_url).register(commands)
     for tool in location_tools(location):
         tools.add(tool)
+    meetings = MeetingIngest(
+        db=db,
+        llm=llm,
+        memory=memory,
+        clock=clock,
+        debounce=settings.ingest_debounce_seconds,
+        retry=settings.ingest_retry_seconds,
+        # Segments that name a day become proposed events through the usual scan.
+        after=lambda: jobs.service.run_soon(PROPOSAL_SCAN),
+    )
+    omi = OmiInbox(db, clock, settings.data_dir / "spool" / "omi")
     web = build_web(
         settings,
+        omi=omi,
         db=db,
         clock=clock,
         memory=memory,
@@ -235,6 +317,7 @@ def build_app(
         commands=commands,
         location=location,
         journal=journal,
+        meetings=meetings,
     )
     register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(
@@ -249,7 +332,11 @@ def build_app(
         default_timezone=settings.default_timezone,
         locks=conv_locks,
         location=ChatLocation(location),
+        photos=photos,
+        documents=documents,
     )
+    web.service.press = dispatcher.handle  # the web page answers questions as button presses
+    web.service.ask_wait = ask_wait
     return App(
         settings=settings,
         clock=clock,
@@ -259,12 +346,15 @@ def build_app(
         tools=tools,
         memory=memory,
         agent=agent,
+        photos=photos,
         commands=commands,
         jobs=jobs,
         journal=journal,
+        meetings=meetings,
         dispatcher=dispatcher,
         channels=channels,
         web=web,
+        omi=omi,
         conversation_locks=conv_locks,
         location=location,
         location_proposals=stay_proposals,
@@ -314,6 +404,7 @@ async def start_channels(app: App) -> list[str]:
             menu=app.commands.menu(),
             transcriber=speech,
             is_known=app.dispatcher.is_known,
+            synthesizer=build_synthesizer(app.settings),
         )
         app.add_channel(telegram)
         await telegram.start(app.dispatcher.handle)
@@ -329,6 +420,9 @@ async def start_channels(app: App) -> list[str]:
         started.append("slack")
     if await start_device_channel(app):
         started.append("device")
+    if app.settings.wyoming_enabled:
+        await start_wyoming(app, speech)
+        started.append("wyoming")
     # Those messages are offered for /retry once the channels can carry the note, once each.
     await app.dispatcher.recover_unanswered(unanswered)
     # Scheduled jobs (briefings, reminders, proposals, memory's background pass): only the
@@ -338,6 +432,7 @@ async def start_channels(app: App) -> list[str]:
     else:
         app.memory.start()
     if app.settings.web_enabled:
+        app.meetings.start()  # transcripts arrive through the web API
         await app.web.start()
     return started
 
@@ -358,7 +453,15 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
         options=DeviceOptions.from_settings(app.settings),
         memory=app.memory,
     )
-    return DeviceAdapter(hub, app.settings.device_host, app.settings.device_port)
+    return DeviceAdapter(
+        hub,
+        app.settings.device_host,
+        app.settings.device_port,
+        omi=app.omi,
+        omi_idle_seconds=app.settings.omi_idle_seconds,
+        synthesizer=build_synthesizer(app.settings),
+        spool_cap_bytes=int(app.settings.device_spool_max_mb * 1_000_000),
+    )
 
 
 async def start_device_channel(app: App) -> bool:
@@ -373,6 +476,38 @@ async def start_device_channel(app: App) -> bool:
     await adapter.start(app.dispatcher.handle)
     await start_push_handover(app)
     return True
+
+
+def build_synthesizer(settings: Settings) -> Synthesizer | None:
+    """The speech output engine, or None when speech output is off."""
+    if settings.tts_engine == "off":
+        return None
+    return EspeakSynthesizer(settings.tts_voice)
+
+
+async def start_wyoming(app: App, speech: FairTranscriber) -> None:
+    """Serve Home Assistant over Wyoming (LIFEBOT_WYOMING_*)."""
+    from bot.device.wyoming import WyomingOptions, WyomingService  # noqa: PLC0415
+
+    s = app.settings
+    options = WyomingOptions(
+        host=s.wyoming_host,
+        port=s.wyoming_port,
+        user=s.wyoming_user,
+        satellites=WyomingOptions.parse_satellites(s.wyoming_satellites),
+        trusted=s.wyoming_trusted,
+        model=s.stt_model,
+    )
+    service = WyomingService(
+        options,
+        db=app.db,
+        clock=app.clock,
+        transcriber=speech,
+        synthesizer=build_synthesizer(s),
+    )
+    await app.transcriber.warm_up()
+    app.add_channel(service)
+    await service.start(app.dispatcher.handle)
 
 
 async def start_push_handover(app: App) -> None:

@@ -10,9 +10,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.agent.llm import OpenAILLM
+from bot.agent.llm import OpenAILLM, data_url, image_parts
 from bot.config import Settings
-from bot.errors import BotError
+from bot.errors import BotError, ToolError
 from storage.db import Database
 
 
@@ -403,3 +403,87 @@ async def check_jobs(settings: Settings) -> Check:
 
 
 CHECKS.append(check_jobs)
+
+
+TINY_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d49444154789c63f8cfc0f01f00050001ff89993d1d0000000049454e44ae426082"
+)
+"""A 1x1 picture: enough to learn whether the smart model accepts images."""
+
+
+async def check_vision(settings: Settings) -> Check:
+    """With ``LIFEBOT_VISION`` on, the smart model must accept an ``image_url`` part."""
+    fix = (
+        "set LIFEBOT_VISION=true with a smart model that accepts images (gpt-4o-mini, "
+        "llava or qwen2.5vl in Ollama), then run `lifebot memory reindex --images`"
+    )
+    if not settings.vision:
+        return Check(
+            "vision",
+            ok=False,
+            optional=True,
+            detail="off: photos are kept but not described",
+            fix=fix,
+        )
+    if not settings.llm_configured:
+        return Check("vision", ok=False, detail="on, but no language model is configured", fix=fix)
+    llm = _llm(settings)
+    try:
+        await llm.complete(
+            [
+                {
+                    "role": "user",
+                    "content": image_parts(
+                        "What colour is this pixel? One word.", [data_url(TINY_PNG, "image/png")]
+                    ),
+                }
+            ]
+        )
+    except BotError as exc:
+        return Check(
+            "vision",
+            ok=False,
+            detail=f"{settings.llm_model} did not take a picture: {exc}",
+            fix="use a vision model as LIFEBOT_LLM_MODEL, or set LIFEBOT_VISION=false",
+        )
+    finally:
+        await llm.close()
+    return Check("vision", ok=True, detail=f"{settings.llm_model} accepts pictures")
+
+
+CHECKS.append(check_vision)
+
+
+async def check_web_search(settings: Settings) -> Check:
+    """With a web search backend configured, one query must come back."""
+    from bot.agent.websearch import build_web_search  # noqa: PLC0415  (aiohttp only when on)
+
+    backend = build_web_search(
+        settings.web_search_backend,
+        searxng_url=settings.searxng_url,
+        brave_api_key=settings.brave_api_key,
+        brave_api_url=settings.brave_api_url,
+    )
+    if backend is None:
+        return Check(
+            "web search",
+            ok=False,
+            optional=True,
+            detail="off",
+            fix="set LIFEBOT_WEB_SEARCH=searxng with LIFEBOT_SEARXNG_URL, or "
+            "LIFEBOT_WEB_SEARCH=brave with BRAVE_API_KEY",
+        )
+    try:
+        found = await backend.search("lifebot", 3)
+    except ToolError as exc:
+        return Check(
+            "web search",
+            ok=False,
+            detail=f"{backend.name}: {exc}",
+            fix="check the URL or key; SearXNG needs `json` in search.formats of settings.yml",
+        )
+    return Check("web search", ok=True, detail=f"{backend.name}: {len(found)} results for a test")
+
+
+CHECKS.append(check_web_search)

@@ -31,6 +31,8 @@ def build_memory(settings: Settings, db: Database, llm: LLM | None, clock: Clock
         clock,
         quiet_minutes=settings.extraction_quiet_minutes,
         every_messages=settings.extraction_every_messages,
+        # Tokenised text of past searches: a cold `memory search` does not stem it all again.
+        cache_dir=settings.data_dir / "search-cache",
     )
 
 

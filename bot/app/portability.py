@@ -1,9 +1,10 @@
 """A user's data out and back in (a zip of JSON files plus their audio), deletion, backups.
 
 - ``export_user``: ``manifest.json``, one ``<table>.json`` per table and ``audio/<session>.pcm``
-  for every pendant session of theirs still in the spool.
+  for every pendant session of theirs still in the spool; ``images/`` and ``documents/``
+  hold their photos and PDFs.
 - ``import_user``: the same zip into a database that does not have that user; ids are kept.
-- ``delete_user``: every row and every audio file of one user.
+- ``delete_user``: every row, every audio file, photo and document of one user.
 - ``backup``: a consistent copy of a SQLite database (SQLite's online backup API, safe while
   ``serve`` writes) plus the audio spool and the persona file.
 """
@@ -45,6 +46,14 @@ def _spool(app: App) -> Path:
     return app.settings.data_dir / "spool"
 
 
+def _files(app: App, user_id: int) -> list[tuple[Path, str]]:
+    """The user's photo and document folders, with their folder name in an export zip."""
+    return [
+        (app.photos.store.root / str(user_id), "images"),
+        (app.settings.data_dir / "documents" / str(user_id), "documents"),
+    ]
+
+
 def _session_ids(data: dict[str, list[dict[str, Any]]]) -> list[str]:
     return [str(r["id"]) for r in data.get("devicesession", [])]
 
@@ -75,6 +84,10 @@ async def export_user(app: App, user_id: int, target: Path) -> Exported:
                 if path.exists():
                     zf.write(path, f"audio/{sid}.pcm")
                     audio += 1
+            for folder, prefix in _files(app, user_id):
+                if folder.is_dir():
+                    for path in sorted(folder.iterdir()):
+                        zf.write(path, f"{prefix}/{path.name}")  # files go with their messages
         return audio
 
     audio = await asyncio.to_thread(write)
@@ -124,6 +137,10 @@ async def import_user(app: App, path: Path) -> Exported:
                     target = spool / Path(name).name  # never a path from inside the zip
                     target.write_bytes(zf.read(name))
                     count += 1
+                for folder, prefix in _files(app, user_id):
+                    if name.startswith(f"{prefix}/") and name.count("/") == 1:
+                        folder.mkdir(parents=True, exist_ok=True)
+                        (folder / Path(name).name).write_bytes(zf.read(name))
         return count
 
     audio = await asyncio.to_thread(restore_audio)
@@ -134,7 +151,7 @@ async def import_user(app: App, path: Path) -> Exported:
 
 
 async def delete_user(app: App, user_id: int) -> Exported:
-    """Delete every row and audio file of the user."""
+    """Delete every row, audio file and photo of the user."""
     async with app.db.session() as s:
         repo = UserDataRepo(s)
         data = await repo.dump(user_id)
@@ -150,6 +167,12 @@ async def delete_user(app: App, user_id: int) -> Exported:
         return removed
 
     audio = await asyncio.to_thread(remove_audio)
+    for folder, _ in _files(app, user_id):
+        await asyncio.to_thread(shutil.rmtree, folder, True)
+    # The search term cache holds their words too.
+    app.memory.index.corpora.forget(user_id)
+    if app.memory.index.corpora.store is not None:
+        await asyncio.to_thread(app.memory.index.corpora.store.drop, user_id)
     name = str(data["user"][0]["display_name"]) if data.get("user") else str(user_id)
     return Exported(user_id, name, counts, audio)
 

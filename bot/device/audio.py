@@ -13,7 +13,7 @@ import av
 import numpy as np
 import numpy.typing as npt
 
-from bot.device.protocol import ProtocolError
+from bot.device.protocol import OMI_FRAME_SAMPLES, ProtocolError
 
 TARGET_RATE = 16_000
 """Everything after decoding runs at Whisper's rate."""
@@ -44,7 +44,9 @@ class Decoder:
         if not self._passthrough:
             self._resampler = av.AudioResampler(format="s16", layout="mono", rate=TARGET_RATE)
         self._opus: Any = None
-        if codec == "opus":
+        self.frame_samples = OMI_FRAME_SAMPLES.get(codec)
+        """Samples every packet must hold (Omi's codecs); None: any Opus packet."""
+        if codec in ("opus", *OMI_FRAME_SAMPLES):
             try:
                 self._opus = av.CodecContext.create("opus", "r")
             except (av.FFmpegError, ValueError) as exc:
@@ -56,7 +58,7 @@ class Decoder:
 
     def decode(self, data: bytes) -> Int16:
         """Decode one binary frame; raise ProtocolError(``bad_audio``) for undecodable Opus."""
-        if self.codec == "opus":
+        if self._opus is not None:
             return self._decode_opus(data)
         # A frame may end mid-sample; keep the odd bytes for the next frame instead of
         # dropping them (dropping one byte would swap every later sample's byte order).
@@ -78,6 +80,16 @@ class Decoder:
             frames = self._opus.decode(av.Packet(data))
         except (av.FFmpegError, ValueError) as exc:
             raise ProtocolError("bad_audio", f"an Opus packet could not be decoded: {exc}") from exc
+        if self.frame_samples is not None and frames:
+            # FFmpeg decodes Opus at 48 kHz whatever the stream's rate: compare durations.
+            got = round(sum(int(f.samples) for f in frames) * TARGET_RATE / frames[0].sample_rate)
+            if got != self.frame_samples:
+                # Packets of another length: the device uses another codec than it said.
+                raise ProtocolError(
+                    "bad_audio",
+                    f"{self.codec} packets hold {self.frame_samples} samples at 16 kHz "
+                    f"({self.frame_samples // 16} ms), this one {got}",
+                )
         out = [self._resample(frame) for frame in frames]
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int16)
 

@@ -36,6 +36,11 @@ MAX_ATTEMPTS = 3
 MessageHandler = Callable[[InboundMessage], Awaitable[object]]
 
 
+STT_WAITING_PER_WORKER = 12
+"""Utterances (each read into memory) that may wait per transcription worker: about what one
+30 s window holds when packed."""
+
+
 class DeviceHub:
     """Owns every session pipeline and knows which device is connected where."""
 
@@ -55,7 +60,9 @@ class DeviceHub:
         self.memory = memory
         """The memory index (``index_pending``) when the memory feature is present."""
         self.spool = Spool(options.spool_dir)
-        self.stt_slots = asyncio.Semaphore(options.stt_workers)
+        # Several utterances may wait in the transcriber at once: it packs short ones that wait
+        # together into one model window. The bound keeps audio held in memory small.
+        self.stt_slots = asyncio.Semaphore(options.stt_workers * STT_WAITING_PER_WORKER)
         self.on_message: MessageHandler | None = None
         self.choices = SpokenChoices()
         """Buttons offered to each device, answered by the next utterance."""
@@ -65,13 +72,16 @@ class DeviceHub:
         self._retiring: set[asyncio.Task[None]] = set()
         self._live: set[SessionPipeline] = set()
         """Every pipeline not yet stopped (some may have left ``sessions`` already)."""
-        self._session_deps = SessionDeps(
-            db=db,
-            clock=clock,
-            transcriber=transcriber,
+
+    def _session_deps(self) -> SessionDeps:
+        """What a new session pipeline gets (the options as they are now)."""
+        return SessionDeps(
+            db=self.db,
+            clock=self.clock,
+            transcriber=self.transcriber,
             stt_slots=self.stt_slots,
             spool=self.spool,
-            options=options,
+            options=self.options,
             connection=self.connections.get,
             outcomes=self,
         )
@@ -92,6 +102,22 @@ class DeviceHub:
         async with self.db.session() as s:
             row = await DeviceRepo(s).get(device.id)
             return row is not None and row.revoked_at is None
+
+    async def active_device(self, device_id: int) -> DeviceInfo | None:
+        """The device with this id, or None when it is unknown or revoked."""
+        async with self.db.session() as s:
+            row = await DeviceRepo(s).get(device_id)
+            if row is None or row.revoked_at is not None:
+                return None
+            return DeviceInfo.of(row)
+
+    async def active_device_named(self, name: str) -> DeviceInfo | None:
+        """The device with this name, or None when it is unknown or revoked."""
+        async with self.db.session() as s:
+            row = await DeviceRepo(s).by_name(name)
+            if row is None or row.revoked_at is not None:
+                return None
+            return DeviceInfo.of(row)
 
     async def revoked(self, device: DeviceInfo) -> bool:
         """True (and the live connection closed) once the device was revoked.
@@ -201,7 +227,7 @@ class DeviceHub:
         return new
 
     def _new_pipeline(self, row: DeviceSession, device: DeviceInfo) -> SessionPipeline:
-        pipeline = SessionPipeline(self._session_deps, row, device)
+        pipeline = SessionPipeline(self._session_deps(), row, device)
         self.sessions[row.id] = pipeline
         self._live.add(pipeline)
         return pipeline

@@ -31,6 +31,10 @@ class DeviceOptions:
     keep_audio: bool = False
     wake_phrase: str = "hey lifebot"
     stt_workers: int = 1
+    partials: bool = True
+    """Send partial transcripts of the utterance in progress (only while the model is idle)."""
+    early_final: bool = True
+    """Transcribe the likely utterance during the silence that ends it (only while idle)."""
     revoke_check_seconds: float = 2.0
     stop_grace_seconds: float = 5.0
     """On shutdown, queued work gets this long to finish; the rest resumes at the next start."""
@@ -52,6 +56,8 @@ class DeviceOptions:
             keep_audio=settings.device_keep_audio,
             wake_phrase=settings.device_wake_phrase,
             stt_workers=settings.stt_workers,
+            partials=settings.device_partials,
+            early_final=settings.device_early_final,
         )
 
     def new_vad(self, position: int) -> StreamingVad:
@@ -82,9 +88,15 @@ class Connection(Protocol):
     """A live link to a device (the WebSocket, in ``server.py``)."""
 
     device: DeviceInfo
+    speak: bool
+    """The device asked for spoken answers (``hello`` with ``speak``)."""
 
     async def send(self, frame: p.Frame) -> None:
         """Send one frame; raise ChannelError when the device is gone."""
+        ...
+
+    async def send_audio(self, data: bytes) -> None:
+        """Send one binary frame of audio; raise ChannelError when the device is gone."""
         ...
 
     async def close(self, code: int, reason: str) -> None:

@@ -14,7 +14,9 @@ PATH = "/v1/device"
 """The WebSocket endpoint."""
 
 MODES = ("ask", "ambient")
-CODECS = ("pcm16", "opus")
+CODECS = ("pcm16", "opus", "omi-opus", "omi-opus-fs320")
+OMI_FRAME_SAMPLES = {"omi-opus": 160, "omi-opus-fs320": 320}
+"""Omi firmware's Opus (16 kHz mono): codec 20 sends 10 ms packets, codec 21 (FS320) 20 ms."""
 MIN_RATE = 8000
 MAX_RATE = 48000
 OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
@@ -113,7 +115,9 @@ class Hello(Frame):
 
     type: ClassVar[str] = "hello"
     codec: str = "pcm16"
-    """``pcm16`` (little-endian signed 16-bit) or ``opus`` (one raw Opus packet per frame)."""
+    """``pcm16`` (little-endian signed 16-bit), ``opus`` (one raw Opus packet per frame), or
+    Omi firmware's Opus: ``omi-opus`` (codec 20, 10 ms packets) or ``omi-opus-fs320`` (codec
+    21, 20 ms packets), 16 kHz mono, one packet per frame without Omi's 3-byte BLE header."""
     sample_rate: int = 16000
     """8000 to 48000; resampled to 16 kHz on the server."""
     channels: int = 1
@@ -124,6 +128,8 @@ class Hello(Frame):
     """A language hint such as ``en``; None lets the model decide."""
     session_id: str | None = None
     """A session id from an earlier ``ready``, to continue that session."""
+    speak: bool = False
+    """The device has a speaker: send answers as speech too (when speech output is on)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,17 +165,30 @@ class Text(Frame):
 
 
 @dataclass(frozen=True, slots=True)
+class Start(Frame):
+    """Minimal mode: ``hello`` and ``audio-start`` in one frame.
+
+    Any ``hello`` field may be given (defaults otherwise), so a small firmware needs only
+    ``start``, binary audio, ``end``.
+    """
+
+    type: ClassVar[str] = "start"
+    hello: Hello
+
+
+@dataclass(frozen=True, slots=True)
 class Ping(Frame):
     """Heartbeat; answered with ``pong``."""
 
     type: ClassVar[str] = "ping"
 
 
-ClientFrame = Auth | Hello | AudioStart | AudioStop | Mode | Text | Ping
+ClientFrame = Auth | Hello | Start | AudioStart | AudioStop | Mode | Text | Ping
 
 _BARE: dict[str, type[AudioStart | AudioStop | Ping]] = {
     "audio-start": AudioStart,
     "audio-stop": AudioStop,
+    "end": AudioStop,  # minimal mode's name for it
     "ping": Ping,
 }
 
@@ -191,8 +210,11 @@ def _hello(data: dict[str, Any]) -> Hello:
     mode = _field(data, "mode", str, "ask")
     if codec not in CODECS:
         raise ProtocolError(
-            "unsupported_codec", f"codec {codec!r} is not supported; use pcm16 or opus"
+            "unsupported_codec",
+            f"codec {codec!r} is not supported; use pcm16, opus, omi-opus or omi-opus-fs320",
         )
+    if codec in OMI_FRAME_SAMPLES and (rate, channels) != (16000, 1):
+        raise ProtocolError("unsupported_rate", f"{codec} is 16000 Hz mono, as Omi encodes it")
     if not MIN_RATE <= rate <= MAX_RATE:
         raise ProtocolError(
             "unsupported_rate", f"sample_rate {rate} is outside {MIN_RATE} to {MAX_RATE} Hz"
@@ -210,6 +232,7 @@ def _hello(data: dict[str, Any]) -> Hello:
         mode,
         _field(data, "language", str, None),
         _field(data, "session_id", str, None),
+        _field(data, "speak", bool, False),
     )
 
 
@@ -223,6 +246,8 @@ def parse_client(raw: str) -> ClientFrame:
         raise ProtocolError("missing_type", 'every frame needs a "type"')
     if kind == "hello":
         return _hello(data)
+    if kind == "start":
+        return Start(_hello(data))
     if kind in _BARE:
         return _BARE[kind]()
     if kind == "mode":
@@ -296,6 +321,24 @@ class Reply(Frame):
     """``reply`` to a question, or a push such as ``reminder`` or ``briefing``."""
     buttons: list[dict[str, str]] = field(default_factory=list)
     """Choices ``{"label", "data"}``: answer by saying a label, or send a ``text`` frame with it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechStart(Frame):
+    """Spoken answer follows: binary frames of mono PCM16 little-endian at ``sample_rate``."""
+
+    type: ClassVar[str] = "speech-start"
+    text: str
+    """The words being spoken (one sentence-sized piece of the answer)."""
+    sample_rate: int
+    codec: str = "pcm16"
+
+
+@dataclass(frozen=True, slots=True)
+class SpeechEnd(Frame):
+    """The piece announced by ``speech-start`` is complete."""
+
+    type: ClassVar[str] = "speech-end"
 
 
 @dataclass(frozen=True, slots=True)

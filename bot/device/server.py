@@ -10,6 +10,7 @@ import asyncio
 import errno
 import logging
 import time
+import urllib.parse
 import uuid
 from http import HTTPStatus
 from typing import Any
@@ -37,11 +38,20 @@ class WsConnection:
     def __init__(self, ws: ServerConnection, device: DeviceInfo) -> None:
         self.ws = ws
         self.device = device
+        self.speak = False
+        """Set by the latest ``hello``: the device wants spoken answers."""
 
     async def send(self, frame: p.Frame) -> None:
         """Send one frame; ChannelError when the device is gone."""
         try:
             await self.ws.send(frame.to_wire())
+        except ConnectionClosed as exc:
+            raise ChannelError(f"device {self.device.name} is not connected") from exc
+
+    async def send_audio(self, data: bytes) -> None:
+        """Send one binary frame; ChannelError when the device is gone."""
+        try:
+            await self.ws.send(data)
         except ConnectionClosed as exc:
             raise ChannelError(f"device {self.device.name} is not connected") from exc
 
@@ -105,7 +115,11 @@ class DeviceServer:
 
     async def _authenticate(self, ws: ServerConnection) -> DeviceInfo | None:
         header = ws.request.headers.get("Authorization", "") if ws.request else ""
-        if header:
+        in_url = _url_token(ws.request.path) if ws.request else None
+        if in_url is not None:
+            # Minimal mode: firmware whose WebSocket library cannot set headers.
+            token = in_url
+        elif header:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 await ws.close(p.CLOSE_UNAUTHORIZED, "use Authorization: Bearer TOKEN")
@@ -139,7 +153,9 @@ class DeviceServer:
         always let through: a flood of idle sockets cannot lock a real pendant out.
         """
         addr = str(ws.remote_address[0]) if ws.remote_address else "?"
-        if ws.request is not None and ws.request.headers.get("Authorization"):
+        if ws.request is not None and (
+            ws.request.headers.get("Authorization") or _url_token(ws.request.path)
+        ):
             return addr
         opts = self.hub.options
         if (
@@ -267,6 +283,10 @@ class _Session:
             await self.conn.send(p.Pong())
         elif isinstance(frame, p.Hello):
             await self.hello(frame)
+        elif isinstance(frame, p.Start):
+            await self.hello(frame.hello)
+            if self.pipeline is not None:
+                await self.pipeline.push_to_talk(start=True)
         elif isinstance(frame, p.Auth):
             return  # already authenticated (a client that sends both header and frame)
         elif self.pipeline is None:
@@ -293,7 +313,15 @@ class _Session:
             await self.storage_error(exc)
             return
         self.decoder, self.pipeline = decoder, pipeline
+        self.conn.speak = hello.speak
         await self.conn.send(p.Ready(self.pipeline.id, resumed=resumed, mode=self.pipeline.mode))
+
+
+def _url_token(path: str) -> str | None:
+    """The ``token`` query parameter of the upgrade request, if any."""
+    query = urllib.parse.urlsplit(path).query
+    values = urllib.parse.parse_qs(query).get("token")
+    return values[0].strip() if values and values[0].strip() else None
 
 
 def _short_id() -> str:

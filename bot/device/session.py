@@ -10,6 +10,7 @@ queues hold offsets and short texts, never audio.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ CATCH_UP_CHUNK = TARGET_RATE * 30
 CURSOR_EVERY = TARGET_RATE * 30
 """Persist the VAD cursor at least this often through long silences."""
 SYNC_EVERY_SECONDS = 1.0
+PARTIAL_EVERY = TARGET_RATE
+"""Samples of new speech between two partial transcripts of the utterance in progress."""
 
 
 class SessionOutcomes(Protocol):
@@ -77,7 +80,8 @@ class SessionDeps:
     clock: Clock
     transcriber: Transcriber
     stt_slots: asyncio.Semaphore
-    """Shared by every session: at most ``stt_workers`` transcriptions at once."""
+    """Shared by every session: bounds the utterances read into memory and waiting for the
+    transcriber (which packs those that wait together into one window)."""
     spool: Spool
     options: DeviceOptions
     """VAD settings (``new_vad``) and the wake phrase."""
@@ -109,6 +113,14 @@ class SessionPipeline:
         self._ask_next = False
         self._audio_lock = asyncio.Lock()
         self._heard_ambient = False
+        self.next_seq = row.next_seq
+        """The ``seq`` the next utterance will get (partials carry its ``segment_id``)."""
+        self._guess: tuple[tuple[int, int], asyncio.Task[Transcript]] | None = None
+        """The likely next utterance (start, end), transcribing before VAD decided it ended."""
+        self._early: dict[tuple[int, int], asyncio.Task[Transcript]] = {}
+        """Guesses that proved right: cut utterances whose transcription already started."""
+        self._partial: asyncio.Task[None] | None = None
+        self._partial_at = 0
         self._work = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -196,9 +208,12 @@ class SessionPipeline:
 
     async def stop(self) -> None:
         """Cancel the workers and close the file; unfinished work stays pending on disk."""
-        for task in self._tasks:
+        extra = [*self._early.values(), *([self._partial] if self._partial else [])]
+        if self._guess is not None:
+            extra.append(self._guess[1])
+        for task in [*self._tasks, *extra]:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*self._tasks, *extra, return_exceptions=True)
         await asyncio.to_thread(self.spool.close)
 
     # --- input ------------------------------------------------------------------------------
@@ -207,6 +222,9 @@ class SessionPipeline:
         """Spool decoded audio, then run VAD over it."""
         if pcm.size == 0:
             return
+        if self.deps.spool.full:
+            # At the disk cap with nothing transcribed left to delete: keep what is stored.
+            raise OSError(errno.ENOSPC, "the audio spool reached LIFEBOT_DEVICE_SPOOL_MAX_MB")
         async with self._audio_lock:
             if self._anchor_due:
                 # The first audio of a connection: pin its wall time (for ambient timestamps).
@@ -224,10 +242,14 @@ class SessionPipeline:
             events = await asyncio.to_thread(self.vad.feed, samples)
             if events.speech_started:
                 await self.send_quietly(p.Vad("speech"))
+            if events.likely_end is not None:
+                self._transcribe_early(events.likely_end)
             for cut in events.cuts or []:
                 await self._cut(cut)
             if events.speech_ended:
                 await self.send_quietly(p.Vad("silence"))
+            if events.speaking is not None and not events.cuts:
+                self._maybe_partial(events.speaking)
             if self.vad.safe_cursor - self.cursor_saved >= CURSOR_EVERY:
                 await self._save_cursor(self.vad.safe_cursor)
 
@@ -287,6 +309,18 @@ class SessionPipeline:
             )
             assert seg.id is not None
             utt = Utterance(seg.id, seg.seq, cut.start, cut.end, seg.mode, seg.spoken_at)
+        self.next_seq = max(self.next_seq, seg.seq + 1)
+        if self._guess is not None:
+            key, task = self._guess
+            self._guess = None
+            if key == (cut.start, cut.end):
+                self._early[key] = task
+            else:
+                task.cancel()
+        if self._partial is not None:
+            self._partial.cancel()  # the final follows; a late partial would only confuse
+            self._partial = None
+        self._partial_at = 0
         self.cursor_saved = max(self.cursor_saved, cut.end)
         self._queue(utt)
         # An empty partial announces the utterance: the device knows a final will follow.
@@ -337,6 +371,60 @@ class SessionPipeline:
         except ChannelError:
             log.debug("device %s left before a %s frame", self.device.name, frame.type)
 
+    # --- optional work while the model is idle ----------------------------------------------
+
+    def _transcribe_early(self, cut: Cut) -> None:
+        """Start on the utterance VAD will most likely cut, during the silence that ends it.
+
+        VAD must hear ``LIFEBOT_DEVICE_VAD_SILENCE_MS`` of silence before it ends an utterance;
+        the audio of that utterance is known once the padding after the speech is in, so its
+        transcript is usually ready when the cut comes. If speech resumes the guess is dropped.
+        Only when the model is idle: under load this would take turns from real utterances.
+        """
+        if self._guess is not None:
+            self._guess[1].cancel()  # speech came back after the last guess
+            self._guess = None
+        if not self.deps.options.early_final or not self.deps.transcriber.idle:
+            return
+        task = asyncio.create_task(
+            self._read_and_transcribe(cut.start, cut.end), name=f"stt-early-{self.id}"
+        )
+        self._guess = ((cut.start, cut.end), task)
+
+    def _maybe_partial(self, speaking: Cut) -> None:
+        """Every second of speech, a partial transcript of the utterance so far (if idle)."""
+        if not self.deps.options.partials or self.conn is None or self.vad.in_silence:
+            return  # in a pause the utterance may be about to end: leave the model to its final
+        if speaking.end - max(self._partial_at, speaking.start) < PARTIAL_EVERY:
+            return
+        if self._partial is not None and not self._partial.done():
+            return
+        if not self.deps.transcriber.idle:
+            return
+        self._partial_at = speaking.end
+        self._partial = asyncio.create_task(self._send_partial(speaking), name=f"partial-{self.id}")
+
+    async def _send_partial(self, speaking: Cut) -> None:
+        seq = self.next_seq
+        try:
+            heard = await self._read_and_transcribe(speaking.start, speaking.end)
+        except TranscriptionError:
+            return  # a partial is a courtesy; the final will report a real failure
+        if heard.text.strip() and self.next_seq == seq:
+            frame = p.Transcript(
+                heard.text.strip(),
+                final=False,
+                segment_id=f"{self.id}:{seq}",
+                start=round(speaking.start / TARGET_RATE, 3),
+                end=round(speaking.end / TARGET_RATE, 3),
+            )
+            await self.send_quietly(frame)
+
+    async def _read_and_transcribe(self, start: int, end: int) -> Transcript:
+        async with self.deps.stt_slots:
+            audio = await asyncio.to_thread(read_samples, self.spool.path, start, end)
+            return await self.deps.transcriber.transcribe_pcm(audio, language=self.language)
+
     # --- workers ----------------------------------------------------------------------------
 
     async def _transcribe_loop(self) -> None:
@@ -352,19 +440,19 @@ class SessionPipeline:
                 self._done()
 
     async def _transcribe(self, utt: Utterance) -> None:
-        async with self.deps.stt_slots:
-            audio = await asyncio.to_thread(read_samples, self.spool.path, utt.start, utt.end)
-            try:
-                heard: Transcript = await self.deps.transcriber.transcribe_pcm(
-                    audio, language=self.language
-                )
-            except TranscriptionError as exc:
-                log.warning("could not transcribe %s:%s: %s", self.id, utt.seq, exc)
-                await self.deps.outcomes.finish(utt, "failed", "", str(exc))
-                await self.send_quietly(
-                    p.Error("transcription_failed", f"utterance {utt.seq} kept for a retry")
-                )
-                return
+        early = self._early.pop((utt.start, utt.end), None)
+        try:
+            if early is not None and not early.cancelled():
+                heard: Transcript = await early  # started during the silence that ended it
+            else:
+                heard = await self._read_and_transcribe(utt.start, utt.end)
+        except TranscriptionError as exc:
+            log.warning("could not transcribe %s:%s: %s", self.id, utt.seq, exc)
+            await self.deps.outcomes.finish(utt, "failed", "", str(exc))
+            await self.send_quietly(
+                p.Error("transcription_failed", f"utterance {utt.seq} kept for a retry")
+            )
+            return
         item = self._route(utt, heard.text.strip())
         await self.send_quietly(
             self._transcript_frame(utt, item.text, final=True, question=item.route == "ask")

@@ -56,6 +56,8 @@ class SimResult:
     close_reason: str = ""
     audio_done_at: float = 0.0
     """``time.monotonic()`` when the last audio frame was sent."""
+    speech: bytes = b""
+    """Spoken answers received (binary frames after ``speech-start``), PCM16 mono."""
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         """Frames of one type."""
@@ -122,6 +124,8 @@ async def _receive(ws: ClientConnection, col: _Collector) -> None:
         async for raw in ws:
             if isinstance(raw, str):
                 col.add(p.Frame.from_wire(raw))
+            else:
+                col.result.speech += raw
     except ConnectionClosed:
         pass
     finally:
@@ -143,6 +147,7 @@ async def simulate(
     session_id: str | None = None,
     wait_seconds: float = 60.0,
     printer: Callable[[dict[str, Any]], None] | None = None,
+    speak: bool = False,
 ) -> SimResult:
     """Stream ``wav`` then wait until every utterance is transcribed (and answered in ask)."""
     audio = read_wav(wav)
@@ -155,7 +160,16 @@ async def simulate(
         try:
             async with asyncio.timeout(wait_seconds):
                 await _stream(
-                    ws, col, audio, mode, realtime, chunk_ms, tail_seconds, push_to_talk, session_id
+                    ws,
+                    col,
+                    audio,
+                    mode,
+                    realtime,
+                    chunk_ms,
+                    tail_seconds,
+                    push_to_talk,
+                    session_id,
+                    speak,
                 )
                 while not col.settled and col.result.close_code is None:
                     col.changed.clear()
@@ -178,8 +192,9 @@ async def _stream(
     tail_seconds: float,
     push_to_talk: bool,
     session_id: str | None,
+    speak: bool = False,
 ) -> None:
-    hello = {
+    hello: dict[str, Any] = {
         "type": "hello",
         "codec": "pcm16",
         "sample_rate": audio.rate,
@@ -189,6 +204,8 @@ async def _stream(
     }
     if session_id:
         hello["session_id"] = session_id
+    if speak:
+        hello["speak"] = True
     await ws.send(json.dumps(hello))
     await asyncio.wait_for(col.ready.wait(), 10)
     step = max(2 * audio.channels, int(audio.rate * chunk_ms / 1000) * 2 * audio.channels)

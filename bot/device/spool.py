@@ -27,6 +27,8 @@ class Spool:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.full = False
+        """Set by the spool keeper at its disk cap: new audio is refused (ENOSPC)."""
 
     def path(self, session_id: str) -> Path:
         """The audio file of a session (ids are checked: they come from the network)."""

@@ -42,6 +42,11 @@ class VadEvents:
     speech_started: bool = False
     cuts: list[Cut] | None = None
     speech_ended: bool = False
+    likely_end: Cut | None = None
+    """The utterance as it will be cut if the silence that began goes on (its end is final
+    once the silence is longer than the padding): transcribe it early, keep it if it is cut."""
+    speaking: Cut | None = None
+    """The utterance still in progress, from its start to the audio seen (for partials)."""
 
 
 def _silero() -> Any:
@@ -79,6 +84,7 @@ class StreamingVad:
         self.in_speech = False
         self._speech_start = 0
         self._silence_from = 0
+        self._likely_sent = False
         self._pending = np.zeros(0, dtype=np.float32)
         self._h = np.zeros((1, 1, 128), dtype=np.float32)
         self._c = np.zeros((1, 1, 128), dtype=np.float32)
@@ -89,6 +95,11 @@ class StreamingVad:
     def buffered(self) -> int:
         """Samples waiting for a full window."""
         return int(self._pending.size)
+
+    @property
+    def in_silence(self) -> bool:
+        """Inside an utterance, in a pause that may end it."""
+        return self.in_speech and bool(self._silence_from)
 
     @property
     def safe_cursor(self) -> int:
@@ -128,8 +139,19 @@ class StreamingVad:
                 continue
             if prob >= self.threshold:
                 self._silence_from = 0
+                self._likely_sent = False
             elif prob < self.neg_threshold and not self._silence_from:
                 self._silence_from = at
+            if (
+                self._silence_from
+                and not self._likely_sent
+                and self.position - self._silence_from >= self.pad
+                and self._silence_from - self._speech_start >= self.min_speech
+            ):
+                # The padded end is in: this is the cut unless speech comes back.
+                self._likely_sent = True
+                start = max(self.floor, self._speech_start - self.pad)
+                events.likely_end = Cut(start, self._silence_from + self.pad)
             if self._silence_from and self.position - self._silence_from >= self.min_silence:
                 cut = self._close(self._silence_from)
                 events.speech_ended = True
@@ -143,6 +165,8 @@ class StreamingVad:
                 self.in_speech = True
                 self._speech_start = self.position
         events.cuts = cuts or None
+        if self.in_speech:
+            events.speaking = Cut(max(self.floor, self._speech_start - self.pad), self.position)
         return events
 
     def _close(self, speech_end: int, *, pad: bool = True) -> Cut | None:
@@ -150,6 +174,7 @@ class StreamingVad:
         start = max(self.floor, self._speech_start - self.pad)
         end = min(self.position, speech_end + self.pad) if pad else speech_end
         self._silence_from = 0
+        self._likely_sent = False
         if speech_end - self._speech_start < self.min_speech:
             return None  # a click or a cough: too short to be words
         self.floor = end

@@ -18,7 +18,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot import logctx
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
+from bot.agent.documents import Documents, is_document
 from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
+from bot.agent.photos import NO_VISION, Photos, Seen, is_image, saw
 from bot.agent.turn import Agent, TurnOutcome
 from bot.clock import Clock, zone
 from bot.dispatch.commands import Commands
@@ -28,6 +30,7 @@ from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
 from bot.locks import ConversationLock, KeyedLocks
 from bot.messages import (
     Address,
+    Attachment,
     Button,
     Citation,
     Image,
@@ -97,6 +100,8 @@ class Dispatcher:
         default_timezone: str = "UTC",
         locks: ConversationLock[int] | None = None,
         location: LocationSink | None = None,
+        photos: Photos | None = None,
+        documents: Documents | None = None,
     ) -> None:
         self.db = db
         self.agent = agent
@@ -113,6 +118,10 @@ class Dispatcher:
         """Serialises the turns of one conversation (by conversation id)."""
         self.location = location
         """Where shared positions go (never to the agent); None: location is not built."""
+        self.photos = photos
+        """Keeps and describes pictures sent with messages; None: pictures are not read."""
+        self.documents = documents
+        """Keeps and indexes PDF documents sent with messages; None: they are not read."""
 
     async def is_known(self, channel: str, account: str, sender_id: str) -> bool:
         """May this sender use lifebot (paired, linked or allowlisted)?
@@ -205,6 +214,8 @@ class Dispatcher:
                 )
             )
             return DispatchResult("failed")
+        finally:
+            msg.accept()  # stored, dropped or failed: the channel may acknowledge it now
 
     async def _shared_location(
         self, msg: InboundMessage, shared: SharedLocation, sink: LocationSink
@@ -273,6 +284,8 @@ class Dispatcher:
                     await UserRepo(s).touch_identity(res.identity, msg.address.chat_id)
                 conv_id = conv.id
                 logctx.add(user=res.user.id, conversation=conv.id, turn=message_id)
+        # Stored in its conversation: a webhook may answer now (the turn follows).
+        msg.accept()
         user = res.user
         if user is None:
             reply = res.reply or ""
@@ -318,15 +331,38 @@ class Dispatcher:
         self, user: User, conv_id: int, msg: InboundMessage, message_id: int
     ) -> DispatchResult:
         text = msg.callback_data if msg.callback_data is not None else msg.text
+        pictures = [a for a in msg.attachments if is_image(a)]
+        docs = [a for a in msg.attachments if is_document(a)]
+        if docs and self.documents is not None:
+            done = await self._read(self.documents, user, conv_id, msg, message_id, docs)
+            if done is not None and not pictures:
+                return done
+        if pictures and self.photos is not None:
+            return await self._photo_turn(self.photos, user, conv_id, msg, message_id, pictures)
         line = self.commands.command_line(msg)
+        if line is None:  # perhaps the answer to a question we asked ("What was this place?")
+            line = await self.commands.answer_line(user, msg)
         if line is not None:
             reply = await self.commands.handle(user, msg, conv_id, line)
             if reply.retry_message_id is not None:
                 return await self._retry(user, conv_id, msg, reply.retry_message_id, message_id)
-            async with self.db.session() as s:
-                await MessageRepo(s).set_status(user.id or 0, message_id, "answered")
+            if reply.resume_text is not None:  # a question back was answered: go on
+                return await self._answer(
+                    user,
+                    conv_id,
+                    msg.address,
+                    reply.resume_text,
+                    message_id,
+                    msg.message_id,
+                    trusted=not msg.overheard,
+                )
             for note in reply.notify:
                 await self._send_quietly(note)
+            uid = user.id or 0
+
+            async def answered(s: AsyncSession) -> None:
+                await MessageRepo(s).set_status(uid, message_id, "answered")
+
             receipt, _ = await self._deliver(
                 user,
                 conv_id,
@@ -336,11 +372,109 @@ class Dispatcher:
                 in_reply_to=message_id,
                 buttons=reply.buttons,
                 image=reply.image,
+                also=answered,
             )
             return DispatchResult("command", reply.text, receipt)
         return await self._answer(
-            user, conv_id, msg.address, text, message_id, msg.message_id, trusted=not msg.overheard
+            user,
+            conv_id,
+            msg.address,
+            text,
+            message_id,
+            msg.message_id,
+            trusted=not msg.overheard,
+            spoken=any(a.kind in ("voice", "audio") for a in msg.attachments),
         )
+
+    async def _read(
+        self,
+        documents: Documents,
+        user: User,
+        conv_id: int,
+        msg: InboundMessage,
+        message_id: int,
+        docs: list[Attachment],
+    ) -> DispatchResult | None:
+        """Keep and index documents; the answer when no words came with them (else None)."""
+        assert user.id is not None
+        read = [await documents.keep(user.id, message_id, a, n) for n, a in enumerate(docs)]
+        said = "\n".join(r.reply() for r in read)
+        if not msg.text.strip():
+            return await self._say(user, conv_id, msg, message_id, said)
+        await self._send_quietly(
+            OutboundMessage(msg.address, said, reply_to=msg.message_id, kind="notice")
+        )
+        return None
+
+    async def _photo_turn(
+        self,
+        photos: Photos,
+        user: User,
+        conv_id: int,
+        msg: InboundMessage,
+        message_id: int,
+        pictures: list[Attachment],
+    ) -> DispatchResult:
+        """Keep the pictures, describe them (vision), then answer the words sent with them."""
+        assert user.id is not None
+        urls = await photos.keep(user.id, message_id, pictures)
+        problem: str | None = None
+        seen: list[Seen] = []
+        if not photos.vision:
+            problem = NO_VISION
+        else:
+            try:
+                seen = await photos.describe(user.id, message_id, urls)
+            except AgentError as exc:
+                log.warning("could not describe a picture for user %s: %s", user.id, exc)
+                problem = (
+                    f"I saved your photo, but I couldn't look at it just now ({exc}). "
+                    "`lifebot memory reindex --images` will describe it later."
+                )
+        if msg.text.strip():
+            if problem is not None:
+                await self._send_quietly(
+                    OutboundMessage(msg.address, problem, reply_to=msg.message_id, kind="notice")
+                )
+            return await self._answer(
+                user,
+                conv_id,
+                msg.address,
+                msg.text,
+                message_id,
+                msg.message_id,
+                trusted=not msg.overheard,
+                images=urls if photos.vision and problem is None else (),
+            )
+        if problem is not None:
+            return await self._say(user, conv_id, msg, message_id, problem, assistant=False)
+        return await self._say(user, conv_id, msg, message_id, saw(seen))
+
+    async def _say(
+        self,
+        user: User,
+        conv_id: int,
+        msg: InboundMessage,
+        message_id: int,
+        reply: str,
+        *,
+        assistant: bool = True,
+    ) -> DispatchResult:
+        """Answer a message with fixed words (no model turn); it counts as answered."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            await MessageRepo(s).set_status(user.id, message_id, "answered")
+        receipt, reply_id = await self._deliver(
+            user,
+            conv_id,
+            msg.address,
+            reply,
+            reply_to=msg.message_id,
+            in_reply_to=message_id,
+            assistant=assistant,
+        )
+        turn = StoredTurn(user.id, conv_id, message_id, reply_id, "answered")
+        return DispatchResult("answered", reply, receipt, turn)
 
     async def _retry(
         self, user: User, conv_id: int, msg: InboundMessage, pending_id: int, retry_msg_id: int
@@ -372,7 +506,10 @@ class Dispatcher:
         reply_to: str | None,
         *,
         trusted: bool = True,
+        images: Sequence[str] = (),
+        spoken: bool = False,
     ) -> DispatchResult:
+        """One agent turn, stored and delivered; ``spoken``: the question was a voice note."""
         assert user.id is not None
         adapter = self.adapters.get(address.channel)
         stream: ReplyStream | None = None
@@ -393,27 +530,31 @@ class Dispatcher:
         status = "answered"
         try:
             outcome = await self.agent.answer(
-                user, conv_id, text, message_id, on_event, trusted=trusted
+                user, conv_id, text, message_id, on_event, trusted=trusted, images=images
             )
         except AgentError as exc:
             log.warning("LLM unavailable for user %s: %s", user.id, exc)
             outcome = TurnOutcome(llm_down_text(exc))
             status = "llm_down"
-        async with self.db.session() as s:
+        user_id = user.id
+
+        async def store_turn(s: AsyncSession) -> None:
             repo = MessageRepo(s)
             for item in outcome.transcript:
                 await repo.add(
-                    user.id,
+                    user_id,
                     conv_id,
                     role=item["role"],
                     text=str(item.get("content") or ""),
                     tool_calls=item.get("tool_calls"),
                     tool_call_id=item.get("tool_call_id"),
                     reply_to_id=message_id,
+                    flush=False,
                 )
             await repo.set_status(
-                user.id, message_id, "pending_retry" if status == "llm_down" else "answered"
+                user_id, message_id, "pending_retry" if status == "llm_down" else "answered"
             )
+
         receipt, reply_id = await self._deliver(
             user,
             conv_id,
@@ -424,6 +565,9 @@ class Dispatcher:
             citations=outcome.citations,
             stream=stream,
             assistant=status == "answered",
+            speak=user.voice_replies == "always" or (user.voice_replies == "inbound" and spoken),
+            buttons=outcome.buttons,
+            also=store_turn,
         )
         turn = StoredTurn(user.id, conv_id, message_id, reply_id, status)
         return DispatchResult(status, outcome.text, receipt, turn)
@@ -453,10 +597,18 @@ class Dispatcher:
         stream: ReplyStream | None = None,
         assistant: bool = True,
         image: Image | None = None,
+        speak: bool = False,
+        also: Callable[[AsyncSession], Awaitable[None]] | None = None,
     ) -> tuple[Receipt | None, int]:
-        """Store the reply, send it, then store the channel's receipt; (receipt, row id)."""
+        """Store the reply, send it, then store the channel's receipt; (receipt, row id).
+
+        ``also`` writes the rest of the turn (transcript, the inbound message's status) in
+        the reply's own unit of work: one commit stores the whole turn.
+        """
         assert user.id is not None
         async with self.db.session() as s:
+            if also is not None:
+                await also(s)
             row = await MessageRepo(s).add(
                 user.id,
                 conv_id,
@@ -475,6 +627,7 @@ class Dispatcher:
             citations=[_local(Citation.from_dict(c), user.timezone) for c in citations or []],
             reply_to=reply_to,
             image=image,
+            speak=speak,
         )
         assert row.id is not None
         user_id, row_id = user.id, row.id

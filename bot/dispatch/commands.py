@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from bot.agent.rules import RULE_CATEGORY
 from bot.clock import Clock
 from bot.dispatch.identity import LINK_TTL, approve, confirm_link, issue_link_code
 from bot.messages import Address, Button, Image, InboundMessage, OutboundMessage
 from storage.db import Database
 from storage.models import User
+from storage.repos.answers import AnswerRepo
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
 from storage.repos.tasks import TaskRepo
@@ -45,15 +48,25 @@ class CommandReply:
     buttons: list[Button] = field(default_factory=list)
     retry_message_id: int | None = None
     """Set by /retry: dispatch re-runs the agent on this stored message."""
+    resume_text: str | None = None
+    """Set by /answer: dispatch runs the agent on this text (a request plus its answer)."""
     notify: list[OutboundMessage] = field(default_factory=list)
     """Messages to send to other people (the welcome after /approve)."""
     image: Image | None = None
     """A picture to send with the reply (a journal chart)."""
+    expect: str | None = None
+    """The reply asks a question: the user's next plain message completes this command line
+    (``/place name 12`` + "climbing hall")."""
 
 
 CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]
 Trigger = Callable[[InboundMessage], str | None]
 """Turns a plain message into a command line ("journal: ..." -> "/journal ..."), or None."""
+
+ANSWER_TTL = timedelta(hours=1)
+"""How long a question asked in a command's reply waits for the answer."""
+MAX_ANSWER = 120
+"""Longer messages are not taken as a short answer (a name, a title)."""
 
 PUBLIC_COMMANDS = frozenset({"start", "help"})
 """The only commands answered in a group or channel: every other answer is private (codes,
@@ -132,7 +145,28 @@ class Commands:
                 f"I only answer /{name} in a private chat with me, so nothing of yours shows "
                 "up where others can read it. Send it to me directly."
             )
-        return await entry[0](CommandContext(user, msg, conversation_id, args))
+        reply = await entry[0](CommandContext(user, msg, conversation_id, args))
+        if reply.expect is not None and user.id is not None:
+            now = self.clock.now()
+            async with self.db.session() as s:
+                await AnswerRepo(s).ask(user.id, reply.expect, now, now + ANSWER_TTL)
+        return reply
+
+    async def answer_line(self, user: User, msg: InboundMessage) -> str | None:
+        """The command a plain message completes when it answers our open question; else None.
+
+        Only the very next plain message counts: anything else (a question of its own, a long
+        message) clears the question and goes to the agent as usual.
+        """
+        # Overheard speech (a pendant listening to a room) never answers for the person.
+        if user.id is None or msg.callback_data is not None or not msg.private or msg.overheard:
+            return None
+        async with self.db.session() as s:
+            command = await AnswerRepo(s).take(user.id, self.clock.now())
+        text = msg.text.strip()
+        if command is None or not _short_answer(text):
+            return None
+        return f"{command} {text}"
 
     async def _start(self, ctx: CommandContext) -> CommandReply:
         return CommandReply(
@@ -192,7 +226,15 @@ class Commands:
             facts = await FactRepo(s).active(ctx.user_id)
         if not facts:
             return CommandReply("I don't know anything about you yet.")
-        return CommandReply("\n".join(f"#{f.id} {f.text}" for f in facts))
+        rules = [f for f in facts if f.category == RULE_CATEGORY]
+        soft = [f for f in facts if f.category != RULE_CATEGORY]
+        if not rules:
+            return CommandReply("\n".join(f"#{f.id} {f.text}" for f in soft))
+        # Rules are kept apart: they are always followed, and checked where a tool can.
+        parts = ["Rules (always followed):", *(f"#{f.id} {f.text}" for f in rules)]
+        if soft:
+            parts += ["", "Facts:", *(f"#{f.id} {f.text}" for f in soft)]
+        return CommandReply("\n".join(parts))
 
     async def _forget(self, ctx: CommandContext) -> CommandReply:
         arg = ctx.args.lstrip("#")
@@ -251,3 +293,8 @@ class Commands:
         if pending is None or pending.id is None:
             return CommandReply("There is nothing waiting to be answered.")
         return CommandReply("", retry_message_id=pending.id)
+
+
+def _short_answer(text: str) -> bool:
+    """A name or a title: one short line, not a question."""
+    return 0 < len(text) <= MAX_ANSWER and "\n" not in text and not text.endswith("?")

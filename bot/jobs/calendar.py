@@ -12,16 +12,17 @@ _ICS_LINE = 75
 
 
 def event_line(e: CalendarEvent, tz: ZoneInfo, *, with_day: bool = True) -> str:
-    """``#4 Thu 12 Jun 15:00-16:00 Coffee (Blue Bottle; with Ana)``."""
+    """``#4 Thu 12 Jun 15:00-16:00 Coffee (Blue Bottle; with Ana)``; ``... all day ...``."""
     start, end = e.start_at.astimezone(tz), e.end_at.astimezone(tz)
     day = f"{start:%a} {start.day} {start:%b} " if with_day else ""
+    when = "all day" if e.all_day else f"{start:%H:%M}-{end:%H:%M}"
     extra = []
     if e.place:
         extra.append(e.place)
     if e.people:
         extra.append("with " + ", ".join(e.people))
     tail = f" ({'; '.join(extra)})" if extra else ""
-    return f"#{e.id} {day}{start:%H:%M}-{end:%H:%M} {e.title}{tail}"
+    return f"#{e.id} {day}{when} {e.title}{tail}"
 
 
 def _escape(text: str) -> str:

@@ -12,9 +12,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from bot.clock import Clock, zone
 from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.errors import CalendarError
 from bot.jobs.calendar import event_line
-from bot.jobs.localtime import hhmm, in_quiet_hours, local_instant, parse_hhmm
+from bot.jobs.localtime import day_first, hhmm, in_quiet_hours, local_instant, parse_hhmm
 from bot.jobs.phrases import PhraseError
+from bot.jobs.proposals import proposal_buttons
 from bot.jobs.service import Jobs
 from storage.db import Database
 from storage.models import User
@@ -73,10 +75,20 @@ class JobCommands:
             ("tz", self.tz, "set your time zone (/tz Europe/Lisbon or /tz Lisbon)"),
             ("remind", self.remind, "set a reminder (/remind at 5pm to call mom)"),
             ("reminders", self.reminders, "list reminders; /reminders cancel ID"),
-            ("proposal", self.proposal, "answer a proposed event: /proposal yes ID | no ID"),
-            ("calendar", self.calendar, "your events for the next 7 days"),
+            (
+                "proposal",
+                self.proposal,
+                "answer a proposed event: /proposal yes ID | no ID | rename ID TITLE",
+            ),
+            (
+                "calendar",
+                self.calendar,
+                "your next 7 days; /calendar add URL | list | remove ID (your own calendars)",
+            ),
             ("channel", self.channel, "where pushes go first: /channel telegram | auto"),
+            ("dates", self.dates, "how you write dates: /dates day-first | month-first | auto"),
             ("settings", self.settings, "your time zone, briefing and quiet hours"),
+            ("voice", self.voice, "answers as voice notes too: /voice off | inbound | always"),
         ):
             commands.register(name, fn, help_text)
 
@@ -98,12 +110,27 @@ class JobCommands:
             s.add(user)
             return user
 
+    async def voice(self, ctx: CommandContext) -> CommandReply:
+        """/voice off | inbound | always: answers as voice notes too (where the channel can)."""
+        arg = ctx.args.strip().lower()
+        words = {
+            "off": "Answers come as text only.",
+            "inbound": "When you send a voice note, the answer comes as text and a voice note.",
+            "always": "Every answer comes as text and a voice note.",
+        }
+        if arg in words:
+            await self._update(ctx.user_id, voice_replies=arg)
+            return CommandReply(f"{words[arg]} /voice off | inbound | always changes it.")
+        now = words.get(ctx.user.voice_replies, words["off"])
+        return CommandReply(f"{now}\nUse /voice off | inbound | always.")
+
     async def briefing(self, ctx: CommandContext) -> CommandReply:
         """/briefing now | at HH:MM | on | off."""
         arg = ctx.args.strip().lower()
         now = self.clock.now()
         user = ctx.user
         if arg == "now":
+            await self.jobs.calendars.refresh_user(user, now)  # the user's own calendars, fresh
             text, _ = await self.jobs.briefings.compose(user, now)
             return CommandReply(text)
         if arg in ("off", "stop"):
@@ -215,14 +242,24 @@ class JobCommands:
         return CommandReply(await self.jobs.reminders.listing(ctx.user, self.clock.now()))
 
     async def proposal(self, ctx: CommandContext) -> CommandReply:
-        """/proposal yes ID | no ID (what the Yes/No buttons send)."""
+        """/proposal yes ID | no ID | rename ID [TITLE] (what the buttons send)."""
         parts = ctx.args.split()
         now = self.clock.now()
+        if len(parts) >= 2 and parts[0].lower() == "rename" and parts[1].lstrip("#").isdigit():
+            ident = int(parts[1].lstrip("#"))
+            title = ctx.args.split(maxsplit=2)[2] if len(parts) > 2 else ""
+            if not title:
+                return CommandReply(
+                    "What should I call it? Send me the new title.",
+                    expect=f"/proposal rename {ident}",
+                )
+            said = await self.jobs.proposals.rename(ctx.user, ident, title, now)
+            return await self._with_rest(ctx, ident, said)
         if len(parts) == 2 and parts[0].lower() in ("yes", "no") and parts[1].lstrip("#").isdigit():
             yes = parts[0].lower() == "yes"
-            return CommandReply(
-                await self.jobs.proposals.answer(ctx.user, int(parts[1].lstrip("#")), yes, now)
-            )
+            ident = int(parts[1].lstrip("#"))
+            said = await self.jobs.proposals.answer(ctx.user, ident, yes, now)
+            return await self._with_rest(ctx, ident, said)
         async with self.db.session() as s:
             pending = await CalendarRepo(s).pending_proposals(ctx.user_id, now)
         if not pending:
@@ -230,10 +267,47 @@ class JobCommands:
         lines = [
             self.jobs.proposals.question(p, ctx.user.timezone) + f" (#{p.id})" for p in pending
         ]
-        return CommandReply("\n".join(lines) + "\nAnswer with /proposal yes ID or /proposal no ID.")
+        return CommandReply(
+            "\n".join(lines)
+            + "\nAnswer with /proposal yes ID, /proposal no ID or /proposal rename ID TITLE."
+        )
 
-    async def calendar(self, ctx: CommandContext) -> CommandReply:
-        """/calendar: the next 7 days."""
+    async def _with_rest(self, ctx: CommandContext, ident: int, said: str) -> CommandReply:
+        """The answer, plus buttons for the rest of the same evening's list still waiting."""
+        rest = await self.jobs.proposals.still_waiting(ctx.user_id, ident, self.clock.now())
+        if not rest:
+            return CommandReply(said)
+        lines = "\n".join(f"#{p.id} {p.title}" for p in rest)
+        return CommandReply(f"{said}\nStill waiting:\n{lines}", buttons=proposal_buttons(rest))
+
+    async def calendar(self, ctx: CommandContext) -> CommandReply:  # noqa: PLR0911  # one reply per subcommand
+        """/calendar: the next 7 days; /calendar add URL [NAME] | list | remove ID."""
+        verb, _, rest = ctx.args.strip().partition(" ")
+        verb = verb.lower()
+        own = self.jobs.calendars
+        if verb in ("add", "subscribe"):
+            url, _, name = rest.strip().partition(" ")
+            if not url:
+                return CommandReply(
+                    "Usage: /calendar add URL [NAME] with your calendar's ICS address "
+                    "(https:// or webcal://)"
+                )
+            try:
+                return CommandReply(await own.subscribe(ctx.user, url, name.strip() or None))
+            except CalendarError as exc:
+                return CommandReply(f"I could not subscribe: {exc}. Nothing was added.")
+        if verb in ("list", "calendars", "sources"):
+            return CommandReply(await own.listing(ctx.user_id))
+        if verb in ("remove", "delete", "unsubscribe"):
+            ident = rest.strip().lstrip("#")
+            if not ident.isdigit():
+                return CommandReply("Usage: /calendar remove ID (/calendar list shows the ids)")
+            return CommandReply(await own.remove(ctx.user_id, int(ident)))
+        if verb:
+            return CommandReply(
+                "Usage: /calendar (your next 7 days) | /calendar add URL [NAME] | "
+                "/calendar list | /calendar remove ID"
+            )
         now = self.clock.now()
         async with self.db.session() as s:
             events = await CalendarRepo(s).events_between(ctx.user_id, now, now + timedelta(days=7))
@@ -262,6 +336,23 @@ class JobCommands:
             )
         await self._update(ctx.user_id, preferred_channel=arg)
         return CommandReply(f"Briefings, reminders and questions now go to {arg} first.")
+
+    async def dates(self, ctx: CommandContext) -> CommandReply:
+        """/dates day-first (31/12) | month-first (12/31) | auto (by your time zone)."""
+        arg = ctx.args.strip().lower().replace("_", "-")
+        order = {"day-first": "dmy", "dmy": "dmy", "month-first": "mdy", "mdy": "mdy"}.get(arg)
+        if order is None and arg != "auto":
+            now_first = day_first(ctx.user.date_order, ctx.user.timezone)
+            return CommandReply(
+                f"I read 3/4 as {'3 April' if now_first else 'March 4'}. Change with "
+                "/dates day-first, /dates month-first or /dates auto (by your time zone)."
+            )
+        updated = await self._update(ctx.user_id, date_order=order)
+        user = updated or ctx.user
+        first = day_first(user.date_order, user.timezone)
+        return CommandReply(
+            f"OK: I read 3/4 as {'3 April' if first else 'March 4'} in your reminders."
+        )
 
     async def settings(self, ctx: CommandContext) -> CommandReply:
         """/settings."""

@@ -212,7 +212,7 @@ class Outbox:
             return
         if payload.get("text") is None:
             payload["text"] = await self._compose(row, now)  # stored with the claim below
-        targets = self._targets(user, identities)
+        targets = self._targets(user, identities, _avoided(payload))
         if only_if_held and not self._held_here(targets):
             return  # handed over, but its peer is not connected here: not ours to send
         if not targets:
@@ -257,11 +257,22 @@ class Outbox:
             return ""
         return await composer(row, now)
 
-    def _targets(self, user: User, identities: list[ChannelIdentity]) -> list[Target]:
-        """Reachable identities with a running adapter: preferred channel first, then oldest."""
+    def _targets(
+        self,
+        user: User,
+        identities: list[ChannelIdentity],
+        avoid: frozenset[tuple[str, str]] = frozenset(),
+    ) -> list[Target]:
+        """Reachable identities with a running adapter: preferred channel first, then oldest.
+
+        ``avoid`` names (channel, chat id) pairs that must not get this push (an Omi device,
+        which cannot receive anything, for the answer to a question it heard).
+        """
         out: list[Target] = []
         for ident in identities:
             if ident.unreachable_at is not None or not ident.chat_id or ident.id is None:
+                continue
+            if (ident.channel, ident.chat_id) in avoid:
                 continue
             if ident.channel not in self.adapters:
                 continue
@@ -298,7 +309,10 @@ class Outbox:
         assert user.id is not None
         text = str(payload.get("text") or "")
         raw_buttons = payload.get("buttons") or []
-        buttons = [Button(str(b[0]), str(b[1])) for b in raw_buttons]  # type: ignore[attr-defined]
+        buttons = [
+            Button(str(b[0]), str(b[1]), int(b[2]) if len(b) > 2 else None)
+            for b in raw_buttons  # type: ignore[attr-defined]
+        ]
         first = targets[0].address
         async with self._tx() as s:
             conv_id = self._conversations.get((user.id, first))
@@ -513,3 +527,11 @@ class Outbox:
         async with self._tx() as s:
             await OutboxRepo(s).finish(row.id, "uncertain", reason, from_="sending")
         log.warning("push %s is uncertain after a stop; not resending it", row.id)
+
+
+def _avoided(payload: Mapping[str, object]) -> frozenset[tuple[str, str]]:
+    """The payload's ``not_to`` list of [channel, chat id] pairs."""
+    raw = payload.get("not_to") or []
+    if not isinstance(raw, list):
+        return frozenset()
+    return frozenset((str(p[0]), str(p[1])) for p in raw if isinstance(p, list) and len(p) == 2)

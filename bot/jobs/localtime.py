@@ -77,3 +77,21 @@ def when_words(at: datetime, tz: ZoneInfo, now: datetime) -> str:
     if 0 <= days < 7:
         return f"{local:%a} {local:%H:%M}"
     return f"{local:%a} {local.day} {local:%b} {local:%H:%M}"
+
+
+_MONTH_FIRST_ZONES = (
+    "America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles",
+    "America/Phoenix", "America/Anchorage", "America/Detroit", "America/Boise",
+    "America/Juneau", "America/Sitka", "America/Nome", "America/Adak", "America/Menominee",
+    "America/Metlakatla", "America/Yakutat", "America/Indiana/", "America/Kentucky/",
+    "America/North_Dakota/", "Pacific/Honolulu", "US/", "Asia/Manila", "Pacific/Guam",
+    "America/Puerto_Rico",
+)  # fmt: skip
+"""Zones where people write the month first (12/31) when they have not said otherwise."""
+
+
+def day_first(date_order: str | None, tz_name: str) -> bool:
+    """Whether 3/4 means the 3rd of April for this user: their setting, else their zone."""
+    if date_order in ("dmy", "mdy"):
+        return date_order == "dmy"
+    return not tz_name.startswith(_MONTH_FIRST_ZONES)

@@ -107,3 +107,34 @@ AT_HOUR = re.compile(
 )
 LEADING = re.compile(r"^(?:to|that|about|of|and|then|on|at|for|-|:|,)\s+", re.IGNORECASE)
 TRAILING = re.compile(r"\s+(?:at|on|in|by|and|please|pls|for)$", re.IGNORECASE)
+ORDINALS = {
+    "first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4,
+    "last": -1,
+}  # fmt: skip
+ORD = r"(?:first|1st|second|2nd|third|3rd|fourth|4th|last)"
+MONTHLY_NTH = re.compile(
+    rf"\b(?:(?:every|each)\s+|on\s+the\s+|the\s+)(?P<nth>{ORD})\s+(?P<wd>{WD})\s+"
+    r"(?:of\s+)?(?:the|each|every|a)\s+month\b",
+    re.IGNORECASE,
+)
+MONTHLY_DAY = re.compile(
+    r"\b(?:(?:every|each)\s+month\s+on\s+the\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?|"
+    r"(?:on\s+)?the\s+(?P<d2>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?(?:every|each)\s+month|"
+    r"monthly\s+on\s+the\s+(?P<d3>\d{1,2})(?:st|nd|rd|th)?)\b",
+    re.IGNORECASE,
+)
+EVERY_N_WEEKS = re.compile(
+    rf"\b(?:every|each)\s+(?:(?P<n>\d+|two|three|four|other)\s+weeks?|fortnight)"
+    rf"(?:\s+on)?\s+(?P<wd>{WD})\b|\bevery\s+other\s+(?P<wd2>{WD})\b|"
+    rf"\bfortnightly\s+on\s+(?P<wd3>{WD})\b",
+    re.IGNORECASE,
+)
+EVERY_N_DAYS = re.compile(r"\bevery\s+(?P<n>\d+|two|three|four|other)\s+days\b", re.IGNORECASE)
+REPEAT_WORD = re.compile(
+    r"\b(?:every|each|daily|weekly|monthly|fortnightly|yearly|annually|biweekly)\b", re.IGNORECASE
+)
+NUMERIC_DATE = re.compile(
+    r"\b(?:on\s+)?(?:(?P<a>\d{1,2})/(?P<b>\d{1,2})(?:/(?P<y>\d{4}|\d{2}))?|"
+    r"(?P<a2>\d{1,2})\.(?P<b2>\d{1,2})\.(?P<y2>\d{4}|\d{2}))\b"
+)
+"""31/12, 12/31, 31/12/2025, 31.12.2025 (a dot date needs its year: 9.30 is a time)."""

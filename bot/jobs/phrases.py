@@ -3,6 +3,11 @@
 "remind me at 5pm to call mom", "in 20 minutes", "every Monday at 9", "tomorrow morning",
 "on 12 June at 9:15", "every weekday at 7:45" ... No LLM: the same words always give the same
 time. Each time expression is found by a pattern and cut out; what is left is what to remind.
+
+Repeats that days of the week cannot say ("every first Monday of the month", "every 2 weeks
+on Friday", "on the 15th of every month") become RFC 5545 rules run by ``dateutil.rrule`` on
+local wall-clock dates. A request that says "every"/"weekly"/... but whose repeat cannot be
+read is refused, never set as a one-off.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
+
+from dateutil.rrule import rrulestr
 
 from bot.jobs import phrase_patterns as pat
 from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
@@ -30,8 +37,10 @@ class ParsedReminder:
     first_at: datetime
     """The first time it fires (UTC)."""
     recurrence: dict[str, Any] | None = None
-    """None, ``{"kind": "days", "days": [0..6], "time": "HH:MM"}`` or
-    ``{"kind": "interval", "minutes": N}``."""
+    """None, ``{"kind": "days", "days": [0..6], "time": "HH:MM"}``,
+    ``{"kind": "interval", "minutes": N}`` or ``{"kind": "rrule", "rule": "FREQ=MONTHLY;
+    BYDAY=+1MO", "anchor": "YYYY-MM-DD", "words": "every first Monday of the month",
+    "time": "HH:MM"}``."""
     lead: str = "to"
     """The word that joined the task in the request ("to", "about", "that")."""
 
@@ -94,7 +103,52 @@ class _Text:
         return m
 
 
-def _recurrence(t: _Text, f: _Found) -> None:
+_SMALL = {"two": 2, "three": 3, "four": 4, "other": 2}
+_ORDINAL_WORDS = {1: "first", 2: "second", 3: "third", 4: "fourth", -1: "last"}
+
+
+def _count(raw: str | None) -> int:
+    if raw is None:
+        return 2  # "every fortnight"
+    return int(raw) if raw.isdigit() else _SMALL[raw.lower()]
+
+
+def _rule(t: _Text, f: _Found, today: date) -> bool:
+    """Repeats beyond days of the week, as an RRULE anchored today; True when one was found."""
+    code = pat.DAY_PREFIXES
+    if m := t.take(pat.MONTHLY_NTH):
+        nth, wd = pat.ORDINALS[m.group("nth").lower()], _weekday(m.group("wd"))
+        rule = f"FREQ=MONTHLY;BYDAY={nth:+d}{code[wd][:2].upper()}"
+        words = f"every {_ORDINAL_WORDS[nth]} {pat.DAY_NAMES[wd]} of the month"
+    elif m := t.take(pat.MONTHLY_DAY):
+        day = int(m.group("d") or m.group("d2") or m.group("d3"))
+        if not 1 <= day <= 31:
+            raise PhraseError(f"no month has a day {day}")
+        # BYMONTHDAY=31 skips shorter months, as calendar apps do
+        rule, words = f"FREQ=MONTHLY;BYMONTHDAY={day}", f"every month on day {day}"
+    elif m := t.take(pat.EVERY_N_WEEKS):
+        n = _count(m.group("n")) if (m.group("wd") or m.group("wd3")) else 2
+        wd = _weekday(m.group("wd") or m.group("wd2") or m.group("wd3"))
+        if not 1 <= n <= 52:
+            raise PhraseError("I can repeat every 1 to 52 weeks")
+        rule = f"FREQ=WEEKLY;INTERVAL={n};BYDAY={code[wd][:2].upper()}"
+        # the count of weeks starts at the coming one of that day, not at today's week
+        today += timedelta(days=(wd - today.weekday()) % 7)
+        words = f"every {n} weeks on {pat.DAY_NAMES[wd]}" if n > 1 else f"every {pat.DAY_NAMES[wd]}"
+    elif m := t.take(pat.EVERY_N_DAYS):
+        n = _count(m.group("n"))
+        if not 1 <= n <= 365:
+            raise PhraseError("I can repeat every 1 to 365 days")
+        rule, words = f"FREQ=DAILY;INTERVAL={n}", f"every {n} days"
+    else:
+        return False
+    f.recurrence = {"kind": "rrule", "rule": rule, "anchor": today.isoformat(), "words": words}
+    return True
+
+
+def _recurrence(t: _Text, f: _Found, today: date) -> None:
+    if _rule(t, f, today):
+        return
     if m := t.take(pat.EVERY_N):
         n = _number(m.group("n") or "1")
         minutes = int(_unit_delta(n, m.group("unit")).total_seconds() // 60)
@@ -126,10 +180,29 @@ def _relative(t: _Text, f: _Found) -> None:
             f.delta += timedelta(minutes=int(m.group("n2")))
 
 
-def _day(t: _Text, f: _Found, today: date) -> None:
+def _numeric_date(m: re.Match[str], today: date, *, day_first: bool) -> date:
+    a, b = int(m.group("a") or m.group("a2")), int(m.group("b") or m.group("b2"))
+    day, month = (a, b) if day_first else (b, a)
+    if month > 12 >= day:
+        day, month = month, day  # 31/12 can only be read one way, whatever the user's order
+    raw_year = m.group("y") or m.group("y2")
+    if raw_year is None:
+        if not 1 <= month <= 12:
+            order = "day/month" if day_first else "month/day"
+            raise PhraseError(f"{m.group(0).strip()} is not a date ({order} is how I read yours)")
+        return _next_date(today, month, day)
+    year = int(raw_year) + (2000 if len(raw_year) == 2 else 0)
+    return _valid_date(year, month, day)
+
+
+def _day(t: _Text, f: _Found, today: date, *, day_first: bool = True) -> None:  # noqa: PLR0912  (a ladder of patterns)
+    if m := t.take(pat.NUMERIC_DATE):
+        f.day = _numeric_date(m, today, day_first=day_first)
     if m := t.take(pat.IN_PART):
         f.part = m.group("part").lower()
-    if t.take(pat.DAY_AFTER):
+    if f.day is not None:
+        pass
+    elif t.take(pat.DAY_AFTER):
         f.days_ahead = 2
     elif m := t.take(pat.TOMORROW):
         f.days_ahead = 1
@@ -237,16 +310,27 @@ def _resolve_hour(f: _Found, given_day: bool) -> list[time]:
     return choice
 
 
-def parse_reminder(request: str, now: datetime, tz: ZoneInfo) -> ParsedReminder:
-    """Read a reminder request said at ``now`` by a user in ``tz``; PhraseError if unreadable."""
+def parse_reminder(
+    request: str, now: datetime, tz: ZoneInfo, *, day_first: bool = True
+) -> ParsedReminder:
+    """Read a reminder request said at ``now`` by a user in ``tz``; PhraseError if unreadable.
+
+    ``day_first``: 3/4 is the 3rd of April (else March 4th), per the user's date order.
+    """
     local_now = now.astimezone(tz)
     today = local_now.date()
     t = _Text(request.strip())
     t.take(pat.REMIND)
     f = _Found()
-    _recurrence(t, f)
+    _recurrence(t, f, today)
+    if f.recurrence is None and (m := pat.REPEAT_WORD.search(t.s)):
+        raise PhraseError(
+            f"I see '{m.group(0)}' but cannot read how often to repeat it, and I won't set it "
+            "just once. Try 'every Monday at 9', 'every weekday at 8:30', 'every first Monday "
+            "of the month at 9' or 'every 2 weeks on Friday'."
+        )
     _relative(t, f)
-    _day(t, f, today)
+    _day(t, f, today, day_first=day_first)
     _clock(t, f)
     text, lead = _task(t.s)
 
@@ -254,6 +338,10 @@ def parse_reminder(request: str, now: datetime, tz: ZoneInfo) -> ParsedReminder:
         return _recurring(f, text, lead, now, tz)
     if f.delta is not None:
         first = now + f.delta
+        if f.delta >= timedelta(days=1) and f.delta % timedelta(days=1) == timedelta(0):
+            # "in 2 weeks" keeps the wall-clock time across a daylight-saving change
+            ahead = local_now + f.delta
+            first = local_instant(ahead.date(), local_now.time(), tz)
         if f.at is not None or f.part is not None:
             day = first.astimezone(tz).date()
             at = _resolve_hour(f, True)[0] if f.at else pat.PART_TIMES[f.part or "morning"]
@@ -281,7 +369,9 @@ def _on_day(f: _Found, text: str, lead: str, now: datetime, tz: ZoneInfo) -> Par
     if f.at is None:
         at = pat.PART_TIMES.get(f.part or "", pat.DEFAULT_TIME)
         return _checked(ParsedReminder(text, local_instant(day, at, tz), None, lead), now)
-    candidates = _resolve_hour(f, given_day and day != today)
+    # A named day ("sunday at 10", said on a Sunday) fixes the hour as a named day does:
+    # 10:00, and next Sunday once it has passed, never 22:00 today.
+    candidates = _resolve_hour(f, given_day and (day != today or f.same_weekday))
     for at in candidates:
         first = local_instant(day, at, tz)
         if first > now:
@@ -298,14 +388,17 @@ def _recurring(f: _Found, text: str, lead: str, now: datetime, tz: ZoneInfo) -> 
         first = now + timedelta(minutes=int(rec["minutes"]))
         return ParsedReminder(text, first, rec, lead)
     local_now = now.astimezone(tz)
-    if not rec["days"]:
+    if rec["kind"] == "days" and not rec["days"]:
         rec["days"] = [local_now.weekday()]
     if f.at is not None:
         at = _resolve_hour(f, True)[0]
     else:
         at = pat.PART_TIMES.get(f.part or "", pat.DEFAULT_TIME)
     rec["time"] = hhmm(at)
-    return ParsedReminder(text, next_occurrence(rec, now, tz), rec, lead)
+    first = next_occurrence(rec, now, tz)
+    if first - now > timedelta(days=366 * 2):
+        raise PhraseError("that repeat first fires more than two years away")
+    return ParsedReminder(text, first, rec, lead)
 
 
 def next_occurrence(rec: dict[str, Any], after: datetime, tz: ZoneInfo) -> datetime:
@@ -313,6 +406,8 @@ def next_occurrence(rec: dict[str, Any], after: datetime, tz: ZoneInfo) -> datet
     if rec.get("kind") == "interval":
         return after + timedelta(minutes=int(rec["minutes"]))
     at = parse_hhmm(str(rec.get("time", "09:00")))
+    if rec.get("kind") == "rrule":
+        return _next_by_rule(rec, at, after, tz)
     days = set(rec.get("days") or range(7))
     start = after.astimezone(tz).date()
     for offset in range(8):
@@ -324,8 +419,26 @@ def next_occurrence(rec: dict[str, Any], after: datetime, tz: ZoneInfo) -> datet
     raise PhraseError("that repeat pattern never fires")
 
 
+def _next_by_rule(rec: dict[str, Any], at: time, after: datetime, tz: ZoneInfo) -> datetime:
+    """The rule's next local date whose wall-clock ``at`` is after ``after`` (DST-safe)."""
+    anchor = date.fromisoformat(str(rec["anchor"]))
+    rule = rrulestr(str(rec["rule"]), dtstart=datetime.combine(anchor, time(0)))
+    day = after.astimezone(tz).date() - timedelta(days=1)
+    for _ in range(400):  # rules are at most monthly-ish: a handful of steps
+        found = rule.after(datetime.combine(day, time(0)))
+        if found is None:
+            break
+        candidate = local_instant(found.date(), at, tz)
+        if candidate > after:
+            return candidate
+        day = found.date()
+    raise PhraseError("that repeat pattern never fires")
+
+
 def describe_recurrence(rec: dict[str, Any]) -> str:
     """``every Monday at 09:00``, ``every weekday at 07:45``, ``every 2 hours``."""
+    if rec.get("kind") == "rrule":
+        return f"{rec.get('words', 'on a schedule')} at {rec.get('time', '09:00')}"
     if rec.get("kind") == "interval":
         minutes = int(rec["minutes"])
         if minutes % 60 == 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -16,8 +17,9 @@ from bot.agent.llm import LLM, parse_json_object
 from bot.clock import zone
 from bot.errors import AgentError, LLMRequestError
 from bot.jobs.calendar import event_line
+from bot.messages import Button
 from storage.db import Database
-from storage.models import Message, Proposal, User
+from storage.models import CalendarEvent, Message, Proposal, User
 from storage.repos.calendar import CalendarRepo, title_key
 from storage.repos.job_state import JobStateRepo
 from storage.repos.messages import MessageRepo
@@ -27,6 +29,8 @@ from storage.repos.users import UserRepo
 log = logging.getLogger(__name__)
 
 SCAN_JOB = "proposals.scan"
+MAX_OFFERED = 8
+"""Proposals offered again with buttons in one reply (Slack: 25 buttons a message)."""
 _PLAN_WORDS = re.compile(
     r"\b(mon|tues|wednes|thurs|fri|satur|sun)day\b|\b(today|tonight|tomorrow|next week|"
     r"weekend|noon|lunch|dinner|breakfast|coffee|meet|meeting|appointment|party|call)\b|"
@@ -85,12 +89,21 @@ class Proposals:
     """Detect, propose, answer and expire proposed events."""
 
     def __init__(
-        self, *, db: Database, llm: LLM, ttl: timedelta = timedelta(days=7), batch: int = 100
+        self,
+        *,
+        db: Database,
+        llm: LLM,
+        ttl: timedelta = timedelta(days=7),
+        batch: int = 100,
+        on_accept: Callable[[User, CalendarEvent], Awaitable[str | None]] | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
         self.ttl = ttl
         self.batch = batch
+        self.on_accept = on_accept
+        """Also writes an accepted event to the user's own calendar (CalDAV); returns a
+        problem in words, or None."""
 
     async def scan(self, now: datetime) -> str:
         """Look at new user messages and pendant transcripts since the last scan."""
@@ -140,7 +153,7 @@ class Proposals:
             fast=True,
             json_mode=True,
         )
-        source = "pendant" if row.channel == "device" else "chat"
+        source = {"device": "pendant", "meeting": "meeting"}.get(row.channel, "chat")
         made = 0
         for cand in parse_candidates(raw, user.timezone, now):
             if await self.propose(user, cand, source=source, message_id=row.id, now=now):
@@ -238,13 +251,75 @@ class Proposals:
             p.status, p.answered_at, p.event_id = "accepted", now, event.id
             s.add(p)
         verb = "It was already in your calendar; I updated it" if merged else "Added"
-        return f"{verb}: {event_line(event, tz)}"
+        reply = f"{verb}: {event_line(event, tz)}"
+        if self.on_accept is not None:
+            problem = await self.on_accept(user, event)
+            if problem:
+                reply += f"\nI could not write it to your own calendar ({problem}); it is in mine."
+        return reply
+
+    async def rename(self, user: User, proposal_id: int, title: str, now: datetime) -> str:
+        """Give a pending proposal a new title (the Rename button's answer); plain words."""
+        assert user.id is not None
+        title = " ".join(title.split())[:120]
+        if not title:
+            return "A title needs at least one word."
+        async with self.db.session() as s:
+            p = await CalendarRepo(s).proposal(user.id, proposal_id)
+            if p is None:
+                return f"I have no proposal #{proposal_id} for you."
+            if p.status == "pending" and p.expires_at <= now:
+                p.status, p.answered_at = "expired", now
+                s.add(p)
+            if p.status != "pending":
+                return _already(p)
+            p.title, p.title_key = title, title_key(title)
+            s.add(p)
+        return f"Renamed #{proposal_id}: {self.question(p, user.timezone)}"
+
+    async def still_waiting(self, user_id: int, proposal_id: int, now: datetime) -> list[Proposal]:
+        """The other pending proposals sent in the same message as this one.
+
+        Only location proposals share a message (one evening's list, one creation time); a
+        pressed button retires the whole keyboard, so the reply offers the rest again. Chat
+        proposals each have their own message and buttons.
+        """
+        async with self.db.session() as s:
+            repo = CalendarRepo(s)
+            p = await repo.proposal(user_id, proposal_id)
+            if p is None or p.source != "location":
+                return []
+            return [
+                q
+                for q in await repo.pending_proposals(user_id, now)
+                if q.id != p.id and q.source == p.source and q.created_at == p.created_at
+            ][:MAX_OFFERED]
 
     async def expire(self, now: datetime) -> str:
         """Expire unanswered proposals."""
         async with self.db.session() as s:
             expired = await CalendarRepo(s).expire_due(now)
         return f"expired {len(expired)}"
+
+
+def rename_command(p: Proposal) -> str:
+    """What Rename sends: naming the place for a stay at an unnamed place, else a new title."""
+    if p.source == "location" and p.place is None:
+        return f"/place name {p.id}"
+    return f"/proposal rename {p.id}"
+
+
+def proposal_buttons(proposals: Sequence[Proposal]) -> list[Button]:
+    """Accept / Decline / Rename for each proposal, one row each (``#id`` in the labels)."""
+    out: list[Button] = []
+    for p in proposals:
+        assert p.id is not None
+        out += [
+            Button(f"Accept #{p.id}", f"/proposal yes {p.id}", p.id),
+            Button(f"Decline #{p.id}", f"/proposal no {p.id}", p.id),
+            Button(f"Rename #{p.id}", rename_command(p), p.id),
+        ]
+    return out
 
 
 def _already(p: Proposal) -> str:

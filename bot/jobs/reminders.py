@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from bot.clock import zone
-from bot.jobs.localtime import when_words
+from bot.jobs.localtime import day_first, when_words
 from bot.jobs.phrases import ParsedReminder, describe_recurrence, next_occurrence, parse_reminder
 from storage.db import Database
 from storage.models import Reminder, User
@@ -40,7 +40,15 @@ def reminder_line(r: Reminder, tz_name: str, now: datetime) -> str:
     """One reminder in a list: ``#3 Tue 17:00 call mom (every Monday at 09:00)``."""
     when = when_words(r.next_at, zone(tz_name), now)
     repeat = f" ({describe_recurrence(r.recurrence)})" if r.recurrence else ""
-    return f"#{r.id} {when} {r.text or 'reminder'}{repeat}"
+    return f"#{r.id} {when} {r.text or 'reminder'}{repeat}{about(r)}"
+
+
+def about(r: Reminder) -> str:
+    """`` (at Jordan's house; with Ana Silva)`` when the reminder names a place or people."""
+    extra = ([f"at {r.place}"] if r.place else []) + (
+        ["with " + ", ".join(r.people)] if r.people else []
+    )
+    return f" ({'; '.join(extra)})" if extra else ""
 
 
 @dataclass(slots=True)
@@ -57,10 +65,23 @@ class Reminders:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def create(self, user: User, request: str, now: datetime) -> Created:
-        """Parse and store a request; PhraseError (plain words) when it has no readable time."""
+    async def create(
+        self,
+        user: User,
+        request: str,
+        now: datetime,
+        *,
+        place: str | None = None,
+        people: list[str] | None = None,
+    ) -> Created:
+        """Parse and store a request; PhraseError (plain words) when it has no readable time.
+
+        ``place`` and ``people`` are what the reminder is about, as the user named them.
+        """
         assert user.id is not None
-        parsed = parse_reminder(request, now, zone(user.timezone))
+        parsed = parse_reminder(
+            request, now, zone(user.timezone), day_first=day_first(user.date_order, user.timezone)
+        )
         async with self.db.session() as s:
             reminder = await ReminderRepo(s).add(
                 Reminder(
@@ -71,9 +92,11 @@ class Reminders:
                     recurrence=parsed.recurrence,
                     timezone=user.timezone,
                     created_at=now,
+                    place=(place or "").strip()[:120] or None,
+                    people=[p.strip()[:80] for p in people or [] if p.strip()][:10] or None,
                 )
             )
-        return Created(reminder, confirmation(parsed, user.timezone, now))
+        return Created(reminder, confirmation(parsed, user.timezone, now) + about(reminder))
 
     async def listing(self, user: User, now: datetime) -> str:
         """The user's active reminders in words."""
@@ -126,7 +149,7 @@ class Reminders:
 
     @staticmethod
     def _text(r: Reminder, tz_name: str, now: datetime) -> str:
-        text = f"⏰ Reminder: {r.text}" if r.text else "⏰ Reminder!"
+        text = (f"⏰ Reminder: {r.text}" if r.text else "⏰ Reminder!") + about(r)
         if now - r.next_at > LATE_NOTE_AFTER:
             local = r.next_at.astimezone(zone(tz_name))
             text += f" (this was due at {local:%H:%M}; I was offline)"

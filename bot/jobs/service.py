@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -13,6 +13,8 @@ from bot.agent.llm import LLM
 from bot.agent.tools.base import ToolRegistry
 from bot.clock import Clock
 from bot.jobs.briefing import Briefings
+from bot.jobs.caldav_link import SecretBox
+from bot.jobs.calendars import CalendarSettings, OwnCalendars
 from bot.jobs.delivery import Outbox
 from bot.jobs.journal_review import WeeklyReviews
 from bot.jobs.leader import LeaderLock, leader_lock
@@ -32,6 +34,10 @@ class JobSettings:
     send_rate: float = 30.0
     late_hours: float = 3.0
     proposal_ttl_days: float = 7.0
+    calendars: CalendarSettings = field(default_factory=CalendarSettings)
+    """The user's own calendars: refresh interval and expansion window."""
+    calendar_key: str | None = None
+    """Fernet key sealing CalDAV passwords (LIFEBOT_CALENDAR_KEY)."""
 
 
 @dataclass
@@ -43,6 +49,8 @@ class Jobs:
     reminders: Reminders
     proposals: Proposals
     service: JobService
+    calendars: OwnCalendars
+    """The user's own calendars: ICS import, feed subscriptions, CalDAV."""
     reviews: WeeklyReviews | None = None
     """The opt-in weekly journal review (None when built without the journal)."""
 
@@ -102,7 +110,13 @@ def build_jobs(
         rate_per_channel=cfg.send_rate,
     )
     reminders = Reminders(db)
-    proposals = Proposals(db=db, llm=llm, ttl=timedelta(days=cfg.proposal_ttl_days))
+    calendars = OwnCalendars(db, clock, cfg.calendars, secrets=SecretBox(cfg.calendar_key))
+    proposals = Proposals(
+        db=db,
+        llm=llm,
+        ttl=timedelta(days=cfg.proposal_ttl_days),
+        on_accept=calendars.write_accepted,
+    )
 
     async def plan_briefings(now: datetime) -> str:
         result = await briefings.plan(now)
@@ -139,6 +153,7 @@ def build_jobs(
         JobSpec("proposals.expire", 900, proposals.expire, "expire unanswered proposals"),
         JobSpec("outbox.reconcile", 60, reconcile, "settle pushes a stopped process left"),
         JobSpec("journal.review", 300, plan_reviews, "queue opted-in weekly journal reviews"),
+        JobSpec("calendars.refresh", 60, calendars.refresh, "re-read subscribed calendars"),
         *extra,  # features above jobs (memory's pass, location's scan) bring their own jobs
     ]
     service = JobService(
@@ -150,4 +165,4 @@ def build_jobs(
         heartbeat=cfg.heartbeat,
         timer=DueTimer(db=db, clock=clock, reminders=reminders, outbox=outbox),
     )
-    return Jobs(outbox, briefings, reminders, proposals, service, reviews)
+    return Jobs(outbox, briefings, reminders, proposals, service, calendars, reviews)

@@ -11,8 +11,10 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.jobs.localtime import hhmm, parse_hhmm
+from bot.jobs.proposals import MAX_OFFERED, proposal_buttons
 from bot.location.places import KINDS, norm, parse_aliases
-from bot.location.service import LocationService
+from bot.location.service import LocationService, NamingError
 from storage.models import Place
 
 _DAY = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s*(?:\.\.|to|-)?\s*(\d{4}-\d{2}-\d{2}))?$")
@@ -24,6 +26,7 @@ LOCATION_HELP = (
     "/location token - a token for the OwnTracks or Overland app (replaces the old one)\n"
     "/location revoke - the apps' token stops working\n"
     "/location forget all | YYYY-MM-DD [YYYY-MM-DD] - delete points and stays\n"
+    "/location scan HH:MM | default - when the evening proposals are made (default 21:30)\n"
     "/location - what is recorded"
 )
 PLACE_HELP = (
@@ -32,6 +35,7 @@ PLACE_HELP = (
     "/place home NAME | /place ignore NAME | /place normal NAME - home-like places and "
     "ignored ones are never proposed as events\n"
     "/place alias NAME = other, names\n"
+    "/place name ID NAME - name the new place of a proposed event (what Rename asks)\n"
     "/place - list your places"
 )
 
@@ -83,9 +87,29 @@ class LocationCommands:
             return CommandReply("Your location token no longer works.")
         if verb == "forget":
             return await self._forget(ctx, rest)
+        if verb == "scan":
+            return await self._scan(ctx, rest)
         if verb in {"", "status"}:
             return await self._status(ctx)
         return CommandReply(LOCATION_HELP)
+
+    async def _scan(self, ctx: CommandContext, rest: str) -> CommandReply:
+        """/location scan HH:MM | default: when the evening proposals are made."""
+        if rest.lower() in {"default", "reset"}:
+            at = None
+        else:
+            try:
+                at = parse_hhmm(rest)
+            except ValueError:
+                return CommandReply(
+                    "Usage: /location scan 21:30 (your local time), or /location scan default."
+                )
+        await self.location.set_scan_time(ctx.user_id, at)
+        shown = hhmm(await self.location.scan_time(ctx.user_id))
+        return CommandReply(
+            f"I'll look at where you spent time each day at {shown} your time and send what "
+            "is worth a calendar entry (held back during your quiet hours until they end)."
+        )
 
     async def _status(self, ctx: CommandContext) -> CommandReply:
         on = await self.location.enabled(ctx.user_id)
@@ -95,7 +119,11 @@ class LocationCommands:
             if last
             else " No positions stored."
         )
-        return CommandReply(f"Location is {'on' if on else 'off'}.{when}\n\n{LOCATION_HELP}")
+        scan = hhmm(await self.location.scan_time(ctx.user_id))
+        return CommandReply(
+            f"Location is {'on' if on else 'off'}.{when} Evening proposals at {scan}.\n\n"
+            f"{LOCATION_HELP}"
+        )
 
     async def _forget(self, ctx: CommandContext, rest: str) -> CommandReply:
         if rest.lower() == "all":
@@ -131,6 +159,8 @@ class LocationCommands:
         verb, rest = verb.lower(), rest.strip()
         if verb == "add" and rest:
             return await self._add(ctx, rest)
+        if verb == "name" and rest:
+            return await self._name(ctx, rest)
         if verb in {"", "list"}:
             places = await self.location.places(ctx.user_id)
             if not places:
@@ -150,6 +180,35 @@ class LocationCommands:
         if verb in kinds and rest:
             return await self._change(ctx, rest, kind=kinds[verb])
         return CommandReply(PLACE_HELP)
+
+    async def _name(self, ctx: CommandContext, rest: str) -> CommandReply:
+        """/place name ID [NAME]: without a name, ask "What was this place?"."""
+        ident, _, name = rest.partition(" ")
+        ident = ident.lstrip("#")
+        if not ident.isdigit():
+            return CommandReply("Usage: /place name ID NAME (ID: the proposed event's number)")
+        if not name.strip():
+            return CommandReply(
+                "What was this place? Send me its name.", expect=f"/place name {ident}"
+            )
+        tz = ZoneInfo(ctx.user.timezone)
+        try:
+            done = await self.location.name_from_proposal(ctx.user_id, int(ident), name, tz)
+        except NamingError as exc:
+            return CommandReply(str(exc))
+        text = f"Saved {done.place.name}: I'll use that name for your stays there from now on."
+        if done.renamed:
+            text += "\n" + "\n".join(f"#{p.id} is now: {p.title}" for p in done.renamed)
+        # A pressed button retired the evening's keyboard: offer these proposals' buttons again.
+        nxt = done.next_unknown
+        offered = proposal_buttons([*done.renamed, *([nxt] if nxt else [])][:MAX_OFFERED])
+        if nxt is None:
+            return CommandReply(text, buttons=offered)
+        return CommandReply(
+            f"{text}\nAnd #{nxt.id}, {nxt.title}: what was this place? Send me its name.",
+            buttons=offered,
+            expect=f"/place name {nxt.id}",
+        )
 
     async def _find(self, ctx: CommandContext, name: str) -> Place | None:
         want = norm(name)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+SCAN_AT = time(21, 30)
+"""Default local time of the daily scan."""
 MIN_STAY = timedelta(minutes=15)
 SPLIT_AT = time(22, 0)
 MIN_ACTIVITY = timedelta(hours=3)
@@ -48,6 +50,8 @@ class Busy:
     """Start (aware)."""
     end: datetime
     """End (aware)."""
+    all_day: bool = False
+    """Marked all-day by its source (an imported or subscribed all-day event): never blocks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +71,16 @@ class Suggestion:
 
     def title(self, tz: ZoneInfo) -> str:
         """``Time at gym, 18:00-19:15`` (unknown places: ``Time at a new place, ...``)."""
-        a, b = self.start.astimezone(tz), self.end.astimezone(tz)
-        where = self.place or (f"a new place near {self.area}" if self.area else "a new place")
-        return f"Time at {where}, {a:%H:%M}\u2013{b:%H:%M}"
+        return stay_title(self.place, self.start, self.end, tz, self.area)
+
+
+def stay_title(
+    place: str | None, start: datetime, end: datetime, tz: ZoneInfo, area: str | None = None
+) -> str:
+    """The plain title of a proposal from a stay: ``Time at gym, 18:00-19:15`` (local times)."""
+    a, b = start.astimezone(tz), end.astimezone(tz)
+    where = place or (f"a new place near {area}" if area else "a new place")
+    return f"Time at {where}, {a:%H:%M}\u2013{b:%H:%M}"
 
 
 def all_day(event: Busy, tz: ZoneInfo) -> bool:
@@ -93,7 +104,7 @@ def suggestions(
     stays: Sequence[StayFacts], events: Sequence[Busy], tz: ZoneInfo
 ) -> list[Suggestion]:
     """The proposals the rules allow, oldest first."""
-    timed = [e for e in events if not all_day(e, tz)]
+    timed = [e for e in events if not (e.all_day or all_day(e, tz))]
     out: list[Suggestion] = []
     for stay in sorted(stays, key=lambda s: s.start):
         if stay.kind in SKIPPED_KINDS or stay.end - stay.start < MIN_STAY:
@@ -108,3 +119,11 @@ def suggestions(
             Suggestion(stay.id, start.astimezone(UTC), end.astimezone(UTC), stay.place, stay.area)
         )
     return out
+
+
+def scan_time(text: str | None) -> time:
+    """A stored ``HH:MM`` scan time, or the default 21:30."""
+    if not text:
+        return SCAN_AT
+    hour, _, minute = text.partition(":")
+    return time(int(hour), int(minute or 0))

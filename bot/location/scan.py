@@ -15,10 +15,15 @@ from zoneinfo import ZoneInfo
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.clock import zone
+from bot.jobs.localtime import in_quiet_hours, local_instant, quiet_hours_end
+from bot.jobs.proposals import rename_command
 from bot.location.areas import AreaNames
-from bot.location.proposing import Busy, StayFacts, Suggestion, suggestions
+from bot.location.enrich import Enriched, Enricher, History, PastEvent
+from bot.location.places import parse_aliases
+from bot.location.proposing import SCAN_AT, Busy, StayFacts, Suggestion, scan_time, suggestions
 from storage.db import Database
 from storage.models import Proposal, User
+from storage.repos.answers import AnswerRepo
 from storage.repos.calendar import CalendarRepo, title_key
 from storage.repos.job_state import JobStateRepo
 from storage.repos.location import LocationRepo
@@ -27,11 +32,14 @@ from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
 
-SCAN_AT = time(21, 30)
-"""Local time of the daily scan."""
 SETTLE = timedelta(minutes=30)
 """A stay whose last fix is this recent may still be going on: it waits for the next scan."""
 FIRST_LOOKBACK = timedelta(days=1)
+MAX_WITH_BUTTONS = 8
+"""Proposals offered with Accept / Decline / Rename buttons in one push (Slack allows 25
+buttons in a message); the rest are answered with /proposal."""
+QUESTION_OPEN = timedelta(hours=12)
+"""How long "What was this place?" waits for a reply after the push arrives."""
 
 
 def _cursor_id(user_id: int) -> str:
@@ -42,12 +50,18 @@ class StayProposals:
     """Runs the daily scan for every user with location on."""
 
     def __init__(
-        self, db: Database, ttl: timedelta = timedelta(days=7), areas: AreaNames | None = None
+        self,
+        db: Database,
+        ttl: timedelta = timedelta(days=7),
+        areas: AreaNames | None = None,
+        enricher: Enricher | None = None,
     ) -> None:
         self.db = db
         self.ttl = ttl
         self.areas = areas
         """Names unnamed places after the nearest town in the proposal's title."""
+        self.enricher = enricher or Enricher(None)
+        """Titles from the place's history (the fast model when one is configured)."""
 
     async def scan(self, now: datetime) -> str:
         """Scan every user whose local scan time has come today and who was not scanned yet."""
@@ -57,21 +71,22 @@ class StayProposals:
         for user in users:
             assert user.id is not None
             async with self.db.session() as s:
-                if not await LocationRepo(s).enabled(user.id):
-                    continue
-            made += await self.scan_user(user, now)
+                setting = await LocationRepo(s).setting(user.id)
+            if setting is None or not setting.enabled:
+                continue
+            made += await self.scan_user(user, now, scan_time(setting.scan_at))
         return f"proposed {made} from stays"
 
-    async def scan_user(self, user: User, now: datetime) -> int:
-        """The user's scan if due (once per local day, from 21:30); how many were proposed."""
+    async def scan_user(self, user: User, now: datetime, at: time = SCAN_AT) -> int:
+        """The user's scan if due (once per local day, from ``at``); how many were proposed."""
         assert user.id is not None
         tz = zone(user.timezone)
         local = now.astimezone(tz)
-        due = datetime.combine(local.date(), SCAN_AT, tzinfo=tz)
-        if local < due:
+        if now < local_instant(local.date(), at, tz):
             return 0
         day = local.date().toordinal()
         key = _cursor_id(user.id)
+        cutoff = now - SETTLE
         async with self.db.session() as s:
             states = JobStateRepo(s)
             last = await states.cursor(key)
@@ -83,49 +98,85 @@ class StayProposals:
                 if last is not None
                 else now - FIRST_LOOKBACK
             )
-            cutoff = now - SETTLE
-            repo = LocationRepo(s)
-            places = {p.id: p for p in await repo.places(user.id)}
-            stays = [
-                st
-                for st in await repo.stays_between(user.id, since - timedelta(days=2), cutoff)
-                if since < st.end <= cutoff
-            ]
-            facts = []
-            for st in stays:
-                place = places.get(st.place_id)
-                area = None
-                if place is None and self.areas is not None:
-                    area = await self.areas.near(st.lat, st.lon)
-                facts.append(
-                    StayFacts(
-                        st.id or 0,
-                        st.start,
-                        st.end,
-                        place.name if place else None,
-                        place.kind if place else "normal",
-                        area,
-                    )
-                )
-            events = []
-            if facts:
-                lo = min(f.start for f in facts)
-                hi = max(f.end for f in facts)
-                events = [
-                    Busy(e.start_at, e.end_at)
-                    for e in await CalendarRepo(s).events_between(user.id, lo, hi)
-                ]
-            chosen = suggestions(facts, events, tz)
-            made = await self._propose(s, user, chosen, tz, now, local.date().isoformat())
+            chosen, histories = await self._choose(s, user.id, since, cutoff, tz)
+        # The model (if any) is asked outside the transaction: it may take seconds.
+        titled = [
+            await self.enricher.title(
+                sug.place, sug.start, sug.end, tz, histories.get(sug.stay_id, History()), sug.area
+            )
+            for sug in chosen
+        ]
+        async with self.db.session() as s:
+            states = JobStateRepo(s)
+            last_day = await states.cursor(key + ":day")
+            if last_day is not None and last_day >= day:
+                return 0  # another run finished this day meanwhile
+            made = await self._propose(
+                s, user, list(zip(chosen, titled, strict=True)), tz, now, local.date().isoformat()
+            )
             await states.advance(key, int(cutoff.timestamp()))
             await states.advance(key + ":day", day)
         return made
+
+    async def _choose(
+        self, s: AsyncSession, user_id: int, since: datetime, cutoff: datetime, tz: ZoneInfo
+    ) -> tuple[list[Suggestion], dict[int, History]]:
+        """The stays that ended in (since, cutoff] the rules allow, and their places' history."""
+        repo = LocationRepo(s)
+        places = {p.id: p for p in await repo.places(user_id)}
+        stays = [
+            st
+            for st in await repo.stays_between(user_id, since - timedelta(days=2), cutoff)
+            if since < st.end <= cutoff
+        ]
+        facts = []
+        for st in stays:
+            place = places.get(st.place_id)
+            area = None
+            if place is None and self.areas is not None:
+                area = await self.areas.near(st.lat, st.lon)
+            facts.append(
+                StayFacts(
+                    st.id or 0,
+                    st.start,
+                    st.end,
+                    place.name if place else None,
+                    place.kind if place else "normal",
+                    area,
+                )
+            )
+        events = []
+        calendar = CalendarRepo(s)
+        if facts:
+            lo = min(f.start for f in facts)
+            hi = max(f.end for f in facts)
+            events = [
+                Busy(e.start_at, e.end_at, e.all_day)
+                for e in await calendar.events_between(user_id, lo, hi)
+            ]
+        chosen = suggestions(facts, events, tz)
+        histories: dict[int, History] = {}
+        by_stay = {st.id: st for st in stays}
+        for sug in chosen:
+            stay = by_stay.get(sug.stay_id)
+            place = places.get(stay.place_id) if stay is not None else None
+            if place is None or place.id is None:
+                continue
+            earlier = await repo.last_stays_at(user_id, place.id, sug.start, limit=10)
+            past = await calendar.events_at_place(
+                user_id, [place.name, *parse_aliases(place.aliases)], sug.start
+            )
+            histories[sug.stay_id] = History(
+                [(st.start, st.end) for st in earlier],
+                [PastEvent(e.title, e.start_at, tuple(e.people or ())) for e in past],
+            )
+        return chosen, histories
 
     async def _propose(
         self,
         s: AsyncSession,
         user: User,
-        chosen: list[Suggestion],
+        chosen: list[tuple[Suggestion, Enriched]],
         tz: ZoneInfo,
         now: datetime,
         day: str,
@@ -135,25 +186,54 @@ class StayProposals:
             return 0
         repo = CalendarRepo(s)
         lines: list[str] = []
-        buttons: list[tuple[str, str]] = []
-        for n, sug in enumerate(chosen, 1):
-            title = sug.title(tz)
+        buttons: list[tuple[str, str] | tuple[str, str, int]] = []
+        first_unknown: int | None = None
+        for n, (sug, told) in enumerate(chosen, 1):
             p = await repo.add_proposal(
                 Proposal(
                     user_id=user.id,
-                    title=title,
-                    title_key=title_key(title),
+                    title=told.title,
+                    title_key=title_key(told.title),
                     start_at=sug.start,
                     end_at=sug.end,
                     place=sug.place,
+                    people=told.people or None,
                     source="location",
                     created_at=now,
                     expires_at=now + self.ttl,
                 )
             )
-            ask = "" if sug.place else " What was this place? (/place add NAME when you are there)"
-            lines.append(f"{n}. {title}{ask}")
-            buttons += [(f"Yes {n}", f"/proposal yes {p.id}"), (f"No {n}", f"/proposal no {p.id}")]
+            assert p.id is not None
+            # Renaming a stay at an unnamed place means naming the place: the answer creates it.
+            rename = rename_command(p)
+            if sug.place is None and first_unknown is None:
+                first_unknown = p.id
+            ask = "" if sug.place else " What was this place?"
+            line = (
+                told.title
+                if told.plain
+                else f"{told.title} ({sug.title(tz).removeprefix('Time at ')})"
+            )
+            if told.people:
+                line += f", with {', '.join(told.people)}?"
+            lines.append(f"{n}. {line}{ask}")
+            if n <= MAX_WITH_BUTTONS:
+                buttons += [
+                    (f"Accept {n}", f"/proposal yes {p.id}", n),
+                    (f"Decline {n}", f"/proposal no {p.id}", n),
+                    (f"Rename {n}", rename, n),
+                ]
+        if len(chosen) > MAX_WITH_BUTTONS:
+            lines.append("Answer the rest with /proposal yes|no|rename ID.")
+        if first_unknown is not None:
+            lines.append("Reply with the name of the first new place, or press Rename.")
+            # The push may wait for quiet hours to end: the question opens when it arrives.
+            since = now
+            if in_quiet_hours(now, tz, user.quiet_start, user.quiet_end):
+                since = quiet_hours_end(now, tz, user.quiet_end or "07:00")
+            await AnswerRepo(s).ask(
+                user.id, f"/place name {first_unknown}", since, since + QUESTION_OPEN
+            )
         await OutboxRepo(s).enqueue(
             [
                 Push(

@@ -13,15 +13,18 @@ import logging
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
 from bot.clock import Clock
 from bot.location.areas import AreaNames
 from bot.location.geo import Fix
-from bot.location.places import NamedPlace, match_place, parse_aliases
+from bot.location.places import KINDS, NamedPlace, match_place, norm, parse_aliases
+from bot.location.proposing import scan_time, stay_title
 from bot.location.stays import StayParams, detect_stays
 from storage.db import Database
-from storage.models import Place, Stay
+from storage.models import Place, Proposal, Stay
+from storage.repos.calendar import CalendarRepo, title_key
 from storage.repos.location import LocationRepo
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,22 @@ TOKEN_PREFIX = "lbl_"  # noqa: S105  # a prefix, not a secret
 
 class LocationOff(Exception):
     """The user has not turned location on (or turned it off)."""
+
+
+class NamingError(Exception):
+    """A place could not be named from a proposal; the message is for the user."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamedFromStay:
+    """The outcome of answering "What was this place?"."""
+
+    place: Place
+    """The new place, centred on the stay."""
+    renamed: list[Proposal]
+    """Pending proposals from stays there, now titled after it."""
+    next_unknown: Proposal | None
+    """The next pending proposal at a place still without a name (to ask about next)."""
 
 
 def token_digest(secret: str) -> str:
@@ -97,6 +116,18 @@ class LocationService:
         """Whether the user records location."""
         async with self.db.session() as s:
             return await LocationRepo(s).enabled(user_id)
+
+    async def set_scan_time(self, user_id: int, at: time | None) -> None:
+        """When the evening scan for proposals runs, local time (None: back to 21:30)."""
+        text = f"{at.hour:02d}:{at.minute:02d}" if at is not None else None
+        async with self.db.session() as s:
+            await LocationRepo(s).set_scan_at(user_id, text, self.clock.now())
+
+    async def scan_time(self, user_id: int) -> time:
+        """The local time of the user's evening scan."""
+        async with self.db.session() as s:
+            row = await LocationRepo(s).setting(user_id)
+        return scan_time(row.scan_at if row is not None else None)
 
     async def new_token(self, user_id: int) -> str:
         """A fresh phone-app token for the user; the previous one stops working."""
@@ -246,6 +277,34 @@ class LocationService:
         await self.rematch(place.user_id)
         return saved
 
+    async def change_place(
+        self, user_id: int, place_id: int, *, name: str | None = None, kind: str | None = None
+    ) -> Place | None:
+        """Rename a place and/or mark it (``normal``, ``home``, ``ignored``).
+
+        None when the place is not the user's; NamingError (plain words) for a bad name or kind.
+        """
+        async with self.db.session() as s:
+            repo = LocationRepo(s)
+            place = await repo.place(user_id, place_id)
+            if place is None:
+                return None
+            if name is not None:
+                name = " ".join(name.split())
+                if not name or len(name) > 60:
+                    raise NamingError("A place name is 1 to 60 characters.")
+                for other in await repo.places(user_id):
+                    if other.id != place_id and norm(other.name) == norm(name):
+                        raise NamingError(f"You already have a place called {other.name}.")
+                place.name = name
+            if kind is not None:
+                if kind not in KINDS:
+                    raise NamingError(f"A place is one of: {', '.join(KINDS)}.")
+                place.kind = kind
+            saved = await repo.save_place(place)
+        await self.rematch(user_id)
+        return saved
+
     async def delete_place(self, user_id: int, place_id: int) -> bool:
         """Delete one of the user's places."""
         async with self.db.session() as s:
@@ -260,3 +319,65 @@ class LocationService:
             place = await repo.place(user_id, place_id)
             rows = await repo.last_stays_at(user_id, place_id, before, limit)
         return [StayView(st, place) for st in rows]
+
+    # --- "What was this place?" ---
+
+    async def name_from_proposal(
+        self, user_id: int, proposal_id: int, name: str, tz: ZoneInfo
+    ) -> NamedFromStay:
+        """Create the place ``name`` at the centre of the stay behind a location proposal.
+
+        Later stays there are named by it, and pending proposals from stays there take its
+        name. Raises NamingError (plain words) when that cannot be done.
+        """
+        name = " ".join(name.split())
+        if not name or len(name) > 60:
+            raise NamingError("A place name is 1 to 60 characters.")
+        async with self.db.session() as s:
+            p = await CalendarRepo(s).proposal(user_id, proposal_id)
+            if p is None or p.source != "location":
+                raise NamingError(f"I have no proposal #{proposal_id} from your location.")
+            if p.place is not None:
+                raise NamingError(
+                    f"That was {p.place}. To change the title: /proposal rename {proposal_id} "
+                    "NEW TITLE; to rename the place: /place rename OLD -> NEW."
+                )
+            repo = LocationRepo(s)
+            if any(norm(x.name) == norm(name) for x in await repo.places(user_id)):
+                raise NamingError(f"You already have a place called {name}: pick another name.")
+            stay = _unnamed_stay(await repo.stays_between(user_id, p.start_at, p.end_at), p)
+            if stay is None:
+                raise NamingError("I no longer have that stay (its history may be forgotten).")
+            lat, lon = stay.lat, stay.lon
+        place = await self.add_place(user_id, name, lat, lon)
+        return await self._retitle_after(user_id, place, tz)
+
+    async def _retitle_after(self, user_id: int, place: Place, tz: ZoneInfo) -> NamedFromStay:
+        now = self.clock.now()
+        renamed: list[Proposal] = []
+        next_unknown = None
+        async with self.db.session() as s:
+            repo = LocationRepo(s)
+            for p in await CalendarRepo(s).pending_proposals(user_id, now):
+                if p.source != "location" or p.place is not None:
+                    continue
+                stays = await repo.stays_between(user_id, p.start_at, p.end_at)
+                if any(st.place_id == place.id for st in stays):
+                    p.place = place.name
+                    p.title = stay_title(place.name, p.start_at, p.end_at, tz)
+                    p.title_key = title_key(p.title)
+                    s.add(p)
+                    renamed.append(p)
+                elif next_unknown is None:
+                    next_unknown = p
+        return NamedFromStay(place, renamed, next_unknown)
+
+
+def _unnamed_stay(stays: Sequence[Stay], p: Proposal) -> Stay | None:
+    """The stay at an unnamed place that overlaps the proposal most."""
+
+    def overlap(st: Stay) -> timedelta:
+        return min(st.end, p.end_at) - max(st.start, p.start_at)
+
+    candidates = [st for st in stays if st.place_id is None and overlap(st) > timedelta(0)]
+    return max(candidates, key=overlap, default=None)

@@ -131,6 +131,7 @@ def location_tools(location: LocationService) -> list[Tool]:
             WhereArgs,
             where_was_i,
             "Looking at where you were…",
+            group="location",
         ),
         Tool(
             "last_visit",
@@ -139,5 +140,6 @@ def location_tools(location: LocationService) -> list[Tool]:
             LastVisitArgs,
             last_visit,
             "Looking at your visits…",
+            group="location",
         ),
     ]

@@ -98,6 +98,11 @@ class UserTranscriber:
         """Load the model now."""
         await self.fair.inner.warm_up()
 
+    @property
+    def idle(self) -> bool:
+        """True when the shared model has nothing to do."""
+        return self.fair.inner.idle
+
     async def transcribe_pcm(
         self, samples: npt.NDArray[np.float32], *, language: str | None = None
     ) -> Transcript:

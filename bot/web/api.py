@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from bot.jobs.phrases import PhraseError
 from bot.web.deps import api_user, ctx
 from bot.web.service import JOURNAL_DAYS, MAX_SERIES_DAYS, SettingsChange
-from storage.models import User
+from storage.models import Reminder, User
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 Me = Annotated[User, Depends(api_user)]
@@ -98,6 +98,22 @@ class ReminderOut(BaseModel):
     text: str
     next_at: datetime
     recurring: bool
+    place: str | None = None
+    """The place it is about, if named."""
+    people: list[str] = []
+    """The people it is about or with, if named."""
+
+    @classmethod
+    def of(cls, r: Reminder) -> ReminderOut:
+        """From a reminder row."""
+        return cls(
+            id=r.id or 0,
+            text=r.text,
+            next_at=r.next_at,
+            recurring=bool(r.recurrence),
+            place=r.place,
+            people=list(r.people or []),
+        )
 
 
 class EventOut(BaseModel):
@@ -108,6 +124,8 @@ class EventOut(BaseModel):
     start_at: datetime
     end_at: datetime
     place: str | None
+    people: list[str] = []
+    """Who the event is with, if named."""
 
 
 class ProposalOut(BaseModel):
@@ -235,10 +253,7 @@ async def forget_fact(request: Request, user: Me, fact_id: int) -> Response:
 @router.get("/reminders")
 async def reminders(request: Request, user: Me) -> list[ReminderOut]:
     """Active reminders."""
-    return [
-        ReminderOut(id=r.id or 0, text=r.text, next_at=r.next_at, recurring=bool(r.recurrence))
-        for r in await ctx(request).service.reminders(user)
-    ]
+    return [ReminderOut.of(r) for r in await ctx(request).service.reminders(user)]
 
 
 @router.post("/reminders", status_code=201)
@@ -248,8 +263,7 @@ async def add_reminder(request: Request, user: Me, body: TextIn) -> ReminderOut:
         created = await ctx(request).service.add_reminder(user, body.text)
     except PhraseError as exc:
         raise HTTPException(422, str(exc)) from exc
-    r = created.reminder
-    return ReminderOut(id=r.id or 0, text=r.text, next_at=r.next_at, recurring=bool(r.recurrence))
+    return ReminderOut.of(created.reminder)
 
 
 @router.delete("/reminders/{reminder_id}", status_code=204)
@@ -264,7 +278,14 @@ async def cancel_reminder(request: Request, user: Me, reminder_id: int) -> Respo
 async def events(request: Request, user: Me) -> list[EventOut]:
     """Calendar events from yesterday to two months ahead."""
     return [
-        EventOut(id=e.id or 0, title=e.title, start_at=e.start_at, end_at=e.end_at, place=e.place)
+        EventOut(
+            id=e.id or 0,
+            title=e.title,
+            start_at=e.start_at,
+            end_at=e.end_at,
+            place=e.place,
+            people=list(e.people or []),
+        )
         for e in await ctx(request).service.events(user)
     ]
 
@@ -283,6 +304,21 @@ async def proposals(request: Request, user: Me) -> list[ProposalOut]:
         )
         for p in await s.proposals(user)
     ]
+
+
+class Rename(BaseModel):
+    """A new title for a proposed event."""
+
+    title: str = Field(min_length=1, max_length=120)
+
+
+@router.post("/proposals/{proposal_id}/rename")
+async def rename(request: Request, user: Me, proposal_id: int, body: Rename) -> Said:
+    """Give a pending proposed event a new title."""
+    said = await ctx(request).service.rename_proposal(user, proposal_id, body.title)
+    if said is None:
+        raise _404()
+    return Said(message=said)
 
 
 @router.post("/proposals/{proposal_id}/{answer}")

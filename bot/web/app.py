@@ -10,7 +10,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from bot.web import api, health, location, owner, pages, public
+from bot.web import api, contacts, health, ingest, location, omi, owner, pages, places, public
 from bot.web.deps import NeedsSignIn, WebContext
 
 STATIC = Path(__file__).parent / "static"
@@ -41,7 +41,13 @@ def create_app(context: WebContext) -> FastAPI:
     app.include_router(health.router)
     app.include_router(public.router)
     app.include_router(api.router)
+    app.include_router(ingest.router)
     app.include_router(location.router)
+    app.include_router(places.api_router)
+    app.include_router(places.router)
+    app.include_router(contacts.api_router)
+    app.include_router(contacts.router)
+    app.include_router(omi.router)
     app.include_router(owner.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -52,7 +58,7 @@ def create_app(context: WebContext) -> FastAPI:
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException) -> Response:
-        if request.url.path.startswith("/api/"):
+        if request.url.path.startswith(("/api/", "/omi/")):
             return JSONResponse(
                 {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
             )

@@ -16,6 +16,8 @@ from fastapi import HTTPException, Request
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
+from bot.device.omi import OmiInbox
+from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WebAuth
 from bot.web.service import WebService
@@ -60,6 +62,10 @@ class WebContext:
     """This process may run the scheduler (readiness expects a leader somewhere)."""
     location: LocationService
     """Stores points from the phone apps (OwnTracks, Overland)."""
+    meetings: MeetingIngest
+    """Queues meeting transcripts posted by recorders."""
+    omi: OmiInbox
+    """Stores audio chunks from Omi's backend (``/omi/<token>``)."""
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from bot.agent.journal.analytics import METRIC_NAMES, Metric
 from bot.clock import zone
 from bot.jobs.phrases import PhraseError
+from bot.location.service import NamingError
 from bot.web.deps import COOKIE, Viewer, checked_form, ctx, viewer
 from bot.web.service import JOURNAL_DAYS, SettingsChange
 
@@ -70,7 +71,41 @@ async def today(request: Request, who: Who) -> HTMLResponse:
         proposals=proposals,
         events=(await s.events(who.user, days=2))[:8],
         preview=preview,
+        questions=await s.questions(who.user),
     )
+
+
+@router.post("/questions/{message_id}/{choice}")
+async def answer_question(request: Request, who: Who, message_id: int, choice: str) -> Response:
+    """Answer a question lifebot asked, as its button would; the reply goes to that chat."""
+    await checked_form(request, who)
+    if not (choice == "other" or choice.isdigit()):
+        raise HTTPException(404)
+    if not await ctx(request).service.answer_question(who.user, message_id, choice):
+        return back("/", error="That question no longer waits for an answer.")
+    return back("/", note="Answered: my reply is in the chat where I asked.")
+
+
+@router.post("/proposals/{proposal_id}/rename")
+async def rename_proposal(request: Request, who: Who, proposal_id: int) -> Response:
+    """Rename a proposed event; for a stay at an unnamed place, the name names the place."""
+    form = await checked_form(request, who)
+    c = ctx(request)
+    p = await c.service.proposal(who.user, proposal_id)
+    if p is None:
+        raise HTTPException(404)
+    name = form.get("title", "")
+    if p.source == "location" and p.place is None:
+        assert who.user.id is not None
+        try:
+            done = await c.location.name_from_proposal(
+                who.user.id, proposal_id, name, zone(who.user.timezone)
+            )
+        except NamingError as exc:
+            return back("/", error=str(exc))
+        return back("/", note=f"Saved the place {done.place.name}; later stays there use it.")
+    said = await c.service.rename_proposal(who.user, proposal_id, name)
+    return back("/", note=said)
 
 
 @router.post("/proposals/{proposal_id}/{answer}")

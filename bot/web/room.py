@@ -12,7 +12,9 @@ from bot.agent.journal.service import JournalService
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
 from bot.config import Settings
+from bot.device.omi import OmiInbox
 from bot.dispatch.commands import Commands
+from bot.jobs.meetings import MeetingIngest
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
@@ -42,6 +44,10 @@ class WebRoom:
     """Where to listen and how cookies are set."""
     location: LocationService
     """Where the OwnTracks and Overland endpoints store points."""
+    meetings: MeetingIngest
+    """Where posted meeting transcripts are queued."""
+    omi: OmiInbox
+    """Where the Omi endpoint stores audio chunks."""
     _app: FastAPI | None = None
     _server: WebServer | None = None
 
@@ -59,6 +65,8 @@ class WebRoom:
                 secure_cookies=self.settings.web_url.startswith("https://"),
                 jobs_enabled=self.settings.jobs_enabled,
                 location=self.location,
+                meetings=self.meetings,
+                omi=self.omi,
             )
             self._app = create_app(context)
         return self._app
@@ -93,6 +101,8 @@ def build_web(
     commands: Commands,
     location: LocationService,
     journal: JournalService,
+    meetings: MeetingIngest,
+    omi: OmiInbox,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
@@ -104,4 +114,4 @@ def build_web(
     )
     service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
     register_web_commands(commands, auth)
-    return WebRoom(auth, service, settings, location)
+    return WebRoom(auth, service, settings, location, meetings, omi)

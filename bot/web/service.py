@@ -10,11 +10,12 @@ import io
 import json
 import logging
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
 from bot.adapters.base import ChannelAdapter
+from bot.agent.ask import OTHER, Waiting, waiting_questions
 from bot.agent.journal.analytics import (
     METRIC_NAMES,
     MIN_ENTRIES,
@@ -55,7 +56,7 @@ from storage.repos.calendar import CalendarRepo
 from storage.repos.devices import DeviceRepo
 from storage.repos.episodes import EpisodeRepo
 from storage.repos.facts import FactRepo
-from storage.repos.messages import MessageRepo
+from storage.repos.messages import ConversationRepo, MessageRepo
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.pairing import PairingRepo
 from storage.repos.reminders import ReminderRepo
@@ -148,6 +149,44 @@ class WebService:
         self.jobs = jobs
         self.channels = channels
         self.default_timezone = default_timezone
+        self.press: Callable[[InboundMessage], Awaitable[object]] | None = None
+        """Hands a button press to dispatch (set by the composition root once it exists)."""
+        self.ask_wait = timedelta(minutes=120)
+        """How long a question lifebot asked waits for its answer."""
+
+    async def questions(self, user: User) -> list[Waiting]:
+        """Questions lifebot asked the user that still wait for an answer."""
+        assert user.id is not None
+        return await waiting_questions(self.db, user.id, self.clock.now(), self.ask_wait)
+
+    async def answer_question(self, user: User, message_id: int, choice: str) -> bool:
+        """Answer a waiting question as if its button was pressed in the chat it was asked in.
+
+        The answer (and the resumed turn's reply) goes to that chat. False when the question
+        is not the user's or no longer waits.
+        """
+        waiting = {w.message.id: w for w in await self.questions(user)}
+        found = waiting.get(message_id)
+        if found is None or self.press is None:
+            return False
+        row = found.message
+        label = "Other" if choice == OTHER else found.options[int(choice)]
+        conv_thread = None
+        async with self.db.session() as s:
+            conv = await ConversationRepo(s).get(user.id or 0, row.conversation_id or 0)
+            if conv is not None and conv.thread_id:
+                conv_thread = conv.thread_id
+        await self.press(
+            InboundMessage(
+                address=Address(row.channel, row.account, row.chat_id, conv_thread),
+                sender_id=row.sender_id or "",
+                message_id=f"web:{message_id}:{choice}",
+                text=label,
+                received_at=self.clock.now(),
+                callback_data=f"/answer {message_id} {choice}",
+            )
+        )
+        return True
 
     async def user(self, user_id: int) -> User | None:
         """The user, or None when they were deleted."""
@@ -319,6 +358,18 @@ class WebService:
             if await CalendarRepo(s).proposal(user.id, proposal_id) is None:
                 return None
         return await self.jobs.proposals.answer(user, proposal_id, yes, self.clock.now())
+
+    async def proposal(self, user: User, proposal_id: int) -> Proposal | None:
+        """One of the user's proposals (None for another user's)."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await CalendarRepo(s).proposal(user.id, proposal_id)
+
+    async def rename_proposal(self, user: User, proposal_id: int, title: str) -> str | None:
+        """A new title for a pending proposal; None when the proposal is not the user's."""
+        if await self.proposal(user, proposal_id) is None:
+            return None
+        return await self.jobs.proposals.rename(user, proposal_id, title, self.clock.now())
 
     def proposal_words(self, p: Proposal, user: User) -> str:
         """A proposal as the question the chat asks."""

@@ -11,28 +11,42 @@ from storage.models.core import (
     Fact,
     Message,
     PairingRequest,
+    PendingAnswer,
     Task,
     User,
 )
 from storage.models.device import AudioSegment, Device, DeviceSession
-from storage.models.jobs import CalendarEvent, JobLease, JobState, Proposal, Reminder
+from storage.models.jobs import (
+    CalendarEvent,
+    CalendarSource,
+    JobLease,
+    JobState,
+    Proposal,
+    Reminder,
+)
 from storage.models.journal import JournalEntry, JournalSettings, JournalSummary
 from storage.models.location import LocationPoint, LocationSetting, Place, Stay
 from storage.models.memory import Episode, MemoryCursor, MemoryItem
+from storage.models.people import Contact
+from storage.models.senses import DocumentChunk, IngestJob, UsageCount
 from storage.models.web import ApiToken, IcsToken, WebLoginLink, WebSession
 
 __all__ = [
     "ApiToken",
     "AudioSegment",
     "CalendarEvent",
+    "CalendarSource",
     "ChannelIdentity",
+    "Contact",
     "Conversation",
     "Delivery",
     "Device",
     "DeviceSession",
+    "DocumentChunk",
     "Episode",
     "Fact",
     "IcsToken",
+    "IngestJob",
     "JobLease",
     "JobState",
     "JournalEntry",
@@ -44,12 +58,14 @@ __all__ = [
     "MemoryItem",
     "Message",
     "PairingRequest",
+    "PendingAnswer",
     "Place",
     "Proposal",
     "Reminder",
     "Stay",
     "Task",
     "UTCDateTime",
+    "UsageCount",
     "User",
     "WebLoginLink",
     "WebSession",

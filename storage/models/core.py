@@ -38,6 +38,11 @@ class User(SQLModel, table=True):
     quiet_start: str | None = "22:00"
     """Local HH:MM where quiet hours begin; None turns quiet hours off."""
     quiet_end: str | None = "07:00"
+    voice_replies: str = Field(default="off", sa_column_kwargs={"server_default": "off"})
+    """Answers as voice notes too (Telegram): ``off``, ``inbound`` (to a voice note), ``always``."""
+    date_order: str | None = None
+    """How the user writes numeric dates: ``dmy`` (31/12), ``mdy`` (12/31); None: guessed
+    from the time zone (month first in the United States and a few others)."""
 
 
 class ChannelIdentity(SQLModel, table=True):
@@ -81,6 +86,12 @@ class Conversation(SQLModel, table=True):
     last_message_at: datetime | None = Field(
         default=None, sa_column=Column(UTCDateTime(), nullable=True)
     )
+    title: str | None = None
+    """The thread's name, set from its first words (or the fast model); /new clears it."""
+    summary: str | None = None
+    """Older turns of the thread in short, given to the model instead of being cut off."""
+    summary_through: int | None = None
+    """The id of the newest message the summary covers."""
 
 
 class Message(SQLModel, table=True):
@@ -218,3 +229,19 @@ class Delivery(SQLModel, table=True):
 
 
 # --- memory (issue 3) ------------------------------------------------------------------------
+
+
+class PendingAnswer(SQLModel, table=True):
+    """A question the bot asked: the user's next plain message completes a command line.
+
+    "What was this place?" after a location proposal, "What should I call it?" after Rename.
+    Only the very next plain message counts; any other message clears the question.
+    """
+
+    user_id: int = Field(foreign_key="user.id", primary_key=True)
+    command: str
+    """The command line the answer completes (``/place name 12``)."""
+    since: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    """From when a message counts as the answer (after quiet hours hold the question)."""
+    until: datetime = Field(sa_column=Column(UTCDateTime(), nullable=False))
+    """After this the question lapses."""

@@ -36,6 +36,10 @@ class Reminder(SQLModel, table=True):
     """active, done, cancelled."""
     fired: int = 0
     """How many times it has fired (part of each push's unique key)."""
+    place: str | None = None
+    """Where it is about ("Jordan's house"), when the user named a place."""
+    people: list[str] | None = Field(default=None, sa_column=Column(JSON))
+    """Who it is about or with ("Ana Silva"), when the user named people."""
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
     )
@@ -44,7 +48,10 @@ class Reminder(SQLModel, table=True):
 class CalendarEvent(SQLModel, table=True):
     """An event in lifebot's own calendar."""
 
-    __table_args__ = (Index("ix_calendarevent_user_start", "user_id", "start_at"),)
+    __table_args__ = (
+        Index("ix_calendarevent_user_start", "user_id", "start_at"),
+        Index("ix_calendarevent_user_source", "user_id", "source"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     user_id: int = Field(foreign_key="user.id")
@@ -58,7 +65,10 @@ class CalendarEvent(SQLModel, table=True):
     place: str | None = None
     people: list[str] | None = Field(default=None, sa_column=Column(JSON))
     source: str = "manual"
-    """manual, chat, pendant, agent."""
+    """manual, chat, pendant, agent, location; ``import`` (an ICS file), ``ics:<source id>``
+    (a subscribed feed), ``caldav:<source id>`` (read from the user's CalDAV calendar)."""
+    all_day: bool = False
+    """Whole local days (an imported all-day event): shown without times, never blocks a stay."""
     cancelled_at: datetime | None = Field(
         default=None, sa_column=Column(UTCDateTime(), nullable=True)
     )
@@ -66,6 +76,34 @@ class CalendarEvent(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
     )
     updated_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
+    )
+
+
+class CalendarSource(SQLModel, table=True):
+    """One of the user's own calendars lifebot reads (an ICS feed) or reads and writes (CalDAV)."""
+
+    id: int | None = Field(default=None, primary_key=True)
+    user_id: int = Field(foreign_key="user.id", index=True)
+    kind: str
+    """``ics`` (read-only feed) or ``caldav`` (two-way)."""
+    name: str
+    """What the user calls it (the host name unless they gave one)."""
+    url: str
+    """The feed's URL, or the CalDAV calendar's collection URL."""
+    username: str | None = None
+    """CalDAV user name."""
+    secret: str | None = None
+    """The CalDAV password, Fernet-encrypted with the key from settings (never plain)."""
+    last_synced_at: datetime | None = Field(
+        default=None, sa_column=Column(UTCDateTime(), nullable=True)
+    )
+    """When it was last read successfully."""
+    last_error: str | None = None
+    """Why the last read failed, in plain words (cleared by a good read)."""
+    event_count: int = 0
+    """How many occurrences the last good read stored."""
+    created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
     )
 

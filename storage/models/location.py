@@ -26,6 +26,8 @@ class LocationSetting(SQLModel, table=True):
     """When recording was last turned on: points timed earlier are never stored."""
     token_hash: str | None = Field(default=None, index=True)
     """SHA-256 of the token OwnTracks / Overland send; None once revoked."""
+    scan_at: str | None = None
+    """Local ``HH:MM`` of the evening scan for proposals; None means 21:30."""
     updated_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
     )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy import func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -13,6 +17,44 @@ from storage.models import CalendarEvent, Proposal
 
 MERGE_WINDOW = timedelta(hours=1)
 """Same title and starts within this of each other: the same event."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideEvent:
+    """An event occurrence read from an outside calendar, as the repo stores it."""
+
+    key: str
+    """Stable identity in its source (UID plus original start)."""
+    title: str
+    """The title."""
+    start: datetime
+    """Start (aware)."""
+    end: datetime
+    """End (aware)."""
+    all_day: bool
+    """Whole local days."""
+    place: str | None
+    """Where, when given."""
+
+
+@dataclass(frozen=True, slots=True)
+class SyncCounts:
+    """What one read of an outside calendar changed."""
+
+    added: int
+    """New occurrences."""
+    updated: int
+    """Occurrences whose title, time or place changed."""
+    removed: int
+    """Occurrences gone from the source (cancelled here)."""
+    unchanged: int
+    """Occurrences seen again as they were."""
+
+
+def outside_uid(user_id: int, source: str, key: str) -> str:
+    """The row uid of an outside occurrence: the same on every re-read, unique per user."""
+    digest = hashlib.sha256(f"{user_id}|{source}|{key}".encode()).hexdigest()[:40]
+    return f"{digest}@{source.split(':', 1)[0]}.lifebot"
 
 
 def title_key(title: str) -> str:
@@ -26,6 +68,29 @@ class CalendarRepo:
 
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
+
+    async def events_at_place(
+        self, user_id: int, names: list[str], before: datetime, *, limit: int = 10
+    ) -> list[CalendarEvent]:
+        """The user's latest events at a place called one of ``names`` (any case), newest first.
+
+        Only events starting before ``before`` count.
+        """
+        wanted = [n.strip().lower() for n in names if n.strip()]
+        if not wanted:
+            return []
+        res = await self.s.exec(
+            select(CalendarEvent)
+            .where(
+                CalendarEvent.user_id == user_id,
+                col(CalendarEvent.cancelled_at).is_(None),
+                col(CalendarEvent.start_at) < before,
+                func.lower(col(CalendarEvent.place)).in_(wanted),
+            )
+            .order_by(col(CalendarEvent.start_at).desc())
+            .limit(limit)
+        )
+        return list(res.all())
 
     async def events_between(
         self, user_id: int, start: datetime, end: datetime, *, limit: int = 200
@@ -112,6 +177,97 @@ class CalendarRepo:
         self.s.add(event)
         await self.s.flush()
         return event, False
+
+    async def sync_outside(
+        self,
+        user_id: int,
+        source: str,
+        events: Sequence[OutsideEvent],
+        now: datetime,
+        *,
+        remove_missing: bool,
+    ) -> SyncCounts:
+        """Store a source's occurrences by their stable uid (a re-read never duplicates).
+
+        With ``remove_missing`` (a feed, which is always the whole calendar) occurrences
+        this read did not return are cancelled; a file import only adds and updates.
+        """
+        res = await self.s.exec(
+            select(CalendarEvent).where(
+                CalendarEvent.user_id == user_id, CalendarEvent.source == source
+            )
+        )
+        known = {e.uid: e for e in res.all()}
+        added = updated = unchanged = 0
+        seen: set[str] = set()
+        for ev in events:
+            uid = outside_uid(user_id, source, ev.key)
+            seen.add(uid)
+            row = known.get(uid)
+            if row is None:
+                row = CalendarEvent(
+                    user_id=user_id,
+                    uid=uid,
+                    title=ev.title,
+                    start_at=ev.start,
+                    end_at=ev.end,
+                    source=source,
+                    created_at=now,
+                )
+                added += 1
+            elif (
+                row.title == ev.title
+                and row.start_at == ev.start
+                and row.end_at == ev.end
+                and row.place == ev.place
+                and row.all_day == ev.all_day
+                and row.cancelled_at is None
+            ):
+                unchanged += 1
+                continue
+            else:
+                updated += 1
+            row.title = ev.title
+            row.title_key = title_key(ev.title)
+            row.start_at, row.end_at = ev.start, max(ev.end, ev.start)
+            row.place, row.all_day = ev.place, ev.all_day
+            row.cancelled_at = None
+            row.updated_at = now
+            self.s.add(row)
+        removed = 0
+        if remove_missing:
+            for uid, row in known.items():
+                if uid not in seen and row.cancelled_at is None:
+                    row.cancelled_at = now
+                    self.s.add(row)
+                    removed += 1
+        await self.s.flush()
+        return SyncCounts(added, updated, removed, unchanged)
+
+    async def own_uids(self, user_id: int) -> set[str]:
+        """Uids of the user's events that lifebot made (not read from outside)."""
+        res = await self.s.exec(
+            select(CalendarEvent.uid).where(
+                CalendarEvent.user_id == user_id,
+                col(CalendarEvent.source).not_in(["import"]),
+                ~col(CalendarEvent.source).like("ics:%"),
+                ~col(CalendarEvent.source).like("caldav:%"),
+            )
+        )
+        return set(res.all())
+
+    async def drop_source(self, user_id: int, source: str) -> int:
+        """Delete every event a source brought in (the source was removed); how many."""
+        res = await self.s.exec(
+            select(CalendarEvent).where(
+                CalendarEvent.user_id == user_id, CalendarEvent.source == source
+            )
+        )
+        rows = list(res.all())
+        for row in rows:
+            await self.s.delete(row)
+        await self.s.flush()
+        return len(rows)
 
     async def cancel_event(
         self, user_id: int, event_id: int, now: datetime

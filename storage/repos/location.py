@@ -46,6 +46,14 @@ class LocationRepo:
         await self.s.flush()
         return row
 
+    async def set_scan_at(self, user_id: int, at: str | None, now: datetime) -> None:
+        """Set the local ``HH:MM`` of the user's evening scan (None: the default)."""
+        row = await self.setting(user_id) or LocationSetting(user_id=user_id)
+        row.scan_at = at
+        row.updated_at = now
+        self.s.add(row)
+        await self.s.flush()
+
     async def set_token(self, user_id: int, token_hash: str | None, now: datetime) -> None:
         """Replace (or with None revoke) the user's phone-app token."""
         row = await self.setting(user_id) or LocationSetting(user_id=user_id)

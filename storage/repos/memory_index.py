@@ -105,16 +105,55 @@ class MemoryIndexRepo:
             q = q.where(Message.user_id == user_id)
         return list((await self.s.exec(q)).all())
 
+    async def indexable_messages(self, user_id: int, message_ids: Sequence[int]) -> list[Message]:
+        """Those of these messages of the user that are memory (see ``indexable_message``)."""
+        if not message_ids:
+            return []
+        q = select(Message).where(
+            Message.user_id == user_id, col(Message.id).in_(list(message_ids)), *indexable_message()
+        )
+        return list((await self.s.exec(q.order_by(col(Message.id)))).all())
+
+    async def unembedded_messages(
+        self, user_id: int, message_ids: Sequence[int], model: str
+    ) -> list[tuple[int, int, str]]:
+        """(item id, user id, text to embed) of these messages' rows lacking a ``model`` vector.
+
+        Found through the (kind, source id) key: no scan of the user's other items.
+        """
+        q = sa.select(
+            col(MemoryItem.id), col(MemoryItem.text), col(MemoryItem.kind), col(MemoryItem.speaker)
+        ).where(
+            col(MemoryItem.kind) == "message",
+            col(MemoryItem.source_id).in_(list(message_ids)),
+            col(MemoryItem.user_id) == user_id,
+            sa.or_(
+                col(MemoryItem.embedding).is_(None),
+                col(MemoryItem.embed_model).is_(None),
+                col(MemoryItem.embed_model) != model,
+            ),
+        )
+        conn = await self.s.connection()
+        return [
+            (int(r[0] or 0), user_id, embed_text(str(r[2]), str(r[3]), str(r[1])))
+            for r in (await conn.execute(q)).all()
+        ]
+
     async def add(self, rows: Sequence[dict[str, Any]]) -> None:
         """Insert index rows; a row whose (kind, source_id) exists already is left alone."""
-        for start in range(0, len(rows), 400):
-            chunk = [{k: r.get(k) for k in _ITEM_COLUMNS} for r in rows[start : start + 400]]
-            for r in chunk:
-                r["hidden"] = bool(r["hidden"])
-                for k in ("channel", "speaker", "ref", "text"):
-                    r[k] = r[k] or ""
-            stmt = insert_ignore(self.s, MemoryItem, ["kind", "source_id"]).values(chunk)
-            await self.s.exec(stmt)
+        if not rows:
+            return
+        chunk = [{k: r.get(k) for k in _ITEM_COLUMNS} for r in rows]
+        for r in chunk:
+            r["hidden"] = bool(r["hidden"])
+            for k in ("channel", "speaker", "ref", "text"):
+                r[k] = r[k] or ""
+        # One compiled statement run for many parameter sets: a multi-row VALUES clause is
+        # compiled anew for every chunk, which cost more than the inserts themselves.
+        table = MemoryItem.__table__  # type: ignore[attr-defined]
+        stmt = insert_ignore(self.s, table, ["kind", "source_id"])
+        conn = await self.s.connection()
+        await conn.execute(stmt, chunk)
 
     async def upsert(self, row: dict[str, Any]) -> MemoryItem:
         """Insert or update the index row of one source (episodes and facts change text)."""
@@ -219,19 +258,24 @@ class MemoryIndexRepo:
             self.s.add(row)
         return [r.id for r in rows if r.id is not None]
 
-    async def get_many(self, user_id: int, ids: Sequence[int]) -> dict[int, MemoryItem]:
-        """Items by id, only this user's, only visible ones."""
+    async def get_many(
+        self, user_id: int, ids: Sequence[int], *, vectors: bool = True
+    ) -> dict[int, MemoryItem]:
+        """Items by id, only this user's, only visible ones.
+
+        ``vectors=False`` leaves the embedding out (reading it raises): search keeps every
+        vector in memory already, and decoding the stored copies cost milliseconds a query.
+        """
         if not ids:
             return {}
-        rows = (
-            await self.s.exec(
-                select(MemoryItem).where(
-                    MemoryItem.user_id == user_id,
-                    col(MemoryItem.id).in_(list(ids)),
-                    col(MemoryItem.hidden).is_(False),
-                )
-            )
-        ).all()
+        q = select(MemoryItem).where(
+            MemoryItem.user_id == user_id,
+            col(MemoryItem.id).in_(list(ids)),
+            col(MemoryItem.hidden).is_(False),
+        )
+        if not vectors:
+            q = q.options(sa.orm.defer(MemoryItem.embedding, raiseload=True))  # type: ignore[arg-type]
+        rows = (await self.s.exec(q)).all()
         return {r.id: r for r in rows if r.id is not None}
 
     async def newest(self, flt: SearchFilter, limit: int) -> list[MemoryItem]:
@@ -284,6 +328,43 @@ class MemoryIndexRepo:
             )
         ).all()
         return [*reversed(prev), *nxt]
+
+    async def count_unindexed(self, user_id: int | None = None) -> int:
+        """How many memory-worthy messages have no index row yet."""
+        item = sa.orm.aliased(MemoryItem)
+        q = (
+            select(sa.func.count())
+            .select_from(Message)
+            .outerjoin(
+                item,
+                sa.and_(col(item.kind) == "message", col(item.source_id) == col(Message.id)),
+            )
+            .where(col(item.id).is_(None), *indexable_message())
+        )
+        if user_id is not None:
+            q = q.where(Message.user_id == user_id)
+        return int((await self.s.exec(q)).one())
+
+    async def count_by_kind(self, user_id: int | None, model: str) -> dict[str, tuple[int, int]]:
+        """Kind -> (items indexed, items still without a vector of ``model``)."""
+        waiting = sa.case(
+            (
+                sa.or_(
+                    col(MemoryItem.embedding).is_(None),
+                    col(MemoryItem.embed_model).is_(None),
+                    col(MemoryItem.embed_model) != model,
+                ),
+                1,
+            ),
+            else_=0,
+        )
+        q = sa.select(col(MemoryItem.kind), sa.func.count(), sa.func.sum(waiting)).group_by(
+            col(MemoryItem.kind)
+        )
+        if user_id is not None:
+            q = q.where(col(MemoryItem.user_id) == user_id)
+        conn = await self.s.connection()
+        return {str(k): (int(n), int(w or 0)) for k, n, w in (await conn.execute(q)).all()}
 
     async def count(self, user_id: int | None) -> int:
         """How many items one user (or everyone, for None) has indexed."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import or_, update
+from sqlalchemy import String, cast, or_, update
 from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -49,20 +49,27 @@ class MessageRepo:
         """Insert message rows in one statement, skipping seen dedupe keys; the new rows' ids."""
         if not rows:
             return []
-        stmt = (
-            insert_ignore(self.s, Message, ["dedupe_key"])
-            .values(rows)
-            .returning(Message.__table__.c.id)  # type: ignore[attr-defined]
-        )
-        return [int(r[0]) for r in (await self.s.exec(stmt)).all()]
+        table = Message.__table__  # type: ignore[attr-defined]
+        # Many parameter sets for one compiled statement (SQLAlchemy batches them with their
+        # RETURNING): a multi-row VALUES clause would be compiled anew for every batch.
+        stmt = insert_ignore(self.s, table, ["dedupe_key"]).returning(table.c.id)
+        conn = await self.s.connection()
+        return [int(r[0]) for r in (await conn.execute(stmt, rows)).all()]
 
     async def claim_for_user(self, message_id: int, user_id: int, conversation_id: int) -> None:
         """Attach an inbound message to the user and conversation it belongs to."""
-        row = await self.s.get(Message, message_id)
-        if row is not None:
-            row.user_id = user_id
-            row.conversation_id = conversation_id
-            self.s.add(row)
+        # One UPDATE, no read first: this runs for every message.
+        await self._update(
+            col(Message.id) == message_id, user_id=user_id, conversation_id=conversation_id
+        )
+
+    async def _update(self, where: Any, **values: Any) -> None:
+        await self.s.exec(
+            update(Message)
+            .where(where)
+            .values(**values)
+            .execution_options(synchronize_session=False)
+        )
 
     async def erase_stranger_message(self, message_id: int) -> None:
         """Keep only the dedupe tombstone of a stranger's message: no text is stored."""
@@ -187,12 +194,31 @@ class MessageRepo:
         res = await self.s.exec(q.order_by(col(Message.id).desc()).limit(1))
         return res.first()
 
-    async def set_status(self, user_id: int, message_id: int, status: str) -> None:
-        """Change an inbound message's status (answered, pending_retry, failed)."""
+    async def set_meta(self, user_id: int, message_id: int, **values: Any) -> Message | None:
+        """Merge ``values`` into a message's ``meta`` (a new dict, so the JSON column saves)."""
         row = await self.get(user_id, message_id)
         if row is not None:
-            row.status = status
+            row.meta = {**(row.meta or {}), **values}
             self.s.add(row)
+        return row
+
+    async def with_images(self, user_id: int | None = None) -> list[Message]:
+        """Inbound messages that carried pictures (``meta`` lists ``images``), oldest first."""
+        # JSON is text on SQLite and casts to text on PostgreSQL: one portable filter.
+        q = select(Message).where(
+            Message.direction == "in",
+            col(Message.meta).is_not(None),
+            cast(Message.meta, String).like('%"images"%'),
+        )
+        if user_id is not None:
+            q = q.where(Message.user_id == user_id)
+        return list((await self.s.exec(q.order_by(col(Message.id)))).all())
+
+    async def set_status(self, user_id: int, message_id: int, status: str) -> None:
+        """Change an inbound message's status (answered, pending_retry, failed)."""
+        await self._update(
+            (col(Message.id) == message_id) & (col(Message.user_id) == user_id), status=status
+        )
 
     async def add(
         self,
@@ -210,8 +236,13 @@ class MessageRepo:
         citations: list[dict[str, Any]] | None = None,
         reply_to_id: int | None = None,
         status: str = "stored",
+        flush: bool = True,
     ) -> Message:
-        """Store an assistant reply, a tool call or a tool result."""
+        """Store an assistant reply, a tool call or a tool result.
+
+        ``flush=False`` leaves the INSERT to the next flush or commit (the row has no id yet):
+        a turn's transcript goes to the database in one batch with its reply.
+        """
         row = Message(
             user_id=user_id,
             conversation_id=conversation_id,
@@ -229,16 +260,17 @@ class MessageRepo:
             created_at=utcnow(),
         )
         self.s.add(row)
-        await self.s.flush()
+        if flush:
+            await self.s.flush()
         return row
 
     async def set_receipt(self, user_id: int, message_id: int, external_id: str) -> None:
         """Record the channel's id for a sent message: the proof it was delivered."""
-        row = await self.get(user_id, message_id)
-        if row is not None:
-            row.external_id = external_id
-            row.status = "sent"
-            self.s.add(row)
+        await self._update(
+            (col(Message.id) == message_id) & (col(Message.user_id) == user_id),
+            external_id=external_id,
+            status="sent",
+        )
 
     async def history(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
         """The last ``limit`` messages of a conversation, oldest first."""
@@ -366,6 +398,16 @@ class ConversationRepo:
     async def get_or_create(self, user_id: int, address: Address) -> Conversation:
         """The user's conversation at this address, created on first use."""
         thread = address.thread_id or ""
+        q = select(Conversation).where(
+            Conversation.user_id == user_id,
+            Conversation.channel == address.channel,
+            Conversation.account == address.account,
+            Conversation.chat_id == address.chat_id,
+            Conversation.thread_id == thread,
+        )
+        found = (await self.s.exec(q)).first()
+        if found is not None:
+            return found  # the usual case: one read, no write
         await self.s.exec(
             insert_ignore(
                 self.s, Conversation, ["user_id", "channel", "account", "chat_id", "thread_id"]
@@ -378,13 +420,40 @@ class ConversationRepo:
                 created_at=utcnow(),
             )
         )
+        return (await self.s.exec(q)).one()
+
+    async def get(self, user_id: int, conversation_id: int) -> Conversation | None:
+        """The user's conversation by id (None when it is not theirs)."""
         res = await self.s.exec(
             select(Conversation).where(
-                Conversation.user_id == user_id,
-                Conversation.channel == address.channel,
-                Conversation.account == address.account,
-                Conversation.chat_id == address.chat_id,
-                Conversation.thread_id == thread,
+                Conversation.id == conversation_id, Conversation.user_id == user_id
             )
         )
-        return res.one()
+        return res.first()
+
+    async def save_thread(
+        self,
+        user_id: int,
+        conversation_id: int,
+        *,
+        title: str | None,
+        summary: str | None,
+        summary_through: int | None,
+    ) -> None:
+        """Store a thread's title and running summary (all three replace what was there)."""
+        conv = await self.get(user_id, conversation_id)
+        if conv is None:
+            return
+        conv.title, conv.summary, conv.summary_through = title, summary, summary_through
+        self.s.add(conv)
+        await self.s.flush()
+
+    async def titled(self, user_id: int, limit: int = 20) -> list[Conversation]:
+        """The user's conversations that have a title, most recently used first."""
+        res = await self.s.exec(
+            select(Conversation)
+            .where(Conversation.user_id == user_id, col(Conversation.title).is_not(None))
+            .order_by(col(Conversation.last_message_at).desc(), col(Conversation.id).desc())
+            .limit(limit)
+        )
+        return list(res.all())

@@ -36,7 +36,8 @@ class Push:
     due_at: datetime
     text: str | None = None
     """None: composed just before sending (briefings)."""
-    buttons: list[tuple[str, str]] = field(default_factory=list)
+    buttons: list[tuple[str, str] | tuple[str, str, int]] = field(default_factory=list)
+    """(label, data) or (label, data, row): buttons with one row number share a row."""
     urgent: bool = False
     """Urgent pushes (reminders the user timed) are not held back by quiet hours."""
     status: str = "pending"

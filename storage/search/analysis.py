@@ -2,6 +2,9 @@
 
 The same function analyses stored text and questions, so a question word matches every
 inflection of it ("adopted" finds "adoption agencies" through the stem "adopt").
+``snowballstemmer`` runs the C Snowball engine from PyStemmer when it is installed (it is a
+dependency): the same stems, about 25 times faster, which a cold search tokenising thousands
+of messages notices.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ class SearchFilter:
     """Inclusive lower bound on the item's time (UTC)."""
     end: datetime | None = None
     """Exclusive upper bound."""
-    kinds: tuple[str, ...] = ("message", "episode", "fact", "journal")
+    kinds: tuple[str, ...] = ("message", "episode", "fact", "journal", "image", "document")
     exclude_ids: frozenset[int] = field(default_factory=frozenset)
     """Item ids never to return (the question being asked right now)."""
 

@@ -12,6 +12,7 @@ it through ``forget``/``set_hidden``/``set_vectors``, called by the memory index
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +25,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import MemoryItem
 from storage.search.analysis import analyse
+from storage.search.termcache import Analysed, TermStore, row_digest
 from storage.search.vectors import KIND_CODES
 
 SESSION_GAP_S = 45 * 60.0
@@ -48,6 +50,12 @@ class Row:
     speaker: str
     text: str
     vector: npt.NDArray[np.float32] | None = None
+    digest: int = 0
+    """``termcache.row_digest`` of the row: a cached analysis is used only when it matches."""
+
+
+Known = dict[int, tuple[int, Analysed]]
+"""Item id -> (digest, analysis) read from the term cache."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,8 @@ class Corpus:
     speaker_names: dict[str, int] = field(default_factory=dict)
     postings: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)
     max_id: int = 0
+    digests: list[int] = field(default_factory=list)
+    """Each item's row digest (what the term cache is checked against)."""
     _last: dict[int, int] = field(default_factory=dict)
     """Conversation id -> position of its newest message."""
     _positions: dict[int, int] = field(default_factory=dict)
@@ -106,14 +116,49 @@ class Corpus:
                 return False
         return True
 
-    def append(self, rows: Sequence[Row]) -> None:
-        """Add rows (sorted by time) and link messages to the turns around them."""
-        for r in rows:
-            self._append_one(r)
-        self._arrays = None
-        self._term_cache.clear()
+    def append(self, rows: Sequence[Row], known: Known | None = None) -> int:
+        """Add rows (sorted by time) and link messages to the turns around them.
 
-    def _append_one(self, r: Row) -> None:
+        ``known`` holds analyses from the term cache; one is used only when its digest is the
+        row's. Returns how many rows had to be analysed here.
+        """
+        fresh = 0
+        for r in rows:
+            cached = known.get(r.id) if known else None
+            if cached is not None and cached[0] == r.digest:
+                an = cached[1]
+            else:
+                an = self.analyse(r)
+                fresh += 1
+            self._append_one(r, an)
+        self._arrays = None
+        return fresh
+
+    def analyse(self, r: Row) -> Analysed:
+        """Terms, length and mentioned time span of one row (the costly part of loading)."""
+        terms = analyse(f"{r.speaker}: {r.text}" if r.kind == "message" else r.text)
+        counts: dict[str, int] = {}
+        for t in terms:
+            counts[t] = counts.get(t, 0) + 1
+        span = self.mentions(r.text, r.ts) if self.mentions and r.kind == "message" else None
+        return Analysed(counts, len(terms), span)
+
+    def analysed(self) -> list[tuple[int, int, Analysed]]:
+        """(item id, digest, analysis) of every item, rebuilt from the postings (to save)."""
+        per_item: list[dict[str, int]] = [{} for _ in self.ids]
+        for term, (docs, tfs) in self.postings.items():
+            for d, c in zip(docs, tfs, strict=True):
+                per_item[d][term] = c
+        out = []
+        for pos, item_id in enumerate(self.ids):
+            lo, hi = self.mentioned[pos]
+            span = None if math.isnan(lo) else (lo, hi)
+            out.append(
+                (item_id, self.digests[pos], Analysed(per_item[pos], self.lengths[pos], span))
+            )
+        return out
+
+    def _append_one(self, r: Row, an: Analysed) -> None:
         pos = len(self.ids)
         self.ids.append(r.id)
         self._positions[r.id] = pos
@@ -123,14 +168,12 @@ class Corpus:
         self.speakers.append(
             self.speaker_names.setdefault(r.speaker.lower(), len(self.speaker_names))
         )
-        terms = analyse(f"{r.speaker}: {r.text}" if r.kind == "message" else r.text)
-        self.lengths.append(len(terms))
-        span = self.mentions(r.text, r.ts) if self.mentions and r.kind == "message" else None
-        self.mentioned.append(span or (np.nan, np.nan))
-        counts: dict[str, int] = {}
-        for t in terms:
-            counts[t] = counts.get(t, 0) + 1
-        for t, c in counts.items():
+        self.digests.append(r.digest)
+        self.lengths.append(an.length)
+        self.mentioned.append(an.span or (np.nan, np.nan))
+        for t, c in an.terms.items():
+            # Only the postings of this row's terms change: the other arrays stay valid.
+            self._term_cache.pop(t, None)
             docs, tfs = self.postings.setdefault(t, ([], []))
             docs.append(pos)
             tfs.append(c)
@@ -224,6 +267,14 @@ class Corpus:
             self._term_cache[stem] = got
         return got
 
+    def vector(self, item_id: int) -> npt.NDArray[np.float32] | None:
+        """An item's vector (None when it has none yet or is not here)."""
+        pos = self._positions.get(item_id)
+        if pos is None or self._matrix is None or not self._has_vector[pos]:
+            return None
+        row: npt.NDArray[np.float32] = self._matrix[pos]
+        return row
+
     def position(self, item_id: int) -> int | None:
         """Where an item sits in the arrays."""
         return self._positions.get(item_id)
@@ -239,29 +290,53 @@ def _rows(raw: Sequence[tuple[object, ...]], model: str) -> list[Row]:
         if blob is not None and r[8] == model:
             vec = np.frombuffer(bytes(blob), dtype="<f4").astype(np.float32)  # type: ignore[call-overload]
         conv = r[4]
+        kind, speaker, text, when = str(r[2]), str(r[5] or ""), str(r[6] or ""), ts.timestamp()
         out.append(
             Row(
                 id=int(str(r[0])),
-                ts=ts.timestamp(),
-                kind=str(r[2]),
+                ts=when,
+                kind=kind,
                 hidden=bool(r[3]),
                 conversation=int(str(conv)) if conv is not None else None,
-                speaker=str(r[5] or ""),
-                text=str(r[6] or ""),
+                speaker=speaker,
+                text=text,
                 vector=vec,
+                digest=row_digest(kind, speaker, text, when),
             )
         )
     out.sort(key=lambda row: (row.ts, row.id))
     return out
 
 
-class CorpusCache:
-    """Corpora of the users searched in this process, kept fresh by ``max(id)``."""
+@dataclass(frozen=True, slots=True)
+class LoadStats:
+    """How the last corpus load of a user went (for tests and ``bench memory``)."""
 
-    def __init__(self, mentions: Mentions | None = None) -> None:
+    reused: int
+    """Rows whose analysis came from the term cache."""
+    analysed: int
+    """Rows tokenised in this process."""
+
+
+SAVE_AFTER = 32
+"""Rewrite a user's term cache once this many rows were analysed since it was last written."""
+
+
+class CorpusCache:
+    """Corpora of the users searched in this process, kept fresh by ``max(id)``.
+
+    With a ``TermStore`` a cold process reuses the analyses a previous one saved and tokenises
+    only the rows that are new or changed since (see ``storage.search.termcache``).
+    """
+
+    def __init__(self, mentions: Mentions | None = None, store: TermStore | None = None) -> None:
         self.mentions = mentions
+        self.store = store
+        self.last_load: dict[int, LoadStats] = {}
+        """User id -> what their last load reused and analysed."""
         self._cache: dict[int, Corpus] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+        self._unsaved: dict[int, int] = {}
 
     def forget(self, user_id: int | None = None) -> None:
         """Drop one user's corpus (every user's when ``None``); it is reloaded when needed."""
@@ -314,11 +389,27 @@ class CorpusCache:
                 if not corpus.accepts(rows):
                     corpus = Corpus(model=model, mentions=self.mentions)
                     rows = _rows(await self._load(session, user_id, 0), model)
-                # Tokenising thousands of rows is CPU work: keep it off the event loop.
-                await asyncio.to_thread(corpus.append, rows)
+                # Reading the cache and tokenising are CPU and disk work: off the event loop.
+                await asyncio.to_thread(self._fill, user_id, corpus, rows)
                 corpus.max_id = max(corpus.max_id, int(newest))
             self._cache[user_id] = corpus
             return corpus
+
+    def _fill(self, user_id: int, corpus: Corpus, rows: list[Row]) -> None:
+        """Append rows, reusing saved analyses on a full load; save when enough are new."""
+        full = not len(corpus)
+        known = self.store.load(user_id) if self.store is not None and full else None
+        analysed = corpus.append(rows, known)
+        self.last_load[user_id] = LoadStats(len(rows) - analysed, analysed)
+        if self.store is None:
+            return
+        unsaved = self._unsaved.get(user_id, 0) + analysed
+        # A full load that had to tokenise anything is what the next cold process would
+        # repeat: save it now. A running server saves in batches instead of per message.
+        if (full and analysed) or unsaved >= SAVE_AFTER:
+            self.store.save(user_id, corpus.analysed())
+            unsaved = 0
+        self._unsaved[user_id] = unsaved
 
     @staticmethod
     async def _load(session: AsyncSession, user_id: int, after: int) -> list[tuple[object, ...]]:

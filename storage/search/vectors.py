@@ -22,7 +22,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from storage.models import MemoryItem
 from storage.search.base import Hit, SearchFilter, VectorIndex
 
-KIND_CODES = {"message": 0, "episode": 1, "fact": 2, "journal": 3}
+KIND_CODES = {"message": 0, "episode": 1, "fact": 2, "journal": 3, "image": 4, "document": 5}
 
 
 @dataclass

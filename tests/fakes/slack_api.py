@@ -552,12 +552,12 @@ class FakeSlack:
             {"type": "disconnect", "reason": "refresh_requested", "debug_info": {"host": "fake"}}
         )
 
-    async def wait_connections(self, count: int, within: float = 10.0) -> None:
+    async def wait_connections(self, count: int, within: float = 30.0) -> None:
         """Wait until the client has opened ``count`` Socket Mode connections in all."""
         async with asyncio.timeout(within), self._connects:
             await self._connects.wait_for(lambda: self.connections >= count)
 
-    async def wait_ack(self, envelope_id: str, within: float = 10.0) -> Ack:
+    async def wait_ack(self, envelope_id: str, within: float = 30.0) -> Ack:
         """Wait until the envelope is acknowledged."""
         await asyncio.wait_for(self._ack_events[envelope_id].wait(), within)
         return self.acks[envelope_id]

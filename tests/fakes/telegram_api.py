@@ -79,6 +79,8 @@ class BotMessage:
     reply_to: int | None = None
     edits: list[str] = field(default_factory=list)
     """Earlier visible texts, oldest first."""
+    topic: int | None = None
+    """The forum topic (``message_thread_id``) the message was sent into, if any."""
 
     def buttons(self) -> list[dict[str, Any]]:
         """The inline keyboard's buttons, flattened."""
@@ -96,6 +98,15 @@ class SentPhoto:
     caption: str
     filename: str
     content_type: str
+
+
+@dataclass
+class SentVoice:
+    """A voice note the bot uploaded with sendVoice (checked to be OGG/Opus)."""
+
+    chat_id: int
+    message_id: int
+    data: bytes
 
 
 class ApiError(Exception):
@@ -119,6 +130,7 @@ class FakeTelegram:
         self.blocked: set[int] = set()
         self.sent: dict[int, list[BotMessage]] = {}
         self.photos: dict[int, list[SentPhoto]] = {}
+        self.voices: dict[int, list[SentVoice]] = {}
         self.files: dict[str, tuple[str, bytes]] = {}
         self.chats: dict[int, dict[str, Any]] = {}
         self.commands: list[dict[str, str]] = []
@@ -272,6 +284,63 @@ class FakeTelegram:
         kw["audio" if audio else "voice"] = media
         return await self.push({"message": self.message(chat_id, **kw)})
 
+    async def send_photo(
+        self,
+        chat_id: int,
+        data: bytes,
+        *,
+        caption: str | None = None,
+        document: bool = False,
+        **kw: Any,
+    ) -> int:
+        """The user sends a photo (two sizes, as Telegram lists them) or an image file."""
+        file_id, unique = self.add_file(data, f"photos/file_{len(self.files)}.jpg")
+        if document:
+            kw["document"] = {
+                "file_id": file_id,
+                "file_unique_id": unique,
+                "file_name": "scan.png",
+                "mime_type": "image/png",
+                "file_size": len(data),
+            }
+        else:
+            thumb_id, thumb_unique = self.add_file(
+                data[:100], f"photos/thumb_{len(self.files)}.jpg"
+            )
+            kw["photo"] = [
+                {
+                    "file_id": thumb_id,
+                    "file_unique_id": thumb_unique,
+                    "width": 90,
+                    "height": 60,
+                    "file_size": min(100, len(data)),
+                },
+                {
+                    "file_id": file_id,
+                    "file_unique_id": unique,
+                    "width": 1280,
+                    "height": 960,
+                    "file_size": len(data),
+                },
+            ]
+        if caption is not None:
+            kw["caption"] = caption
+        return await self.push({"message": self.message(chat_id, **kw)})
+
+    async def send_document(
+        self, chat_id: int, data: bytes, name: str, mime_type: str, **kw: Any
+    ) -> int:
+        """The user sends a file (a PDF, ...) as a document."""
+        file_id, unique = self.add_file(data, f"documents/file_{len(self.files)}")
+        kw["document"] = {
+            "file_id": file_id,
+            "file_unique_id": unique,
+            "file_name": name,
+            "mime_type": mime_type,
+            "file_size": len(data),
+        }
+        return await self.push({"message": self.message(chat_id, **kw)})
+
     async def press(
         self,
         chat_id: int,
@@ -344,14 +413,21 @@ class FakeTelegram:
                 return m
         raise KeyError(f"no bot message {message_id} in chat {chat_id}")
 
-    async def wait_for(self, predicate: Callable[[], bool], within: float = 10.0) -> None:
+    async def wait_for(self, predicate: Callable[[], bool], within: float = 30.0) -> None:
         """Wait until ``predicate()`` holds (checked after every API call)."""
         async with asyncio.timeout(within), self._changed:
             await self._changed.wait_for(predicate)
 
-    async def wait_texts(self, chat_id: int, count: int, within: float = 10.0) -> list[str]:
-        """Wait until the bot has sent ``count`` messages to the chat; return their texts."""
-        await self.wait_for(lambda: len(self.sent.get(chat_id, [])) >= count, within)
+    async def wait_texts(self, chat_id: int, count: int, within: float = 30.0) -> list[str]:
+        """Wait until the bot has sent ``count`` messages to the chat, the last of them no
+        longer a streamed draft (a draft ends with " …" until its final edit); their texts."""
+        await self.wait_for(
+            lambda: (
+                len(self.sent.get(chat_id, [])) >= count
+                and not self.texts(chat_id)[-1].endswith(" …")
+            ),
+            within,
+        )
         return self.texts(chat_id)
 
     # --- HTTP --------------------------------------------------------------------------------
@@ -501,9 +577,35 @@ class FakeTelegram:
             entities=entities,
             reply_markup=p.get("reply_markup"),
             reply_to=reply.get("message_id"),
+            topic=int(p["message_thread_id"]) if p.get("message_thread_id") else None,
         )
         self.sent.setdefault(chat_id, []).append(msg)
         return self._bot_message_dict(msg)
+
+    async def _m_send_voice(self, p: dict[str, Any]) -> dict[str, Any]:
+        chat_id = int(p["chat_id"])
+        upload = p.get("voice")
+        if not isinstance(upload, web.FileField):
+            raise ApiError(400, "Bad Request: this fake only takes uploaded voice files")
+        data = upload.file.read()
+        # Telegram plays a voice note only for OGG with Opus audio.
+        if not data.startswith(b"OggS") or b"OpusHead" not in data[:200]:
+            raise ApiError(400, "Bad Request: VOICE_MESSAGES_FORBIDDEN or not OGG/Opus")
+        voice = SentVoice(chat_id, self.next_message_id(chat_id), data)
+        self.voices.setdefault(chat_id, []).append(voice)
+        return {
+            "message_id": voice.message_id,
+            "date": int(time.time()),
+            "chat": self.chat(chat_id),
+            "from": self.bot_user(),
+            "voice": {
+                "file_id": f"voice-{chat_id}-{voice.message_id}",
+                "file_unique_id": f"uvoice-{chat_id}-{voice.message_id}",
+                "duration": 1,
+                "mime_type": "audio/ogg",
+                "file_size": len(data),
+            },
+        }
 
     async def _m_send_photo(self, p: dict[str, Any]) -> dict[str, Any]:
         chat_id = int(p["chat_id"])
@@ -597,6 +699,9 @@ class FakeTelegram:
             out["entities"] = msg.entities
         if msg.reply_markup:
             out["reply_markup"] = msg.reply_markup
+        if msg.topic is not None:  # a message sent into a topic says so, as Telegram's do
+            out["message_thread_id"] = msg.topic
+            out["is_topic_message"] = True
         return out
 
 

@@ -12,7 +12,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.location.geo import Fix, distance_m
@@ -43,6 +43,20 @@ def offset(lat: float, lon: float, north_m: float, east_m: float) -> tuple[float
     dlat = north_m / 111_320
     dlon = east_m / (111_320 * math.cos(math.radians(lat)))
     return lat + dlat, lon + dlon
+
+
+def stay_at(where: tuple[float, float], start: datetime, minutes: int, seed: int = 1) -> list[Fix]:
+    """A phone lying still at ``where``: a fix every 2 minutes with ~15 m of jitter.
+
+    Minutes are real minutes (counted in UTC), so a stay across a clock change lasts as long
+    as it says.
+    """
+    rng = random.Random(seed)
+    start = start.astimezone(UTC)
+    return [
+        Fix(start + timedelta(minutes=m), *offset(*where, rng.gauss(0, 15), rng.gauss(0, 15)), 10)
+        for m in range(0, minutes + 1, 2)
+    ]
 
 
 def day_plan(day: datetime, weekday: int) -> list[tuple[str, int, int]]:

@@ -18,7 +18,7 @@ Starter = Callable[..., Any]
 """Starts lifebot with the Telegram channel (the ``telegram`` fixture)."""
 
 
-async def eventually(check: Callable[[], Any], within: float = 10.0) -> None:
+async def eventually(check: Callable[[], Any], within: float = 30.0) -> None:
     """Wait until the async ``check()`` returns true (for effects outside the fake server)."""
     async with asyncio.timeout(within):
         while not await check():  # noqa: ASYNC110  (the effect is in the database: poll it)

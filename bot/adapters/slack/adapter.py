@@ -76,6 +76,7 @@ class SlackAdapter:
         is_known: SenderCheck | None = None,
         spool_dir: Path = Path("data/slack-audio"),
         max_audio_bytes: int = 25_000_000,
+        max_image_bytes: int = 10_000_000,
         stream_interval: float = 1.5,
         drain_seconds: float = 10.0,
         retries: int = 3,
@@ -95,6 +96,8 @@ class SlackAdapter:
         """Asked before an audio file is fetched: strangers get no download, no model time."""
         self.spool_dir = spool_dir
         self.max_audio_bytes = max_audio_bytes
+        self.max_image_bytes = max_image_bytes
+        """The largest picture fetched (bigger ones become a note in the message)."""
         self.stream_interval = stream_interval
         self.drain_seconds = drain_seconds
         self.calls = SlackCalls(attempts=retries)
@@ -136,6 +139,7 @@ class SlackAdapter:
             is_known=is_known,
             spool_dir=settings.data_dir / "slack-audio",
             max_audio_bytes=settings.slack_max_audio_bytes,
+            max_image_bytes=settings.image_max_bytes,
             stream_interval=settings.slack_stream_interval,
             drain_seconds=settings.slack_drain_seconds,
         )
@@ -245,14 +249,23 @@ class SlackAdapter:
     async def _handle(self, incoming: Incoming) -> None:
         msg, paths = incoming.msg, []
         try:
-            if incoming.audio and not await self._known(msg):
+            files = incoming.audio or incoming.images
+            if files and not await self._known(msg):
                 # A stranger: the pairing reply needs no transcript, so nothing is fetched.
-                msg.text = msg.text or "(audio file)"
-            elif incoming.audio and self._audio is not None:
-                done = await self._audio.transcribe(incoming.audio, key=f"slack:{msg.sender_id}")
-                paths = done.paths
-                msg.text = "\n\n".join([t for t in (msg.text, *done.texts) if t])
-                msg.attachments.extend(done.attachments)
+                msg.text = msg.text or ("(audio file)" if incoming.audio else "(photo)")
+            elif files and self._audio is not None:
+                if incoming.audio:
+                    key = f"slack:{msg.sender_id}"
+                    done = await self._audio.transcribe(incoming.audio, key=key)
+                    paths = done.paths
+                    msg.text = "\n\n".join([t for t in (msg.text, *done.texts) if t])
+                    msg.attachments.extend(done.attachments)
+                if incoming.images:
+                    pics = await self._audio.pictures(
+                        incoming.images, max_bytes=self.max_image_bytes
+                    )
+                    msg.text = "\n\n".join([t for t in (msg.text, *pics.notes) if t])
+                    msg.attachments.extend(pics.attachments)
             msg.sender_name = await self._name_of(msg.sender_id)
             assert self._on_message is not None
             await self._on_message(msg)

@@ -47,6 +47,16 @@ def token_may_go_to(url: str, api_url: str) -> bool:
     )
 
 
+@dataclass(slots=True)
+class Pictures:
+    """What the pictures of one message became."""
+
+    attachments: list[Attachment] = field(default_factory=list)
+    """Fetched pictures, bytes included."""
+    notes: list[str] = field(default_factory=list)
+    """A plain-words note for each picture that could not be fetched."""
+
+
 class AudioFetcher:
     """Downloads and transcribes audio files for the Slack adapter."""
 
@@ -101,15 +111,42 @@ class AudioFetcher:
         text = transcript.text.strip()
         return text or f"(I sent an audio file, {name}, but no speech was heard in it.)"
 
+    async def pictures(self, files: list[dict[str, Any]], *, max_bytes: int) -> Pictures:
+        """Fetch pictures and PDFs into memory; each one that cannot be fetched becomes a note."""
+        out = Pictures()
+        for file in files:
+            name = str(file.get("name") or file.get("title") or "picture")
+            try:
+                data = await self._fetch(file, max_bytes)
+            except _AudioProblem as exc:
+                log.warning("slack picture %s not fetched: %s", file.get("id"), exc)
+                out.notes.append(f"(I sent a picture, {name}, but {exc}.)")
+                continue
+            mime = str(file.get("mimetype") or "image/jpeg")
+            kind = "document" if mime == "application/pdf" else "image"
+            out.attachments.append(
+                Attachment(kind, mime_type=mime, size=len(data), name=name, data=data)
+            )
+        return out
+
     async def _download(self, file: dict[str, Any], name: str) -> Path:
+        data = await self._fetch(file, self.max_bytes)
+        file_id = _SAFE_NAME.sub("_", str(file.get("id") or "file"))
+        path = self.spool_dir / f"{file_id}-{_SAFE_NAME.sub('_', name)[-60:]}"
+        await asyncio.to_thread(_write, path, data)
+        return path
+
+    async def _fetch(self, file: dict[str, Any], max_bytes: int) -> bytes:
+        """A Slack-hosted file's bytes (bot token, Slack hosts only, at most ``max_bytes``)."""
         url = str(file.get("url_private_download") or file.get("url_private") or "")
         if not url:
             raise _AudioProblem("Slack gave no link to download it")
         if not token_may_go_to(url, self.api_url):
             raise _AudioProblem("its link does not point at Slack, so it was not fetched")
         size = file.get("size")
-        if isinstance(size, int) and size > self.max_bytes:
-            raise _AudioProblem(f"it is larger than the {self.max_bytes // 1_000_000} MB limit")
+        limit = f"{max_bytes / 1_000_000:g} MB limit"
+        if isinstance(size, int) and size > max_bytes:
+            raise _AudioProblem(f"it is larger than the {limit}")
         headers = {"Authorization": f"Bearer {self.token}"}
         try:
             async with self.session.get(url, headers=headers) as resp:
@@ -121,16 +158,11 @@ class AudioFetcher:
                 data = bytearray()
                 async for chunk in resp.content.iter_chunked(64 * 1024):
                     data += chunk
-                    if len(data) > self.max_bytes:
-                        raise _AudioProblem(
-                            f"it is larger than the {self.max_bytes // 1_000_000} MB limit"
-                        )
+                    if len(data) > max_bytes:
+                        raise _AudioProblem(f"it is larger than the {limit}")
         except aiohttp.ClientError as exc:
             raise _AudioProblem(f"downloading it failed ({exc})") from exc
-        file_id = _SAFE_NAME.sub("_", str(file.get("id") or "file"))
-        path = self.spool_dir / f"{file_id}-{_SAFE_NAME.sub('_', name)[-60:]}"
-        await asyncio.to_thread(_write, path, bytes(data))
-        return path
+        return bytes(data)
 
 
 def _write(path: Path, data: bytes) -> None:

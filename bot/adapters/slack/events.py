@@ -9,7 +9,7 @@ gets one answer however many times and ways Slack delivers it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -38,6 +38,8 @@ class Incoming:
     msg: InboundMessage
     audio: list[dict[str, Any]]
     """Slack file objects of audio files to transcribe into the text."""
+    images: list[dict[str, Any]] = field(default_factory=list)
+    """Slack file objects of pictures and PDF documents to fetch and keep with the message."""
 
 
 def is_dm(channel: str) -> bool:
@@ -53,6 +55,16 @@ def is_audio(file: dict[str, Any]) -> bool:
     return str(file.get("filetype") or "").lower() in AUDIO_TYPES and not mime.startswith(
         ("image/", "text/", "application/")
     )
+
+
+def is_image(file: dict[str, Any]) -> bool:
+    """True for pictures (photos, screenshots) Slack hosts."""
+    return str(file.get("mimetype") or "").startswith("image/")
+
+
+def is_pdf(file: dict[str, Any]) -> bool:
+    """True for PDF documents (kept and read page by page)."""
+    return str(file.get("mimetype") or "") == "application/pdf"
 
 
 def _ignored(event: dict[str, Any], bot: BotIdentity) -> bool:
@@ -84,9 +96,11 @@ def from_message_event(
     thread = event.get("thread_ts")
     if kind == "app_mention" and not dm:
         thread = thread or event["ts"]
-    audio = [f for f in event.get("files") or [] if is_audio(f)] if dm else []
+    files = (event.get("files") or []) if dm else []
+    audio = [f for f in files if is_audio(f)]
+    images = [f for f in files if is_image(f) or is_pdf(f)]
     text = from_slack(str(event.get("text") or ""), bot.bot_user_id)
-    if not text and not audio:
+    if not text and not audio and not images:
         return None
     msg = InboundMessage(
         address=Address(CHANNEL, bot.team_id, channel, thread),
@@ -103,7 +117,7 @@ def from_message_event(
             "team_id": body.get("team_id"),
         },
     )
-    return Incoming(msg, audio)
+    return Incoming(msg, audio, images)
 
 
 def from_button(

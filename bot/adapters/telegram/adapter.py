@@ -13,6 +13,7 @@ HTML, splitting, sources), ``send`` (delivery, errors), ``stream`` (typing, the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 from collections import OrderedDict
@@ -31,28 +32,37 @@ from bot.adapters.telegram.events import (
     from_message,
     from_press,
     person_text,
+    picture,
     shared_location,
     stale_press,
     voice_attachment,
 )
-from bot.adapters.telegram.send import ButtonCodec, TelegramSender, translate
+from bot.adapters.telegram.pictures import fetch
+from bot.adapters.telegram.send import ButtonCodec, TelegramSender, topic_id, translate
 from bot.adapters.telegram.stream import TelegramStream, Typing, echo_text
 from bot.adapters.telegram.updates import ChatOrderedProcessor
 from bot.adapters.telegram.voice import VoiceNotes
 from bot.adapters.telegram.webhook import WebhookServer
 from bot.clock import Clock
-from bot.errors import ChannelError
+from bot.errors import ChannelError, SynthesisError
 from bot.messages import Address, OutboundMessage, Receipt
 from bot.speech.fair import FairTranscriber
+from bot.speech.synthesize import Synthesizer, spoken_text
+from bot.speech.voicenote import ogg_opus
 
 __all__ = ["STALE_BUTTON", "TelegramAdapter", "TelegramConfig"]
 
 log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ["message", "edited_message", "callback_query"]
+ACK_WAIT = 5.0
+"""Seconds a webhook request waits for its message to be stored before answering anyway (a
+voice note is transcribed first; Telegram itself gives up on a webhook after about a minute)."""
 """Edited messages carry the positions of a live location (other edits are ignored)."""
 STALE_BUTTON = "That button has expired. Send me your request again and I'll take it from there."
-UNSUPPORTED = "I can read text messages and voice notes; I can't open this kind of message yet."
+UNSUPPORTED = (
+    "I can read text messages, voice notes and pictures; I can't open this kind of message yet."
+)
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
 
 PTBApp = Application[Any, Any, Any, Any, Any, Any]
@@ -71,8 +81,11 @@ class TelegramAdapter:
         menu: list[tuple[str, str]] | None = None,
         transcriber: FairTranscriber | None = None,
         is_known: SenderCheck | None = None,
+        synthesizer: Synthesizer | None = None,
     ) -> None:
         self.config = config
+        self.synthesizer = synthesizer
+        """Speech output for answers the user wants as voice notes too (None: off)."""
         self.clock = clock
         self.menu = menu or []
         self.transcriber = transcriber
@@ -89,6 +102,8 @@ class TelegramAdapter:
         self._voice: VoiceNotes | None = None
         self._handler: MessageHandler | None = None
         self._echoes: dict[tuple[int, int], str] = {}
+        self._stored: dict[tuple[int, int], asyncio.Event] = {}
+        """Webhook requests waiting for their message to be stored, by (chat, message id)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._used_keyboards: OrderedDict[tuple[int, int], None] = OrderedDict()
 
@@ -154,7 +169,21 @@ class TelegramAdapter:
 
         async def sink(data: dict[str, Any]) -> None:
             update = Update.de_json(data, app.bot)
+            key = _message_key(update)
+            if key is None:
+                await app.update_queue.put(update)
+                return
+            # Answer Telegram (or the load balancer) only once the message is stored: the next
+            # message of the chat, sent after this answer, then lands after it in the database,
+            # whichever process it reaches, and dispatch keeps the two in order.
+            stored = self._stored.setdefault(key, asyncio.Event())
             await app.update_queue.put(update)
+            try:
+                await asyncio.wait_for(stored.wait(), ACK_WAIT)
+            except TimeoutError:
+                log.info("answered a webhook update before its message was stored")
+            finally:
+                self._stored.pop(key, None)
 
         self.webhook = WebhookServer(
             path=urlsplit(url).path or "/",
@@ -218,8 +247,24 @@ class TelegramAdapter:
             self._typing.stop(chat_id)
         if msg.image is not None:
             # The picture first, then the words (which describe it too), as one reply.
-            await self.sender.photo(chat_id, msg.image)
-        return await self.sender.deliver(msg, quote=chat_id < 0)
+            await self.sender.photo(chat_id, msg.image, topic=topic_id(msg.address))
+        receipt = await self.sender.deliver(msg, quote=chat_id < 0)
+        await self.say(msg)
+        return receipt
+
+    async def say(self, msg: OutboundMessage) -> None:
+        """After the text: the same answer as a voice note, when the user wants it.
+
+        The text is the answer; the voice note is a courtesy, so a failure is only logged.
+        """
+        if not msg.speak or self.synthesizer is None or not msg.text.strip():
+            return
+        try:
+            speech = await self.synthesizer.synthesize(spoken_text(msg.text))
+            ogg = await asyncio.to_thread(ogg_opus, speech)
+            await self.sender.voice(int(msg.address.chat_id), ogg, topic=topic_id(msg.address))
+        except (SynthesisError, ChannelError) as exc:
+            log.warning("telegram: the voice note of an answer was not sent: %s", exc)
 
     def open_stream(self, address: Address, reply_to: str | None) -> TelegramStream:
         """Render an answer as it streams; a voice note's transcript is shown first."""
@@ -227,7 +272,9 @@ class TelegramAdapter:
         echo: asyncio.Task[None] | None = None
         key = (chat_id, int(reply_to)) if reply_to and reply_to.isdigit() else None
         if key is not None and key in self._echoes:
-            echo = self._spawn(self._send_echo(chat_id, key[1], self._echoes.pop(key)))
+            echo = self._spawn(
+                self._send_echo(chat_id, key[1], self._echoes.pop(key), topic_id(address))
+            )
         assert self._typing is not None
         return TelegramStream(
             self.sender,
@@ -236,11 +283,15 @@ class TelegramAdapter:
             edit_interval=self.config.edit_interval,
             quote=chat_id < 0,
             echo=echo,
+            after=self.say,
+            topic=topic_id(address),
         )
 
-    async def _send_echo(self, chat_id: int, reply_to: int, transcript: str) -> None:
+    async def _send_echo(
+        self, chat_id: int, reply_to: int, transcript: str, topic: int | None
+    ) -> None:
         html_text, plain = echo_text(transcript)
-        await self.sender.send(chat_id, html_text, plain, reply_to)
+        await self.sender.send(chat_id, html_text, plain, reply_to, topic=topic)
 
     def _spawn(self, coro: Awaitable[None]) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.ensure_future(coro)
@@ -255,7 +306,13 @@ class TelegramAdapter:
             log.warning("could not tell chat %s about a problem: %s", chat_id, exc)
 
     # --- inbound -----------------------------------------------------------------------------
+    def _mark_stored(self, key: tuple[int, int] | None) -> None:
+        """Release the webhook request waiting for this message (if any)."""
+        if key is not None and (waiting := self._stored.get(key)) is not None:
+            waiting.set()
+
     async def _on_update(self, update: Update, _context: ContextTypes.DEFAULT_TYPE) -> None:
+        key = _message_key(update)
         try:
             if update.callback_query is not None:
                 await self._on_callback(update.callback_query)
@@ -270,6 +327,8 @@ class TelegramAdapter:
             raise
         except Exception:
             log.exception("failed to handle Telegram update %s", update.update_id)
+        finally:
+            self._mark_stored(key)  # dropped or done: never keep a webhook request waiting
 
     async def _on_ptb_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("Telegram update failed: %r", context.error, exc_info=context.error)
@@ -294,15 +353,25 @@ class TelegramAdapter:
         chat = message.chat
         media = message.voice or message.audio
         attachment = voice_attachment(message)
+        pic = picture(message)
         assert self._typing is not None
         assert self._voice is not None
         assert self._handler is not None
         sender_id = str(message.from_user.id) if message.from_user is not None else ""
-        if media is not None and not await self._known(sender_id):
+        if (media is not None or pic is not None) and not await self._known(sender_id):
             # A stranger: the pairing reply needs no transcript, so nothing is fetched.
-            media, text = None, text or "(voice note)"
+            text = text or ("(voice note)" if media is not None else "(photo)")
+            media = pic = None
         async with self._typing.during(chat.id):
-            if media is not None:
+            if pic is not None:
+                got = await fetch(
+                    self.sender.bot, self.sender, pic, limit=self.config.max_image_bytes
+                )
+                if isinstance(got, str):
+                    await self._notice(chat.id, message.message_id, got)
+                    return
+                attachment = got
+            elif media is not None:
                 result = await self._voice.transcribe(media, key=f"{self.name}:{sender_id}")
                 if result.text is None:
                     await self._notice(chat.id, message.message_id, result.problem or UNSUPPORTED)
@@ -319,6 +388,7 @@ class TelegramAdapter:
                 text=text,
                 attachments=[attachment] if attachment is not None else [],
             )
+            inbound.accepted = functools.partial(self._mark_stored, (chat.id, message.message_id))
             try:
                 await self._handler(inbound)
             finally:
@@ -393,3 +463,9 @@ def _chat_id(msg: OutboundMessage) -> int:
         return int(msg.address.chat_id)
     except ValueError:
         raise ChannelError(f"{msg.address.chat_id!r} is not a Telegram chat id") from None
+
+
+def _message_key(update: Update) -> tuple[int, int] | None:
+    """(chat id, message id) of an update's new message; None for anything else."""
+    message = update.message
+    return (message.chat.id, message.message_id) if message is not None else None

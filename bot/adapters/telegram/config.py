@@ -25,6 +25,7 @@ class TelegramConfig:
     webhook_port: int = 8443
     allow_groups: bool = False
     max_voice_bytes: int = 20_000_000
+    max_image_bytes: int = 10_000_000
     poll_timeout: float = 10.0
     edit_interval: float = 1.2
     retries: int = 3
@@ -44,6 +45,7 @@ class TelegramConfig:
             webhook_port=s.telegram_webhook_port,
             allow_groups=s.telegram_allow_groups,
             max_voice_bytes=s.telegram_max_voice_bytes,
+            max_image_bytes=s.image_max_bytes,
             poll_timeout=s.telegram_poll_timeout,
             edit_interval=s.telegram_edit_interval,
             retries=s.telegram_retries,

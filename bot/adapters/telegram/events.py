@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Container
+from dataclasses import dataclass
 from datetime import datetime
 
 from telegram import CallbackQuery, Message, MessageEntity
@@ -53,6 +54,48 @@ def voice_attachment(message: Message) -> Attachment | None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Picture:
+    """A photo or an image file on Telegram's servers, still to be fetched."""
+
+    file_id: str
+    """What ``getFile`` takes."""
+    size: int | None
+    """Bytes, when Telegram says (checked against the limit before any download)."""
+    mime_type: str
+    name: str
+    kind: str = "image"
+    """``image`` (a photo or image file) or ``document`` (a PDF)."""
+
+
+def picture(message: Message) -> Picture | None:
+    """The file to keep: the largest size of a photo, an image file or a PDF document."""
+    if message.photo:
+        best = message.photo[-1]  # Telegram lists the sizes smallest first
+        return Picture(best.file_id, best.file_size, "image/jpeg", f"{best.file_unique_id}.jpg")
+    doc = message.document
+    if doc is not None and doc.mime_type == "application/pdf":
+        return Picture(
+            doc.file_id, doc.file_size, doc.mime_type, doc.file_name or "document.pdf", "document"
+        )
+    if doc is not None and (doc.mime_type or "").startswith("image/"):
+        return Picture(
+            doc.file_id, doc.file_size, doc.mime_type or "image/jpeg", doc.file_name or "image"
+        )
+    return None
+
+
+def topic_of(message: Message) -> str | None:
+    """The forum topic (``message_thread_id``) a message was sent in, if any.
+
+    Only ``is_topic_message`` counts: in supergroups ``message_thread_id`` is also set on
+    plain reply chains, which are not separate conversations.
+    """
+    if message.is_topic_message and message.message_thread_id is not None:
+        return str(message.message_thread_id)
+    return None
+
+
 def from_message(
     message: Message, *, account: str, text: str, attachments: list[Attachment] | None = None
 ) -> InboundMessage:
@@ -61,7 +104,7 @@ def from_message(
     assert user is not None  # person_text() let only messages from a person through
     reply = message.reply_to_message
     return InboundMessage(
-        address=Address(CHANNEL, account, str(message.chat.id)),
+        address=Address(CHANNEL, account, str(message.chat.id), topic_of(message)),
         sender_id=str(user.id),
         message_id=str(message.message_id),
         text=text,
@@ -79,7 +122,7 @@ def from_press(
 ) -> InboundMessage:
     """A button press on ``message`` (its decoded ``data``) as an InboundMessage."""
     return InboundMessage(
-        address=Address(CHANNEL, account, str(message.chat.id)),
+        address=Address(CHANNEL, account, str(message.chat.id), topic_of(message)),
         sender_id=str(query.from_user.id),
         message_id=f"cb:{query.id}",
         text=data,

@@ -47,7 +47,7 @@ from bot.adapters.telegram.format import (
     utf16_len,
 )
 from bot.errors import ChannelError, RateLimited, TransientChannelError, Unreachable
-from bot.messages import Button, Image, OutboundMessage, Receipt
+from bot.messages import Address, Button, Image, OutboundMessage, Receipt
 from bot.retry import retry_transient
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,12 @@ MAX_CAPTION = 1024
 """Telegram's limit on a photo caption."""
 _LONG_DATA_PREFIX = "lb:"
 _PERMANENT_BAD_REQUESTS = ("chat not found", "user not found", "bot was kicked", "have no rights")
+
+
+def topic_id(address: Address) -> int | None:
+    """The forum topic of an address (its ``thread_id``), as Telegram's integer, if any."""
+    thread = address.thread_id
+    return int(thread) if thread and thread.lstrip("-").isdigit() else None
 
 
 def retry_after_seconds(exc: RetryAfter) -> float:
@@ -135,9 +141,16 @@ class ButtonCodec:
         if not buttons:
             return None
         rows: list[list[InlineKeyboardButton]] = []
+        last_row: int | None = None
         for b in buttons:
             button = InlineKeyboardButton(b.label, callback_data=self.encode(b.data))
-            if rows and len(rows[-1]) == 1 and max(len(b.label), len(rows[-1][0].text)) <= 16:
+            if b.row is not None:  # the sender laid the rows out (Accept / Decline / Rename)
+                if rows and b.row == last_row:
+                    rows[-1].append(button)
+                else:
+                    rows.append([button])
+                last_row = b.row
+            elif rows and len(rows[-1]) == 1 and max(len(b.label), len(rows[-1][0].text)) <= 16:
                 rows[-1].append(button)
             else:
                 rows.append([button])
@@ -183,6 +196,7 @@ class TelegramSender:
     ) -> Receipt:
         """Send (or finish the draft ``edit_id`` with) the message; receipt = first piece."""
         chat_id = int(msg.address.chat_id)
+        topic = topic_id(msg.address)
         pieces = render(msg)
         markup = self.codec.keyboard(msg.buttons)
         reply_to = int(msg.reply_to) if quote and msg.reply_to and msg.reply_to.isdigit() else None
@@ -190,23 +204,38 @@ class TelegramSender:
         for i, (html_text, plain) in enumerate(pieces):
             keys = markup if i == len(pieces) - 1 else None
             if i == 0 and edit_id is not None:
-                mid = await self.edit(chat_id, edit_id, html_text, plain, keys)
+                mid = await self.edit(chat_id, edit_id, html_text, plain, keys, topic=topic)
             else:
-                mid = await self.send(chat_id, html_text, plain, reply_to if i == 0 else None, keys)
+                quoted = reply_to if i == 0 else None
+                mid = await self.send(chat_id, html_text, plain, quoted, keys, topic=topic)
             first = first if first is not None else mid
         assert first is not None
         return Receipt("telegram", str(first), str(chat_id))
 
-    async def photo(self, chat_id: int, image: Image) -> int:
+    async def photo(self, chat_id: int, image: Image, *, topic: int | None = None) -> int:
         """Send a picture (sendPhoto, uploaded as a file); its caption is its short alt text."""
         caption = image.alt if len(image.alt) <= MAX_CAPTION else image.alt[: MAX_CAPTION - 1] + "…"
 
         async def attempt() -> Message:
             return await self.bot.send_photo(
-                chat_id, photo=image.data, caption=caption, filename=image.name
+                chat_id,
+                photo=image.data,
+                caption=caption,
+                filename=image.name,
+                message_thread_id=topic,
             )
 
         return (await self.call("sendPhoto", attempt)).id
+
+    async def voice(self, chat_id: int, ogg: bytes, *, topic: int | None = None) -> int:
+        """Send an OGG/Opus voice note (sendVoice, uploaded as a file)."""
+
+        async def attempt() -> Message:
+            return await self.bot.send_voice(
+                chat_id, voice=ogg, filename="answer.ogg", message_thread_id=topic
+            )
+
+        return (await self.call("sendVoice", attempt)).id
 
     async def send(
         self,
@@ -215,8 +244,13 @@ class TelegramSender:
         plain: str,
         reply_to: int | None = None,
         markup: InlineKeyboardMarkup | None = None,
+        *,
+        topic: int | None = None,
     ) -> int:
-        """Send HTML; if Telegram refuses the markup, the same message as plain text."""
+        """Send HTML; if Telegram refuses the markup, the same message as plain text.
+
+        ``topic`` is the forum topic (``message_thread_id``) the message goes into.
+        """
         params = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
 
         async def attempt(text: str, mode: str | None) -> Message:
@@ -226,6 +260,7 @@ class TelegramSender:
                 parse_mode=mode,
                 reply_markup=markup,
                 reply_parameters=params,
+                message_thread_id=topic,
                 link_preview_options=LinkPreviewOptions(is_disabled=True),
             )
 
@@ -247,8 +282,10 @@ class TelegramSender:
         html_text: str | None,
         plain: str,
         markup: InlineKeyboardMarkup | None = None,
+        *,
+        topic: int | None = None,
     ) -> int:
-        """Replace a message's text (HTML, else plain); a vanished message is sent anew."""
+        """Replace a message's text (HTML, else plain); a vanished one is sent anew in ``topic``."""
 
         async def attempt(text: str, mode: str | None) -> object:
             return await self.bot.edit_message_text(
@@ -269,7 +306,7 @@ class TelegramSender:
                 if is_not_modified(exc):
                     return message_id
                 if "message to edit not found" in exc.message.lower():
-                    return await self.send(chat_id, html_text, plain, None, markup)
+                    return await self.send(chat_id, html_text, plain, None, markup, topic=topic)
                 if not is_parse_error(exc) or mode is None:
                     raise translate(exc, "editMessageText") from exc
                 log.warning("Telegram refused our HTML (%s); editing as plain text", exc.message)

@@ -83,9 +83,13 @@ class Typing:
 class TelegramDraft:
     """Telegram's draft surface: plain-text drafts, the final message through the sender."""
 
-    def __init__(self, sender: TelegramSender, chat_id: int, *, quote: bool) -> None:
+    def __init__(
+        self, sender: TelegramSender, chat_id: int, *, quote: bool, topic: int | None = None
+    ) -> None:
         self.sender = sender
         self.chat_id = chat_id
+        self.topic = topic
+        """The forum topic the drafts go into (None: the chat itself)."""
         self.quote = quote
         self.where = f"telegram chat {chat_id}"
 
@@ -98,11 +102,11 @@ class TelegramDraft:
 
     async def post(self, text: str) -> str:
         """Send the first draft (plain text: half-streamed Markdown is not valid HTML)."""
-        return str(await self.sender.send(self.chat_id, None, text))
+        return str(await self.sender.send(self.chat_id, None, text, topic=self.topic))
 
     async def edit(self, draft: str, text: str) -> None:
         """Edit the draft."""
-        await self.sender.edit(self.chat_id, int(draft), None, text)
+        await self.sender.edit(self.chat_id, int(draft), None, text, topic=self.topic)
 
     async def replace(self, draft: str, msg: OutboundMessage) -> Receipt:
         """The draft becomes the answer's first piece; the rest follows."""
@@ -130,11 +134,15 @@ class TelegramStream:
         quote: bool,
         echo: Awaitable[None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        after: Callable[[OutboundMessage], Awaitable[None]] | None = None,
+        topic: int | None = None,
     ) -> None:
+        self.after = after
+        """Runs once the answer is delivered (its voice note, when the user wants one)."""
         self.typing = typing
         self.chat_id = chat_id
         self.draft = DraftStream(
-            TelegramDraft(sender, chat_id, quote=quote),
+            TelegramDraft(sender, chat_id, quote=quote, topic=topic),
             interval=edit_interval,
             first_draft_waits=True,
             clock=clock,
@@ -164,7 +172,10 @@ class TelegramStream:
         """Deliver the answer, turning the draft (if any) into its first part."""
         await self._await_echo()
         self.typing.stop(self.chat_id)
-        return await self.draft.finish(msg)
+        receipt = await self.draft.finish(msg)
+        if self.after is not None:
+            await self.after(msg)
+        return receipt
 
 
 def echo_text(transcript: str) -> tuple[str, str]:

@@ -244,6 +244,7 @@ def journal_tools(svc: JournalService) -> list[Tool]:
             SeriesArgs,
             partial(get_time_series, svc),
             "Reading your journal…",
+            group="journal",
         ),
         Tool(
             "get_current_state",
@@ -253,6 +254,7 @@ def journal_tools(svc: JournalService) -> list[Tool]:
             NoArgs,
             partial(get_current_state, svc),
             "Looking at the last two weeks…",
+            group="journal",
         ),
         Tool(
             "get_month_summary",
@@ -260,6 +262,7 @@ def journal_tools(svc: JournalService) -> list[Tool]:
             MonthArgs,
             partial(get_month_summary, svc),
             "Reviewing the month…",
+            group="journal",
         ),
         Tool(
             "get_year_summary",
@@ -268,5 +271,6 @@ def journal_tools(svc: JournalService) -> list[Tool]:
             YearArgs,
             partial(get_year_summary, svc),
             "Reviewing the year…",
+            group="journal",
         ),
     ]

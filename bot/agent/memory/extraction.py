@@ -107,10 +107,12 @@ class Extractor:
         *,
         facts: bool = True,
         summarize: bool = True,
+        embed: bool = True,
     ) -> ExtractionReport:
         """Read a stream from its cursor: episodes first (always), then the model's pass.
 
-        ``summarize=False`` (imports) builds episodes with stand-in summaries only.
+        ``summarize=False`` (imports) builds episodes with stand-in summaries only;
+        ``embed=False`` leaves their vectors to a later ``embed_missing``.
         """
         report = ExtractionReport()
         while True:
@@ -126,7 +128,8 @@ class Extractor:
             for ep, new in touched:
                 if summarize:
                     await self.summarize(ep, new, tz, now, facts=facts, report=report)
-            await self.index.embed_missing(user_id)
+            if embed:
+                await self.index.embed_missing(user_id)
 
     async def summarize(
         self,
@@ -142,7 +145,9 @@ class Extractor:
         if self.llm is None:
             return False
         async with self.db.session() as s:
-            msgs = await CursorRepo(s).messages(ep.user_id, ep.source_message_ids or [])
+            # Only the lines the model will see: an open episode's list keeps growing.
+            ids = (ep.source_message_ids or [])[-self.max_lines :]
+            msgs = await CursorRepo(s).messages(ep.user_id, ids)
         msgs = msgs[-self.max_lines :]
         facts = facts and ep.channel != "import"  # imported history: summaries only
         new_ids = {m.id for m in new if m.id is not None}
@@ -168,9 +173,9 @@ class Extractor:
             # Unusable answer: back off (1, 2, 4, 8 min) and give up after MAX_SUMMARY_TRIES,
             # instead of asking again on every tick forever.
             async with self.db.session() as s:
-                tries = await EpisodeRepo(s).note_unusable(
-                    ep.user_id, ep.id, now + RETRY_BASE * 2**ep.summary_attempts
-                )
+                # Capped: an open episode keeps counting tries, and 2**n minutes overflows.
+                wait = RETRY_BASE * 2 ** min(ep.summary_attempts, MAX_SUMMARY_TRIES)
+                tries = await EpisodeRepo(s).note_unusable(ep.user_id, ep.id, now + wait)
             log.info("episode %s: unusable summary from the model (try %d)", ep.id, tries)
         if title and summary:
             async with self.db.session() as s:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,15 +18,33 @@ import numpy as np
 from bot.agent.memory.embeddings import Embedder
 from bot.errors import EmbeddingError
 from storage.db import Database
-from storage.models import Episode, Fact, JournalEntry, MemoryItem, Message
+from storage.models import DocumentChunk, Episode, Fact, JournalEntry, MemoryItem, Message
 from storage.repos.memory_index import MemoryIndexRepo
 from storage.search import FullTextIndex, VectorIndex, full_text_for, vector_index_for
 from storage.search.corpus import Corpus, CorpusCache, Mentions
+from storage.search.termcache import TermStore
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int], None]
 """Called with the number of rows just done (drives the CLI's progress bar)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """How much of what is stored is searchable, and how: ``lifebot memory status``."""
+
+    model: str
+    """The embedding model whose vectors count."""
+    unindexed: int
+    """Messages stored but not yet indexed (not searchable at all yet)."""
+    kinds: dict[str, tuple[int, int]]
+    """Kind -> (items indexed, of which still without a vector: found by words only)."""
+
+    @property
+    def without_vectors(self) -> int:
+        """Indexed items still waiting for their vector."""
+        return sum(w for _, w in self.kinds.values())
 
 
 def message_row(msg: Message) -> dict[str, Any]:
@@ -47,6 +67,15 @@ def message_row(msg: Message) -> dict[str, Any]:
     }
 
 
+GREETING_WORDS = 3
+"""Messages of at most this many words get no vector on the turn's own path."""
+
+
+def worth_embedding(text: str) -> bool:
+    """Whether a message says enough to be embedded at once (not "hi", "thanks!", "ok")."""
+    return len(text.split()) > GREETING_WORDS
+
+
 def episode_text(ep: Episode) -> str:
     """What of an episode is searchable: title, summary, people and topics."""
     extra = ", ".join([*(ep.people or []), *(ep.topics or [])])
@@ -63,6 +92,7 @@ class MemoryIndex:
         *,
         batch_size: int = 256,
         mentions: Mentions | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         self.db = db
         self.embedder = embedder
@@ -70,7 +100,12 @@ class MemoryIndex:
         self.dialect = "sqlite" if db.is_sqlite else "postgresql"
         self.fulltext: FullTextIndex = full_text_for(self.dialect)
         self._vectors: VectorIndex | None = None
-        self.corpora = CorpusCache(mentions)
+        # The term cache is keyed by the database too: two databases never share entries.
+        # A probe of the time-word reader goes into the cache's version: if it reads dates
+        # differently, files written before are ignored.
+        probe = repr(mentions("we met last friday", 1.7e9)) if mentions else ""
+        store = TermStore(cache_dir, db.url, fingerprint=probe) if cache_dir else None
+        self.corpora = CorpusCache(mentions, store)
         """Per-user in-memory copies that retrieval scores (see ``storage.search.corpus``)."""
         self._lock = asyncio.Lock()
 
@@ -88,11 +123,18 @@ class MemoryIndex:
         return self._vectors
 
     async def index_pending(
-        self, *, user_id: int | None = None, progress: Progress | None = None
+        self,
+        *,
+        user_id: int | None = None,
+        progress: Progress | None = None,
+        embed: bool = True,
     ) -> int:
         """Index every memory-worthy message not yet indexed, then embed what lacks a vector.
 
-        Returns how many messages were added. Safe to call concurrently and repeatedly.
+        The rows are searchable by their words as soon as they are indexed; ``embed=False``
+        leaves the vectors to a later ``embed_missing`` (the background task, an import's
+        second step). Returns how many messages were added. Safe to call concurrently and
+        repeatedly.
         """
         added = 0
         async with self._lock:
@@ -105,51 +147,96 @@ class MemoryIndex:
                 added += len(msgs)
                 if progress is not None:
                     progress(len(msgs))
-            await self._embed_missing(user_id)
+        if embed:
+            await self.embed_missing(user_id)
         return added
 
     async def embed_missing(
         self, user_id: int | None = None, progress: Progress | None = None
     ) -> int:
-        """Embed every item without a vector of the current model."""
-        async with self._lock:
-            return await self._embed_missing(user_id, progress)
+        """Embed every item without a vector of the current model, one batch at a time.
+
+        The lock is taken per batch, so a new message is indexed between two batches of a
+        long backlog (an import) instead of after all of it.
+        """
+        done = 0
+        while True:
+            async with self._lock:
+                n = await self._embed_batch(user_id)
+            if n < 0:
+                return done
+            done += n
+            if progress is not None:
+                progress(n)
+            if n < self.batch_size:
+                return done
+
+    async def waiting(self, user_id: int | None = None) -> Waiting:
+        """What is stored but not yet fully searchable (for ``lifebot memory status``)."""
+        async with self.db.session() as s:
+            repo = MemoryIndexRepo(s)
+            kinds = await repo.count_by_kind(user_id, self.embedder.model_id)
+            unindexed = await repo.count_unindexed(user_id)
+        return Waiting(self.embedder.model_id, unindexed, kinds)
 
     async def size(self, user_id: int | None = None) -> int:
         """How many items are indexed (for one user, or everyone)."""
         async with self.db.session() as s:
             return await MemoryIndexRepo(s).count(user_id)
 
-    async def _embed_missing(self, user_id: int | None, progress: Progress | None = None) -> int:
-        vectors = await self.vectors()
-        done = 0
+    async def _embed_batch(self, user_id: int | None) -> int:
+        """Embed one batch; how many were embedded (-1: the model failed, try later)."""
         model = self.embedder.model_id
-        while True:
-            async with self.db.session() as s:
-                todo = await MemoryIndexRepo(s).missing_embeddings(model, self.batch_size, user_id)
-            if not todo:
-                return done
-            try:
-                matrix = await self.embedder.embed([t for _, _, t in todo])
-            except EmbeddingError as exc:
-                # Full text still works; the vectors come on the next run.
-                log.warning("could not embed %d memory items: %s", len(todo), exc)
-                return done
-            async with self.db.session() as s:
-                await MemoryIndexRepo(s).set_embeddings(
-                    [(i, matrix[n].astype("<f4").tobytes()) for n, (i, _, _) in enumerate(todo)],
-                    model,
-                )
-                by_user: dict[int, list[int]] = {}
-                for n, (_, uid, _) in enumerate(todo):
-                    by_user.setdefault(uid, []).append(n)
-                for uid, rows in by_user.items():
-                    ids = [todo[n][0] for n in rows]
-                    await vectors.store(s, uid, ids, matrix[rows].astype(np.float32), model)
-                    self.corpora.set_vectors(uid, ids, matrix[rows].astype(np.float32), model)
-            done += len(todo)
-            if progress is not None:
-                progress(len(todo))
+        async with self.db.session() as s:
+            todo = await MemoryIndexRepo(s).missing_embeddings(model, self.batch_size, user_id)
+        if not todo:
+            return 0
+        return len(todo) if await self.embed_items(todo) else -1
+
+    async def index_messages(
+        self, user_id: int, message_ids: Sequence[int]
+    ) -> list[tuple[int, int, str]]:
+        """Index these messages of one user now; returns what is left to embed.
+
+        The turn hook's path: it reads only the given rows, never scans for what else is
+        unindexed (``index_pending`` and the background pass do that), so its cost does not
+        grow with the user's history. The caller embeds the returned (item id, user id, text)
+        rows with ``embed_items``, batched. Short messages (greetings, "ok") are left to the
+        background pass: a vector of "hi" is not worth a model call per turn.
+        """
+        model = self.embedder.model_id
+        async with self.db.session() as s:
+            repo = MemoryIndexRepo(s)
+            msgs = await repo.indexable_messages(user_id, message_ids)
+            if not msgs:
+                return []
+            await repo.add([message_row(m) for m in msgs])
+            worth = [m.id for m in msgs if m.id is not None and worth_embedding(m.text)]
+            return await repo.unembedded_messages(user_id, worth, model) if worth else []
+
+    async def embed_items(self, todo: list[tuple[int, int, str]]) -> bool:
+        """Embed and store (item id, user id, text) rows; False when the embedder failed."""
+        vectors = await self.vectors()
+        model = self.embedder.model_id
+        try:
+            matrix = await self.embedder.embed([t for _, _, t in todo])
+        except EmbeddingError as exc:
+            # Full text still works; the vectors come on the next run.
+            log.warning("could not embed %d memory items: %s", len(todo), exc)
+            return False
+        async with self.db.session() as s:
+            await MemoryIndexRepo(s).set_embeddings(
+                [(i, matrix[n].astype("<f4").tobytes()) for n, (i, _, _) in enumerate(todo)],
+                model,
+            )
+            by_user: dict[int, list[int]] = {}
+            for n, (_, uid, _) in enumerate(todo):
+                by_user.setdefault(uid, []).append(n)
+            for uid, rows in by_user.items():
+                ids = [todo[n][0] for n in rows]
+                await vectors.store(s, uid, ids, matrix[rows].astype(np.float32), model)
+                self.corpora.set_vectors(uid, ids, matrix[rows].astype(np.float32), model)
+        return True
 
     async def put_episode(self, ep: Episode) -> None:
         """Index (or re-index) an episode."""
@@ -243,6 +330,57 @@ class MemoryIndex:
             )
             item_id = item.id
         self.corpora.changed(fact.user_id, item_id)
+
+    async def put_image(self, msg: Message, text: str) -> None:
+        """Index what a message's pictures show (their description and visible text).
+
+        Kept apart from the message's own words (kind ``image``, keyed by the message id), so
+        "the photo of the wifi password" finds the picture even when it came without a caption.
+        """
+        assert msg.id is not None
+        assert msg.user_id is not None
+        async with self.db.session() as s:
+            item = await MemoryIndexRepo(s).upsert(
+                {
+                    "user_id": msg.user_id,
+                    "kind": "image",
+                    "source_id": msg.id,
+                    "ts": msg.created_at,
+                    "conversation_id": msg.conversation_id,
+                    "channel": msg.channel,
+                    "speaker": "photo",
+                    "ref": f"image:{msg.id}",
+                    "text": text,
+                    "hidden": False,
+                }
+            )
+            item_id = item.id
+        self.corpora.changed(msg.user_id, item_id)
+        await self.embed_missing(msg.user_id)
+
+    async def put_document_chunks(self, msg: Message, chunks: list[DocumentChunk]) -> None:
+        """Index the pieces of a document (kind ``document``; the reference names the page)."""
+        if not chunks:
+            return
+        async with self.db.session() as s:
+            await MemoryIndexRepo(s).add(
+                [
+                    {
+                        "user_id": c.user_id,
+                        "kind": "document",
+                        "source_id": c.id,
+                        "ts": msg.created_at,
+                        "conversation_id": msg.conversation_id,
+                        "channel": msg.channel,
+                        "speaker": c.name,
+                        "ref": f"{c.name} p. {c.page}",
+                        "text": c.text,
+                        "hidden": False,
+                    }
+                    for c in chunks
+                ]
+            )
+        await self.embed_missing(chunks[0].user_id)
 
     async def drop_fact(self, user_id: int, fact_id: int) -> None:
         """Remove a forgotten or superseded fact from the index."""

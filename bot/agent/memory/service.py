@@ -14,6 +14,7 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from bot.agent.llm import LLM
@@ -57,10 +58,11 @@ class MemoryService:
         quiet_minutes: float = 10.0,
         every_messages: int = 20,
         tick_seconds: float = 60.0,
+        cache_dir: Path | None = None,
     ) -> None:
         self.db = db
         self.clock = clock
-        self.index = MemoryIndex(db, embedder, mentions=mentioned_span)
+        self.index = MemoryIndex(db, embedder, mentions=mentioned_span, cache_dir=cache_dir)
         self.keeper = FactKeeper(self.index, llm)
         self.extractor = Extractor(self.index, self.keeper, llm)
         self.retriever = Retriever(self.index)
@@ -71,11 +73,27 @@ class MemoryService:
         """Inbound message ids that asked memory a question; hidden once indexed."""
         self._task: asyncio.Task[None] | None = None
         self._jobs: set[asyncio.Task[None]] = set()
+        self._extracting: set[str] = set()
+        """Streams with an extraction task running (started by a turn)."""
+        self._turns_seen: dict[str, int] = {}
+        """Turns per stream since this process last counted its unread messages."""
+        self._to_embed: list[tuple[int, int, str]] = []
+        """Turns' messages waiting for their vector: (item id, user id, text)."""
+        self._embedding: asyncio.Task[None] | None = None
+        """The task embedding ``_to_embed`` (one at a time, batched)."""
         self._run_lock = asyncio.Lock()
 
-    async def index_pending(self, user_id: int | None = None) -> int:
-        """Index every not-yet-indexed message (public: pendant and import call it too)."""
-        added = await self.index.index_pending(user_id=user_id)
+    async def index_pending(self, user_id: int | None = None, *, embed: bool = True) -> int:
+        """Index every not-yet-indexed message (public: pendant and import call it too).
+
+        ``embed=False``: searchable by words only until the background task embeds them.
+        """
+        added = await self.index.index_pending(user_id=user_id, embed=embed)
+        await self._hide_asked()
+        return added
+
+    async def _hide_asked(self) -> None:
+        """Hide the messages that asked memory a question, now that they are indexed."""
         if self.asked:
             by_user: dict[int, list[int]] = {}
             async with self.db.session() as s:
@@ -85,7 +103,6 @@ class MemoryService:
             for uid, mids in by_user.items():
                 await self.index.hide_messages(uid, mids)
                 self.asked.difference_update(mids)
-        return added
 
     async def on_turn(self, turn: StoredTurn) -> None:
         """Dispatcher hook: index the turn's message; extract when N messages are unread.
@@ -93,16 +110,66 @@ class MemoryService:
         Extraction runs as a tracked background task so the next message in the
         conversation does not wait for the model (``drain`` awaits it).
         """
-        await self.index_pending(turn.user_id)
+        # Only the turn's own message: a scan for everything unindexed would cost more the
+        # longer the history (the background pass catches what other paths stored).
+        todo = await self.index.index_messages(turn.user_id, [turn.inbound_id])
+        if todo:
+            # Awaited (the next turn finds it by meaning too), but shared: turns arriving
+            # together have their messages embedded in one model call.
+            await asyncio.shield(self._queue_embedding(todo))
+        if turn.inbound_id in self.asked:
+            await self._hide_asked()
         scope = f"conv:{turn.conversation_id}"
+        if scope in self._extracting:
+            return  # one extraction per stream at a time; it reads up to the newest message
+        # Ask the database only once this process has seen enough turns of the stream to
+        # make N unread possible (other processes' turns: the background pass counts them).
+        seen = self._turns_seen.get(scope, 0) + 1
+        if seen < self.every_messages:
+            self._turns_seen[scope] = seen
+            return
+        self._turns_seen.pop(scope, None)
         async with self.db.session() as s:
             unread = await CursorRepo(s).unread(turn.user_id, scope, self.every_messages)
-        if len(unread) >= self.every_messages:
+        if len(unread) >= self.every_messages and scope not in self._extracting:
+            self._extracting.add(scope)
             task = asyncio.create_task(self._extract_quietly(turn.user_id, scope))
             self._jobs.add(task)
             task.add_done_callback(self._jobs.discard)
 
+    def _queue_embedding(self, todo: list[tuple[int, int, str]]) -> asyncio.Task[None]:
+        """Many turns' messages in one model call (group commit); the task that embeds them.
+
+        The task runs until the queue is empty, so it also embeds what is queued meanwhile.
+        """
+        self._to_embed.extend(todo)
+        if self._embedding is None:
+            task = asyncio.create_task(self._embed_queued())
+            self._embedding = task
+            self._jobs.add(task)
+            task.add_done_callback(self._jobs.discard)
+        return self._embedding
+
+    async def _embed_queued(self) -> None:
+        size = self.index.batch_size
+        try:
+            while self._to_embed:
+                batch, self._to_embed = self._to_embed[:size], self._to_embed[size:]
+                await self.index.embed_items(batch)  # an embedder failure: the pass retries
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("could not store vectors of new messages; the background pass retries")
+        finally:
+            self._embedding = None
+
     async def _extract_quietly(self, user_id: int, scope: str) -> None:
+        try:
+            await self._extract_logged(user_id, scope)
+        finally:
+            self._extracting.discard(scope)
+
+    async def _extract_logged(self, user_id: int, scope: str) -> None:
         try:
             await self.extract(user_id, scope, self.clock.now())
         except asyncio.CancelledError:
@@ -113,7 +180,7 @@ class MemoryService:
             )
 
     async def drain(self) -> None:
-        """Wait for extraction tasks started by turns."""
+        """Wait for extraction and embedding tasks started by turns."""
         while self._jobs:
             await asyncio.gather(*list(self._jobs), return_exceptions=True)
 
@@ -163,19 +230,26 @@ class MemoryService:
         )
 
     async def after_import(
-        self, user_id: int, conversation_ids: set[int], *, progress: Progress | None = None
+        self,
+        user_id: int,
+        conversation_ids: set[int],
+        *,
+        progress: Progress | None = None,
+        embed: bool = True,
     ) -> int:
         """Index imported messages and cut them into episodes.
 
         Stand-in summaries and no facts: imported history is untrusted, and summarising it
-        would cost one model call per episode.
+        would cost one model call per episode. ``embed=False`` returns once everything is
+        searchable by its words; the vectors are then computed in batches by
+        ``index.embed_missing`` (the import command's second step, or the background task).
         """
-        added = await self.index.index_pending(user_id=user_id, progress=progress)
+        added = await self.index.index_pending(user_id=user_id, progress=progress, embed=embed)
         tz = await self._tz(user_id)
         now = self.clock.now()
         for conv_id in sorted(conversation_ids):
             await self.extractor.process_stream(
-                user_id, f"conv:{conv_id}", tz, now, facts=False, summarize=False
+                user_id, f"conv:{conv_id}", tz, now, facts=False, summarize=False, embed=embed
             )
         return added
 

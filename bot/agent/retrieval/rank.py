@@ -7,6 +7,7 @@
 4. Smoothing along the conversation: a turn gains from its neighbours' scores and from its
    session's best score, because evidence sits in conversations, not in lone lines.
 5. A bonus for turns spoken by a person the question names.
+6. Optionally, learned trees reorder the best candidates (``learned``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from bot.agent.retrieval.learned import Forest, Stage1, candidates, features, rerank
 from storage.search.corpus import Arrays, Corpus
 
 Scores = npt.NDArray[np.float64]
@@ -54,6 +56,8 @@ class Ranking:
     cosine: Scores | None
     coverage: npt.NDArray[np.int64]
     """How many distinct topic words of the question (full weight) each item itself holds."""
+    stage: Stage1 | None = None
+    """The first stage's parts (the learned stage's inputs)."""
 
 
 def _window_lengths(arr: Arrays, window: tuple[float, float]) -> Scores:
@@ -120,8 +124,12 @@ def rank(
     mask: npt.NDArray[np.bool_],
     speakers: Sequence[int],
     tuning: RankTuning,
+    forest: Forest | None = None,
 ) -> Ranking:
-    """Score every item; items outside ``mask`` score ``-inf``."""
+    """Score every item; items outside ``mask`` score ``-inf``.
+
+    With ``forest``, its trees reorder the first stage's best candidates.
+    """
     arr = corpus.arrays()
     lexical, coverage = bm25(corpus, terms, tuning)
     blend = (1.0 - tuning.dense) * _unit(lexical, mask) if terms else np.zeros(len(arr.ids))
@@ -144,4 +152,11 @@ def rank(
     )
     if speakers:
         final = final + tuning.speaker * np.isin(arr.speaker, np.asarray(speakers))
-    return Ranking(np.where(mask, final, -np.inf), cosine, coverage)
+    final = np.where(mask, final, -np.inf)
+    stage = Stage1(final, lexical, blend, cosine, coverage, best[:-1])
+    if forest is not None and len(arr.ids):
+        pos = candidates(final, mask, forest.pool)
+        if len(pos) > 1:
+            x = features(corpus, terms, mask, speakers, stage, pos)
+            final = rerank(final, pos, forest.predict(x))
+    return Ranking(final, cosine, coverage, stage)

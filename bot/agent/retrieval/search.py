@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from bot.agent.budget import count_tokens
 from bot.agent.memory.index import MemoryIndex
+from bot.agent.retrieval.learned import shipped_forest
 from bot.agent.retrieval.query import QueryPlan, understand
 from bot.agent.retrieval.rank import Ranking, RankTuning, rank
 from storage.models import MemoryItem
@@ -36,6 +37,8 @@ class RetrievalTuning:
     """The knobs, set from measurements (``python -m bench recall`` and the test corpus)."""
 
     rank: RankTuning = field(default_factory=RankTuning)
+    learned: bool = True
+    """Let the shipped trees (``learned``) reorder the first stage's best candidates."""
     floor: float = 0.38
     """Cosine at or above which an item is evidence on meaning alone."""
     weak_floor: float = 0.2
@@ -61,6 +64,10 @@ class Evidence:
     matched: str
     """``words``, ``meaning``, ``words+meaning``, ``recent`` or ``time``."""
     context: list[MemoryItem] = field(default_factory=list)
+    vector: npt.NDArray[np.float32] | None = None
+    """The item's vector from the in-memory corpus (hybrid hits only; for de-duplication)."""
+    context_loaded: bool = False
+    """``context`` was filled with the hit itself (one query for both): not looked up again."""
 
 
 @dataclass(slots=True)
@@ -98,12 +105,6 @@ def _names_in(item: MemoryItem, names: Sequence[str]) -> int:
 _ABOUT_ME = re.compile(r"\b(I|me|my|mine)\b")
 
 
-def _vector(item: MemoryItem) -> np.ndarray[tuple[int], np.dtype[np.float32]] | None:
-    if item.embedding is None:
-        return None
-    return np.frombuffer(item.embedding, dtype="<f4")
-
-
 class Retriever:
     """Searches one user's memory."""
 
@@ -122,7 +123,7 @@ class Retriever:
         end: datetime | None = None,
         people: list[str] | None = None,
         limit: int = 8,
-        kinds: tuple[str, ...] = ("message", "episode", "fact", "journal"),
+        kinds: tuple[str, ...] = ("message", "episode", "fact", "journal", "image", "document"),
         exclude_message_ids: Sequence[int] = (),
     ) -> SearchOutcome:
         """Search; see the module doc for the steps."""
@@ -197,7 +198,7 @@ class Retriever:
                 flt.user_id,
                 flt.start,
                 flt.end,
-                ("message", "journal"),
+                ("message", "journal", "image"),
                 4 * self.tuning.window_listing,
             )
         items = [i for i in items if i.id not in flt.exclude_ids]
@@ -209,15 +210,36 @@ class Retriever:
         self, plan: QueryPlan, flt: SearchFilter, query: str, limit: int = 10
     ) -> list[Evidence]:
         """Candidates best first (before diversity); empty when nothing is evidence."""
-        qvec = await self.index.embed_query(query)
-        corpus = await self.index.corpus(flt.user_id)
+        # Both may be cold (model not loaded, corpus not tokenised): overlap them.
+        qvec, corpus = await asyncio.gather(
+            self.index.embed_query(query), self.index.corpus(flt.user_id)
+        )
         # Scoring every item is CPU work: off the event loop.
         chosen = await asyncio.to_thread(self._choose, corpus, plan, qvec, flt, 2 * limit)
         if not chosen:
             return []
+        # The hits and the turns around them in one query (not one for each).
+        around = {i: self._neighbours(corpus, i) for i, _, _ in chosen}
+        wanted = {i for i, _, _ in chosen} | {n for lst in around.values() for n in lst}
         async with self.index.db.session() as s:
-            items = await MemoryIndexRepo(s).get_many(flt.user_id, [c[0] for c in chosen])
-        return [Evidence(items[i], score, how) for i, score, how in chosen if i in items]
+            items = await MemoryIndexRepo(s).get_many(flt.user_id, sorted(wanted), vectors=False)
+        out = [Evidence(items[i], score, how) for i, score, how in chosen if i in items]
+        for ev in out:
+            ev.vector = corpus.vector(ev.item.id or 0)
+            ev.context = [items[n] for n in around[ev.item.id or 0] if n in items]
+            ev.context_loaded = True
+        return out
+
+    def _neighbours(self, corpus: Corpus, item_id: int) -> list[int]:
+        """Ids of the turns just before and after an item in its session."""
+        pos = corpus.position(item_id)
+        # None: not there; 0: the very first item, which never had context (kept as it was).
+        if not self.tuning.context_turns or not pos:
+            return []
+        arr = corpus.arrays()
+        n = len(arr.ids)
+        rows = [1, 2] if self.tuning.context_turns == 1 else [0, 1, 2, 3]
+        return [int(arr.ids[p]) for p in (int(arr.near[r, pos]) for r in rows) if p < n]
 
     def _choose(
         self,
@@ -241,7 +263,8 @@ class Retriever:
             if any(name == p or (len(p) >= 3 and name.startswith(p)) for p in people)
         ]
         terms = plan.weighted
-        ranking = rank(corpus, terms, qvec, mask, speakers, t.rank)
+        forest = shipped_forest() if t.learned else None
+        ranking = rank(corpus, terms, qvec, mask, speakers, t.rank, forest)
         topic = len([w for w in terms if w[1] >= 1.0])
         if not self._has_evidence(ranking, mask, topic):
             return []
@@ -278,13 +301,13 @@ class Retriever:
     def _diverse(self, ranked: list[Evidence], limit: int) -> list[Evidence]:
         """Drop near-duplicates: the same thing said twice is one piece of evidence."""
         kept: list[Evidence] = []
-        kept_vecs: list[np.ndarray[tuple[int], np.dtype[np.float32]]] = []
+        kept_vecs: list[npt.NDArray[np.float32]] = []
         seen_text: set[str] = set()
         for ev in ranked:
             norm = re.sub(r"\W+", " ", ev.item.text.lower()).strip()
             if norm in seen_text:
                 continue
-            v = _vector(ev.item)
+            v = ev.vector
             if v is not None and any(
                 k.shape == v.shape and float(k @ v) >= self.tuning.duplicate for k in kept_vecs
             ):
@@ -299,23 +322,17 @@ class Retriever:
 
     async def _add_context(self, user_id: int, evidence: list[Evidence]) -> None:
         """The turns just before and after each hit in its session (one query for all)."""
+        todo = [ev for ev in evidence if not ev.context_loaded]
+        if not todo:
+            return
         corpus = await self.index.corpus(user_id)
-        arr = corpus.arrays()
-        n = len(arr.ids)
-        around: dict[int, list[int]] = {}
-        for ev in evidence:
-            pos = corpus.position(ev.item.id or 0)
-            if pos is None:
-                continue
-            rows = [1, 2] if self.tuning.context_turns == 1 else [0, 1, 2, 3]
-            near = [int(arr.near[r, pos]) for r in rows]
-            around[pos] = [int(arr.ids[p]) for p in near if p < n]
+        around = {ev.item.id or 0: self._neighbours(corpus, ev.item.id or 0) for ev in todo}
         ids = sorted({i for lst in around.values() for i in lst})
         async with self.index.db.session() as s:
-            items = await MemoryIndexRepo(s).get_many(user_id, ids)
-        for ev in evidence:
-            pos = corpus.position(ev.item.id or 0)
-            ev.context = [items[i] for i in around.get(pos, []) if i in items] if pos else []
+            items = await MemoryIndexRepo(s).get_many(user_id, ids, vectors=False)
+        for ev in todo:
+            ev.context = [items[i] for i in around[ev.item.id or 0] if i in items]
+            ev.context_loaded = True
 
     async def _finish(
         self, plan: QueryPlan, evidence: list[Evidence], tz: ZoneInfo

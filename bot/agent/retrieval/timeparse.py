@@ -231,6 +231,22 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
             d = d.replace(year=y - 1)
         return r.days(d, 1, label)
 
+    @add(
+        r"\b(?:between|from)\s+(?:the\s+)?(?P<d1>\d{1,2})(?:st|nd|rd|th)?\s+(?:and|to|until|-)\s+"
+        r"(?:the\s+)?(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?"
+        + _MONTH
+        + r"(?:,?\s+(?P<y>\d{4}))?\b"
+    )
+    def _day_range(m: re.Match[str]) -> TimeWindow | None:
+        # "between 1 and 5 June" is the five days, not only the last one
+        last = _dated(MONTHS[m.group("month")], int(m.group("d")), m.group("y"), m.group(0))
+        first_day = int(m.group("d1"))
+        if last is None or first_day > int(m.group("d")):
+            return None
+        span = int(m.group("d")) - first_day + 1
+        start = last.start.astimezone(r.tz).date() - timedelta(days=span - 1)
+        return r.days(start, span, m.group(0))
+
     @add(r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"(?:,?\s+(?P<y>\d{4}))?\b")
     def _day_month(m: re.Match[str]) -> TimeWindow | None:
         return _dated(MONTHS[m.group("month")], int(m.group("d")), m.group("y"), m.group(0))
@@ -278,12 +294,63 @@ class TimeParse:
     """The question with the time words taken out (for topic matching)."""
 
 
+_DATED = re.compile(
+    r"\b(?:(?P<d1>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH.replace("month", "m1")
+    + r"|" + _MONTH.replace("month", "m2") + r"\s+(?P<d2>\d{1,2})(?:st|nd|rd|th)?)"
+    r",?\s+(?P<y>(?:19|20)\d{2})\b"
+)  # fmt: skip
+"""A calendar date with its year ("23 January, 2022", "August 3, 2023")."""
+_BEFORE = re.compile(
+    r"\b(?:the\s+|last\s+|a\s+)?(?:" + _NUM + r"\s+)?"
+    r"(?P<unit>days?|weeks?|weekends?|months?|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
+    r"\s+before\s+(?:on\s+)?$"
+)
+_SPAN_DAYS = {"day": 1, "week": 7, "weekend": 7, "month": 31}
+
+
+def _anchored(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse | None:
+    """A time said relative to a date the question names, resolved against that date.
+
+    "last Friday on 23 January, 2022" is 21 January 2022, not the Friday before today; "the
+    week before August 3, 2023" is the week up to that day. The window runs from the relative
+    time to the end of the named day, so what was said on that day about it is inside too.
+    """
+    m = _DATED.search(lowered)
+    if m is None:
+        return None
+    month = MONTHS[m.group("m1") or m.group("m2")]
+    try:
+        day = date(int(m.group("y")), month, int(m.group("d1") or m.group("d2")))
+    except ValueError:
+        return None
+    r = _Resolver(now, tz)
+    end = r.at(day + timedelta(days=1))
+    before = _BEFORE.search(lowered[: m.start()])
+    if before is not None:
+        unit = before.group("unit").rstrip("s")
+        count = _num(before.group("n")) if before.group("n") else 1
+        start = r.at(day - timedelta(days=count * _SPAN_DAYS.get(unit, 7)))
+        label = before.group(0) + m.group(0)
+        return TimeParse(TimeWindow(start, end, label), None, lowered.replace(label, " "))
+    rest = lowered[: m.start()] + " " + lowered[m.end() :]
+    relative = parse_time(rest, end - timedelta(seconds=1), tz)
+    if relative.window is None:
+        return None
+    window = TimeWindow(
+        min(relative.window.start, r.at(day)), end, f"{relative.window.label} ({m.group(0)})"
+    )
+    return TimeParse(window, None, relative.rest)
+
+
 def parse_time(text: str, now: datetime, tz: ZoneInfo) -> TimeParse:
     """Find the first time expression in ``text`` and resolve it; see the module doc."""
     lowered = text.lower()
     bad = UNRESOLVED.search(lowered)
     if bad is not None:
         return TimeParse(None, bad.group(0).strip(), lowered.replace(bad.group(0), " "))
+    anchored = _anchored(lowered, now, tz)
+    if anchored is not None and anchored.window is not None and anchored.window.start <= now:
+        return anchored
     resolver = _Resolver(now, tz)
     best: tuple[int, TimeWindow, str] | None = None
     for pattern, build in _rules(resolver):
@@ -297,7 +364,16 @@ def parse_time(text: str, now: datetime, tz: ZoneInfo) -> TimeParse:
     window = best[1]
     if window.start > now:
         return TimeParse(None, f"{best[2]} (that is in the future)", lowered)
+    since = _SINCE.search(lowered[: best[0]])
+    if since is not None:
+        # "since Monday" runs from Monday to now, not Monday alone
+        label = since.group(0) + best[2]
+        window = TimeWindow(window.start, resolver.at(resolver.today + timedelta(days=1)), label)
+        return TimeParse(window, None, lowered.replace(label, " "))
     return TimeParse(window, None, lowered.replace(best[2], " "))
+
+
+_SINCE = re.compile(r"\b(?:since|ever\s+since|from)\s*$")
 
 
 _MENTION_HINT = re.compile(

@@ -86,6 +86,10 @@ class Tool:
     untrusted_output: bool = False
     """True when results carry text the user did not just type: memory search, imports,
     pendant transcripts, other people's messages, web pages. Reading it taints the turn."""
+    group: str = ""
+    """The intent group the tool serves (tasks, reminders, calendar, memory, journal,
+    location, time); the router's intent picks which groups are offered. Ungrouped tools
+    are always offered."""
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
@@ -97,10 +101,16 @@ class Tool:
         }
 
 
+Guard = Callable[[ToolContext, "Tool", Any], Awaitable[str | None]]
+"""A check the controller runs before a state-changing call with valid arguments: the reason
+to refuse it (the user's hard rules, say), or None to let it run."""
+
+
 class ToolRegistry:
     """Looks tools up by name and runs them with validated arguments."""
 
     def __init__(self, tools: Iterable[Tool]) -> None:
+        self._guards: list[Guard] = []
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             if tool.name in self._tools:
@@ -110,6 +120,10 @@ class ToolRegistry:
     def add(self, tool: Tool) -> None:
         """Register one more tool."""
         self._tools[tool.name] = tool
+
+    def add_guard(self, guard: Guard) -> None:
+        """Check every state-changing call with ``guard`` before it runs."""
+        self._guards.append(guard)
 
     def get(self, name: str) -> Tool | None:
         """The tool with this name, if any."""
@@ -123,6 +137,10 @@ class ToolRegistry:
     def names(self) -> list[str]:
         """Every registered tool name."""
         return list(self._tools)
+
+    def tools(self) -> list[Tool]:
+        """Every registered tool, in registration order."""
+        return list(self._tools.values())
 
     def read_only_names(self) -> list[str]:
         """The tools that change nothing (the only ones offered in a tainted turn)."""
@@ -139,6 +157,10 @@ class ToolRegistry:
         args = _parse_args(tool, raw_args)
         if isinstance(args, str):
             return args, False
+        if not tool.read_only:
+            for guard in self._guards:
+                if (reason := await guard(ctx, tool, args)) is not None:
+                    return f"error: not done: {reason}", False
         try:
             return await tool.run(ctx, args), True
         except ToolError as exc:

@@ -74,8 +74,16 @@ TOOLS = [
         create_task,
         "Adding the task…",
         read_only=False,
+        group="tasks",
     ),
-    Tool("list_tasks", "List the user's tasks.", ListTasksArgs, list_tasks, "Checking your tasks…"),
+    Tool(
+        "list_tasks",
+        "List the user's tasks.",
+        ListTasksArgs,
+        list_tasks,
+        "Checking your tasks…",
+        group="tasks",
+    ),
     Tool(
         "complete_task",
         "Mark a task done by id.",
@@ -83,5 +91,6 @@ TOOLS = [
         complete_task,
         "Ticking it off…",
         read_only=False,
+        group="tasks",
     ),
 ]

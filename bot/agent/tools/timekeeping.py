@@ -54,6 +54,7 @@ TOOLS = [
         NoArgs,
         current_time,
         "Checking the time…",
+        group="time",
     ),
     Tool(
         "set_timezone",
@@ -62,5 +63,6 @@ TOOLS = [
         set_timezone,
         "Setting your time zone…",
         read_only=False,
+        group="time",
     ),
 ]

@@ -23,6 +23,7 @@ from bot.app.cli.memory import register_memory_cli
 from bot.app.cli.runtime import (
     find_user,
     group,
+    limit_malloc_arenas,
     raise_open_file_limit,
     run_with_app,
     settings_or_exit,
@@ -140,6 +141,7 @@ def serve() -> None:
     # added later may still start; its lines then go to the file too).
     logfile = setup_logging(settings, to_file=_console_log_file(settings) if console_only else None)
     raise_open_file_limit()
+    limit_malloc_arenas(settings.malloc_arenas)
     run_with_app(lambda application: run_serve(application, logfile), settings)
 
 

@@ -64,6 +64,10 @@ def device_add(
         typer.echo(f"Added pendant {name} for {owner.display_name} (user {owner.id}).")
         typer.echo(f"Token (shown only now; store it on the device): {token}")
         typer.echo(f"Endpoint: {_endpoint(app)}  (header  Authorization: Bearer <token>)")
+        typer.echo(
+            f"Omi app, Realtime audio bytes URL: {app.settings.web_url}/omi/{token}  "
+            '(must be reachable from the internet over HTTPS; see README "Use your Omi")'
+        )
         typer.echo("`lifebot serve` now starts the pendant server.")
 
     run_with_app(go)
@@ -94,6 +98,7 @@ def device_status() -> None:
     """Devices, when each was last seen, and audio still waiting to be transcribed."""
     from bot.app.cli.runtime import run_with_app
     from bot.device.spool import Spool
+    from bot.device.spool_cap import spool_bytes
     from storage.repos.devices import DeviceRepo, SessionRepo
     from storage.repos.users import UserRepo
 
@@ -109,12 +114,23 @@ def device_status() -> None:
                 uncut = max(0, spool.samples(sess.id) - sess.vad_cursor)
                 n, secs = waiting.get(sess.device_id, (0, 0.0))
                 waiting[sess.device_id] = (n + count, secs + (samples + uncut) / 16000)
+        # Omi chunks received but not yet in a session (16 kHz assumed for the estimate).
+        for d in devices:
+            inbox = app.omi.waiting_bytes(d.id or 0)
+            if inbox:
+                n, secs = waiting.get(d.id or 0, (0, 0.0))
+                waiting[d.id or 0] = (n, secs + inbox / 32000)
         if not devices:
             typer.echo("No pendants yet: `lifebot device add NAME --user USER` adds one.")
             return
         typer.echo(f"Endpoint: {_endpoint(app)}")
+        used = spool_bytes(spool.root) / 1e6
+        cap = app.settings.device_spool_max_mb
+        typer.echo(f"Spool: {used:.1f} MB" + (f" of its {cap:g} MB cap" if cap else " (no cap)"))
         for d in devices:
             state = f"revoked {_when(d.revoked_at)}" if d.revoked_at else "active"
+            if app.omi.is_omi(d.id or 0):
+                state += " (Omi)"
             n, secs = waiting.get(d.id or 0, (0, 0.0))
             typer.echo(
                 f"{d.name}  user={names.get(d.user_id, d.user_id)}  {state}  "

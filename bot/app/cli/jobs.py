@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.cli.runtime import group
+from bot.app.cli.runtime import find_user, group
 
 if TYPE_CHECKING:
     from bot.app.build import App
@@ -114,14 +114,9 @@ def jobs(ctx: typer.Context) -> None:
 @briefing_app.command("preview")
 def preview(user: UserOption) -> None:
     """Print the briefing a user would get now (nothing is sent)."""
-    from storage.repos.users import UserRepo
 
     async def go(application: App) -> None:
-        async with application.db.session() as s:
-            found = await UserRepo(s).find_by_name(user)
-        if found is None:
-            typer.echo(f"No user {user!r}; `lifebot users` lists them.", err=True)
-            raise typer.Exit(1)
+        found = await find_user(application, user)  # by name or id, as everywhere
         briefings = application.jobs.briefings
         body, by_llm = await briefings.compose(found, application.clock.now())
         typer.echo(body)
@@ -141,14 +136,11 @@ def export(
     """Write a user's calendar as an ICS file any calendar app can import."""
     from bot.jobs.calendar import to_ics
     from storage.repos.calendar import CalendarRepo
-    from storage.repos.users import UserRepo
 
     async def go(application: App) -> None:
+        found = await find_user(application, user)  # by name or id, as everywhere
+        assert found.id is not None
         async with application.db.session() as s:
-            found = await UserRepo(s).find_by_name(user)
-            if found is None or found.id is None:
-                typer.echo(f"No user {user!r}; `lifebot users` lists them.", err=True)
-                raise typer.Exit(1)
             events = await CalendarRepo(s).all_events(found.id)
         ics = to_ics(events, name=f"lifebot: {found.display_name}", now=application.clock.now())
         if out is not None and str(out) == "-":
@@ -158,6 +150,68 @@ def export(
         target = out or Path(f"lifebot-{safe}.ics")
         target.write_text(ics, encoding="utf-8", newline="")
         typer.echo(f"Wrote {len(events)} event(s) to {target}")
+
+    _run(go)
+
+
+@calendar_app.command("import")
+def import_ics(
+    file: Annotated[Path, typer.Argument(help="An .ics file (exported from any calendar app)")],
+    user: UserOption,
+) -> None:
+    """Load events from an ICS file into a user's calendar (again: updates, never doubles)."""
+    from bot.errors import CalendarError
+    from bot.jobs.calendars import counts_words
+
+    async def go(application: App) -> None:
+        found = await find_user(application, user)  # by name or id, as everywhere
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            typer.echo(f"Cannot read {file}: {exc.strerror or exc}", err=True)
+            raise typer.Exit(1) from exc
+        try:
+            counts = await application.jobs.calendars.import_file(found, data)
+        except CalendarError as exc:
+            typer.echo(f"Nothing imported from {file}: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(f"Imported {file} for {found.display_name}: {counts_words(counts)}")
+
+    _run(go)
+
+
+@calendar_app.command("key")
+def calendar_key() -> None:
+    """Print a new LIFEBOT_CALENDAR_KEY (seals CalDAV passwords; keep it with your backups)."""
+    from bot.jobs.caldav_link import new_key
+
+    typer.echo(f"LIFEBOT_CALENDAR_KEY={new_key()}")
+
+
+@calendar_app.command("caldav")
+def caldav_add(
+    url: Annotated[str, typer.Argument(help="The calendar's CalDAV URL (or the server's)")],
+    user: UserOption,
+    username: Annotated[str, typer.Option("--username", help="CalDAV user name")],
+    password: Annotated[
+        str,
+        typer.Option(
+            "--password", prompt=True, hide_input=True, help="CalDAV password (asked if absent)"
+        ),
+    ],
+    name: Annotated[str | None, typer.Option("--name", help="What to call it")] = None,
+) -> None:
+    """Link a user's CalDAV calendar: its events are read, accepted proposals written to it."""
+    from bot.errors import CalendarError
+
+    async def go(application: App) -> None:
+        found = await find_user(application, user)  # by name or id, as everywhere
+        try:
+            said = await application.jobs.calendars.add_caldav(found, url, username, password, name)
+        except CalendarError as exc:
+            typer.echo(f"Not linked: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        typer.echo(said)
 
     _run(go)
 

@@ -1,4 +1,4 @@
-"""``lifebot memory ...`` and ``lifebot import``: search, facts, forget, reindex, import."""
+"""``lifebot memory ...`` and ``lifebot import``: search, status, facts, forget, reindex, import."""
 
 from __future__ import annotations
 
@@ -47,14 +47,18 @@ def search(
     user: UserOpt,
     limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=50)] = 10,
     kinds: Annotated[
-        str, typer.Option("--kinds", help="Comma-separated: message, episode, fact")
-    ] = "message",
+        str,
+        typer.Option(
+            "--kinds", help="Comma-separated: message, image, document, episode, fact, journal"
+        ),
+    ] = "message,image,document",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list")] = False,
 ) -> None:
     """Ranked hits with their source ids, times and scores (messages unless --kinds widens)."""
     wanted = tuple(k.strip() for k in kinds.split(",") if k.strip())
-    if not wanted or any(k not in ("message", "episode", "fact") for k in wanted):
-        typer.echo("--kinds takes message, episode and/or fact, comma-separated", err=True)
+    known = ("message", "image", "document", "episode", "fact", "journal")
+    if not wanted or any(k not in known for k in wanted):
+        typer.echo(f"--kinds takes {', '.join(known)}, comma-separated", err=True)
         raise typer.Exit(2)
 
     async def go(app: MemoryApp) -> None:
@@ -63,7 +67,9 @@ def search(
 
         who = await _user(app, user)
         memory: MemoryService = app.memory
-        await memory.index_pending(who.id)
+        # New messages become searchable by their words now; their vectors are the background
+        # task's job (a cold command does not embed a backlog first: `memory status`).
+        await memory.index_pending(who.id, embed=False)
         tz = ZoneInfo(who.timezone)
         out = await memory.retriever.search(
             who.id or 0, query, now=app.clock.now(), tz=tz, limit=limit, kinds=wanted
@@ -98,6 +104,37 @@ def search(
                 assert isinstance(ids, list)
                 print(f"    from messages: {', '.join(map(str, ids)) or '-'}")
         print(f"(times in {who.timezone}; --json adds scores)")
+
+    run_with_memory(go)
+
+
+@memory_app.command("status")
+def status(
+    user: Annotated[str | None, typer.Option("--user", "-u", help="Only this user")] = None,
+) -> None:
+    """What is searchable, and what still waits: messages to index, items without vectors."""
+
+    async def go(app: MemoryApp) -> None:
+        who = await _user(app, user) if user else None
+        waiting = await app.memory.index.waiting(who.id if who else None)
+        whose = f"{who.display_name}'s memory" if who else "Memory (all users)"
+        print(f"{whose}, vectors of {waiting.model}:")
+        for kind, (total, missing) in sorted(waiting.kinds.items()):
+            line = f"  {kind}: {total} indexed"
+            if missing:
+                line += f", {missing} waiting for vectors (found by their words until then)"
+            print(line)
+        if not waiting.kinds:
+            print("  nothing indexed yet")
+        if waiting.unindexed:
+            print(f"  {waiting.unindexed} messages not indexed yet (not searchable yet)")
+        if waiting.unindexed or waiting.without_vectors:
+            print(
+                "`lifebot serve` finishes this in the background, in batches; "
+                "`lifebot memory reindex` does it now."
+            )
+        else:
+            print("Everything is searchable by words and by meaning.")
 
     run_with_memory(go)
 
@@ -141,12 +178,29 @@ def forget(fact_id: Annotated[int, typer.Argument(help="The fact id from `memory
 @memory_app.command("reindex")
 def reindex(
     user: Annotated[str | None, typer.Option("--user", "-u", help="Only this user")] = None,
+    images: Annotated[
+        bool,
+        typer.Option("--images", help="Also describe stored photos (needs LIFEBOT_VISION=true)"),
+    ] = False,
 ) -> None:
     """Index anything missing and embed everything again (after changing the model)."""
 
     async def go(app: App) -> None:
         who = await _user(app, user) if user else None
         memory = app.memory
+        if images:
+            if not app.photos.vision:
+                print(
+                    "Photos stay undescribed: the smart model is not marked as a vision model "
+                    "(set LIFEBOT_VISION=true with a model that accepts images)."
+                )
+                raise typer.Exit(1)
+            with _progress("photos") as bar:
+                task = bar.add_task("photos", total=None)
+                described = await app.photos.describe_pending(
+                    who.id if who else None, progress=lambda n: bar.advance(task, n)
+                )
+            print(f"Described {described} message(s) with photos.")
         await memory.index.index_pending(user_id=who.id if who else None)
         total = await memory.index.size(who.id if who else None)
         with _progress("embedding") as bar:
@@ -244,11 +298,23 @@ def _import_history(file: Path, user: str) -> None:
         with _progress("indexing") as bar:
             task = bar.add_task("index", total=report.added or None)
             await app.memory.after_import(
-                who.id or 0, report.conversations, progress=lambda n: bar.advance(task, n)
+                who.id or 0,
+                report.conversations,
+                progress=lambda n: bar.advance(task, n),
+                embed=False,
             )
         print(
             f"Imported {report.added} messages ({report.duplicates} already there, "
-            f"{len(report.bad)} bad lines skipped)."
+            f"{len(report.bad)} bad lines skipped); searchable by their words now."
         )
+        # Vectors last, in committed batches: stopping here (Ctrl-C) loses nothing, and
+        # `lifebot memory status` shows what waits for `lifebot serve` to finish.
+        waiting = (await app.memory.index.waiting(who.id)).without_vectors
+        if waiting:
+            with _progress("vectors") as bar:
+                task = bar.add_task("embed", total=waiting)
+                await app.memory.index.embed_missing(
+                    who.id, progress=lambda n: bar.advance(task, n)
+                )
 
     run_with_app(go)

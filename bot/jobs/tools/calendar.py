@@ -87,6 +87,7 @@ TOOLS = [
         list_events,
         "Checking your calendar…",
         untrusted_output=True,  # events may come from proposals drawn from transcripts
+        group="calendar",
     ),
     Tool(
         "add_event",
@@ -95,6 +96,7 @@ TOOLS = [
         add_event,
         "Adding to your calendar…",
         read_only=False,
+        group="calendar",
     ),
     Tool(
         "cancel_event",
@@ -103,5 +105,6 @@ TOOLS = [
         cancel_event,
         "Cancelling the event…",
         read_only=False,
+        group="calendar",
     ),
 ]

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
+from bot.agent.rules import broken_rule
 from bot.agent.tools.base import Tool, ToolContext
+from bot.clock import zone
 from bot.errors import ToolError
-from bot.jobs.phrases import PhraseError
+from bot.jobs.localtime import day_first
+from bot.jobs.phrases import PhraseError, parse_reminder
 from bot.jobs.reminders import Reminders
 from storage.repos.users import UserRepo
 
@@ -20,6 +25,14 @@ class SetReminderArgs(BaseModel):
         description="The user's own words, e.g. 'at 5pm to call mom' or 'every Monday at 9 "
         "to send the report'. Do not convert times yourself.",
     )
+    place: str | None = Field(
+        None, max_length=120, description="The place it is about, if the user named one"
+    )
+    people: list[str] = Field(
+        default_factory=list,
+        max_length=10,
+        description="People it is about or with, full names as resolved (e.g. 'Ana Silva')",
+    )
 
 
 class NoArgs(BaseModel):
@@ -32,6 +45,28 @@ class CancelReminderArgs(BaseModel):
     reminder_id: int = Field(description="The id shown by list_reminders")
 
 
+async def reminder_rules_guard(ctx: ToolContext, tool: Tool, args: Any) -> str | None:
+    """Refuse a set_reminder call whose time breaks one of the user's time rules.
+
+    The time is read by the same deterministic parser the tool uses; words it cannot read
+    pass (the tool itself then asks the user when).
+    """
+    if tool.name != "set_reminder" or not isinstance(args, SetReminderArgs):
+        return None
+    async with ctx.db.session() as s:
+        user = await UserRepo(s).get(ctx.user_id)
+    if user is None:
+        return None
+    tz = zone(user.timezone)
+    try:
+        parsed = parse_reminder(
+            args.request, ctx.now, tz, day_first=day_first(user.date_order, user.timezone)
+        )
+    except PhraseError:
+        return None
+    return await broken_rule(ctx, parsed.first_at.astimezone(tz), reminders=True)
+
+
 async def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
     """Parse and store a reminder in the user's zone; returns the confirmation to repeat."""
     async with ctx.db.session() as s:
@@ -39,7 +74,9 @@ async def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
     if user is None:
         raise ToolError("the user was not found")
     try:
-        created = await Reminders(ctx.db).create(user, args.request, ctx.now)
+        created = await Reminders(ctx.db).create(
+            user, args.request, ctx.now, place=args.place, people=args.people
+        )
     except PhraseError as exc:
         raise ToolError(f"{exc}; ask the user when") from exc
     return f"{created.text} (reminder #{created.reminder.id}). Tell the user exactly this."
@@ -70,6 +107,7 @@ TOOLS = [
         set_reminder,
         "Setting a reminder…",
         read_only=False,
+        group="reminders",
     ),
     Tool(
         "list_reminders",
@@ -77,6 +115,7 @@ TOOLS = [
         NoArgs,
         list_reminders,
         "Checking reminders…",
+        group="reminders",
     ),
     Tool(
         "cancel_reminder",
@@ -85,5 +124,6 @@ TOOLS = [
         cancel_reminder,
         "Cancelling the reminder…",
         read_only=False,
+        group="reminders",
     ),
 ]
