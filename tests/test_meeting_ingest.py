@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlmodel import select
 
 from bot.app.build import App
+from storage.db import Database
 from storage.models import Episode, Fact, IngestJob, Message, Task
+from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.support.app import AppFactory, add_user
 from tests.support.web import client_for
@@ -207,3 +210,41 @@ async def test_no_token_or_a_bad_body_is_refused_in_plain_words(
     assert "start" in broken.json()["detail"] and "segments" in broken.json()["detail"]
     assert not_json.status_code == 400
     assert await rows(app, IngestJob) == []
+
+
+async def test_posts_of_one_meeting_arriving_together_queue_one_job(
+    app_factory: AppFactory, fake_llm: FakeLLM, postgres_or_sqlite_url: str
+) -> None:
+    """A recorder that re-sends its growing transcript in a burst: one job, one episode."""
+    Model(fake_llm)
+    app, auth = await ready(app_factory, fake_llm, database_url_setting=postgres_or_sqlite_url)
+    async with client_for(app) as client:
+        posted = await asyncio.gather(
+            *(client.post(URL, json=body, headers=auth) for body in [FIRST, SECOND] * 4)
+        )
+    assert [r.status_code for r in posted] == [202] * 8  # none refused, none lost
+    assert len({r.json()["job_id"] for r in posted}) == 1
+
+    job = await settled(app)
+    assert job.status == "done"
+    assert len(await rows(app, Episode)) == 1
+
+
+async def test_upgrading_keeps_the_newest_of_duplicate_pending_jobs(
+    postgres_or_sqlite_url: str,
+) -> None:
+    """Jobs queued twice before the fix: after the upgrade the newest post is the one done."""
+    db = Database(postgres_or_sqlite_url)
+    try:
+        await db.migrate("0014_threads")  # before the index: duplicates could be queued
+        now = datetime.now(UTC)
+        async with db.session() as s:
+            user = await UserRepo(s).create("ana")
+            for v in (1, 2):
+                s.add(IngestJob(user_id=user.id or 0, meeting_key="z", body={"v": v}, due_at=now))
+        await db.migrate()
+        async with db.session() as s:
+            jobs = sorted((await s.exec(select(IngestJob))).all(), key=lambda j: j.id or 0)
+        assert [(j.body, j.status) for j in jobs] == [({"v": 1}, "failed"), ({"v": 2}, "pending")]
+    finally:
+        await db.dispose()

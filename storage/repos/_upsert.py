@@ -1,4 +1,4 @@
-"""Dialect-aware ``INSERT ... ON CONFLICT DO NOTHING`` shared by the repositories."""
+"""Dialect-aware ``INSERT ... ON CONFLICT`` statements shared by the repositories."""
 
 from __future__ import annotations
 
@@ -7,14 +7,40 @@ from typing import Any
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 
-def insert_ignore(session: AsyncSession, table: Any, conflict: list[str]) -> Any:
-    """An insert on ``table`` that does nothing when ``conflict`` columns already exist."""
+def _insert(session: AsyncSession, table: Any) -> Any:
+    """The dialect's own INSERT construct (it knows ON CONFLICT)."""
     dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
     # Imported per dialect: loading PostgreSQL's dialect costs a SQLite start-up ~50 ms.
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql  # noqa: PLC0415
 
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=conflict)
+        return postgresql.insert(table)
     from sqlalchemy.dialects import sqlite  # noqa: PLC0415
 
-    return sqlite.insert(table).on_conflict_do_nothing(index_elements=conflict)
+    return sqlite.insert(table)
+
+
+def insert_ignore(session: AsyncSession, table: Any, conflict: list[str]) -> Any:
+    """An insert on ``table`` that does nothing when ``conflict`` columns already exist."""
+    return _insert(session, table).on_conflict_do_nothing(index_elements=conflict)
+
+
+def insert_or_update(
+    session: AsyncSession,
+    table: Any,
+    values: dict[str, Any],
+    conflict: list[str],
+    update: list[str],
+    where: Any = None,
+) -> Any:
+    """Insert ``values``; if a row with the same ``conflict`` columns exists, set ``update``.
+
+    ``where`` names a partial unique index (its WHERE clause), as in "one pending job per
+    meeting". One statement, so two writers arriving together cannot both insert.
+    """
+    stmt = _insert(session, table).values(**values)
+    return stmt.on_conflict_do_update(
+        index_elements=conflict,
+        index_where=where,
+        set_={name: stmt.excluded[name] for name in update},
+    )

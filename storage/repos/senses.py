@@ -10,7 +10,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import DocumentChunk, IngestJob, UsageCount
-from storage.repos._upsert import insert_ignore
+from storage.repos._upsert import insert_ignore, insert_or_update
 
 
 class UsageRepo:
@@ -52,20 +52,33 @@ class IngestRepo:
     async def submit(
         self, user_id: int, meeting_key: str, body: dict[str, Any], due: datetime, now: datetime
     ) -> IngestJob:
-        """Queue a transcript; a pending job of the same meeting gets the newer body instead."""
-        pending = (
-            await self.s.exec(
-                select(IngestJob).where(
-                    IngestJob.user_id == user_id,
-                    IngestJob.meeting_key == meeting_key,
-                    IngestJob.status == "pending",
-                )
-            )
-        ).first()
-        job = pending or IngestJob(user_id=user_id, meeting_key=meeting_key, body=body, due_at=due)
-        job.body, job.due_at, job.updated_at, job.attempts = body, due, now, 0
-        self.s.add(job)
-        await self.s.flush()
+        """Queue a transcript; a pending job of the same meeting gets the newer body instead.
+
+        One upsert on the partial unique index "one pending job per meeting": posts of one
+        meeting arriving together (a recorder re-sending its growing transcript) share a job.
+        """
+        table = IngestJob.__table__  # type: ignore[attr-defined]  # SQLModel's table
+        stmt = insert_or_update(
+            self.s,
+            table,
+            {
+                "user_id": user_id,
+                "meeting_key": meeting_key,
+                "body": body,
+                "status": "pending",
+                "due_at": due,
+                "attempts": 0,
+                "created_at": now,
+                "updated_at": now,
+            },
+            conflict=["user_id", "meeting_key"],
+            # Resetting the attempts tells a run of the older body that it was replaced.
+            update=["body", "due_at", "attempts", "updated_at"],
+            where=table.c.status == "pending",
+        ).returning(table.c.id)
+        job_id = int((await self.s.exec(stmt)).one()[0])
+        job = await self.s.get(IngestJob, job_id, populate_existing=True)
+        assert job is not None
         return job
 
     async def due(self, now: datetime, limit: int = 20) -> list[IngestJob]:
