@@ -10,24 +10,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.agent.llm import LLM
-from bot.agent.memory.embeddings import build_embedder
+from bot.agent.memory.embeddings import Embedder, embedder_for
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
 from bot.config import Settings
 from storage.db import Database
 
 
-def build_memory(settings: Settings, db: Database, llm: LLM | None, clock: Clock) -> MemoryService:
-    """The memory service (facts, episodes, the search index) from settings."""
+def build_memory(
+    settings: Settings,
+    db: Database,
+    llm: LLM | None,
+    clock: Clock,
+    embedder: Embedder | None = None,
+) -> MemoryService:
+    """The memory service (facts, episodes, the search index) from settings.
+
+    ``embedder`` is one already made (a cold CLI command starts loading it early); by
+    default the settings' embedder is made here.
+    """
     return MemoryService(
         db,
         llm,
-        build_embedder(
-            settings.embeddings_model,
-            base_url=settings.openai_base_url,
-            api_key=settings.openai_api_key,
-            timeout=settings.llm_timeout,
-        ),
+        embedder or embedder_for(settings),
         clock,
         quiet_minutes=settings.extraction_quiet_minutes,
         every_messages=settings.extraction_every_messages,
@@ -50,10 +55,10 @@ class MemoryApp:
     """Search, facts and the index."""
 
     @classmethod
-    def build(cls, settings: Settings, clock: Clock) -> MemoryApp:
-        """Build it (no I/O yet; ``start`` migrates)."""
+    def build(cls, settings: Settings, clock: Clock, embedder: Embedder | None = None) -> MemoryApp:
+        """Build it (no I/O yet; ``start`` migrates); ``embedder`` as in ``build_memory``."""
         db = Database(settings.database_url)
-        return cls(settings, clock, db, build_memory(settings, db, None, clock))
+        return cls(settings, clock, db, build_memory(settings, db, None, clock, embedder))
 
     async def start(self) -> None:
         """Prepare storage, as ``start_app`` does."""

@@ -13,16 +13,20 @@ Two implementations of one small port:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from bot.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +105,21 @@ class MiniLMEmbedder:
                     providers=["CPUExecutionProvider"],
                 )
             return self._session, self._tokenizer
+
+    def start_loading(self) -> None:
+        """Load the model in a background thread now, so it is ready by the first embed.
+
+        A cold CLI command starts this before it imports storage: the two overlap, which
+        takes about a tenth of a second off ``lifebot memory search``. A load error is not
+        raised here; the first ``embed`` raises it where a caller can report it.
+        """
+
+        def load() -> None:
+            # A failed load leaves nothing behind: the first embed tries again and reports it.
+            with contextlib.suppress(EmbeddingError):
+                self._load()
+
+        threading.Thread(target=load, name="embedder-load", daemon=True).start()
 
     def embed_sync(self, texts: list[str]) -> Vectors:
         """Embed in the calling thread (use ``embed`` from async code)."""
@@ -182,3 +201,13 @@ def build_embedder(
     if model:
         return OpenAIEmbedder(model=model, base_url=base_url, api_key=api_key, timeout=timeout)
     return MiniLMEmbedder()
+
+
+def embedder_for(settings: Settings) -> Embedder:
+    """The embedder the settings choose (an endpoint, or the local model; nothing loads yet)."""
+    return build_embedder(
+        settings.embeddings_model,
+        base_url=settings.openai_base_url,
+        api_key=settings.openai_api_key,
+        timeout=settings.llm_timeout,
+    )

@@ -105,11 +105,20 @@ def run_with_app(fn: Callable[[App], Awaitable[T]], settings: Settings | None = 
 
 def run_with_memory(fn: Callable[[MemoryApp], Awaitable[T]]) -> T:
     """Like ``run_with_app`` for read-only memory commands: storage and memory only."""
+    settings = settings_or_exit()
+    # The local embedding model loads in a thread while storage and memory are imported
+    # below (the two together are most of a cold command's second). Imported in this order
+    # on purpose: the embedders' module needs numpy only.
+    from bot.agent.memory.embeddings import MiniLMEmbedder, embedder_for
+
+    embedder = embedder_for(settings)
+    if isinstance(embedder, MiniLMEmbedder):
+        embedder.start_loading()
+
     from bot.app.memory_root import MemoryApp
     from bot.clock import SystemClock
 
-    settings = settings_or_exit()
-    return _run(lambda: MemoryApp.build(settings, SystemClock()), MemoryApp.start, fn)
+    return _run(lambda: MemoryApp.build(settings, SystemClock(), embedder), MemoryApp.start, fn)
 
 
 DATABASE_FIX = (
