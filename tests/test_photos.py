@@ -118,6 +118,33 @@ async def test_a_question_sent_with_a_photo_is_answered_with_the_picture(
     assert question[1]["image_url"]["url"] == DATA_URL
 
 
+async def test_retry_after_an_outage_asks_again_with_the_picture(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    down = True
+
+    def respond(body: dict[str, Any]) -> Step | None:
+        if body.get("tools"):  # the agent's turn: down at first, then it answers
+            return Step(status=500) if down else say("The password is sunflower42.")
+        if is_vision_call(body):
+            return say(json.dumps(SEEN))
+        return say('{"route": "agent"}' if "Classify" in str(body["messages"][0]) else "{}")
+
+    fake_llm.default = respond
+    await telegram(vision=True)
+    await tg.send_photo(CHAT, PHOTO, caption="What's the password on this note?")
+    [outage] = await tg.wait_texts(CHAT, 1)
+    assert "/retry" in outage
+
+    down = False
+    await tg.send_text(CHAT, "/retry")
+    replies = await tg.wait_texts(CHAT, 2)
+    assert replies[-1] == "The password is sunflower42."
+    asked = [b for b in fake_llm.chat_requests if b.get("tools")][-1]["messages"][-1]["content"]
+    assert asked[0] == {"type": "text", "text": "What's the password on this note?"}
+    assert asked[1]["image_url"]["url"] == DATA_URL  # the picture is asked about again
+
+
 async def test_an_image_file_on_telegram_is_kept_too(
     telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

@@ -171,12 +171,16 @@ class Photos:
         for row in rows:
             if (row.meta or {}).get("described") or row.user_id is None or row.id is None:
                 continue
-            urls = [await self._url(e) for e in (row.meta or {}).get("images") or []]
-            await self.describe(row.user_id, row.id, [u for u in urls if u])
+            await self.describe(row.user_id, row.id, await self.stored_urls(row.meta))
             done += 1
             if progress is not None:
                 progress(1)
         return done
+
+    async def stored_urls(self, meta: dict[str, Any] | None) -> list[str]:
+        """Data URLs of the pictures a stored message came with (missing files are skipped)."""
+        urls = [await self._url(e) for e in (meta or {}).get("images") or []]
+        return [u for u in urls if u]
 
     async def _url(self, entry: dict[str, Any]) -> str | None:
         try:

@@ -486,6 +486,10 @@ class Dispatcher:
         if pending is None:
             return DispatchResult("command", "Nothing to retry.")
         overheard = bool((pending.meta or {}).get("overheard"))
+        # A question asked with a photo is asked with it again (the model looks at it anew).
+        images: Sequence[str] = ()
+        if self.photos is not None and self.photos.vision:
+            images = await self.photos.stored_urls(pending.meta)
         return await self._answer(
             user,
             conv_id,
@@ -494,6 +498,7 @@ class Dispatcher:
             pending_id,
             pending.external_id,
             trusted=not overheard,
+            images=images,
         )
 
     async def _answer(
