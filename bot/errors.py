@@ -49,6 +49,13 @@ class StorageError(BotError):
     """The database could not do what was asked."""
 
 
+class NewerDatabaseError(StorageError):
+    """The database's schema was written by a newer lifebot than this one."""
+
+    fix = "run the newer lifebot that upgraded it, or restore a backup taken before the upgrade"
+    """What the operator can do, in plain words."""
+
+
 class ChannelError(BotError):
     """A channel (Telegram, Slack, device, console) failed to deliver or receive."""
 

@@ -18,7 +18,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot.errors import StorageError
+from bot.errors import NewerDatabaseError, StorageError
 from storage.locks import MIGRATION_KEY
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,11 @@ class Database:
         if revision == "head" and await self._at_head():
             return  # nothing to do, and Alembic (slow to import) stays unloaded
         try:
+            current = await self.current_revision()
+        except StorageError:
+            current = None  # unreachable: the migration below says so, in its own words
+        self._known(current)
+        try:
             async with self.engine.connect() as conn:
                 if self.is_sqlite:
                     # SQLite changes a column by rebuilding the table; with foreign keys on,
@@ -127,9 +132,18 @@ class Database:
 
     async def pending_migrations(self) -> list[str]:
         """Revisions not applied yet, oldest first (nothing is changed)."""
-        current = await self.current_revision()
+        current = self._known(await self.current_revision())
         chain = migration_chain()
         return chain[chain.index(current) + 1 :] if current in chain else chain
+
+    def _known(self, current: str | None) -> str | None:
+        """``current``, unless a newer lifebot wrote it: then a StorageError saying so."""
+        if current is not None and current not in migration_chain():
+            raise NewerDatabaseError(
+                f"the database at {self.safe_url} is at schema revision {current!r}, which "
+                "this lifebot does not know: a newer lifebot has upgraded it"
+            )
+        return current
 
     async def _at_head(self) -> bool:
         try:

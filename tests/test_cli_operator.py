@@ -141,6 +141,38 @@ def test_serve_with_the_database_down_says_one_line_and_the_fix(tmp_path: Path) 
     assert "Fix: start the database server, or correct LIFEBOT_DATABASE_URL" in lines[0]
 
 
+def test_a_database_upgraded_by_a_newer_lifebot_is_named_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    db_path = tmp_path / "data" / "lifebot.db"
+
+    async def from_the_future() -> None:
+        db = Database(f"sqlite+aiosqlite:///{db_path}")
+        await db.migrate()
+        async with db.engine.begin() as conn:  # as a later release would leave it
+            await conn.exec_driver_sql("UPDATE alembic_version SET version_num = '0099_future'")
+        await db.dispose()
+
+    asyncio.run(from_the_future())
+    for args in (("serve",), ("memory", "search", "--user", "1", "trip")):
+        proc = _lifebot(tmp_path, *args)
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        [line] = proc.stderr.strip().splitlines()
+        assert "schema revision '0099_future', which this lifebot does not know" in line
+        assert line.endswith(
+            "Fix: run the newer lifebot that upgraded it, or restore a backup "
+            "taken before the upgrade"
+        )
+
+    result = CliRunner().invoke(
+        cli, ["doctor", "--json"], env={"LIFEBOT_DATA_DIR": str(db_path.parent)}
+    )
+    database = next(c for c in json.loads(result.output)["checks"] if c["name"] == "database")
+    assert database["status"] != "ok" and "0099_future" in database["detail"]
+    assert "newer lifebot" in database["fix"]
+
+
 async def test_serve_with_a_bad_telegram_token_says_one_line_and_the_fix(tmp_path: Path) -> None:
     telegram = FakeTelegram()
     await telegram.start()

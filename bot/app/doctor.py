@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bot.agent.llm import OpenAILLM, data_url, image_parts
 from bot.config import Settings
-from bot.errors import BotError, ToolError
+from bot.errors import BotError, NewerDatabaseError, ToolError
 from storage.db import Database
 
 
@@ -80,6 +80,8 @@ async def check_database(settings: Settings) -> Check:
     db = Database(url)
     try:
         pending = await db.pending_migrations()
+    except NewerDatabaseError as exc:
+        return Check("database", ok=False, detail=str(exc), fix=exc.fix)
     except BotError as exc:
         return Check(
             "database",

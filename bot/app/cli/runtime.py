@@ -74,7 +74,7 @@ def _run(
     build: Callable[[], P], start: Callable[[P], Awaitable[None]], fn: Callable[[P], Awaitable[T]]
 ) -> T:
     """Build, start, run ``fn`` and close; storage and other BotErrors become one line, exit 1."""
-    from bot.errors import BotError, StorageError
+    from bot.errors import BotError, NewerDatabaseError, StorageError
 
     async def main() -> T:
         part = build()
@@ -88,7 +88,8 @@ def _run(
         return asyncio.run(main())
     except StorageError as exc:
         # One plain line with the fix: never a traceback for a server that is down.
-        typer.echo(f"error: {exc}. Fix: {DATABASE_FIX}", err=True)
+        fix = exc.fix if isinstance(exc, NewerDatabaseError) else DATABASE_FIX
+        typer.echo(f"error: {exc}. Fix: {fix}", err=True)
         raise typer.Exit(1) from exc
     except BotError as exc:
         typer.echo(f"error: {exc}", err=True)
