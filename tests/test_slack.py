@@ -432,6 +432,29 @@ async def test_doctor_checks_both_tokens(tmp_path: Path, fake_slack: FakeSlack) 
     assert "invalid_auth" in problem.detail
 
 
+async def test_a_dm_thread_starts_from_the_message_it_hangs_from(
+    http: Slack, fake_llm: FakeLLM
+) -> None:
+    answer(fake_llm, say("Noted: Porto on Monday."), say("Booked."), say("Done."), say("Hi."))
+    trip = dm_event("my trip to Porto starts Monday")
+    await http.post(trip)
+    # A thread under the person's own message: the model is told what "there" means.
+    await http.post(dm_event("book me a hotel there", thread_ts=trip["event"]["ts"]))
+    asked = [m["content"] for m in asked_of(fake_llm)[-1]["messages"]]
+    assert asked[-2:] == ["my trip to Porto starts Monday", "book me a hotel there"]
+
+    # A thread under lifebot's own reply starts from that reply.
+    reply_ts = http.fake.posted[0]["ts"]
+    await http.post(dm_event("and a taxi from the airport", thread_ts=reply_ts))
+    asked = [m["content"] for m in asked_of(fake_llm)[-1]["messages"]]
+    assert asked[-2:] == ["Noted: Porto on Monday.", "and a taxi from the airport"]
+
+    # The DM itself is not a thread: nothing extra comes first.
+    await http.post(dm_event("hello"))
+    asked = [m["content"] for m in asked_of(fake_llm)[-1]["messages"]]
+    assert "book me a hotel there" not in asked and asked[-1] == "hello"
+
+
 async def test_each_dm_thread_keeps_its_own_history_and_is_answered_in_it(
     http: Slack, fake_llm: FakeLLM
 ) -> None:

@@ -17,7 +17,7 @@ from bot.agent.llm import LLM
 from bot.errors import AgentError
 from storage.db import Database
 from storage.models import Message
-from storage.repos.messages import ConversationRepo
+from storage.repos.messages import ConversationRepo, MessageRepo
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,8 @@ class ThreadView:
     """The newest rows (the history window), oldest first."""
     summary: str | None
     """The older rows in short (None when nothing older is left out)."""
+    parent: Message | None = None
+    """The message the thread hangs from (a Slack thread's first message), if stored."""
 
 
 def plain_title(text: str) -> str:
@@ -137,18 +139,30 @@ class Threads:
         return keep_tail(joined)
 
     async def view(
-        self, user_id: int, conversation_id: int, rows: list[Message], window: int, text: str
+        self,
+        user_id: int,
+        conversation_id: int,
+        rows: list[Message],
+        window: int,
+        text: str,
+        *,
+        after_new: bool = False,
     ) -> ThreadView:
         """The recent window of ``rows`` and a summary of the rest; titles a new thread.
 
-        ``rows`` is the thread since its start or latest /new, oldest first. The summary is
-        stored with the id of the newest row it covers, so each turn only adds the rows that
-        left the window since (one fast-model call at most, none when nothing left it).
+        ``rows`` is the thread since its start or latest /new (``after_new``: there was one),
+        oldest first. The summary is stored with the id of the newest row it covers, so each
+        turn only adds the rows that left the window since (one fast-model call at most, none
+        when nothing left it). A thread under a message (Slack) also gets that message, unless
+        the person started afresh with /new.
         """
         recent = rows[-window:] if window > 0 else []
         older = rows[: len(rows) - len(recent)]
+        parent: Message | None = None
         async with self.db.session() as s:
             conv = await ConversationRepo(s).get(user_id, conversation_id)
+            if conv is not None and conv.thread_id and window > 0 and not after_new:
+                parent = await MessageRepo(s).thread_parent(conv)
         if conv is None:
             return ThreadView(recent, None)
         title, summary, through = conv.title, conv.summary, conv.summary_through
@@ -163,7 +177,7 @@ class Threads:
                 await ConversationRepo(s).save_thread(
                     user_id, conversation_id, title=title, summary=summary, summary_through=through
                 )
-        return ThreadView(recent, summary if older else None)
+        return ThreadView(recent, summary if older else None, parent)
 
     async def fresh(self, user_id: int, conversation_id: int, title: str | None) -> None:
         """Start the thread afresh (after /new): a new title (or none yet), no summary."""

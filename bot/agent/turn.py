@@ -436,15 +436,18 @@ class Agent:
         """The thread's recent rows (since the latest /new) and a summary of older ones."""
         window = self.history_messages
         async with self.db.session() as s:
-            rows = since_new(
-                await MessageRepo(s).history(
-                    user_id, conversation_id, window + SUMMARY_SPAN if window else 0
-                )
+            stored = await MessageRepo(s).history(
+                user_id, conversation_id, window + SUMMARY_SPAN if window else 0
             )
+        rows = since_new(stored)
         if self.threads is None or not trusted:
             return (rows[-window:] if window else []), None
-        view = await self.threads.view(user_id, conversation_id, rows, window, text)
-        return view.recent, view.summary
+        view = await self.threads.view(
+            user_id, conversation_id, rows, window, text, after_new=len(rows) < len(stored)
+        )
+        # The message a thread hangs from comes first: "there" and "that" refer to it.
+        recent = view.recent if view.parent is None else [view.parent, *view.recent]
+        return recent, view.summary
 
     async def _why(self, user: User, conversation_id: int) -> tuple[str, list[dict[str, Any]]]:
         """The sources of the last answer in this conversation (shown and kept as citations)."""

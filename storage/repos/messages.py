@@ -286,6 +286,29 @@ class MessageRepo:
         )
         return list(reversed(res.all()))
 
+    async def thread_parent(self, conv: Conversation) -> Message | None:
+        """The message a thread hangs from, kept in its chat's main conversation, if stored.
+
+        A Slack thread's id is its parent message's ts: the person's own message or one of
+        lifebot's replies. Topics whose id names no stored message (Telegram) have none.
+        """
+        if not conv.thread_id:
+            return None
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == conv.user_id,
+                Message.external_id == conv.thread_id,
+                Message.channel == conv.channel,
+                Message.chat_id == conv.chat_id,
+                Message.conversation_id != conv.id,
+                col(Message.role).in_(("user", "assistant")),
+                col(Message.status) != "refused",
+            )
+            .limit(1)
+        )
+        return res.first()
+
     async def latest_pending(self, user_id: int, conversation_id: int) -> Message | None:
         """The newest inbound message still waiting for an answer (for /retry)."""
         res = await self.s.exec(
