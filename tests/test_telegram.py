@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -450,3 +451,72 @@ async def test_each_forum_topic_is_its_own_conversation_answered_in_that_topic(
     async with app.db.session() as s:
         titles = {c.thread_id: c.title for c in (await s.exec(select(Conversation))).all()}
     assert titles == {"11": "my trip to Porto starts Monday", "22": "my knee hurts after running"}
+
+
+async def test_new_in_a_topic_opens_a_new_topic_with_a_fresh_conversation(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, lambda body: f"Re: {last_user_text(body)}")
+    app = await telegram()
+    tg.enable_topics(CHAT)
+    topic = {"message_thread_id": 11, "is_topic_message": True}
+    await tg.send_text(CHAT, "my trip to Porto starts Monday", **topic)
+    await tg.wait_texts(CHAT, 1)
+
+    await tg.send_text(CHAT, "/new Knee rehab", **topic)
+    await tg.wait_for(lambda: len(tg.texts(CHAT)) >= 3)
+    [(opened, name)] = tg.topics[CHAT].items()
+    assert name == "Knee rehab"
+    here, there = (
+        tg.sent[CHAT][-2:] if tg.sent[CHAT][-1].topic == opened else tg.sent[CHAT][-2:][::-1]
+    )
+    assert here.topic == 11 and "Opened a new topic" in here.text
+    assert there.topic == opened and there.text.startswith('New topic "Knee rehab"')
+
+    # The new topic is its own conversation, named, and knows nothing of Porto...
+    new_topic = {"message_thread_id": opened, "is_topic_message": True}
+    await tg.send_text(CHAT, "my physio is on Tuesday", **new_topic)
+    await tg.wait_for(lambda: tg.texts(CHAT)[-1:] == ["Re: my physio is on Tuesday"])
+    assert "Porto" not in json.dumps(agent_requests(fake_llm)[-1]["messages"])
+    # ...while the old topic keeps its own history.
+    await tg.send_text(CHAT, "what about hotels?", **topic)
+    await tg.wait_for(lambda: tg.texts(CHAT)[-1:] == ["Re: what about hotels?"])
+    assert "Porto" in json.dumps(agent_requests(fake_llm)[-1]["messages"])
+    async with app.db.session() as s:
+        titles = {c.thread_id: c.title for c in (await s.exec(select(Conversation))).all()}
+    assert titles[str(opened)] == "Knee rehab"
+
+
+async def test_new_where_topics_cannot_be_opened_starts_afresh_in_place(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, lambda body: f"Re: {last_user_text(body)}")
+    await telegram()
+    topic = {"message_thread_id": 11, "is_topic_message": True}  # topics not enabled here
+    await tg.send_text(CHAT, "my trip to Porto starts Monday", **topic)
+    await tg.wait_texts(CHAT, 1)
+    await tg.send_text(CHAT, "/new", **topic)
+    [_, fresh] = await tg.wait_texts(CHAT, 2)
+    assert fresh.startswith("Fresh start") and tg.sent[CHAT][-1].topic == 11
+    await tg.send_text(CHAT, "my knee hurts after running", **topic)
+    await tg.wait_for(lambda: tg.texts(CHAT)[-1:] == ["Re: my knee hurts after running"])
+    assert "Porto" not in json.dumps(agent_requests(fake_llm)[-1]["messages"])
+
+
+async def test_history_keeps_the_order_messages_arrived_in_not_their_telegram_dates(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    answer_with(fake_llm, lambda body: f"Re: {last_user_text(body)}")
+    await telegram()
+    await tg.send_text(CHAT, "my trip to Porto starts Monday")
+    await tg.wait_texts(CHAT, 1)
+    # Telegram dates are whole seconds (and a late update keeps its old date): this message
+    # is stamped before the reply it follows.
+    await tg.send_text(CHAT, "and the hotel is by the river", date=int(time.time()) - 5)
+    await tg.wait_texts(CHAT, 2)
+    said = [m["content"] for m in agent_requests(fake_llm)[-1]["messages"][1:]]
+    assert said == [
+        "my trip to Porto starts Monday",
+        "Re: my trip to Porto starts Monday",
+        "and the hotel is by the river",
+    ]

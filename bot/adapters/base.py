@@ -56,3 +56,16 @@ class StreamingAdapter(Protocol):
     def open_stream(self, address: Address, reply_to: str | None) -> ReplyStream:
         """Start rendering an answer to ``address``."""
         ...
+
+
+@runtime_checkable
+class TopicAdapter(Protocol):
+    """An adapter whose chats can hold topics (Telegram forum topics): ``/new`` opens one."""
+
+    async def open_topic(self, address: Address, title: str) -> Address:
+        """Open a topic named ``title`` in the chat of ``address``; the topic's address.
+
+        Raises a ChannelError when the chat cannot have topics (the caller starts afresh in
+        place instead).
+        """
+        ...

@@ -291,7 +291,7 @@ def build_app(
     register_memory_commands(commands, memory, db, clock)
     register_ask_commands(commands, db, clock, ask_wait)
     register_people_commands(commands, db)
-    register_thread_commands(commands, db, threads)
+    register_thread_commands(commands, db, threads, channels)
     LocationCommands(location, settings.web_url).register(commands)
     for tool in location_tools(location):
         tools.add(tool)

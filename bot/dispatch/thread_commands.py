@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+
+from bot.adapters.base import ChannelAdapter, TopicAdapter
 from bot.agent.threads import TITLE_CHARS, Threads
 from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.errors import ChannelError
+from bot.messages import OutboundMessage
 from storage.db import Database
 from storage.repos.messages import ConversationRepo
 
@@ -12,16 +18,56 @@ FRESH = (
     "your memory, so I can still look them up when you ask."
 )
 NAMED_LATER = "I'll name this thread from your next message."
+NEW_TOPIC = "New conversation"
+"""The name of a topic /new opens without a title (renamed in the app by the person)."""
+
+log = logging.getLogger(__name__)
 
 
-def register_thread_commands(commands: Commands, db: Database, threads: Threads) -> None:
-    """Add /new (the agent cuts its history at the latest /new) and /threads."""
+def register_thread_commands(
+    commands: Commands,
+    db: Database,
+    threads: Threads,
+    adapters: Mapping[str, ChannelAdapter] | None = None,
+) -> None:
+    """Add /new (the agent cuts its history at the latest /new) and /threads.
+
+    ``adapters`` (the dispatcher's, filled as channels start): in a chat that has topics
+    (a Telegram topic), /new opens a new topic instead of starting afresh in this one.
+    """
 
     async def new(ctx: CommandContext) -> CommandReply:
         title = " ".join(ctx.args.split())[:TITLE_CHARS] or None
+        adapter = (adapters or {}).get(ctx.msg.address.channel)
+        if ctx.msg.address.thread_id and isinstance(adapter, TopicAdapter):
+            opened = await _open_topic(ctx, adapter, title)
+            if opened is not None:
+                return opened
         await threads.fresh(ctx.user_id, ctx.conversation_id, title)
         named = f'New thread: "{title}".' if title else NAMED_LATER
         return CommandReply(f"{FRESH} {named}")
+
+    async def _open_topic(
+        ctx: CommandContext, adapter: TopicAdapter, title: str | None
+    ) -> CommandReply | None:
+        """A new topic for a fresh conversation; None when the chat cannot have one."""
+        try:
+            where = await adapter.open_topic(ctx.msg.address, title or NEW_TOPIC)
+        except ChannelError as exc:
+            log.info("/new: no new topic (%s); starting afresh in this one", exc)
+            return None
+        async with db.session() as s:
+            conv = await ConversationRepo(s).get_or_create(ctx.user_id, where)
+        assert conv.id is not None
+        await threads.fresh(ctx.user_id, conv.id, title)
+        named = f' "{title}"' if title else ""
+        greeting = f"New topic{named}: this is a fresh conversation. "
+        greeting += "What's on your mind?" if title else NAMED_LATER
+        return CommandReply(
+            f"Opened a new topic{named}. Write there for a fresh conversation; this topic "
+            "keeps its own.",
+            notify=[OutboundMessage(where, greeting, kind="notice")],
+        )
 
     async def list_threads(ctx: CommandContext) -> CommandReply:
         async with db.session() as s:

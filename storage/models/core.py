@@ -101,6 +101,7 @@ class Message(SQLModel, table=True):
         UniqueConstraint("dedupe_key", name="uq_message_dedupe"),
         Index("ix_message_user_created", "user_id", "created_at"),
         Index("ix_message_conv_created", "conversation_id", "created_at"),
+        Index("ix_message_conv_id", "conversation_id", "id"),  # a thread's history, in order
         # A thread finds the message it hangs from by that message's channel id (Slack's ts).
         Index("ix_message_external", "user_id", "external_id"),
     )

@@ -273,7 +273,12 @@ class MessageRepo:
         )
 
     async def history(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
-        """The last ``limit`` messages of a conversation, oldest first."""
+        """The last ``limit`` messages of a conversation, oldest first, in the order stored.
+
+        The order lifebot stored them in, not their timestamps: an inbound message carries
+        the channel's own time (Telegram's is whole seconds), so a message sent within a
+        second of a reply would otherwise come before that reply.
+        """
         res = await self.s.exec(
             select(Message)
             .where(
@@ -281,7 +286,7 @@ class MessageRepo:
                 Message.conversation_id == conversation_id,
                 col(Message.status) != "refused",
             )
-            .order_by(col(Message.created_at).desc(), col(Message.id).desc())
+            .order_by(col(Message.id).desc())
             .limit(limit)
         )
         return list(reversed(res.all()))

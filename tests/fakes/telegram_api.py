@@ -128,6 +128,10 @@ class FakeTelegram:
         self.calls: list[Call] = []
         self.faults: list[Fault] = []
         self.blocked: set[int] = set()
+        self.topic_chats: set[int] = set()
+        """Chats that can hold topics (``createForumTopic`` works there)."""
+        self.topics: dict[int, dict[int, str]] = {}
+        """Topics created through the API: chat id -> topic id -> name."""
         self.sent: dict[int, list[BotMessage]] = {}
         self.photos: dict[int, list[SentPhoto]] = {}
         self.voices: dict[int, list[SentVoice]] = {}
@@ -233,6 +237,10 @@ class FakeTelegram:
         return self.chats.setdefault(
             chat_id, {"id": chat_id, "type": "private", "first_name": "Ana"}
         )
+
+    def enable_topics(self, chat_id: int) -> None:
+        """Let ``chat_id`` hold topics (a forum, or a private chat with topics turned on)."""
+        self.topic_chats.add(chat_id)
 
     def make_group(self, chat_id: int, title: str = "Family") -> None:
         """Register ``chat_id`` as a supergroup."""
@@ -645,6 +653,18 @@ class FakeTelegram:
         if caption:
             out["caption"] = caption
         return out
+
+    async def _m_create_forum_topic(self, p: dict[str, Any]) -> dict[str, Any]:
+        """A new topic in a chat that has topics (see ``enable_topics``); 400 elsewhere."""
+        chat_id = int(p["chat_id"])
+        if chat_id not in self.topic_chats:
+            raise ApiError(400, "Bad Request: the chat is not a forum")
+        name = str(p["name"])
+        if not 1 <= len(name) <= 128:
+            raise ApiError(400, "Bad Request: TOPIC_TITLE_EMPTY")
+        thread_id = self.next_message_id(chat_id)  # a topic's id is its first message's id
+        self.topics.setdefault(chat_id, {})[thread_id] = name
+        return {"message_thread_id": thread_id, "name": name, "icon_color": 7322096}
 
     async def _m_edit_message_text(self, p: dict[str, Any]) -> dict[str, Any]:
         msg = self._editable(p)

@@ -18,6 +18,7 @@ import logging
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -64,6 +65,8 @@ UNSUPPORTED = (
     "I can read text messages, voice notes and pictures; I can't open this kind of message yet."
 )
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
+TOPIC_NAME_CHARS = 128
+"""Telegram's limit on a forum topic's name."""
 
 PTBApp = Application[Any, Any, Any, Any, Any, Any]
 
@@ -265,6 +268,15 @@ class TelegramAdapter:
             await self.sender.voice(int(msg.address.chat_id), ogg, topic=topic_id(msg.address))
         except (SynthesisError, ChannelError) as exc:
             log.warning("telegram: the voice note of an answer was not sent: %s", exc)
+
+    async def open_topic(self, address: Address, title: str) -> Address:
+        """Create a forum topic (a supergroup's, or a private chat's with topics on)."""
+        chat_id = int(address.chat_id)
+        topic = await self.sender.call(
+            "createForumTopic",
+            lambda: self.sender.bot.create_forum_topic(chat_id, title[:TOPIC_NAME_CHARS]),
+        )
+        return replace(address, thread_id=str(topic.message_thread_id))
 
     def open_stream(self, address: Address, reply_to: str | None) -> TelegramStream:
         """Render an answer as it streams; a voice note's transcript is shown first."""
