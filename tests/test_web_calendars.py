@@ -3,16 +3,20 @@ secret hidden, refresh, remove with its events, refusals, isolation (#16)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
+import caldav
 import httpx
 import pytest
 
 from bot.app.build import App
+from bot.jobs.caldav_link import new_key
 from bot.jobs.calendars import shown_url
 from storage.repos.calendar import CalendarRepo
 from storage.repos.calendar_sources import CalendarSourceRepo
@@ -21,6 +25,7 @@ from tests.fakes.ics_feed import FakeFeed
 from tests.support.app import add_user
 from tests.support.calendars import ics_body
 from tests.support.jobs import jobs_app
+from tests.support.radicale import radicale
 from tests.support.web import client_for, sign_in
 
 NOW = datetime(2025, 6, 2, 6, 0, tzinfo=UTC)
@@ -34,6 +39,14 @@ async def fake_feed() -> AsyncIterator[FakeFeed]:
     await served.start()
     yield served
     await served.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """App overrides for SQLite (the default), then a throwaway PostgreSQL database."""
+    if request.param == "postgres":
+        return {"database_url_setting": request.getfixturevalue("postgres_url")}
+    return {}
 
 
 async def titles(app: App, user_id: int) -> list[str]:
@@ -141,9 +154,10 @@ async def test_the_page_adds_shows_refreshes_and_removes_a_feed_for_its_owner_on
 
 
 async def test_the_api_lists_adds_refreshes_and_deletes_calendars_per_token(
-    tmp_path: Path, fake_feed: FakeFeed
+    tmp_path: Path, fake_feed: FakeFeed, database: dict[str, Any]
 ) -> None:
-    async with jobs_app(tmp_path, ManualClock(NOW), calendar_allow_private=True) as app:
+    clock = ManualClock(NOW)
+    async with jobs_app(tmp_path, clock, calendar_allow_private=True, **database) as app:
         ann = await add_user(app, "ann")
         bob = await add_user(app, "bob")
         assert ann.id is not None and bob.id is not None
@@ -235,6 +249,54 @@ async def test_an_address_on_this_machine_is_refused_on_the_page_and_api_and_nev
             assert "private network" in by_api.json()["detail"]
         assert fake_feed.hits == 0
         assert await source_ids(app, ann.id) == [] and await titles(app, ann.id) == []
+
+
+def _radicale_calendar(base: str, user: str, password: str) -> Any:
+    """Make the user's calendar on Radicale with one event (caldav is untyped)."""
+    client: Any = caldav.DAVClient(base, username=user, password=password)
+    cal = client.principal().make_calendar(name="Personal", cal_id="personal")
+    cal.save_event(
+        dtstart=datetime(2025, 6, 3, 15, 0, tzinfo=UTC),
+        dtend=datetime(2025, 6, 3, 16, 0, tzinfo=UTC),
+        summary="Team offsite",
+        uid="offsite@radicale",
+    )
+    return cal
+
+
+async def test_a_caldav_calendar_linked_on_the_command_line_is_shown_refreshed_and_removed(
+    tmp_path: Path,
+) -> None:
+    with radicale(tmp_path / "dav", {"ann": "s3cret-pw"}) as base:
+        cal = await asyncio.to_thread(_radicale_calendar, base, "ann", "s3cret-pw")
+        async with jobs_app(
+            tmp_path,
+            ManualClock(NOW),
+            calendar_key=new_key(),
+            calendar_allow_private=True,  # Radicale runs on loopback
+        ) as app:
+            ann = await add_user(app, "ann")
+            assert ann.id is not None
+            await app.jobs.calendars.add_caldav(ann, str(cal.url), "ann", "s3cret-pw", "Home")
+            (home,) = await source_ids(app, ann.id)
+            async with client_for(app) as web:
+                csrf = await sign_in(app, web, ann)
+                page = (await web.get("/calendars")).text
+                shown = card(page, home)
+                assert "Home" in shown and "CalDAV, two-way" in shown and "1 event(s)" in shown
+                assert "s3cret-pw" not in page
+                await asyncio.to_thread(
+                    cal.save_event,
+                    dtstart=datetime(2025, 6, 4, 9, 0, tzinfo=UTC),
+                    dtend=datetime(2025, 6, 4, 10, 0, tzinfo=UTC),
+                    summary="Dentist",
+                    uid="dentist@radicale",
+                )
+                fresh = await web.post(f"/calendars/{home}/refresh", data={"csrf": csrf})
+                assert "note=Read Home: 2 event(s)" in said(fresh)
+                gone = await web.post(f"/calendars/{home}/delete", data={"csrf": csrf})
+                assert "note=Removed Home and its 2 event(s)" in said(gone)
+            assert await source_ids(app, ann.id) == [] and await titles(app, ann.id) == []
 
 
 def test_shown_url_hides_every_part_that_may_be_a_secret() -> None:
