@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +15,10 @@ import pytest
 from bot.app.build import App
 from storage.models import PairingRequest
 from storage.repos.pairing import PairingRepo
+from tests.fakes.ics_feed import FakeFeed
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user
+from tests.support.calendars import ics_body
 from tests.support.web import seed
 
 playwright_api = pytest.importorskip("playwright.async_api")
@@ -206,3 +208,44 @@ async def test_a_person_renames_marks_and_deletes_places(
     names = [p.name for p in await application.location.places(ann.id)]
     kinds = [p.kind for p in await application.location.places(ann.id)]
     assert names == ["home"] and kinds == ["home"]
+
+
+async def test_a_person_adds_a_calendar_feed_and_removes_it_with_its_events(
+    app_factory: AppFactory, fake_llm: FakeLLM, browser: Any
+) -> None:
+    tomorrow = datetime.now(UTC).replace(hour=17, minute=0) + timedelta(days=1)
+    feed = FakeFeed(ics_body(("club@t", f"{tomorrow:%Y%m%dT%H%M%S}", "Climbing with Ana")))
+    await feed.start()
+    try:
+        # The fake feed is on loopback, which only this setting lets lifebot fetch.
+        application = await app_factory(fake_llm, web_port=0, calendar_allow_private=True)
+        await application.web.start()
+        base = f"http://127.0.0.1:{application.web.server.bound_port}"
+        ann = await add_user(application, "ann", name="Ann")
+        assert ann.id is not None
+        page = await signed_in_page(application, base, browser, ann.id)
+        await page.click("nav a:has-text('Your calendars')")
+        await page.wait_for_url(f"{base}/calendars")
+        assert "no calendars linked yet" in await page.inner_text("main")
+        await page.fill("input[name=url]", f"{feed.url}?key=hunter2hunter2")
+        await page.fill("input[name=name]", "Climbing club")
+        await page.click("button:has-text('Add calendar')")
+        await page.wait_for_url(f"{base}/calendars?note=*")
+        assert "Subscribed to Climbing club" in await page.inner_text(".note")
+        card = await page.inner_text("ul.cards li")
+        assert "Climbing club" in card and "1 event(s)" in card and "?key=…" in card
+        assert "hunter2" not in await page.content()
+        await shot(page, "calendars")
+        await page.click("nav a[href='/calendar']")
+        assert "Climbing with Ana" in await page.inner_text("main")
+
+        await page.goto(f"{base}/calendars")
+        await page.click("ul.cards li button:has-text('Remove')")
+        await page.wait_for_url(f"{base}/calendars?note=*")
+        assert "Removed Climbing club and its 1 event(s)" in await page.inner_text(".note")
+        assert await page.locator("ul.cards li").count() == 0
+        await page.goto(f"{base}/calendar")
+        assert "Climbing with Ana" not in await page.inner_text("main")
+        await page.context.close()
+    finally:
+        await feed.stop()

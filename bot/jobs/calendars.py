@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import parse_qsl, unquote, urljoin, urlsplit
 
 import httpx
 
@@ -82,6 +83,70 @@ async def _capped_body(resp: httpx.Response) -> bytes:
         if len(body) > MAX_BYTES:
             raise CalendarError("the calendar is larger than 5 MB")
     return bytes(body)
+
+
+_PLAIN_SEGMENT = re.compile(r"[A-Za-z0-9._~-]{1,20}")
+HIDDEN = "\u2026"
+"""What stands in for a secret part of an address."""
+
+
+def _plain(segment: str) -> bool:
+    """A path segment that reads like a word (``calendar``, ``basic.ics``), not a token."""
+    return (
+        _PLAIN_SEGMENT.fullmatch(segment) is not None
+        and sum(ch.isdigit() for ch in segment) <= 4
+        and sum(ch.isupper() for ch in segment) <= 2
+        and not segment.lower().startswith("private")
+    )
+
+
+def shown_url(url: str) -> str:
+    """The address with every part that may be a secret replaced by ``…``.
+
+    A feed address is usually a bearer secret (Google's ``private-…`` path, iCloud's and
+    Outlook's long tokens, ``?token=``): the host and word-like path segments stay, so the
+    owner recognises it; a user name or password, token-like segments, every query value and
+    the fragment are hidden.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    if parts.port is not None:
+        host += f":{parts.port}"
+    segments = [s if not s or _plain(unquote(s)) else HIDDEN for s in parts.path.split("/")]
+    shown = f"{parts.scheme}://{HIDDEN + '@' if parts.username else ''}{host}{'/'.join(segments)}"
+    if parts.query:
+        keys = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True)]
+        shown += "?" + "&".join(f"{k if _plain(k) else HIDDEN}={HIDDEN}" for k in keys)
+    return shown
+
+
+def kind_words(kind: str) -> str:
+    """What a source's kind means for the user."""
+    return "ICS feed, read-only" if kind == "ics" else "CalDAV, two-way"
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    """The outcome of adding a feed."""
+
+    source: CalendarSource
+    """The new source (or the one already subscribed to that address)."""
+    added: int
+    """Events the first read stored (0 when it was already there)."""
+    already: bool
+    """The user had already subscribed to that address; nothing changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """A removed source and how many of its events went with it."""
+
+    source: CalendarSource
+    """The source as it was."""
+    events: int
+    """Events deleted with it."""
 
 
 def counts_words(c: SyncCounts) -> str:
@@ -174,22 +239,26 @@ class OwnCalendars:
             raise CalendarError(f"the calendar could not be fetched ({why})") from exc
         raise CalendarError("the calendar address redirects too many times")
 
-    async def subscribe(self, user: User, url_text: str, name: str | None = None) -> str:
-        """Subscribe to a feed: read it once now (refused when unreadable); a sentence."""
+    async def add_feed(self, user: User, url_text: str, name: str | None = None) -> Subscribed:
+        """Subscribe to a feed and read it once now.
+
+        CalendarError in plain words, and nothing stored, when the address is refused or
+        unreadable (the rules of ``feed_url``, ``check_host`` and ``fetch``).
+        """
         assert user.id is not None
         url = feed_url(url_text)
         now = self.clock.now()
         async with self.db.session() as s:
             for known in await CalendarSourceRepo(s).of_user(user.id, "ics"):
                 if known.url == url:
-                    return f"You are already subscribed to that calendar (#{known.id})."
+                    return Subscribed(known, 0, already=True)
         events = await self._parse(await self.fetch(url), user, now)
         async with self.db.session() as s:
             source = await CalendarSourceRepo(s).add(
                 CalendarSource(
                     user_id=user.id,
                     kind="ics",
-                    name=(name or urlsplit(url).hostname or "calendar")[:80],
+                    name=((name or "").strip() or urlsplit(url).hostname or "calendar")[:80],
                     url=url,
                     created_at=now,
                 )
@@ -199,15 +268,26 @@ class OwnCalendars:
                 user.id, source_tag(source), events, now, remove_missing=True
             )
             await CalendarSourceRepo(s).record(source.id, now, error=None, count=len(events))
+        return Subscribed(source, counts.added, already=False)
+
+    async def subscribe(self, user: User, url_text: str, name: str | None = None) -> str:
+        """Subscribe to a feed: read it once now (refused when unreadable); a sentence."""
+        done = await self.add_feed(user, url_text, name)
+        if done.already:
+            return f"You are already subscribed to that calendar (#{done.source.id})."
         return (
-            f"Subscribed to {source.name} (#{source.id}): {counts.added} event(s) read. "
-            f"I re-read it every {self.settings.refresh.total_seconds() / 60:.0f} minutes."
+            f"Subscribed to {done.source.name} (#{done.source.id}): {done.added} event(s) "
+            f"read. I re-read it every {self.settings.refresh.total_seconds() / 60:.0f} minutes."
         )
+
+    async def sources(self, user_id: int) -> list[CalendarSource]:
+        """The user's calendars, oldest first."""
+        async with self.db.session() as s:
+            return await CalendarSourceRepo(s).of_user(user_id)
 
     async def listing(self, user_id: int) -> str:
         """The user's calendars in words."""
-        async with self.db.session() as s:
-            sources = await CalendarSourceRepo(s).of_user(user_id)
+        sources = await self.sources(user_id)
         if not sources:
             return (
                 "You have no calendars linked. /calendar add URL subscribes to an ICS feed "
@@ -217,20 +297,43 @@ class OwnCalendars:
         for src in sources:
             when = f"{src.last_synced_at:%Y-%m-%d %H:%M} UTC" if src.last_synced_at else "never"
             state = f"; last error: {src.last_error}" if src.last_error else ""
-            kind = "ICS feed, read-only" if src.kind == "ics" else "CalDAV, two-way"
             lines.append(
-                f"#{src.id} {src.name} ({kind}): {src.event_count} event(s), read {when}{state}"
+                f"#{src.id} {src.name} ({kind_words(src.kind)}): {src.event_count} event(s), "
+                f"read {when}{state}"
             )
         return "\n".join(lines)
 
-    async def remove(self, user_id: int, source_id: int) -> str:
-        """Unsubscribe and delete the events the source brought in; a sentence."""
+    async def drop(self, user_id: int, source_id: int) -> Removed | None:
+        """Unsubscribe and delete the events the source brought in; None when not theirs."""
         async with self.db.session() as s:
             gone = await CalendarSourceRepo(s).remove(user_id, source_id)
             if gone is None:
-                return f"You have no calendar #{source_id} (/calendar list shows them)."
+                return None
             dropped = await CalendarRepo(s).drop_source(user_id, source_tag(gone))
-        return f"Removed {gone.name} (#{source_id}) and its {dropped} event(s)."
+        return Removed(gone, dropped)
+
+    async def remove(self, user_id: int, source_id: int) -> str:
+        """Unsubscribe and delete the events the source brought in; a sentence."""
+        done = await self.drop(user_id, source_id)
+        if done is None:
+            return f"You have no calendar #{source_id} (/calendar list shows them)."
+        return f"Removed {done.source.name} (#{source_id}) and its {done.events} event(s)."
+
+    async def refresh_now(self, user: User, source_id: int) -> CalendarSource | None:
+        """Re-read one of the user's calendars now; None when it is not theirs.
+
+        Returns the source after the read: its ``last_error`` says why a failed read failed.
+        """
+        assert user.id is not None
+        async with self.db.session() as s:
+            source = await CalendarSourceRepo(s).get(user.id, source_id)
+        if source is None:
+            return None
+        now = self.clock.now()
+        self._tried[source_id] = now
+        await self.refresh_source(source, user, now)
+        async with self.db.session() as s:
+            return await CalendarSourceRepo(s).get(user.id, source_id)
 
     async def _read_caldav(
         self, source: CalendarSource, user: User, now: datetime

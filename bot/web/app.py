@@ -10,7 +10,19 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from bot.web import api, contacts, health, ingest, location, omi, owner, pages, places, public
+from bot.web import (
+    api,
+    calendars,
+    contacts,
+    health,
+    ingest,
+    location,
+    omi,
+    owner,
+    pages,
+    places,
+    public,
+)
 from bot.web.deps import NeedsSignIn, WebContext
 
 STATIC = Path(__file__).parent / "static"
@@ -47,6 +59,8 @@ def create_app(context: WebContext) -> FastAPI:
     app.include_router(places.router)
     app.include_router(contacts.api_router)
     app.include_router(contacts.router)
+    app.include_router(calendars.api_router)
+    app.include_router(calendars.router)
     app.include_router(omi.router)
     app.include_router(owner.router)
     app.include_router(pages.router)

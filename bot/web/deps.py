@@ -17,6 +17,7 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
 from bot.device.omi import OmiInbox
+from bot.jobs.calendars import OwnCalendars
 from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WebAuth
@@ -66,6 +67,8 @@ class WebContext:
     """Queues meeting transcripts posted by recorders."""
     omi: OmiInbox
     """Stores audio chunks from Omi's backend (``/omi/<token>``)."""
+    calendars: OwnCalendars
+    """The user's own calendars (ICS feeds, CalDAV): the same service /calendar add uses."""
 
 
 @dataclass(slots=True)

@@ -67,6 +67,7 @@ class WebRoom:
                 location=self.location,
                 meetings=self.meetings,
                 omi=self.omi,
+                calendars=self.service.jobs.calendars,
             )
             self._app = create_app(context)
         return self._app
