@@ -4,6 +4,7 @@ as Omi's backend posts it, the real model, the real spool, the outbox to a linke
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -192,3 +193,26 @@ async def test_after_a_restart_an_answer_for_an_omi_device_still_goes_to_the_lin
         assert receipt.message_id.startswith("omi-answer:")
         await app.jobs.outbox.run_due(app.clock.now())
     assert fake.texts("ana") == ["Sunny and warm."]
+
+
+async def test_audio_fed_long_after_it_arrived_keeps_the_time_it_was_spoken(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """Chunks waiting through a restart are dated by their arrival, not by when they are fed."""
+    app = await app_factory(fake_llm, omi_idle_seconds=2.0)
+    user, token = await add_device(app, "omi-1")
+    pcm = read_wav(speak("The plumber will come on Thursday", tmp_path / "p.wav", rate=16000))[0]
+    pcm = np.concatenate([pcm, np.zeros(16000, dtype=np.int16)])
+    async with client_for(app) as web:  # lifebot's feeder is not running: the chunk waits
+        reply = await post_chunk(web, token, pcm.astype("<i2").tobytes(), 16000, key="one")
+        assert reply.status_code == 200
+    arrived = datetime.now(UTC)
+    await asyncio.sleep(4)  # fed four seconds later (after a restart it can be hours)
+    async with running_device(app):
+        for _ in range(600):
+            if told := await _ambient(app, user.id or 0, "Thursday"):
+                break
+            await asyncio.sleep(0.1)
+    [said] = told
+    started = arrived - timedelta(seconds=pcm.size / 16000)
+    assert abs((said.created_at - started).total_seconds()) < 1.5, (said.created_at, started)

@@ -27,6 +27,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 
@@ -79,6 +80,11 @@ class Chunk:
         """The raw PCM16 bytes (blocking file I/O)."""
         return self.path.read_bytes()
 
+    @property
+    def arrived_at(self) -> datetime:
+        """When the chunk was received: its audio ends then (the name starts with the time)."""
+        return datetime.fromtimestamp(int(self.path.name[:20]) / 1e9, UTC)
+
 
 @dataclass(frozen=True, slots=True)
 class Claimed:
@@ -104,6 +110,7 @@ class OmiInbox:
         self._locks: dict[int, asyncio.Lock] = {}
         self.full = False
         """Set by the spool keeper at the disk cap: chunks are refused (503, Omi retries)."""
+        self._last_stamp = 0
 
     # --- the webhook side -------------------------------------------------------------------
 
@@ -130,7 +137,8 @@ class OmiInbox:
                 self._keys[device.id] = keys
             if digest in keys:
                 return Received.DUPLICATE
-            await asyncio.to_thread(self._write, device.id, digest, rate, body)
+            stamp = self._stamp()
+            await asyncio.to_thread(self._write, device.id, digest, rate, body, stamp)
             keys.add(digest)
         self.arrived.set()
         return Received.STORED
@@ -146,10 +154,16 @@ class OmiInbox:
             if not p.name.endswith(".part") and (m := _ANY.match(p.name))
         }
 
-    def _write(self, device_id: int, digest: str, rate: int, body: bytes) -> None:
+    def _stamp(self) -> int:
+        """The arrival time in nanoseconds: it names the chunk, so it orders and dates it."""
+        now = int(self.clock.now().timestamp() * 1_000_000_000)
+        self._last_stamp = max(now, self._last_stamp + 1)  # two chunks never share a name
+        return self._last_stamp
+
+    def _write(self, device_id: int, digest: str, rate: int, body: bytes, stamp: int) -> None:
         folder = self.root / str(device_id)
         folder.mkdir(parents=True, exist_ok=True)
-        name = f"{time.time_ns():020d}-{digest}-{rate}"
+        name = f"{stamp:020d}-{digest}-{rate}"
         tmp = folder / f"{name}.part"
         with tmp.open("wb") as f:
             f.write(body)

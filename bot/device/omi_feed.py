@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 
 from bot.device import protocol as p
 from bot.device.audio import Decoder, Int16
@@ -166,7 +167,7 @@ class OmiFeed:
         )
         try:
             pcm = await asyncio.to_thread(stream.decoder.decode, data)
-            await self._add(stream, pcm)
+            await self._add(stream, pcm, chunk.arrived_at)
         except BaseException:
             await asyncio.to_thread(self.inbox.unclaim, claimed)
             raise
@@ -178,8 +179,9 @@ class OmiFeed:
         return True
 
     @staticmethod
-    async def _add(stream: _Stream, pcm: Int16) -> None:
-        await stream.pipeline.add_audio(pcm)
+    async def _add(stream: _Stream, pcm: Int16, ends_at: datetime | None = None) -> None:
+        # Dated by arrival, not by feeding: a backlog fed after a restart keeps its times.
+        await stream.pipeline.add_audio(pcm, ends_at)
 
     async def _open(self, device: DeviceInfo, rate: int) -> _Stream:
         link = OmiLink(device)

@@ -218,8 +218,12 @@ class SessionPipeline:
 
     # --- input ------------------------------------------------------------------------------
 
-    async def add_audio(self, pcm: Int16) -> None:
-        """Spool decoded audio, then run VAD over it."""
+    async def add_audio(self, pcm: Int16, ends_at: datetime | None = None) -> None:
+        """Spool decoded audio, then run VAD over it.
+
+        ``ends_at``: when this audio ended, if known (an Omi chunk's arrival, which may be long
+        before it is fed after a restart); otherwise now.
+        """
         if pcm.size == 0:
             return
         if self.deps.spool.full:
@@ -228,7 +232,8 @@ class SessionPipeline:
         async with self._audio_lock:
             if self._anchor_due:
                 # The first audio of a connection: pin its wall time (for ambient timestamps).
-                spoken = self.deps.clock.now() - timedelta(seconds=pcm.size / TARGET_RATE)
+                end = ends_at or self.deps.clock.now()
+                spoken = end - timedelta(seconds=pcm.size / TARGET_RATE)
                 self.anchors.append((self.spool.samples, spoken))
                 self._anchor_due = False
                 await self._save_anchors()
