@@ -8,6 +8,7 @@ rest of the code only ever catches lifebot errors. Errors carry data, not just t
     BotError
     ├── ConfigError              bad settings; names each setting and its fix
     ├── StorageError             the database could not do what was asked
+    │   └── NewerDatabaseError       its schema comes from a newer lifebot (carries the fix)
     ├── ChannelError             a channel failed to deliver or receive
     │   ├── TransientChannelError    worth retrying (network, 5xx)
     │   │   └── RateLimited          the peer said slow down (retry_after)
