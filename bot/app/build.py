@@ -46,6 +46,7 @@ from bot.dispatch.people_commands import register_people_commands
 from bot.dispatch.thread_commands import register_thread_commands
 from bot.jobs.calendars import CalendarSettings
 from bot.jobs.commands import JobCommands
+from bot.jobs.delivery import AwayDeadlines
 from bot.jobs.meetings import MeetingIngest
 from bot.jobs.proposals import SCAN_JOB as PROPOSAL_SCAN
 from bot.jobs.scheduler import JobSpec
@@ -257,6 +258,11 @@ def build_app(
             send_rate=settings.jobs_send_rate,
             late_hours=settings.briefing_late_hours,
             proposal_ttl_days=settings.proposal_ttl_days,
+            away=AwayDeadlines(
+                reminder=timedelta(seconds=settings.push_away_reminder_seconds),
+                briefing=timedelta(seconds=settings.push_away_briefing_seconds),
+                other=timedelta(seconds=settings.push_away_seconds),
+            ),
             calendars=CalendarSettings(
                 refresh=timedelta(minutes=settings.calendar_refresh_minutes),
                 days_ahead=settings.calendar_days_ahead,

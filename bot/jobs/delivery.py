@@ -25,6 +25,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -46,13 +47,30 @@ from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
 
-AWAY_DEADLINE: dict[str, timedelta] = {
-    "reminder": timedelta(minutes=2),
-    "proposal": timedelta(minutes=30),
-    "briefing": timedelta(minutes=30),
-}
-"""How long a push waits for an away peer (a pendant offline) before the next channel."""
-DEFAULT_AWAY_DEADLINE = timedelta(minutes=10)
+
+@dataclass(frozen=True, slots=True)
+class AwayDeadlines:
+    """How long a push waits for an away peer (a pendant offline) before the next channel.
+
+    Counted from the time the push was first due (LIFEBOT_PUSH_AWAY_*_SECONDS).
+    """
+
+    reminder: timedelta = timedelta(minutes=2)
+    """Reminders: time-critical, so they fall back soon."""
+    briefing: timedelta = timedelta(minutes=30)
+    """Morning briefings and proposed events: they can wait for the pendant longer."""
+    other: timedelta = timedelta(minutes=10)
+    """Every other kind of push (notices, weekly reviews, answers)."""
+
+    def of(self, kind: str) -> timedelta:
+        """The deadline for a push of ``kind``."""
+        if kind == "reminder":
+            return self.reminder
+        if kind in ("briefing", "proposal"):
+            return self.briefing
+        return self.other
+
+
 AWAY_RETRY = timedelta(seconds=5)
 """How often a waiting push looks again (a pendant that reconnects gets it by then)."""
 
@@ -77,6 +95,7 @@ class Outbox:
         rate_per_channel: float = 30.0,
         max_rate_wait: float = 120.0,
         settle_after: timedelta = timedelta(seconds=30),
+        away: AwayDeadlines | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.db = db
@@ -90,6 +109,7 @@ class Outbox:
         self.rate = rate_per_channel
         self.max_rate_wait = max_rate_wait
         self.settle_after = settle_after
+        self.away = away or AwayDeadlines()
         self._sleep = sleep
         self._gates: dict[str, RateGate] = {}
         self._inflight: set[int] = set()
@@ -412,7 +432,7 @@ class Outbox:
             "scheduled_for"
         )
         due = datetime.fromisoformat(first) if isinstance(first, str) else (row.due_at or now)
-        deadline = due + AWAY_DEADLINE.get(row.kind, DEFAULT_AWAY_DEADLINE)
+        deadline = due + self.away.of(row.kind)
         if now >= deadline:
             log.info("push %s: %s away past its deadline; next channel", row.id, target.address)
             return False
