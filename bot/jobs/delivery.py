@@ -213,10 +213,16 @@ class Outbox:
     # --- one row ---------------------------------------------------------------------------
 
     async def _process(
-        self, row_id: int, now: datetime, stats: SendStats, *, only_if_held: bool = False
+        self, row_id: int, now: datetime, stats: SendStats, *, handed_over: bool = False
     ) -> None:
-        if self._stopping:  # stopping: rows not started yet stay pending for the next leader
-            return
+        """Send one pending row; ``handed_over``: another process's leader asked us to.
+
+        A hand-over is sent only when the row's peer is connected here, and whether this
+        process leads (or once led) plays no part: no fence, not held back by ``request_stop``.
+        The claim is a conditional update either way, so the row still goes out once.
+        """
+        if self._stopping and not handed_over:
+            return  # stopping: rows not started yet stay pending for the next leader
         async with self.db.session() as s:
             row = await OutboxRepo(s).get(row_id)
             if row is None or row.status != "pending":
@@ -228,17 +234,18 @@ class Outbox:
             stats.failed += 1
             return
         payload = dict(row.payload or {})
+        targets = self._targets(user, identities, _avoided(payload))
+        if handed_over and not self._held_here(targets):
+            return  # handed over, but its peer is not connected here: not ours to send
         if await self._hold_back(row, user, payload, now, stats):
             return
         if payload.get("text") is None:
             payload["text"] = await self._compose(row, now)  # stored with the claim below
-        targets = self._targets(user, identities, _avoided(payload))
-        if only_if_held and not self._held_here(targets):
-            return  # handed over, but its peer is not connected here: not ours to send
         if not targets:
             await self._no_target(row, now, stats)
             return
-        await self._send(row, user, payload, targets, now, stats)
+        fence = None if handed_over else self._fence
+        await self._send(row, user, payload, targets, now, stats, fence)
 
     def _held_here(self, targets: list[Target]) -> bool:
         if not targets:
@@ -323,7 +330,9 @@ class Outbox:
         targets: list[Target],
         now: datetime,
         stats: SendStats,
+        fence: Fence | None,
     ) -> None:
+        """Claim the row (under ``fence``, the leader's term, if any) and send it."""
         assert row.id is not None
         assert row.key is not None
         assert user.id is not None
@@ -355,7 +364,7 @@ class Outbox:
                 account=first.account,
                 chat_id=first.chat_id,
                 message_id=msg_row.id,
-                fence=self._fence,
+                fence=fence,
             )
             if not claimed:
                 await s.rollback()
@@ -396,7 +405,8 @@ class Outbox:
                 )
                 continue
             if isinstance(outcome, Away):
-                if await self._wait_for(row, target, targets[i + 1 :], str(outcome), now):
+                why = str(outcome)
+                if await self._wait_for(row, target, targets[i + 1 :], why, now, fence):
                     stats.retried += 1
                     return
                 continue  # waited long enough: the next linked channel
@@ -418,7 +428,13 @@ class Outbox:
         stats.failed += 1
 
     async def _wait_for(
-        self, row: Delivery, target: Target, rest: list[Target], why: str, now: datetime
+        self,
+        row: Delivery,
+        target: Target,
+        rest: list[Target],
+        why: str,
+        now: datetime,
+        fence: Fence | None,
     ) -> bool:
         """A peer is away (a pendant offline): wait for it within the kind's deadline.
 
@@ -440,7 +456,7 @@ class Outbox:
         note = f"waiting: {why}; until {deadline:%H:%M:%S} UTC, then {then}"
         async with self._tx() as s:
             await OutboxRepo(s).release(row.id, min(deadline, now + AWAY_RETRY), note)
-            if self._fence is not None and not self.db.is_sqlite:
+            if fence is not None and not self.db.is_sqlite:
                 # The leader: the pendant may be connected to another process; hand it over.
                 await notify_push(s, row.id)
         return True
@@ -451,7 +467,7 @@ class Outbox:
             return
         self._inflight.add(row_id)
         try:
-            await self._process(row_id, self.clock.now(), SendStats(), only_if_held=True)
+            await self._process(row_id, self.clock.now(), SendStats(), handed_over=True)
         finally:
             self._inflight.discard(row_id)
 
