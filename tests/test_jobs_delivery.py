@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from bot.errors import Away, TransientChannelError, Unreachable
 from bot.jobs.proposals import Candidate
+from storage.models import Message
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.users import UserRepo
 from tests.fakes.channel import (
@@ -293,6 +295,10 @@ async def test_the_operator_chooses_how_long_a_reminder_waits_for_an_away_pendan
         clock.advance(seconds=1)
         await jobs.plan_and_send(clock.now())
         [row] = await deliveries(app, "reminder")
+        async with app.db.session() as s:
+            stored = (
+                await s.exec(select(Message).where(Message.text == "⏰ Reminder: stretch"))
+            ).all()
 
     assert sent_before_deadline == []  # 19 s: still waiting for the pendant (not 2 minutes)
     assert waiting.status == "pending" and f"{due + timedelta(seconds=20):%H:%M:%S}" in (
@@ -300,3 +306,5 @@ async def test_the_operator_chooses_how_long_a_reminder_waits_for_an_away_pendan
     )
     assert (row.status, row.channel) == ("delivered", "other")  # 20 s: the next channel
     assert pushes(telegram) == ["⏰ Reminder: stretch"] and pushes(pendant) == []
+    # Three attempts, one message in the history: the model reads the reminder once.
+    assert [m.status for m in stored] == ["sent"]

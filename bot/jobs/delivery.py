@@ -38,7 +38,7 @@ from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
 from bot.jobs.sending import KeyedChannel, PresenceChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
 from storage.db import Database
-from storage.models import ChannelIdentity, Delivery, User
+from storage.models import ChannelIdentity, Delivery, Message, User
 from storage.notify import notify_push
 from storage.repos.leases import Fence
 from storage.repos.messages import ConversationRepo, MessageRepo
@@ -347,15 +347,17 @@ class Outbox:
             conv_id = self._conversations.get((user.id, first))
             if conv_id is None:
                 conv_id = (await ConversationRepo(s).get_or_create(user.id, first)).id or 0
-            msg_row = await MessageRepo(s).add(
-                user.id,
-                conv_id,
-                role="assistant",
-                text=text,
-                direction="out",
-                channel=first.channel,
-                chat_id=first.chat_id,
-            )
+            msg_row = await _unsent(s, row, user.id, first)
+            if msg_row is None:
+                msg_row = await MessageRepo(s).add(
+                    user.id,
+                    conv_id,
+                    role="assistant",
+                    text=text,
+                    direction="out",
+                    channel=first.channel,
+                    chat_id=first.chat_id,
+                )
             await OutboxRepo(s).set_payload(row.id, payload)
             claimed = await OutboxRepo(s).claim(
                 row.id,
@@ -563,6 +565,23 @@ class Outbox:
         async with self._tx() as s:
             await OutboxRepo(s).finish(row.id, "uncertain", reason, from_="sending")
         log.warning("push %s is uncertain after a stop; not resending it", row.id)
+
+
+async def _unsent(s: AsyncSession, row: Delivery, user_id: int, first: Address) -> Message | None:
+    """The message an earlier attempt of this push stored and never sent, to send again.
+
+    Every attempt stores the message before it goes out; without this a push waiting for an
+    offline pendant (tried every few seconds) or retried after failures left one copy in the
+    conversation per attempt, and the model read the reminder a dozen times.
+    """
+    if row.message_id is None:
+        return None
+    msg = await MessageRepo(s).get(user_id, row.message_id)
+    if msg is None or msg.status != "stored":
+        return None
+    if (msg.channel, msg.chat_id) != (first.channel, first.chat_id):
+        return None  # it goes first to another chat now: stored there
+    return msg
 
 
 def _avoided(payload: Mapping[str, object]) -> frozenset[tuple[str, str]]:
