@@ -125,6 +125,20 @@ async def _delivery(db: Database, text: str) -> Delivery:
     return row
 
 
+async def _until_waiting(db: Database, text: str) -> None:
+    """Return once the reminder's push waits for the pendant (it was due and found it away)."""
+    for _ in range(100):
+        async with db.session() as s:
+            rows = (await s.exec(select(Delivery).where(Delivery.kind == "reminder"))).all()
+        if any(
+            text in str((r.payload or {}).get("text")) and (r.last_error or "").startswith("wait")
+            for r in rows
+        ):
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the reminder {text!r} never waited for the pendant")
+
+
 async def _stored(db: Database, text: str) -> int:
     """How many messages in the user's history hold ``text``."""
     async with db.session() as s:
@@ -228,6 +242,24 @@ async def test_a_pendant_on_a_non_leader_gets_its_reminders_and_telegram_gets_th
         row = await _delivery(db, "call the doctor")
         assert (row.status, row.channel) == ("delivered", "telegram")  # fell back, not failed
 
+        # --- d. offline when due, back before the deadline: it gets the reminder at once ---
+        due = datetime.now(UTC) + timedelta(seconds=1)
+        await _remind(db, user_id, "drink water", due)
+        await _until_waiting(db, "drink water")
+        back = next(i for i in range(3) if i not in (leading, holder))  # the third process
+        async with pendant(device_ports[back], token) as device:
+            ready = datetime.now(UTC)
+            try:
+                at = await device.wait_push("⏰ Reminder: drink water", within=AWAY_SECONDS + 5)
+            except TimeoutError:
+                raise AssertionError(f"{tg.texts(CHAT)}\n{cluster.tails()}") from None
+            figures["d: reconnected (s after due)"] = round((ready - due).total_seconds(), 2)
+            figures["d: ... got it after reconnecting (s)"] = round((at - ready).total_seconds(), 2)
+        assert "⏰ Reminder: drink water" not in tg.texts(CHAT)
+        assert (at - ready).total_seconds() < 1.0  # at once, not at the next retry
+        row = await _delivery(db, "drink water")
+        assert (row.status, row.channel) == ("delivered", "device")
+
         # --- c. the pendant's process is a former leader (frozen, replaced, thawed) --------
         async with pendant(device_ports[leading], token) as device:
             frozen_at = time.monotonic()
@@ -256,7 +288,10 @@ async def test_a_pendant_on_a_non_leader_gets_its_reminders_and_telegram_gets_th
         texts = tg.texts(CHAT)
         assert "⏰ Reminder: take the pills" not in texts
         assert texts.count("⏰ Reminder: call the doctor") == 1
-        stored = {t: await _stored(db, t) for t in ("take the pills", "call the doctor", "stretch")}
+        stored = {
+            t: await _stored(db, t)
+            for t in ("take the pills", "call the doctor", "drink water", "stretch")
+        }
         figures["stored copies of each reminder"] = stored
         assert set(stored.values()) == {1}  # every attempt sent the one stored message
         figures["test run (s)"] = round(time.monotonic() - started, 1)

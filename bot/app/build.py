@@ -450,7 +450,7 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
     """
     from bot.device.adapter import DeviceAdapter  # noqa: PLC0415  # loads audio libraries
     from bot.device.hub import DeviceHub  # noqa: PLC0415
-    from bot.device.options import DeviceOptions  # noqa: PLC0415
+    from bot.device.options import DeviceInfo, DeviceOptions  # noqa: PLC0415
 
     hub = DeviceHub(
         db=app.db,
@@ -459,6 +459,12 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
         options=DeviceOptions.from_settings(app.settings),
         memory=app.memory,
     )
+    jobs = app.jobs
+
+    async def deliver_waiting(device: DeviceInfo) -> None:
+        await jobs.outbox.deliver_waiting(device.user_id)
+
+    hub.on_ready = deliver_waiting  # pushes that waited for the pendant leave when it is back
     return DeviceAdapter(
         hub,
         app.settings.device_host,

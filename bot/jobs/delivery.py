@@ -473,6 +473,19 @@ class Outbox:
         finally:
             self._inflight.discard(row_id)
 
+    async def deliver_waiting(self, user_id: int, limit: int = 100) -> None:
+        """A peer of this user just connected here (a pendant): send what waits for it now.
+
+        Without this a push that waits for an offline pendant would reach it at the next
+        retry at best, and not at all when that retry falls on the deadline while the pendant
+        is connected to another process than the leader.
+        """
+        async with self.db.session() as s:
+            rows = await OutboxRepo(s).waiting(limit, user_id=user_id)
+        for row in rows:
+            if row.id is not None:
+                await self.take_over(row.id)
+
     async def _attempt(self, row: Delivery, out: OutboundMessage, stats: SendStats) -> Receipt:
         """Send once, waiting out rate limits; raises the ChannelError when it did not go out."""
         assert row.key is not None

@@ -246,14 +246,17 @@ class OutboxRepo:
         )
         return list(res.all())
 
-    async def waiting(self, limit: int = 5) -> list[Delivery]:
-        """Pending rows waiting for something (an offline pendant), oldest first."""
-        res = await self.s.exec(
-            select(Delivery)
-            .where(Delivery.status == "pending", col(Delivery.last_error).like("waiting:%"))
-            .order_by(col(Delivery.id))
-            .limit(limit)
+    async def waiting(self, limit: int = 5, user_id: int | None = None) -> list[Delivery]:
+        """Pending rows waiting for something (an offline pendant), oldest first.
+
+        ``user_id``: only that user's rows.
+        """
+        stmt = select(Delivery).where(
+            Delivery.status == "pending", col(Delivery.last_error).like("waiting:%")
         )
+        if user_id is not None:
+            stmt = stmt.where(Delivery.user_id == user_id)
+        res = await self.s.exec(stmt.order_by(col(Delivery.id)).limit(limit))
         return list(res.all())
 
     async def for_key(self, key: str) -> Delivery | None:
