@@ -305,6 +305,9 @@ async def test_the_operator_chooses_how_long_a_reminder_waits_for_an_away_pendan
         waiting.last_error or ""
     )
     assert (row.status, row.channel) == ("delivered", "other")  # 20 s: the next channel
+    assert row.last_error == (
+        "fell back to other: device ana is not connected here (the 20 s wait for it ran out)"
+    )
     assert pushes(telegram) == ["⏰ Reminder: stretch"] and pushes(pendant) == []
     # Three attempts, one message in the history: the model reads the reminder once.
     assert [m.status for m in stored] == ["sent"]

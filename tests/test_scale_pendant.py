@@ -249,6 +249,14 @@ async def test_a_pendant_on_a_non_leader_gets_its_reminders_and_telegram_gets_th
         assert (arrived - due).total_seconds() < AWAY_SECONDS + LATE_LIMIT
         row = await _delivery(db, "call the doctor")
         assert (row.status, row.channel) == ("delivered", "telegram")  # fell back, not failed
+        code, jobs_out, err = await run_cli("jobs", cwd=tmp_path, env=env)
+        assert code == 0, err
+        said = [line.strip() for line in jobs_out.splitlines() if f"#{row.id} " in line]
+        figures["b: lifebot jobs after"] = said
+        assert said == [
+            f"#{row.id} reminder user {user_id} delivered, fell back to telegram: device pendant"
+            f" is not connected here (the {AWAY_SECONDS} s wait for it ran out)"
+        ], jobs_out
 
         # --- c. offline when due, back before the deadline: it gets the reminder at once ---
         due = datetime.now(UTC) + timedelta(seconds=1)

@@ -342,15 +342,90 @@ class Outbox:
             Button(str(b[0]), str(b[1]), int(b[2]) if len(b) > 2 else None)
             for b in raw_buttons  # type: ignore[attr-defined]
         ]
-        first = targets[0].address
+        message_id = await self._claim(row, user.id, payload, targets[0].address, text, fence)
+        if message_id is None:
+            return  # another process has it
+        passed: list[str] = []  # why each earlier target was passed over (kept on the row)
+        for i, target in enumerate(targets):
+            if i:
+                stats.fallbacks += 1
+                async with self._tx() as s:
+                    await OutboxRepo(s).retarget(
+                        row.id,
+                        channel=target.address.channel,
+                        account=target.address.account,
+                        chat_id=target.address.chat_id,
+                    )
+            out = OutboundMessage(target.address, text, buttons=buttons, kind=row.kind)
+            outcome = await send_and_record(
+                functools.partial(self._attempt, row, out, stats),
+                tx=self._tx,
+                user_id=user.id,
+                message_id=message_id,
+                address=target.address,
+                record=functools.partial(self._record, row.id, _fell_back(target, passed)),
+                now=now,
+            )
+            if isinstance(outcome, Receipt):
+                stats.delivered += 1
+                return
+            if isinstance(outcome, Unreachable):
+                log.warning(
+                    "push %s: %s identity of user %s unreachable (%s); trying the next one",
+                    row.id,
+                    target.address.channel,
+                    user.id,
+                    outcome,
+                )
+                passed.append(f"{target.address.channel} unreachable ({outcome})")
+                continue
+            if isinstance(outcome, Away):
+                why = str(outcome)
+                if await self._wait_for(row, target, targets[i + 1 :], why, now, fence):
+                    stats.retried += 1
+                    return
+                waited = self.away.of(row.kind).total_seconds()
+                passed.append(f"{why} (the {waited:g} s wait for it ran out)")
+                continue  # waited long enough: the next linked channel
+            if isinstance(outcome, TransientChannelError):
+                await self._retry_later(row, str(outcome), now, stats)
+            else:
+                await self._finish(
+                    row.id, "failed", f"{target.address.channel} refused it: {outcome}", "sending"
+                )
+                stats.failed += 1
+            return
         async with self._tx() as s:
-            conv_id = self._conversations.get((user.id, first))
+            await OutboxRepo(s).finish(
+                row.id,
+                "failed",
+                "every linked channel of this user is unreachable or away",
+                from_="sending",
+            )
+        stats.failed += 1
+
+    async def _claim(
+        self,
+        row: Delivery,
+        user_id: int,
+        payload: dict[str, object],
+        first: Address,
+        text: str,
+        fence: Fence | None,
+    ) -> int | None:
+        """Store the message (once per push) and claim the row; the message's id.
+
+        None when the claim was refused: someone else has the row, or ``fence`` lapsed.
+        """
+        assert row.id is not None
+        async with self._tx() as s:
+            conv_id = self._conversations.get((user_id, first))
             if conv_id is None:
-                conv_id = (await ConversationRepo(s).get_or_create(user.id, first)).id or 0
-            msg_row = await _unsent(s, row, user.id, first)
+                conv_id = (await ConversationRepo(s).get_or_create(user_id, first)).id or 0
+            msg_row = await _unsent(s, row, user_id, first)
             if msg_row is None:
                 msg_row = await MessageRepo(s).add(
-                    user.id,
+                    user_id,
                     conv_id,
                     role="assistant",
                     text=text,
@@ -370,64 +445,11 @@ class Outbox:
             )
             if not claimed:
                 await s.rollback()
-                return
+                return None
         if len(self._conversations) > 100_000:
             self._conversations.clear()
-        self._conversations[(user.id, first)] = conv_id  # committed: safe to remember
-        for i, target in enumerate(targets):
-            if i:
-                stats.fallbacks += 1
-                async with self._tx() as s:
-                    await OutboxRepo(s).retarget(
-                        row.id,
-                        channel=target.address.channel,
-                        account=target.address.account,
-                        chat_id=target.address.chat_id,
-                    )
-            out = OutboundMessage(target.address, text, buttons=buttons, kind=row.kind)
-            outcome = await send_and_record(
-                functools.partial(self._attempt, row, out, stats),
-                tx=self._tx,
-                user_id=user.id,
-                message_id=msg_row.id or 0,
-                address=target.address,
-                record=functools.partial(self._record, row.id),
-                now=now,
-            )
-            if isinstance(outcome, Receipt):
-                stats.delivered += 1
-                return
-            if isinstance(outcome, Unreachable):
-                log.warning(
-                    "push %s: %s identity of user %s unreachable (%s); trying the next one",
-                    row.id,
-                    target.address.channel,
-                    user.id,
-                    outcome,
-                )
-                continue
-            if isinstance(outcome, Away):
-                why = str(outcome)
-                if await self._wait_for(row, target, targets[i + 1 :], why, now, fence):
-                    stats.retried += 1
-                    return
-                continue  # waited long enough: the next linked channel
-            if isinstance(outcome, TransientChannelError):
-                await self._retry_later(row, str(outcome), now, stats)
-            else:
-                await self._finish(
-                    row.id, "failed", f"{target.address.channel} refused it: {outcome}", "sending"
-                )
-                stats.failed += 1
-            return
-        async with self._tx() as s:
-            await OutboxRepo(s).finish(
-                row.id,
-                "failed",
-                "every linked channel of this user is unreachable or away",
-                from_="sending",
-            )
-        stats.failed += 1
+        self._conversations[(user_id, first)] = conv_id  # committed: safe to remember
+        return msg_row.id or 0
 
     async def _wait_for(
         self,
@@ -507,9 +529,12 @@ class Outbox:
                 if waited > self.max_rate_wait:
                     raise
 
-    async def _record(self, row_id: int, s: AsyncSession, r: Receipt) -> None:
-        """The push's own bookkeeping, in the receipt's transaction: the row is delivered."""
-        await OutboxRepo(s).delivered(row_id, r.message_id, self.clock.now())
+    async def _record(self, row_id: int, note: str | None, s: AsyncSession, r: Receipt) -> None:
+        """The push's own bookkeeping, in the receipt's transaction: the row is delivered.
+
+        ``note``: why it went to this channel and not the first one (``lifebot jobs``).
+        """
+        await OutboxRepo(s).delivered(row_id, r.message_id, self.clock.now(), note=note)
 
     async def _retry_later(self, row: Delivery, error: str, now: datetime, st: SendStats) -> None:
         assert row.id is not None
@@ -578,6 +603,13 @@ class Outbox:
         async with self._tx() as s:
             await OutboxRepo(s).finish(row.id, "uncertain", reason, from_="sending")
         log.warning("push %s is uncertain after a stop; not resending it", row.id)
+
+
+def _fell_back(target: Target, passed: list[str]) -> str | None:
+    """The note a push delivered on a later channel keeps: where, and why not the first."""
+    if not passed:
+        return None
+    return f"fell back to {target.address.channel}: {'; '.join(passed)}"
 
 
 async def _unsent(s: AsyncSession, row: Delivery, user_id: int, first: Address) -> Message | None:
