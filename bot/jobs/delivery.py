@@ -9,6 +9,9 @@ and stores the channel's message id as proof. What can go wrong, and what happen
 * permanent failure (:class:`~bot.errors.Unreachable`): the identity is marked unreachable and
   the push goes to the user's next linked reachable identity, at once;
 * quiet hours: a non-urgent push is held until the window ends, never dropped;
+* the peer is away (:class:`~bot.errors.Away`, a pendant not connected here): the push waits
+  for it (:class:`AwayDeadlines`), handed to the process the pendant is connected to, if any;
+  then it goes to the next linked identity, and the delivered row says why;
 * a briefing more than three hours late (downtime) is ``skipped`` and the reason stored;
 * the process stops after the channel accepted a message but before its receipt was stored:
   the row is still ``sending`` on restart. If the adapter can be asked (:class:`KeyedChannel`,
@@ -72,7 +75,8 @@ class AwayDeadlines:
 
 
 AWAY_RETRY = timedelta(seconds=5)
-"""How often a waiting push looks again (a pendant that reconnects gets it by then)."""
+"""How often a waiting push looks again (a safety net: a pendant that reconnects gets what
+waits for it at once, through ``Outbox.deliver_waiting``)."""
 
 Composer = Callable[[Delivery, datetime], Awaitable[str]]
 """Writes the text of a row that was queued without one (briefings)."""
