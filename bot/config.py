@@ -273,6 +273,19 @@ class Settings(BaseSettings):
     leader's last renewal (frozen or dead)."""
     jobs_send_rate: float = Field(30.0, ge=0, validation_alias=_env("LIFEBOT_JOBS_SEND_RATE"))
     """Pushes per second per channel (0: unpaced; 429s are honoured either way)."""
+    push_away_reminder_seconds: float = Field(
+        120.0, ge=0, validation_alias=_env("LIFEBOT_PUSH_AWAY_REMINDER_SECONDS")
+    )
+    """How long a reminder waits for an away pendant (not connected) before it goes to the
+    user's next linked channel (0: at once)."""
+    push_away_briefing_seconds: float = Field(
+        1800.0, ge=0, validation_alias=_env("LIFEBOT_PUSH_AWAY_BRIEFING_SECONDS")
+    )
+    """The same wait for a morning briefing or a proposed event (less urgent than a reminder)."""
+    push_away_seconds: float = Field(
+        600.0, ge=0, validation_alias=_env("LIFEBOT_PUSH_AWAY_SECONDS")
+    )
+    """The same wait for any other push (notices, weekly reviews, answers to questions)."""
     briefing_late_hours: float = Field(
         3.0, ge=0, validation_alias=_env("LIFEBOT_BRIEFING_LATE_HOURS")
     )

@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlmodel import select
 
 from bot.errors import Away, TransientChannelError, Unreachable
 from bot.jobs.proposals import Candidate
+from storage.models import Message
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.users import UserRepo
 from tests.fakes.channel import (
@@ -270,3 +272,42 @@ async def test_a_push_for_an_away_pendant_waits_for_it_then_goes_to_the_next_cha
     assert pushes(pendant) == ["⏰ Reminder: stretch"]
     assert (second.status, second.channel) == ("delivered", "other")
     assert pushes(telegram) == ["⏰ Reminder: take the pills"]  # never "failed", never silent
+
+
+async def test_the_operator_chooses_how_long_a_reminder_waits_for_an_away_pendant(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(T0)
+    async with jobs_app(tmp_path, clock, push_away_reminder_seconds=20) as app:
+        pendant, telegram = RecordingChannel("fake"), RecordingChannel("other")
+        app.dispatcher.register(pendant)
+        app.dispatcher.register(telegram)
+        await make_user(app, "ana", channels=("fake", "other"))
+        pendant.fail_with = Away("device ana is not connected here")
+        await _reminder_due(app, clock)
+        jobs = jobs_of(app)
+        due = clock.now()
+        await jobs.plan_and_send(clock.now())
+        clock.advance(seconds=19)
+        await jobs.plan_and_send(clock.now())
+        [waiting] = await deliveries(app, "reminder")
+        sent_before_deadline = pushes(telegram)
+        clock.advance(seconds=1)
+        await jobs.plan_and_send(clock.now())
+        [row] = await deliveries(app, "reminder")
+        async with app.db.session() as s:
+            stored = (
+                await s.exec(select(Message).where(Message.text == "⏰ Reminder: stretch"))
+            ).all()
+
+    assert sent_before_deadline == []  # 19 s: still waiting for the pendant (not 2 minutes)
+    assert waiting.status == "pending" and f"{due + timedelta(seconds=20):%H:%M:%S}" in (
+        waiting.last_error or ""
+    )
+    assert (row.status, row.channel) == ("delivered", "other")  # 20 s: the next channel
+    assert row.last_error == (
+        "fell back to other: device ana is not connected here (the 20 s wait for it ran out)"
+    )
+    assert pushes(telegram) == ["⏰ Reminder: stretch"] and pushes(pendant) == []
+    # Three attempts, one message in the history: the model reads the reminder once.
+    assert [m.status for m in stored] == ["sent"]

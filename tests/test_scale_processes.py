@@ -9,14 +9,9 @@ leader is frozen (SIGSTOP) and later killed (SIGKILL), each time just before a r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
-import os
 import signal
-import socket
-import sys
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,11 +21,12 @@ import pytest
 from sqlmodel import col, select
 
 from storage.db import Database
-from storage.models import JobLease, Message, Reminder
+from storage.models import Message, Reminder
 from storage.repos.reminders import ReminderRepo
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, say
-from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
+from tests.fakes.telegram_api import BOT_ID, FakeTelegram
+from tests.support.serve import Cluster, leader_pid, new_leader, serve_env
 
 pytestmark = pytest.mark.postgres
 
@@ -40,12 +36,6 @@ CHATS = [9001 + i for i in range(7)]
 """Seven chats: with three processes, each chat's three messages land on three processes."""
 ROUNDS = 3
 TAKEOVER_LIMIT = 15.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Model:
@@ -66,103 +56,6 @@ class Model:
         return say(f"re: {last}", delay=LLM_SECONDS)
 
 
-class Cluster:
-    """The serve processes, their webhook ports and their logs."""
-
-    def __init__(self, tmp_path: Path, env: dict[str, str]) -> None:
-        self.tmp_path = tmp_path
-        self.env = env
-        self.procs: list[asyncio.subprocess.Process] = []
-        self.ports: list[int] = []
-        self.logs: list[Path] = []
-        self.stopped: set[int] = set()
-
-    async def start(self, n: int) -> None:
-        exe = Path(sys.executable).parent / "lifebot"
-        for i in range(n):
-            port = _free_port()
-            log = self.tmp_path / f"serve-{i}.log"
-            env = {
-                **self.env,
-                "LIFEBOT_DATA_DIR": str(self.tmp_path / f"data-{i}"),
-                "LIFEBOT_TELEGRAM_WEBHOOK_PORT": str(port),
-            }
-            with log.open("wb") as out:
-                proc = await asyncio.create_subprocess_exec(
-                    str(exe), "serve", env=env, stdout=out, stderr=asyncio.subprocess.STDOUT
-                )
-            self.procs.append(proc)
-            self.ports.append(port)
-            self.logs.append(log)
-
-    async def wait_listening(self, within: float = 60.0) -> None:
-        deadline = time.monotonic() + within
-        for proc, port, log in zip(self.procs, self.ports, self.logs, strict=True):
-            while True:
-                if proc.returncode is not None:
-                    raise AssertionError(f"a serve process exited:\n{log.read_text()[-3000:]}")
-                with contextlib.suppress(OSError):
-                    _, writer = await asyncio.open_connection("127.0.0.1", port)
-                    writer.close()
-                    await writer.wait_closed()
-                    break
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"serve did not listen:\n{log.read_text()[-3000:]}")
-                await asyncio.sleep(0.2)
-
-    def index_of(self, pid: int) -> int:
-        return next(i for i, p in enumerate(self.procs) if p.pid == pid)
-
-    def signal(self, i: int, sig: signal.Signals) -> None:
-        os.kill(self.procs[i].pid, sig)
-        if sig == signal.SIGSTOP:
-            self.stopped.add(i)
-        elif sig == signal.SIGCONT:
-            self.stopped.discard(i)
-
-    async def close(self) -> None:
-        for i, proc in enumerate(self.procs):
-            if proc.returncode is None:
-                if i in self.stopped:
-                    os.kill(proc.pid, signal.SIGCONT)
-                proc.terminate()
-        for proc in self.procs:
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-
-    def tails(self) -> str:
-        return "\n".join(f"--- {log.name}\n{log.read_text()[-2500:]}" for log in self.logs)
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-async def _leader_pid(db: Database) -> int | None:
-    async with db.session() as s:
-        lease = (await s.exec(select(JobLease))).first()
-    if lease is None or lease.expires_at < datetime.now(UTC):
-        return None
-    return int(lease.holder.split(":")[1])
-
-
-async def _new_leader(db: Database, old: int, since: float) -> tuple[int, float]:
-    """Wait for a leader other than ``old``; (its pid, seconds since ``since``)."""
-    while time.monotonic() - since < 30:
-        pid = await _leader_pid(db)
-        if pid is not None and pid != old:
-            return pid, time.monotonic() - since
-        await asyncio.sleep(0.1)
-    raise AssertionError("no process took over within 30 s")
-
-
 async def _remind(db: Database, user_id: int, text: str, due: datetime) -> None:
     async with db.session() as s:
         await ReminderRepo(s).add(Reminder(user_id=user_id, text=text, next_at=due))
@@ -173,26 +66,7 @@ async def test_three_serve_processes_answer_in_order_once_and_survive_their_lead
 ) -> None:
     model = Model()
     fake_llm.default = model
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
-    }
-    env.update(
-        LIFEBOT_WEB_ENABLED="false",  # three processes on one host: no shared web port
-        LIFEBOT_DATABASE_URL=postgres_url,
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        LIFEBOT_TELEGRAM_API_URL=tg.api_url,
-        LIFEBOT_TELEGRAM_FILE_URL=tg.file_url,
-        LIFEBOT_TELEGRAM_WEBHOOK_URL="https://bot.example.test/telegram",
-        OPENAI_BASE_URL=fake_llm.url,
-        OPENAI_API_KEY="test-key",
-        LIFEBOT_LLM_MODEL="fake-smart",
-        LIFEBOT_LLM_FAST_MODEL="fake-fast",
-        LIFEBOT_EMBEDDINGS_MODEL="fake-embed",
-        LIFEBOT_JOBS_SEND_RATE="0",
-        LIFEBOT_TELEGRAM_EDIT_INTERVAL="5",
-    )
+    env = serve_env(postgres_url, fake_llm, tg)
     cluster = Cluster(tmp_path, env)
     db = Database(postgres_url)
     figures: dict[str, Any] = {}
@@ -253,14 +127,14 @@ async def test_three_serve_processes_answer_in_order_once_and_survive_their_lead
 
         # --- the leader freezes just before a reminder is due -----------------------------
         chat = CHATS[0]
-        first = await _leader_pid(db)
+        first = await leader_pid(db)
         assert first is not None, cluster.tails()
         due = datetime.now(UTC) + timedelta(seconds=3)
         await _remind(db, users[chat], "take the pills", due)
         stopped_at = time.monotonic()
         frozen = cluster.index_of(first)
         cluster.signal(frozen, signal.SIGSTOP)
-        second, took = await _new_leader(db, first, stopped_at)
+        second, took = await new_leader(db, first, stopped_at)
         figures["takeover after SIGSTOP (s)"] = round(took, 2)
         await tg.wait_for(lambda: "⏰ Reminder: take the pills" in tg.texts(chat), within=20)
         figures["reminder lateness across SIGSTOP (s)"] = round(
@@ -275,7 +149,7 @@ async def test_three_serve_processes_answer_in_order_once_and_survive_their_lead
         await _remind(db, users[chat], "call the doctor", due)
         killed_at = time.monotonic()
         cluster.signal(cluster.index_of(second), signal.SIGKILL)
-        _, took = await _new_leader(db, second, killed_at)
+        _, took = await new_leader(db, second, killed_at)
         figures["takeover after SIGKILL (s)"] = round(took, 2)
         await tg.wait_for(lambda: "⏰ Reminder: call the doctor" in tg.texts(chat), within=20)
         figures["reminder lateness across SIGKILL (s)"] = round(

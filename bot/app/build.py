@@ -46,6 +46,7 @@ from bot.dispatch.people_commands import register_people_commands
 from bot.dispatch.thread_commands import register_thread_commands
 from bot.jobs.calendars import CalendarSettings
 from bot.jobs.commands import JobCommands
+from bot.jobs.delivery import AwayDeadlines
 from bot.jobs.meetings import MeetingIngest
 from bot.jobs.proposals import SCAN_JOB as PROPOSAL_SCAN
 from bot.jobs.scheduler import JobSpec
@@ -257,6 +258,11 @@ def build_app(
             send_rate=settings.jobs_send_rate,
             late_hours=settings.briefing_late_hours,
             proposal_ttl_days=settings.proposal_ttl_days,
+            away=AwayDeadlines(
+                reminder=timedelta(seconds=settings.push_away_reminder_seconds),
+                briefing=timedelta(seconds=settings.push_away_briefing_seconds),
+                other=timedelta(seconds=settings.push_away_seconds),
+            ),
             calendars=CalendarSettings(
                 refresh=timedelta(minutes=settings.calendar_refresh_minutes),
                 days_ahead=settings.calendar_days_ahead,
@@ -444,7 +450,7 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
     """
     from bot.device.adapter import DeviceAdapter  # noqa: PLC0415  # loads audio libraries
     from bot.device.hub import DeviceHub  # noqa: PLC0415
-    from bot.device.options import DeviceOptions  # noqa: PLC0415
+    from bot.device.options import DeviceInfo, DeviceOptions  # noqa: PLC0415
 
     hub = DeviceHub(
         db=app.db,
@@ -453,6 +459,12 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
         options=DeviceOptions.from_settings(app.settings),
         memory=app.memory,
     )
+    jobs = app.jobs
+
+    async def deliver_waiting(device: DeviceInfo) -> None:
+        await jobs.outbox.deliver_waiting(device.user_id)
+
+    hub.on_ready = deliver_waiting  # pushes that waited for the pendant leave when it is back
     return DeviceAdapter(
         hub,
         app.settings.device_host,

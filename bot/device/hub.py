@@ -69,7 +69,11 @@ class DeviceHub:
         self.connections: dict[str, Connection] = {}
         self.sessions: dict[str, SessionPipeline] = {}
         self._lock = asyncio.Lock()
+        self.on_ready: Callable[[DeviceInfo], Awaitable[None]] | None = None
+        """Called (in the background) when a device's session is ready: the app sends the
+        pushes that wait for this device from here, at once."""
         self._retiring: set[asyncio.Task[None]] = set()
+        self._greeting: set[asyncio.Task[None]] = set()
         self._live: set[SessionPipeline] = set()
         """Every pipeline not yet stopped (some may have left ``sessions`` already)."""
 
@@ -139,6 +143,24 @@ class DeviceHub:
         self.connections[conn.device.name] = conn
         if old is not None and old is not conn:
             await old.close(p.CLOSE_REPLACED, "replaced by a newer connection of this device")
+
+    def ready(self, device: DeviceInfo) -> None:
+        """A device said hello and got ``ready``: hand it what waits for it (``on_ready``)."""
+        if self.on_ready is None:
+            return
+        task = asyncio.create_task(self._greet(self.on_ready, device), name=f"ready-{device.name}")
+        self._greeting.add(task)
+        task.add_done_callback(self._greeting.discard)
+
+    async def _greet(
+        self, hook: Callable[[DeviceInfo], Awaitable[None]], device: DeviceInfo
+    ) -> None:
+        try:
+            await hook(device)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("pendant %s: could not send the pushes waiting for it", device.name)
 
     async def disconnect(self, conn: Connection, pipeline: SessionPipeline | None) -> None:
         """The connection ended: keep its audio, let queued work finish in the background."""
@@ -316,6 +338,9 @@ class DeviceHub:
 
     async def stop(self) -> None:
         """Stop every pipeline; unfinished work stays on disk for the next start."""
+        for task in list(self._greeting):
+            task.cancel()
+        await asyncio.gather(*self._greeting, return_exceptions=True)
         if self._retiring:
             # Drained sessions retire at once (closing files, deleting finished audio).
             await asyncio.wait(set(self._retiring), timeout=1.0)

@@ -315,6 +315,7 @@ class _Session:
         self.decoder, self.pipeline = decoder, pipeline
         self.conn.speak = hello.speak
         await self.conn.send(p.Ready(self.pipeline.id, resumed=resumed, mode=self.pipeline.mode))
+        self.hub.ready(self.conn.device)  # pushes that waited for it leave now, after ``ready``
 
 
 def _url_token(path: str) -> str | None:

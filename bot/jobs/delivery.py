@@ -9,6 +9,9 @@ and stores the channel's message id as proof. What can go wrong, and what happen
 * permanent failure (:class:`~bot.errors.Unreachable`): the identity is marked unreachable and
   the push goes to the user's next linked reachable identity, at once;
 * quiet hours: a non-urgent push is held until the window ends, never dropped;
+* the peer is away (:class:`~bot.errors.Away`, a pendant not connected here): the push waits
+  for it (:class:`AwayDeadlines`), handed to the process the pendant is connected to, if any;
+  then it goes to the next linked identity, and the delivered row says why;
 * a briefing more than three hours late (downtime) is ``skipped`` and the reason stored;
 * the process stops after the channel accepted a message but before its receipt was stored:
   the row is still ``sending`` on restart. If the adapter can be asked (:class:`KeyedChannel`,
@@ -25,6 +28,7 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -37,7 +41,7 @@ from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
 from bot.jobs.sending import KeyedChannel, PresenceChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
 from storage.db import Database
-from storage.models import ChannelIdentity, Delivery, User
+from storage.models import ChannelIdentity, Delivery, Message, User
 from storage.notify import notify_push
 from storage.repos.leases import Fence
 from storage.repos.messages import ConversationRepo, MessageRepo
@@ -46,15 +50,33 @@ from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
 
-AWAY_DEADLINE: dict[str, timedelta] = {
-    "reminder": timedelta(minutes=2),
-    "proposal": timedelta(minutes=30),
-    "briefing": timedelta(minutes=30),
-}
-"""How long a push waits for an away peer (a pendant offline) before the next channel."""
-DEFAULT_AWAY_DEADLINE = timedelta(minutes=10)
+
+@dataclass(frozen=True, slots=True)
+class AwayDeadlines:
+    """How long a push waits for an away peer (a pendant offline) before the next channel.
+
+    Counted from the time the push was first due (LIFEBOT_PUSH_AWAY_*_SECONDS).
+    """
+
+    reminder: timedelta = timedelta(minutes=2)
+    """Reminders: time-critical, so they fall back soon."""
+    briefing: timedelta = timedelta(minutes=30)
+    """Morning briefings and proposed events: they can wait for the pendant longer."""
+    other: timedelta = timedelta(minutes=10)
+    """Every other kind of push (notices, weekly reviews, answers)."""
+
+    def of(self, kind: str) -> timedelta:
+        """The deadline for a push of ``kind``."""
+        if kind == "reminder":
+            return self.reminder
+        if kind in ("briefing", "proposal"):
+            return self.briefing
+        return self.other
+
+
 AWAY_RETRY = timedelta(seconds=5)
-"""How often a waiting push looks again (a pendant that reconnects gets it by then)."""
+"""How often a waiting push looks again (a safety net: a pendant that reconnects gets what
+waits for it at once, through ``Outbox.deliver_waiting``)."""
 
 Composer = Callable[[Delivery, datetime], Awaitable[str]]
 """Writes the text of a row that was queued without one (briefings)."""
@@ -77,6 +99,7 @@ class Outbox:
         rate_per_channel: float = 30.0,
         max_rate_wait: float = 120.0,
         settle_after: timedelta = timedelta(seconds=30),
+        away: AwayDeadlines | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.db = db
@@ -90,6 +113,7 @@ class Outbox:
         self.rate = rate_per_channel
         self.max_rate_wait = max_rate_wait
         self.settle_after = settle_after
+        self.away = away or AwayDeadlines()
         self._sleep = sleep
         self._gates: dict[str, RateGate] = {}
         self._inflight: set[int] = set()
@@ -193,10 +217,16 @@ class Outbox:
     # --- one row ---------------------------------------------------------------------------
 
     async def _process(
-        self, row_id: int, now: datetime, stats: SendStats, *, only_if_held: bool = False
+        self, row_id: int, now: datetime, stats: SendStats, *, handed_over: bool = False
     ) -> None:
-        if self._stopping:  # stopping: rows not started yet stay pending for the next leader
-            return
+        """Send one pending row; ``handed_over``: another process's leader asked us to.
+
+        A hand-over is sent only when the row's peer is connected here, and whether this
+        process leads (or once led) plays no part: no fence, not held back by ``request_stop``.
+        The claim is a conditional update either way, so the row still goes out once.
+        """
+        if self._stopping and not handed_over:
+            return  # stopping: rows not started yet stay pending for the next leader
         async with self.db.session() as s:
             row = await OutboxRepo(s).get(row_id)
             if row is None or row.status != "pending":
@@ -208,17 +238,18 @@ class Outbox:
             stats.failed += 1
             return
         payload = dict(row.payload or {})
+        targets = self._targets(user, identities, _avoided(payload))
+        if handed_over and not self._held_here(targets):
+            return  # handed over, but its peer is not connected here: not ours to send
         if await self._hold_back(row, user, payload, now, stats):
             return
         if payload.get("text") is None:
             payload["text"] = await self._compose(row, now)  # stored with the claim below
-        targets = self._targets(user, identities, _avoided(payload))
-        if only_if_held and not self._held_here(targets):
-            return  # handed over, but its peer is not connected here: not ours to send
         if not targets:
             await self._no_target(row, now, stats)
             return
-        await self._send(row, user, payload, targets, now, stats)
+        fence = None if handed_over else self._fence
+        await self._send(row, user, payload, targets, now, stats, fence)
 
     def _held_here(self, targets: list[Target]) -> bool:
         if not targets:
@@ -303,7 +334,9 @@ class Outbox:
         targets: list[Target],
         now: datetime,
         stats: SendStats,
+        fence: Fence | None,
     ) -> None:
+        """Claim the row (under ``fence``, the leader's term, if any) and send it."""
         assert row.id is not None
         assert row.key is not None
         assert user.id is not None
@@ -313,36 +346,10 @@ class Outbox:
             Button(str(b[0]), str(b[1]), int(b[2]) if len(b) > 2 else None)
             for b in raw_buttons  # type: ignore[attr-defined]
         ]
-        first = targets[0].address
-        async with self._tx() as s:
-            conv_id = self._conversations.get((user.id, first))
-            if conv_id is None:
-                conv_id = (await ConversationRepo(s).get_or_create(user.id, first)).id or 0
-            msg_row = await MessageRepo(s).add(
-                user.id,
-                conv_id,
-                role="assistant",
-                text=text,
-                direction="out",
-                channel=first.channel,
-                chat_id=first.chat_id,
-            )
-            await OutboxRepo(s).set_payload(row.id, payload)
-            claimed = await OutboxRepo(s).claim(
-                row.id,
-                self.clock.now(),
-                channel=first.channel,
-                account=first.account,
-                chat_id=first.chat_id,
-                message_id=msg_row.id,
-                fence=self._fence,
-            )
-            if not claimed:
-                await s.rollback()
-                return
-        if len(self._conversations) > 100_000:
-            self._conversations.clear()
-        self._conversations[(user.id, first)] = conv_id  # committed: safe to remember
+        message_id = await self._claim(row, user.id, payload, targets[0].address, text, fence)
+        if message_id is None:
+            return  # another process has it
+        passed: list[str] = []  # why each earlier target was passed over (kept on the row)
         for i, target in enumerate(targets):
             if i:
                 stats.fallbacks += 1
@@ -358,9 +365,9 @@ class Outbox:
                 functools.partial(self._attempt, row, out, stats),
                 tx=self._tx,
                 user_id=user.id,
-                message_id=msg_row.id or 0,
+                message_id=message_id,
                 address=target.address,
-                record=functools.partial(self._record, row.id),
+                record=functools.partial(self._record, row.id, _fell_back(target, passed)),
                 now=now,
             )
             if isinstance(outcome, Receipt):
@@ -374,11 +381,15 @@ class Outbox:
                     user.id,
                     outcome,
                 )
+                passed.append(f"{target.address.channel} unreachable ({outcome})")
                 continue
             if isinstance(outcome, Away):
-                if await self._wait_for(row, target, targets[i + 1 :], str(outcome), now):
+                why = str(outcome)
+                if await self._wait_for(row, target, targets[i + 1 :], why, now, fence):
                     stats.retried += 1
                     return
+                waited = self.away.of(row.kind).total_seconds()
+                passed.append(f"{why} (the {waited:g} s wait for it ran out)")
                 continue  # waited long enough: the next linked channel
             if isinstance(outcome, TransientChannelError):
                 await self._retry_later(row, str(outcome), now, stats)
@@ -397,8 +408,61 @@ class Outbox:
             )
         stats.failed += 1
 
+    async def _claim(
+        self,
+        row: Delivery,
+        user_id: int,
+        payload: dict[str, object],
+        first: Address,
+        text: str,
+        fence: Fence | None,
+    ) -> int | None:
+        """Store the message (once per push) and claim the row; the message's id.
+
+        None when the claim was refused: someone else has the row, or ``fence`` lapsed.
+        """
+        assert row.id is not None
+        async with self._tx() as s:
+            conv_id = self._conversations.get((user_id, first))
+            if conv_id is None:
+                conv_id = (await ConversationRepo(s).get_or_create(user_id, first)).id or 0
+            msg_row = await _unsent(s, row, user_id, first)
+            if msg_row is None:
+                msg_row = await MessageRepo(s).add(
+                    user_id,
+                    conv_id,
+                    role="assistant",
+                    text=text,
+                    direction="out",
+                    channel=first.channel,
+                    chat_id=first.chat_id,
+                )
+            await OutboxRepo(s).set_payload(row.id, payload)
+            claimed = await OutboxRepo(s).claim(
+                row.id,
+                self.clock.now(),
+                channel=first.channel,
+                account=first.account,
+                chat_id=first.chat_id,
+                message_id=msg_row.id,
+                fence=fence,
+            )
+            if not claimed:
+                await s.rollback()
+                return None
+        if len(self._conversations) > 100_000:
+            self._conversations.clear()
+        self._conversations[(user_id, first)] = conv_id  # committed: safe to remember
+        return msg_row.id or 0
+
     async def _wait_for(
-        self, row: Delivery, target: Target, rest: list[Target], why: str, now: datetime
+        self,
+        row: Delivery,
+        target: Target,
+        rest: list[Target],
+        why: str,
+        now: datetime,
+        fence: Fence | None,
     ) -> bool:
         """A peer is away (a pendant offline): wait for it within the kind's deadline.
 
@@ -412,7 +476,7 @@ class Outbox:
             "scheduled_for"
         )
         due = datetime.fromisoformat(first) if isinstance(first, str) else (row.due_at or now)
-        deadline = due + AWAY_DEADLINE.get(row.kind, DEFAULT_AWAY_DEADLINE)
+        deadline = due + self.away.of(row.kind)
         if now >= deadline:
             log.info("push %s: %s away past its deadline; next channel", row.id, target.address)
             return False
@@ -420,7 +484,7 @@ class Outbox:
         note = f"waiting: {why}; until {deadline:%H:%M:%S} UTC, then {then}"
         async with self._tx() as s:
             await OutboxRepo(s).release(row.id, min(deadline, now + AWAY_RETRY), note)
-            if self._fence is not None and not self.db.is_sqlite:
+            if fence is not None and not self.db.is_sqlite:
                 # The leader: the pendant may be connected to another process; hand it over.
                 await notify_push(s, row.id)
         return True
@@ -431,9 +495,22 @@ class Outbox:
             return
         self._inflight.add(row_id)
         try:
-            await self._process(row_id, self.clock.now(), SendStats(), only_if_held=True)
+            await self._process(row_id, self.clock.now(), SendStats(), handed_over=True)
         finally:
             self._inflight.discard(row_id)
+
+    async def deliver_waiting(self, user_id: int, limit: int = 100) -> None:
+        """A peer of this user just connected here (a pendant): send what waits for it now.
+
+        Without this a push that waits for an offline pendant would reach it at the next
+        retry at best, and not at all when that retry falls on the deadline while the pendant
+        is connected to another process than the leader.
+        """
+        async with self.db.session() as s:
+            rows = await OutboxRepo(s).waiting(limit, user_id=user_id)
+        for row in rows:
+            if row.id is not None:
+                await self.take_over(row.id)
 
     async def _attempt(self, row: Delivery, out: OutboundMessage, stats: SendStats) -> Receipt:
         """Send once, waiting out rate limits; raises the ChannelError when it did not go out."""
@@ -456,9 +533,12 @@ class Outbox:
                 if waited > self.max_rate_wait:
                     raise
 
-    async def _record(self, row_id: int, s: AsyncSession, r: Receipt) -> None:
-        """The push's own bookkeeping, in the receipt's transaction: the row is delivered."""
-        await OutboxRepo(s).delivered(row_id, r.message_id, self.clock.now())
+    async def _record(self, row_id: int, note: str | None, s: AsyncSession, r: Receipt) -> None:
+        """The push's own bookkeeping, in the receipt's transaction: the row is delivered.
+
+        ``note``: why it went to this channel and not the first one (``lifebot jobs``).
+        """
+        await OutboxRepo(s).delivered(row_id, r.message_id, self.clock.now(), note=note)
 
     async def _retry_later(self, row: Delivery, error: str, now: datetime, st: SendStats) -> None:
         assert row.id is not None
@@ -527,6 +607,30 @@ class Outbox:
         async with self._tx() as s:
             await OutboxRepo(s).finish(row.id, "uncertain", reason, from_="sending")
         log.warning("push %s is uncertain after a stop; not resending it", row.id)
+
+
+def _fell_back(target: Target, passed: list[str]) -> str | None:
+    """The note a push delivered on a later channel keeps: where, and why not the first."""
+    if not passed:
+        return None
+    return f"fell back to {target.address.channel}: {'; '.join(passed)}"
+
+
+async def _unsent(s: AsyncSession, row: Delivery, user_id: int, first: Address) -> Message | None:
+    """The message an earlier attempt of this push stored and never sent, to send again.
+
+    Every attempt stores the message before it goes out; without this a push waiting for an
+    offline pendant (tried every few seconds) or retried after failures left one copy in the
+    conversation per attempt, and the model read the reminder a dozen times.
+    """
+    if row.message_id is None:
+        return None
+    msg = await MessageRepo(s).get(user_id, row.message_id)
+    if msg is None or msg.status != "stored":
+        return None
+    if (msg.channel, msg.chat_id) != (first.channel, first.chat_id):
+        return None  # it goes first to another chat now: stored there
+    return msg
 
 
 def _avoided(payload: Mapping[str, object]) -> frozenset[tuple[str, str]]:

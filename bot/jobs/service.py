@@ -15,7 +15,7 @@ from bot.clock import Clock
 from bot.jobs.briefing import Briefings
 from bot.jobs.caldav_link import SecretBox
 from bot.jobs.calendars import CalendarSettings, OwnCalendars
-from bot.jobs.delivery import Outbox
+from bot.jobs.delivery import AwayDeadlines, Outbox
 from bot.jobs.journal_review import WeeklyReviews
 from bot.jobs.leader import LeaderLock, leader_lock
 from bot.jobs.proposals import SCAN_JOB, Proposals
@@ -34,6 +34,8 @@ class JobSettings:
     send_rate: float = 30.0
     late_hours: float = 3.0
     proposal_ttl_days: float = 7.0
+    away: AwayDeadlines = field(default_factory=AwayDeadlines)
+    """How long pushes wait for an offline pendant before the next linked channel."""
     calendars: CalendarSettings = field(default_factory=CalendarSettings)
     """The user's own calendars: refresh interval and expansion window."""
     calendar_key: str | None = None
@@ -108,6 +110,7 @@ def build_jobs(
         composers={"briefing": briefings.compose_row},
         late_limit=late,
         rate_per_channel=cfg.send_rate,
+        away=cfg.away,
     )
     reminders = Reminders(db)
     calendars = OwnCalendars(db, clock, cfg.calendars, secrets=SecretBox(cfg.calendar_key))

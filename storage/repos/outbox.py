@@ -153,15 +153,20 @@ class OutboxRepo:
             delivery_id, ("sending",), channel=channel, account=account, chat_id=chat_id
         )
 
-    async def delivered(self, delivery_id: int, receipt: str, now: datetime) -> bool:
-        """Sending → delivered, with the channel's message id as proof."""
+    async def delivered(
+        self, delivery_id: int, receipt: str, now: datetime, *, note: str | None = None
+    ) -> bool:
+        """Sending → delivered, with the channel's message id as proof.
+
+        ``note`` (kept in ``last_error``): it went to a later channel than the first, and why.
+        """
         return await self._update(
             delivery_id,
             ("sending",),
             status="delivered",
             receipt=receipt,
             delivered_at=now,
-            last_error=None,
+            last_error=note,
         )
 
     async def release(self, delivery_id: int, due_at: datetime, error: str | None) -> bool:
@@ -246,12 +251,25 @@ class OutboxRepo:
         )
         return list(res.all())
 
-    async def waiting(self, limit: int = 5) -> list[Delivery]:
-        """Pending rows waiting for something (an offline pendant), oldest first."""
+    async def waiting(self, limit: int = 5, user_id: int | None = None) -> list[Delivery]:
+        """Pending rows waiting for something (an offline pendant), oldest first.
+
+        ``user_id``: only that user's rows.
+        """
+        stmt = select(Delivery).where(
+            Delivery.status == "pending", col(Delivery.last_error).like("waiting:%")
+        )
+        if user_id is not None:
+            stmt = stmt.where(Delivery.user_id == user_id)
+        res = await self.s.exec(stmt.order_by(col(Delivery.id)).limit(limit))
+        return list(res.all())
+
+    async def fell_back(self, limit: int = 5) -> list[Delivery]:
+        """The newest rows delivered on another channel than the first (for ``lifebot jobs``)."""
         res = await self.s.exec(
             select(Delivery)
-            .where(Delivery.status == "pending", col(Delivery.last_error).like("waiting:%"))
-            .order_by(col(Delivery.id))
+            .where(Delivery.status == "delivered", col(Delivery.last_error).like("fell back to %"))
+            .order_by(col(Delivery.id).desc())
             .limit(limit)
         )
         return list(res.all())

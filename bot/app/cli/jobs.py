@@ -84,6 +84,7 @@ def jobs(ctx: typer.Context) -> None:
             counts = await OutboxRepo(s).counts()
             problems = await OutboxRepo(s).problems(limit=5)
             waiting = await OutboxRepo(s).waiting(limit=5)
+            fell_back = await OutboxRepo(s).fell_back(limit=5)
         typer.echo(
             f"{'JOB':<18} {'EVERY':>6}  {'NEXT RUN (UTC)':<19}  {'LAST RUN (UTC)':<19}  RESULT"
         )
@@ -100,6 +101,8 @@ def jobs(ctx: typer.Context) -> None:
             typer.echo(f"  #{d.id} {d.kind} user {d.user_id} {d.status}: {d.last_error or ''}")
         for d in waiting:
             typer.echo(f"  #{d.id} {d.kind} user {d.user_id} pending: {d.last_error or ''}")
+        for d in fell_back:
+            typer.echo(f"  #{d.id} {d.kind} user {d.user_id} delivered, {d.last_error or ''}")
         async with application.db.session() as s:
             gave_up = await EpisodeRepo(s).given_up(MAX_SUMMARY_TRIES)
         if gave_up:
