@@ -6,9 +6,11 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bot.app.build import App
+from bot.errors import CalendarError
 from bot.jobs.calendars import feed_url
 from storage.repos.calendar import CalendarRepo
 from tests.fakes.channel import RecordingChannel
@@ -155,3 +157,39 @@ async def test_addresses_inside_the_network_are_refused_by_default(
 
 def test_webcal_links_are_https() -> None:
     assert feed_url(" webcal://example.org/a.ics ") == "https://example.org/a.ics"
+
+
+class Rebinding(httpx.AsyncHTTPTransport):
+    """The network as a rebinding DNS makes it: the host name's address checked beforehand
+    is public, but the connection lands on this machine (the fake feed)."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = httpx.URL(target)
+        self.requests = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests += 1
+        request.url = request.url.copy_with(
+            scheme="http", host=self.target.host, port=self.target.port
+        )
+        return await super().handle_async_request(request)
+
+
+async def test_a_name_that_points_inside_when_connecting_is_refused(
+    tmp_path: Path, fake_feed: FakeFeed
+) -> None:
+    fake_feed.body = feed(("a@t", "20250603T090000", "Secret meeting"))
+    async with jobs_app(tmp_path, ManualClock(NOW)) as app:
+        network = Rebinding(fake_feed.url)
+        app.jobs.calendars.transport = network
+        user = await make_user(app, "ana")
+        path = httpx.URL(fake_feed.url).raw_path.decode()
+        with pytest.raises(CalendarError, match="on this machine or a private network"):
+            # A public address when checked; this machine when connected.
+            await app.jobs.calendars.add_feed(user, f"https://93.184.216.34{path}")
+        assert network.requests == 1 and fake_feed.hits == 1  # connected, then refused
+        assert await titles(app, user.id or 0) == []
+        assert (await app.jobs.calendars.listing(user.id or 0)).startswith(
+            "You have no calendars linked."
+        )

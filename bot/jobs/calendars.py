@@ -13,6 +13,7 @@ import asyncio
 import ipaddress
 import logging
 import re
+import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import parse_qsl, unquote, urljoin, urlsplit
@@ -72,6 +73,21 @@ def feed_url(text: str) -> str:
             "calendar app shows under 'share' or 'secret address in iCal format'"
         )
     return url
+
+
+def _refuse_private(host_address: str) -> None:
+    """CalendarError unless ``host_address`` (an IP) is on the public internet."""
+    address = ipaddress.ip_address(host_address.split("%", 1)[0])
+    if not address.is_global:
+        raise CalendarError(
+            "that address is on this machine or a private network, which I do not "
+            "fetch unless the operator sets LIFEBOT_CALENDAR_ALLOW_PRIVATE=true"
+        )
+
+
+def _proxied() -> bool:
+    """An HTTP(S) proxy is set in the environment (httpx then connects through it)."""
+    return any(urllib.request.getproxies_environment().get(k) for k in ("http", "https", "all"))
 
 
 async def _capped_body(resp: httpx.Response) -> bytes:
@@ -209,12 +225,22 @@ class OwnCalendars:
         except OSError as exc:
             raise CalendarError(f"the calendar's host {host!r} was not found") from exc
         for info in infos:
-            address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
-            if not address.is_global:
-                raise CalendarError(
-                    "that address is on this machine or a private network, which I do not "
-                    "fetch unless the operator sets LIFEBOT_CALENDAR_ALLOW_PRIVATE=true"
-                )
+            _refuse_private(str(info[4][0]))
+
+    def check_peer(self, resp: httpx.Response) -> None:
+        """Refuse a response from a private address, whatever the name resolved to before.
+
+        A host name can point at a public address when ``check_host`` looks it up and at a
+        private one when the connection is made a moment later (DNS rebinding): the address
+        actually connected to is checked too. Through a proxy the proxy connects, so there is
+        nothing of ours to check.
+        """
+        if self.settings.allow_private or _proxied():
+            return
+        stream = resp.extensions.get("network_stream")
+        peer = stream.get_extra_info("server_addr") if stream is not None else None
+        if peer:
+            _refuse_private(str(peer[0]))
 
     async def fetch(self, url: str) -> bytes:
         """The feed's body (size-capped); CalendarError in plain words on any failure.
@@ -230,6 +256,7 @@ class OwnCalendars:
                 for _ in range(MAX_REDIRECTS + 1):
                     await self.check_host(url)
                     async with client.stream("GET", url) as resp:
+                        self.check_peer(resp)
                         if resp.is_redirect and "location" in resp.headers:
                             url = feed_url(urljoin(url, resp.headers["location"]))
                             continue
