@@ -744,9 +744,8 @@ class CorpusCache:
             after = int(str(rows[-1][0]))
         return staged
 
-    def _loaded(self, user_id: int, corpus: Corpus, staged: _Staged) -> None:
+    def _note(self, user_id: int, corpus: Corpus, staged: _Staged, full: bool) -> None:
         """Note what a load reused; save the analyses when enough are new."""
-        full = len(corpus) == len(staged)
         self.last_load[user_id] = LoadStats(staged.reused, staged.analysed)
         if self.store is None:
             return
@@ -757,6 +756,30 @@ class CorpusCache:
             self.store.save(user_id, corpus.saved())
             unsaved = 0
         self._unsaved[user_id] = unsaved
+
+    def _loaded(self, user_id: int, corpus: Corpus, staged: _Staged) -> None:
+        """Note what a load reused, save the analyses when enough are new, return memory."""
+        full = len(corpus) == len(staged)
+        self._note(user_id, corpus, staged, full)
+        if full and len(staged) >= CHUNK:
+            release_freed_memory()
+
+
+def release_freed_memory() -> bool:
+    """Hand freed heap pages back to the system (glibc's ``malloc_trim``); True if any were.
+
+    A full load borrows memory for its chunks of rows and their analysis, in many small
+    blocks that glibc keeps after they are freed: about 50 MB of the resident set at 100k
+    items, until this is called. Other C libraries are left alone.
+    """
+    import ctypes  # noqa: PLC0415
+
+    try:
+        # The running process's own symbols (no ctypes.util.find_library: it runs ldconfig).
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    except OSError:
+        return False
+    return bool(trim(0)) if trim is not None else False
 
 
 _TEXT_COLUMNS = (
