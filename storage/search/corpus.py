@@ -12,8 +12,8 @@ Memory (#22): a serving process holds this for every user it searched, so nothin
 Python object per item. Items are columns of NumPy arrays; postings are one CSR block (term ->
 item positions and counts) plus a short tail of recent additions; texts are not kept (the few
 hits shown are read from the database). Vectors are int8 with one float32 scale per item (a
-quarter of float32's size; cosines move by about 1e-3, see ``quantise``) and are widened to
-float32 a block at a time while scoring. Loading reads the rows in chunks by id, texts first
+quarter of float32's size; cosines move by about 1e-3, see ``quantise``), widened to float32
+a small buffer at a time while scoring. Loading reads the rows in chunks by id, texts first
 and vectors second, so a load never holds every row of a user at once.
 """
 
@@ -42,9 +42,6 @@ SESSION_GAP_S = 45 * 60.0
 
 CHUNK = 5000
 """Rows read per query while loading: what a load holds of the database at a time."""
-
-BLOCK = 4096
-"""Vectors widened to float32 per step of a cosine scan (6 MB at 384 dimensions)."""
 
 _MESSAGE = KIND_CODES["message"]
 
@@ -527,15 +524,13 @@ class Corpus:
         if mat is None or qvec.shape != (self.dim,):
             return None
         n = self._n
-        q = np.asarray(qvec, dtype=np.float32)
-        out = np.empty(n, dtype=np.float32)
-        buf = np.empty((min(BLOCK, n), self.dim), dtype=np.float32)
-        for s in range(0, n, BLOCK):
-            k = min(BLOCK, n - s)
-            np.copyto(buf[:k], mat[s : s + k], casting="unsafe")
-            np.matmul(buf[:k], q, out=out[s : s + k])
+        # einsum widens the int8 rows a small buffer at a time, in this thread: no float32
+        # copy of the matrix, and none of BLAS's thread hand-offs, which on a busy two-core
+        # machine made blocked matmuls stall for tens of milliseconds.
+        out = np.einsum("ij,j->i", mat[:n], np.asarray(qvec, dtype=np.float32))
         out *= self._scales[:n]
-        return out.astype(np.float64)
+        cos: Floats = out.astype(np.float64)
+        return cos
 
     def matrix(self) -> Vectors | None:
         """Every vector as float32 (zeros where an item has none): a full copy, for tools."""
