@@ -20,6 +20,7 @@ and vectors second, so a load never holds every row of a user at once.
 from __future__ import annotations
 
 import asyncio
+import threading
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -319,6 +320,9 @@ class Corpus:
         self._recent: dict[int, int] = {}
         """Item id -> position, for items added since ``_id_sorted`` was built."""
         self._arrays: Arrays | None = None
+        self._mutex = threading.Lock()
+        """Held while columns change: a commit (in a worker thread) may replace an array that
+        ``set_hidden``/``set_vectors`` (on the event loop) write to; neither is lost."""
 
     def __len__(self) -> int:
         """How many items."""
@@ -339,6 +343,10 @@ class Corpus:
         False, and nothing changes, when a row is older than a message already here in its
         conversation: the caller then reloads the whole corpus.
         """
+        with self._mutex:
+            return self._commit(staged)
+
+    def _commit(self, staged: _Staged) -> bool:
         k = len(staged)
         if not k:
             return True
@@ -492,6 +500,10 @@ class Corpus:
 
     def set_vectors(self, ids: Sequence[int], vectors: Vectors) -> None:
         """Vectors of items already here (embedded after they were loaded)."""
+        with self._mutex:
+            self._set_vectors(ids, vectors)
+
+    def _set_vectors(self, ids: Sequence[int], vectors: Vectors) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
         if not len(ids) or vectors.ndim != 2:
             return
@@ -511,9 +523,10 @@ class Corpus:
 
     def set_hidden(self, ids: Sequence[int]) -> None:
         """Keep these items out of results."""
-        pos = self._positions(ids)
-        self._hidden[pos[pos >= 0]] = True
-        self._arrays = None
+        with self._mutex:
+            pos = self._positions(ids)
+            self._hidden[pos[pos >= 0]] = True
+            self._arrays = None
 
     def cosine(self, qvec: npt.NDArray[Any]) -> Floats | None:
         """Cosine of every item to a unit vector (0 where an item has none yet).
