@@ -139,8 +139,6 @@ async def run(data: Path, names: list[str]) -> None:
             ids = [r["id"] for r in conv.records]
             bm25 = BM25([f"{r['speaker']}: {r['text']}" for r in conv.records])
             corpus = await memory.index.corpus(user.id)
-            matrix = corpus.matrix()
-            assert matrix is not None
             refs = await _refs(db, user.id, [int(i) for i in corpus.arrays().ids])
             qvecs = embedder.embed_sync([q for q, _, _ in conv.questions])
             for (question, cat, evidence), qvec in zip(conv.questions, qvecs, strict=True):
@@ -160,7 +158,9 @@ async def run(data: Path, names: list[str]) -> None:
                     cat, evidence, [e.item.ref for e in out.evidence]
                 )
                 scores["BM25"].add(cat, evidence, [ids[i] for i in bm25.top(question, 10)])
-                near = np.argsort(-(matrix @ qvec))[:10]
+                cosine = corpus.cosine(qvec)
+                assert cosine is not None
+                near = np.argsort(-cosine)[:10]
                 scores["vectors"].add(cat, evidence, [refs[int(i)] for i in near])
         total_s = time.perf_counter() - t0
         await db.dispose()

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import sqlalchemy as sa
 from sqlmodel import select
 
@@ -199,3 +200,34 @@ async def test_a_running_process_finds_new_words_for_a_term_it_already_looked_up
         "I signed up for a pottery class",
         "The pottery glazes arrived today",
     ]
+
+
+async def test_a_cache_file_whose_arrays_do_not_fit_together_is_ignored(
+    app: App, tmp_path: Path
+) -> None:
+    alice = await add_user(app, "a1", name="alice")
+    assert alice.id is not None
+    await _import(
+        app,
+        alice.id,
+        tmp_path,
+        "alice",
+        ["Our pottery kiln reached 1200 degrees", "The harbour ferry leaves at nine"],
+    )
+    first = _cold(app)
+    await _found(first, alice.id, "pottery")
+    store = first.index.corpora.store
+    assert store is not None
+    path = store.path(alice.id)
+    with np.load(path, allow_pickle=False) as f:
+        arrays = {name: f[name] for name in f.files}
+    # The right user, database and version, but term ids pointing past the vocabulary
+    # (a bug, a half-written disk block): reading it must not fail or find wrong items.
+    arrays["term_ids"] = arrays["term_ids"] + 1000
+    with path.open("wb") as fh:
+        np.savez(fh, **arrays)
+
+    cold = _cold(app)
+    assert await _found(cold, alice.id, "harbour ferry") == ["The harbour ferry leaves at nine"]
+    stats = cold.index.corpora.last_load[alice.id]
+    assert (stats.reused, stats.analysed) == (0, 2)

@@ -22,11 +22,21 @@ _LOCK = threading.Lock()
 _STEMMER = snowballstemmer.stemmer("english")
 
 
-@lru_cache(maxsize=200_000)
-def stem(word: str) -> str:
-    """The Snowball (Porter 2) stem of one lower-case word."""
+@lru_cache(maxsize=32_768)
+def _stem(word: str) -> str:
     with _LOCK:  # the stemmer object keeps state between calls
         return str(_STEMMER.stemWord(word))
+
+
+def stem(word: str) -> str:
+    """The Snowball (Porter 2) stem of one lower-case word.
+
+    Common words are cached (a few thousand cover most of any chat); numbers are their own
+    stem and skip the cache, which they would otherwise fill with one-off entries (#22).
+    """
+    if word.isascii() and word.isdigit():
+        return word
+    return _stem(word)
 
 
 def words(text: str) -> list[str]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +48,47 @@ class Analysed:
     """The time the item talks about (POSIX seconds), or None."""
 
 
+@dataclass(frozen=True, slots=True)
+class Saved:
+    """The analyses of many items as flat arrays (what a user's file holds, item by item).
+
+    Item ``k``'s terms are ``vocab[term_ids[offsets[k]:offsets[k + 1]]]``, each held
+    ``counts[...]`` times.
+    """
+
+    ids: npt.NDArray[np.int64]
+    """Item ids."""
+    digests: npt.NDArray[np.int64]
+    """``row_digest`` of each item when it was analysed."""
+    lengths: npt.NDArray[np.int32]
+    """Each item's length in terms."""
+    spans: npt.NDArray[np.float64]
+    """Shape (n, 2): the time each item talks about (NaN: none)."""
+    offsets: npt.NDArray[np.int64]
+    """Shape (n + 1,): where each item's terms start in ``term_ids`` and ``counts``."""
+    term_ids: npt.NDArray[np.int32]
+    """Indexes into ``vocab``."""
+    counts: npt.NDArray[np.int32]
+    """How often the item holds the term."""
+    vocab: list[str]
+    """The terms."""
+
+    def valid(self) -> bool:
+        """Whether the arrays fit together (a damaged file's may not)."""
+        n = len(self.ids)
+        return bool(
+            self.ids.shape == self.digests.shape == self.lengths.shape == (n,)
+            and self.spans.shape == (n, 2)
+            and self.offsets.shape == (n + 1,)
+            and self.offsets[0] == 0
+            and self.offsets[-1] == len(self.term_ids) == len(self.counts)
+            and (np.diff(self.offsets) >= 0).all()
+            and (len(self.term_ids) == 0 or self.term_ids.min() >= 0)
+            and (len(self.term_ids) == 0 or self.term_ids.max() < len(self.vocab))
+            and len(np.unique(self.ids)) == n
+        )
+
+
 def row_digest(kind: str, speaker: str, text: str, ts: float) -> int:
     """A 63-bit digest of everything tokenising an item depends on."""
     h = hashlib.blake2b(digest_size=8)
@@ -69,64 +109,46 @@ class TermStore:
         """The file of one user."""
         return self.directory / f"{self.database}-user-{int(user_id)}.npz"
 
-    def load(self, user_id: int) -> dict[int, tuple[int, Analysed]]:
-        """Item id -> (digest, analysed) from the user's file; empty when none fits."""
+    def load(self, user_id: int) -> Saved | None:
+        """The user's saved analyses; None when there is no file or it does not fit."""
         path = self.path(user_id)
         if not path.exists():
-            return {}
+            return None
         try:
             with np.load(path, allow_pickle=False) as f:
                 meta = json.loads(bytes(f["meta"]).decode())
                 if meta != self._meta(user_id):
-                    return {}
-                ids, digests, lengths = f["ids"], f["digests"], f["lengths"]
-                spans, offsets = f["spans"], f["offsets"]
-                term_ids, counts = f["term_ids"], f["counts"]
-                vocab = bytes(f["vocab"]).decode().split("\n")
-        except (OSError, ValueError, KeyError, UnicodeDecodeError) as exc:
+                    return None
+                saved = Saved(
+                    ids=f["ids"].astype(np.int64),
+                    digests=f["digests"].astype(np.int64),
+                    lengths=f["lengths"].astype(np.int32),
+                    spans=f["spans"].astype(np.float64),
+                    offsets=f["offsets"].astype(np.int64),
+                    term_ids=f["term_ids"].astype(np.int32),
+                    counts=f["counts"].astype(np.int32),
+                    vocab=bytes(f["vocab"]).decode().split("\n"),
+                )
+        except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             log.info("search cache %s unreadable, rebuilding it: %s", path.name, exc)
-            return {}
-        out: dict[int, tuple[int, Analysed]] = {}
-        starts, ends = offsets[:-1].tolist(), offsets[1:].tolist()
-        tids, tfs = term_ids.tolist(), counts.tolist()
-        span_list = spans.tolist()
-        for n, (item_id, digest, length) in enumerate(
-            zip(ids.tolist(), digests.tolist(), lengths.tolist(), strict=True)
-        ):
-            a, b = starts[n], ends[n]
-            lo, hi = span_list[n]
-            out[item_id] = (
-                digest,
-                Analysed(
-                    {vocab[t]: c for t, c in zip(tids[a:b], tfs[a:b], strict=True)},
-                    length,
-                    None if math.isnan(lo) else (lo, hi),
-                ),
-            )
-        return out
+            return None
+        if not saved.valid():
+            log.info("search cache %s does not fit together, rebuilding it", path.name)
+            return None
+        return saved
 
-    def save(self, user_id: int, items: list[tuple[int, int, Analysed]]) -> None:
-        """Replace the user's file with ``(item id, digest, analysed)`` (atomically)."""
-        vocab: dict[str, int] = {}
-        offsets = [0]
-        term_ids: list[int] = []
-        counts: list[int] = []
-        for _, _, an in items:
-            for term, c in an.terms.items():
-                term_ids.append(vocab.setdefault(term, len(vocab)))
-                counts.append(c)
-            offsets.append(len(term_ids))
-        spans = [an.span or (np.nan, np.nan) for _, _, an in items]
+    def save(self, user_id: int, saved: Saved) -> None:
+        """Replace the user's file with ``saved`` (atomically)."""
         arrays: dict[str, npt.NDArray[np.generic]] = {
             "meta": _bytes(json.dumps(self._meta(user_id)).encode()),
-            "ids": np.array([i for i, _, _ in items], dtype=np.int64),
-            "digests": np.array([d for _, d, _ in items], dtype=np.int64),
-            "lengths": np.array([an.length for _, _, an in items], dtype=np.int32),
-            "spans": np.array(spans, dtype=np.float64).reshape(len(items), 2),
-            "offsets": np.array(offsets, dtype=np.int64),
-            "term_ids": np.array(term_ids, dtype=np.int32),
-            "counts": np.array(counts, dtype=np.int32),
-            "vocab": _bytes("\n".join(vocab).encode()),
+            "ids": saved.ids.astype(np.int64),
+            "digests": saved.digests.astype(np.int64),
+            "lengths": saved.lengths.astype(np.int32),
+            "spans": saved.spans.astype(np.float64).reshape(len(saved.ids), 2),
+            "offsets": saved.offsets.astype(np.int64),
+            "term_ids": saved.term_ids.astype(np.int32),
+            "counts": saved.counts.astype(np.int32),
+            "vocab": _bytes("\n".join(saved.vocab).encode()),
         }
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(user_id)

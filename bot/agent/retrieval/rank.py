@@ -133,10 +133,8 @@ def rank(
     arr = corpus.arrays()
     lexical, coverage = bm25(corpus, terms, tuning)
     blend = (1.0 - tuning.dense) * _unit(lexical, mask) if terms else np.zeros(len(arr.ids))
-    cosine = None
-    matrix = corpus.matrix()
-    if qvec is not None and matrix is not None and matrix.shape[1] == qvec.shape[0]:
-        cosine = (matrix @ qvec).astype(np.float64)
+    cosine = corpus.cosine(qvec) if qvec is not None else None
+    if cosine is not None:
         blend = blend + (tuning.dense if terms else 1.0) * _unit(cosine, mask)
     blend = np.where(mask, blend, 0.0)
     padded = np.append(blend, 0.0)
