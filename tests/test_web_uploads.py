@@ -164,6 +164,15 @@ async def test_a_file_over_the_limit_is_refused_and_nothing_is_stored(
         assert api.status_code == 413
         assert "too big for me" in api.json()["detail"]
         assert "I keep files up to 0.0 MB" in api.json()["detail"]
+        # A body whose declared length is already far over the limit is refused unread.
+        huge = b"%PDF-1.4\n" + b"0" * 200_000
+        early = await client.post(
+            "/api/v1/uploads",
+            files={"file": ("huge.pdf", huge, "application/pdf")},
+            headers=await token_for(app, ann),
+        )
+        assert early.status_code == 413
+        assert "That file is too big for me (0.2 MB" in early.json()["detail"]
 
         csrf = await sign_in(app, client, ann)
         sent = await client.post(
@@ -172,6 +181,10 @@ async def test_a_file_over_the_limit_is_refused_and_nothing_is_stored(
         page = await client.get(sent.headers["location"])
         assert "That document is too big for me" in page.text
         assert "I kept nothing." in page.text
+        sent = await client.post(
+            "/upload", data={"csrf": csrf}, files={"file": ("huge.pdf", huge, "application/pdf")}
+        )
+        assert "That file is too big for me" in (await client.get(sent.headers["location"])).text
     assert files_in(app) == []
     assert await chunks_of(app, ann) == 0
     assert await app.web.service.recent_days(ann) == []  # no message was stored either
