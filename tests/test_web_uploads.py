@@ -112,7 +112,10 @@ async def test_a_pdf_with_a_question_is_read_then_the_question_answered(
     assert out["documents"] == [{"name": "lease.pdf", "pages": 3, "chunks": 3, "searchable": True}]
 
 
-async def test_the_api_stores_a_pdf_and_another_users_token_cannot_see_it(app: App) -> None:
+async def test_the_api_stores_a_pdf_and_another_users_token_cannot_see_it(
+    any_db_app: App,
+) -> None:
+    app = any_db_app  # SQLite, and PostgreSQL when LIFEBOT_TEST_POSTGRES_URL is set
     ann = await add_user(app, "ann")
     bob = await add_user(app, "bob")
     anns, bobs = await token_for(app, ann), await token_for(app, bob)
