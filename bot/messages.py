@@ -146,6 +146,10 @@ class InboundMessage:
     raw: dict[str, Any] = field(default_factory=dict)
     location: SharedLocation | None = None
     """Set when the message is a shared position rather than words."""
+    user_id: int | None = None
+    """The lifebot user who sent it, when the channel itself proved who that is (the web
+    page's signed-in session or a personal API token); None: dispatch looks the sender up by
+    channel identity. Chat adapters never set it."""
     accepted: Callable[[], None] | None = field(default=None, repr=False, compare=False)
     """Called (once or more; it must be idempotent) as soon as dispatch has stored the message
     in its conversation, or decided not to. A webhook answers only then, so that behind a load

@@ -19,6 +19,7 @@ from tests.fakes.ics_feed import FakeFeed
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user
 from tests.support.calendars import ics_body
+from tests.support.documents import pdf
 from tests.support.web import seed
 
 playwright_api = pytest.importorskip("playwright.async_api")
@@ -249,3 +250,27 @@ async def test_a_person_adds_a_calendar_feed_and_removes_it_with_its_events(
         await page.context.close()
     finally:
         await feed.stop()
+
+
+async def test_a_person_uploads_a_pdf_and_finds_it_in_memory(
+    served: tuple[App, str], browser: Any, tmp_path: Path
+) -> None:
+    application, base = served
+    ann = await add_user(application, "ann", name="Ann")
+    assert ann.id is not None
+    lease = tmp_path / "lease.pdf"
+    lease.write_bytes(pdf("Flat lease of Ann", "The monthly rent is 950 EUR"))
+    page = await signed_in_page(application, base, browser, ann.id)
+    await page.click("nav a:has-text('Upload')")
+    await page.wait_for_url(f"{base}/upload")
+    await page.set_input_files("#upload-file", str(lease))
+    await page.click("#upload-send")
+    await page.wait_for_url(f"{base}/upload?message=*")
+    assert "I read lease.pdf (2 pages)" in await page.inner_text(".note")
+    assert "lease.pdf: 2 pages, now searchable" in await page.inner_text("#uploaded")
+    await shot(page, "upload")
+    await page.goto(f"{base}/memory")
+    await page.fill("input[name=q]", "monthly rent")
+    await page.click("button:has-text('Search')")
+    assert "950 EUR" in await page.inner_text("ol.hits")
+    await page.context.close()

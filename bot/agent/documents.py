@@ -1,10 +1,11 @@
 """Documents people send (PDF): kept with their message, read page by page, searchable by page.
 
 The file goes to ``<data dir>/documents/<user id>/`` and is listed in its message's
-``meta["documents"]``. Its text is read with pypdf (off the event loop), cut into chunks of about
-``CHUNK_CHARS`` characters that never cross a page, stored as ``documentchunk`` rows, and
-indexed as memory items of kind ``document`` whose reference is "name p. N", so an answer cites
-the page. A scanned PDF without a text layer is kept and the person is told it has no text.
+``meta["documents"]`` (path, name, pages, searchable chunks). Its text is read with pypdf (off
+the event loop), cut into chunks of about ``CHUNK_CHARS`` characters that never cross a page,
+stored as ``documentchunk`` rows, and indexed as memory items of kind ``document`` whose
+reference is "name p. N", so an answer cites the page. A scanned PDF without a text layer is
+kept and the person is told it has no text.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class Documents:
         try:
             pages = await asyncio.to_thread(pages_of, att.data)
         except UnreadableDocument as exc:
-            await self._note(user_id, message_id, rel, name, 0)
+            await self._note(user_id, message_id, rel, name, 0, 0)
             return ReadDocument(name, 0, 0, str(exc))
         pieces = chunks_of(pages)
         async with self.db.session() as s:
@@ -123,16 +124,18 @@ class Documents:
                 ]
             )
             msg = await MessageRepo(s).get(user_id, message_id)
-        await self._note(user_id, message_id, rel, name, len(pages))
+        await self._note(user_id, message_id, rel, name, len(pages), len(pieces))
         if self.index is not None and msg is not None:
             await self.index.put_document_chunks(msg, rows)
         return ReadDocument(name, len(pages), len(pieces))
 
-    async def _note(self, user_id: int, message_id: int, rel: Path, name: str, pages: int) -> None:
+    async def _note(
+        self, user_id: int, message_id: int, rel: Path, name: str, pages: int, chunks: int
+    ) -> None:
         async with self.db.session() as s:
             row = await MessageRepo(s).get(user_id, message_id)
             listed = list(((row.meta or {}) if row else {}).get("documents") or [])
-            listed.append({"path": rel.as_posix(), "name": name, "pages": pages})
+            listed.append({"path": rel.as_posix(), "name": name, "pages": pages, "chunks": chunks})
             await MessageRepo(s).set_meta(user_id, message_id, documents=listed)
 
 

@@ -342,6 +342,7 @@ def build_app(
         documents=documents,
     )
     web.service.press = dispatcher.handle  # the web page answers questions as button presses
+    web.uploads.connect(dispatcher)  # files uploaded on the page go through dispatch too
     web.service.ask_wait = ask_wait
     return App(
         settings=settings,

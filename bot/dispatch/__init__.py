@@ -24,7 +24,7 @@ from bot.agent.photos import NO_VISION, Photos, Seen, is_image, saw
 from bot.agent.turn import Agent, TurnOutcome
 from bot.clock import Clock, zone
 from bot.dispatch.commands import Commands
-from bot.dispatch.identity import resolve
+from bot.dispatch.identity import Resolution, resolve
 from bot.dispatch.receipts import send_and_record
 from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
 from bot.locks import ConversationLock, KeyedLocks
@@ -264,13 +264,16 @@ class Dispatcher:
             return DispatchResult("duplicate")
 
         async with self.db.session() as s:
-            res = await resolve(
-                s,
-                msg,
-                allowlist=self.allowlist,
-                timezone=self.default_timezone,
-                now=self.clock.now(),
-            )
+            if msg.user_id is not None:  # the channel proved who it is (a web session, a token)
+                res = Resolution(await UserRepo(s).get(msg.user_id))
+            else:
+                res = await resolve(
+                    s,
+                    msg,
+                    allowlist=self.allowlist,
+                    timezone=self.default_timezone,
+                    now=self.clock.now(),
+                )
             if res.user is None or res.user.id is None:
                 await MessageRepo(s).erase_stranger_message(message_id)
             else:
@@ -287,6 +290,8 @@ class Dispatcher:
         # Stored in its conversation: a webhook may answer now (the turn follows).
         msg.accept()
         user = res.user
+        if user is None and msg.user_id is not None:
+            return DispatchResult("ignored")  # the signed-in user was deleted meanwhile
         if user is None:
             reply = res.reply or ""
             for note in res.notify:  # a link question goes to the account being linked into

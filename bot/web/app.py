@@ -22,6 +22,7 @@ from bot.web import (
     pages,
     places,
     public,
+    upload_routes,
 )
 from bot.web.deps import NeedsSignIn, WebContext
 
@@ -62,6 +63,8 @@ def create_app(context: WebContext) -> FastAPI:
     app.include_router(calendars.api_router)
     app.include_router(calendars.router)
     app.include_router(omi.router)
+    app.include_router(upload_routes.api_router)
+    app.include_router(upload_routes.router)
     app.include_router(owner.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

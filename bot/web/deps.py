@@ -22,6 +22,7 @@ from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WebAuth
 from bot.web.service import WebService
+from bot.web.uploads import Uploads
 from storage.models import User, WebSession
 
 COOKIE = "lifebot_session"
@@ -69,6 +70,8 @@ class WebContext:
     """Stores audio chunks from Omi's backend (``/omi/<token>``)."""
     calendars: OwnCalendars
     """The user's own calendars (ICS feeds, CalDAV): the same service /calendar add uses."""
+    uploads: Uploads
+    """Documents and photos sent from the page or the API (through dispatch)."""
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
 from bot.web.commands import register_web_commands
 from bot.web.service import WebService
+from bot.web.uploads import Uploads
 from storage.db import Database
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ class WebRoom:
     """Where posted meeting transcripts are queued."""
     omi: OmiInbox
     """Where the Omi endpoint stores audio chunks."""
+    uploads: Uploads
+    """Files sent from the page and the API, handed to dispatch as web messages."""
     _app: FastAPI | None = None
     _server: WebServer | None = None
 
@@ -68,6 +71,7 @@ class WebRoom:
                 meetings=self.meetings,
                 omi=self.omi,
                 calendars=self.service.jobs.calendars,
+                uploads=self.uploads,
             )
             self._app = create_app(context)
         return self._app
@@ -115,4 +119,5 @@ def build_web(
     )
     service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
     register_web_commands(commands, auth)
-    return WebRoom(auth, service, settings, location, meetings, omi)
+    uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
+    return WebRoom(auth, service, settings, location, meetings, omi, uploads)

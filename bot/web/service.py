@@ -645,8 +645,8 @@ class WebService:
         return self.jobs.service.is_leader
 
     def channel_names(self) -> list[str]:
-        """Channels started in this process."""
-        return sorted(self.channels)
+        """Channels started in this process (the web page's own way back is not one)."""
+        return sorted(name for name in self.channels if name != "web")
 
 
 def source_link(kind: str, source_id: int) -> str:

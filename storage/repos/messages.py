@@ -173,6 +173,13 @@ class MessageRepo:
         )
         return res.first()
 
+    async def by_dedupe_key(self, user_id: int, dedupe_key: str) -> Message | None:
+        """This user's inbound message with that dedupe key (channel, account, chat, id)."""
+        res = await self.s.exec(
+            select(Message).where(Message.user_id == user_id, Message.dedupe_key == dedupe_key)
+        )
+        return res.first()
+
     async def said_before(
         self, user_id: int, conversation_id: int, dedupe_key: str
     ) -> Message | None:

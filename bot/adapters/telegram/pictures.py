@@ -9,22 +9,13 @@ import logging
 
 from telegram import Bot
 
+from bot.adapters.limits import too_big
 from bot.adapters.telegram.events import Picture
 from bot.adapters.telegram.send import TelegramSender
 from bot.errors import ChannelError
 from bot.messages import Attachment
 
 log = logging.getLogger(__name__)
-
-
-def too_big(size: int | None, limit: int, what: str = "picture") -> str | None:
-    """The sentence for an oversized picture or document, or None."""
-    if size is not None and size > limit:
-        return (
-            f"That {what} is too big for me ({size / 1_000_000:.1f} MB; I keep files up to "
-            f"{limit / 1_000_000:.1f} MB). Please send a smaller one."
-        )
-    return None
 
 
 async def fetch(bot: Bot, sender: TelegramSender, pic: Picture, *, limit: int) -> Attachment | str:
