@@ -35,8 +35,8 @@ except SystemExit as exc:
     code = exc.code
 else:
     code = 0
-print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}),
-      file=sys.stderr)
+print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules}),
+                  "pg": "sqlalchemy.dialects.postgresql" in sys.modules}), file=sys.stderr)
 """
 
 
@@ -49,7 +49,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _modules(tmp_path: Path, *args: str) -> tuple[int, set[str], str]:
+def _report(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
     proc = subprocess.run(  # our own interpreter and arguments
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
@@ -59,8 +59,12 @@ def _modules(tmp_path: Path, *args: str) -> tuple[int, set[str], str]:
         timeout=60,
         check=False,
     )
-    report = json.loads(proc.stderr.strip().splitlines()[-1])
-    return report["code"], set(report["modules"]), proc.stdout
+    return json.loads(proc.stderr.strip().splitlines()[-1]), proc.stdout
+
+
+def _modules(tmp_path: Path, *args: str) -> tuple[int, set[str], str]:
+    report, out = _report(tmp_path, *args)
+    return int(str(report["code"])), set(report["modules"]), out  # type: ignore[call-overload]
 
 
 def test_help_imports_nothing_heavy(tmp_path: Path) -> None:
@@ -86,6 +90,9 @@ def test_memory_search_loads_no_model_client_channel_or_migrator(tmp_path: Path)
     assert code == 0, out
     loaded = modules & NOT_FOR_SEARCH
     assert not loaded, f"`lifebot memory search` imports {sorted(loaded)}"
+    # On SQLite, SQLAlchemy's PostgreSQL dialect (0.1 s to import) stays unloaded too.
+    report, out = _report(tmp_path, "memory", "search", "coffee", "--user", "alice")
+    assert report["pg"] is False, out
 
 
 def test_memory_search_stems_with_the_c_snowball_engine(tmp_path: Path) -> None:
