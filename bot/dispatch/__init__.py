@@ -257,6 +257,14 @@ class Dispatcher:
             handled = await self._shared_location(msg, msg.location, self.location)
             if handled is not None:
                 return handled
+        known = await self._record_known(msg)
+        if known is not None:
+            sender, conversation, stored = known
+            if stored is None:
+                log.info("dropped a redelivered message (channel=%s)", msg.address.channel)
+                return DispatchResult("duplicate")
+            return await self._known_turn(sender, conversation, msg, stored)
+
         async with self.db.session() as s:
             message_id = await MessageRepo(s).record_inbound(msg)
         if message_id is None:
@@ -296,6 +304,45 @@ class Dispatcher:
             )
             return DispatchResult("linking" if res.notify else "pairing", reply, receipt)
 
+        return await self._known_turn(user, conv_id, msg, message_id)
+
+    async def _record_known(self, msg: InboundMessage) -> tuple[User, int, int | None] | None:
+        """A known sender's message stored in its conversation: (user, conversation, row id).
+
+        The hot path, one unit of work: one read finds the identity, the user and the
+        conversation, then the message is stored with them (the row id is None for a
+        redelivery). None for a stranger, who takes the pairing path (stored first of all).
+        """
+        a = msg.address
+        async with self.db.session() as s:
+            found = await UserRepo(s).sender(
+                a.channel, a.account, msg.sender_id, a.chat_id, a.thread_id or ""
+            )
+            if found is None:
+                return None
+            ident, user, conv = found
+            assert user.id is not None
+            if conv is None:  # the first message at this chat (or thread)
+                conv = await ConversationRepo(s).get_or_create(user.id, a)
+            assert conv.id is not None
+            message_id = await MessageRepo(s).record_inbound(
+                msg, user_id=user.id, conversation_id=conv.id
+            )
+            if message_id is None:
+                return user, conv.id, None
+            conv.last_message_at = msg.received_at
+            s.add(conv)
+            if msg.private:
+                # Only a DM becomes the place pushes go: never a group or public channel.
+                await UserRepo(s).touch_identity(ident, a.chat_id)
+            logctx.add(user=user.id, conversation=conv.id, turn=message_id)
+        return user, conv.id, message_id
+
+    async def _known_turn(
+        self, user: User, conv_id: int, msg: InboundMessage, message_id: int
+    ) -> DispatchResult:
+        # Stored in its conversation: a webhook may answer now (the turn follows).
+        msg.accept()
         result = await self._turn_in_order(user, conv_id, msg, message_id)
         # Hooks (indexing, extraction, proposals) run after the lock: the person's next
         # message never waits for them.
@@ -544,6 +591,8 @@ class Dispatcher:
         user_id = user.id
 
         async def store_turn(s: AsyncSession) -> None:
+            for write in outcome.writes:  # what the turn left for its commit (thread summary)
+                await write(s)
             repo = MessageRepo(s)
             for item in outcome.transcript:
                 await repo.add(
