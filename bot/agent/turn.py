@@ -47,6 +47,9 @@ TurnWrite = Callable[[AsyncSession], Awaitable[None]]
 SUMMARY_SPAN = 60
 """How many rows before the history window a turn reads to bring the thread summary up to
 date (older ones were summarised by earlier turns)."""
+CATCH_UP = 8
+"""Rows before the window a turn reads when its thread's summary is up to date: the rows that
+left the window since the last turn (two or three; more only after a tool-using turn)."""
 
 
 @dataclass(slots=True)
@@ -453,27 +456,52 @@ class Agent:
         unchanged).
         """
         window = self.history_messages
+        threads = self.threads is not None and trusted
         conv: Conversation | None = None
         parent: Message | None = None
         async with self.db.session() as s:
             known = await FactRepo(s).active(user_id)
             messages = MessageRepo(s)
-            stored = await messages.history(
-                user_id, conversation_id, window + SUMMARY_SPAN if window else 0
-            )
-            rows = since_new(stored)
-            if self.threads is not None and trusted:
+            if threads:
                 conv = await ConversationRepo(s).get(user_id, conversation_id)
-                # A thread under a message (Slack) also gets that message, unless the
-                # person started afresh with /new.
-                if conv is not None and conv.thread_id and window > 0 and len(rows) == len(stored):
-                    parent = await messages.thread_parent(conv)
+            stored = await messages.history(
+                user_id, conversation_id, self._history_span(window, conv, threads=threads)
+            )
+            through = conv.summary_through if conv is not None else None
+            if (
+                len(stored) == window + CATCH_UP
+                and through is not None
+                and (stored[0].id or 0) > through
+            ):  # more rows left the window since the last summary than the short read holds
+                stored = await messages.history(user_id, conversation_id, window + SUMMARY_SPAN)
+            rows = since_new(stored)
+            # A thread under a message (Slack) also gets that message, unless the person
+            # started afresh with /new.
+            if conv is not None and conv.thread_id and window > 0 and len(rows) == len(stored):
+                parent = await messages.thread_parent(conv)
         if self.threads is None or not trusted:
             return known, (rows[-window:] if window else []), None, None
         view = await self.threads.view(conv, rows, window, text, parent=parent)
         # The message a thread hangs from comes first: "there" and "that" refer to it.
         recent = view.recent if view.parent is None else [view.parent, *view.recent]
         return known, recent, view.summary, view.save
+
+    @staticmethod
+    def _history_span(window: int, conv: Conversation | None, *, threads: bool) -> int:
+        """How many of the newest rows a turn reads (its cost must not grow with history).
+
+        Without a thread summary only the window is shown. A thread whose summary is up to
+        date needs the window and the few rows that left it since (the summary covers the
+        rest); a new summary, or a Slack thread (whose parent is dropped after a /new further
+        back), reads the whole span as before.
+        """
+        if not window:
+            return 0
+        if not threads:
+            return window
+        if conv is not None and conv.summary_through is not None and not conv.thread_id:
+            return window + CATCH_UP
+        return window + SUMMARY_SPAN
 
     async def _why(self, user: User, conversation_id: int) -> tuple[str, list[dict[str, Any]]]:
         """The sources of the last answer in this conversation (shown and kept as citations)."""
