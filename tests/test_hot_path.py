@@ -179,3 +179,31 @@ async def test_a_greeting_costs_a_fixed_number_of_statements_however_long_the_hi
     await counted.of(app, "hi")
     assert len(counted.sql) == len(short_history), "\n".join(counted.sql)
     assert counted.commits <= GREETING_COMMITS
+
+
+async def test_remembering_a_fact_embeds_that_fact_and_leaves_the_backlog_to_the_pass(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    # The old path embedded every item of the user's without a vector after each fact: a
+    # scan of the whole history inside the person's turn (#22).
+    app = await app_factory(fake_llm, extraction_every_messages=10_000)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app, "u1")
+    fake_llm.default = lambda _body: say("Hello!")
+    greetings = []
+    for _ in range(3):  # greetings wait for the background pass for their vectors
+        hi = await app.dispatcher.handle(make_inbound("hi"))
+        assert hi.turn is not None
+        greetings.append(hi.turn.inbound_id)
+    await app.memory.drain()
+
+    said = await app.dispatcher.handle(make_inbound("remember my locker code is 4521"))
+    assert said.reply is not None and "4521" in said.reply
+    async with app.db.session() as s:
+        rows = await s.exec(select(MemoryItem).where(MemoryItem.kind == "fact"))
+        fact = rows.one()
+    assert fact.embedding is not None  # searchable by meaning at once
+    assert [await _vector_of(app, m) for m in greetings] == [None, None, None]
+
+    await app.memory.index_pending()  # what the background pass runs
+    assert all([await _vector_of(app, m) for m in greetings])

@@ -128,8 +128,10 @@ class Extractor:
             for ep, new in touched:
                 if summarize:
                     await self.summarize(ep, new, tz, now, facts=facts, report=report)
-            if embed:
-                await self.index.embed_missing(user_id)
+            if embed:  # the episodes just written (facts embed their own as they are added)
+                await self.index.embed_sources(
+                    user_id, "episode", [ep.id for ep, _ in touched if ep.id is not None]
+                )
 
     async def summarize(
         self,
