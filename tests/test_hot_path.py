@@ -122,8 +122,9 @@ async def test_a_backlog_of_unindexed_history_costs_the_turn_nothing(
 GREETING_STATEMENTS = 15
 """SQL statements one greeting costs, hooks included (#22): the identity, user and
 conversation in one read, the message stored with them, the turn's reads in one unit of work,
-its writes in one commit, the receipt, the memory index row."""
-GREETING_COMMITS = 7
+the order check and the open question in one, its writes in one commit, the receipt, the
+memory index row."""
+GREETING_COMMITS = 6
 """Units of work one greeting costs, hooks included."""
 
 
@@ -207,3 +208,31 @@ async def test_remembering_a_fact_embeds_that_fact_and_leaves_the_backlog_to_the
 
     await app.memory.index_pending()  # what the background pass runs
     assert all([await _vector_of(app, m) for m in greetings])
+
+
+async def test_extraction_in_a_busy_chat_runs_once_per_n_messages(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    # Extraction (every 20 lines, in the background) used to go round again for the lines
+    # said while it ran, so a busy chat was extracted every few messages (#22).
+    app = await app_factory(fake_llm, extraction_every_messages=20)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app, "u1")
+    fake_llm.default = lambda _body: say("Hello!")
+    engine = app.db.engine.sync_engine
+    statements: list[str] = []
+
+    def count(_conn: object, _cur: object, sql: str, *_rest: object) -> None:
+        statements.append(sql)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        for _ in range(80):
+            await app.dispatcher.handle(make_inbound("hi"))
+        await app.memory.drain()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    cursor_moves = [s for s in statements if "memorycursor" in s and "INSERT" in s.upper()]
+    # 160 lines (80 greetings and their answers), one extraction per 20 turns or fewer.
+    assert len(cursor_moves) <= 80 // 20, len(cursor_moves)
+    assert len(statements) / 80 <= GREETING_STATEMENTS + 2

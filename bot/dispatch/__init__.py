@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -360,23 +360,40 @@ class Dispatcher:
         keep the order the person wrote in.
         """
         deadline = time.monotonic() + ORDER_WAIT
+        plain = self._plain(msg)
         while True:
             async with self._locks.hold(conv_id):
-                if time.monotonic() >= deadline or not await self._earlier_waiting(
-                    conv_id, message_id, msg.received_at
-                ):
+                if time.monotonic() >= deadline:
                     return await self._in_turn(user, conv_id, msg, message_id)
+                # One unit of work: is an earlier message waiting, and if not, does this one
+                # answer a question we asked (taken here, so the turn does not read again).
+                taken: tuple[str | None] | None = None
+                async with self.db.session() as s:
+                    waiting = await MessageRepo(s).earlier_waiting(
+                        conv_id, message_id, msg.received_at, timedelta(seconds=30)
+                    )
+                    if not waiting and plain:
+                        taken = (await self.commands.take_answer_line(s, user, msg),)
+                if not waiting:
+                    return await self._in_turn(user, conv_id, msg, message_id, taken=taken)
             await asyncio.sleep(0.05)
 
-    async def _earlier_waiting(self, conv_id: int, message_id: int, received: datetime) -> bool:
-        async with self.db.session() as s:
-            return await MessageRepo(s).earlier_waiting(
-                conv_id, message_id, received, timedelta(seconds=30)
-            )
+    def _plain(self, msg: InboundMessage) -> bool:
+        """Words alone (no picture, document or command): the turn may answer our question."""
+        if any(is_image(a) or is_document(a) for a in msg.attachments):
+            return False
+        return self.commands.command_line(msg) is None
 
     async def _in_turn(
-        self, user: User, conv_id: int, msg: InboundMessage, message_id: int
+        self,
+        user: User,
+        conv_id: int,
+        msg: InboundMessage,
+        message_id: int,
+        *,
+        taken: tuple[str | None] | None = None,
     ) -> DispatchResult:
+        """The turn itself; ``taken``: the answer line already looked up under the lock."""
         text = msg.callback_data if msg.callback_data is not None else msg.text
         pictures = [a for a in msg.attachments if is_image(a)]
         docs = [a for a in msg.attachments if is_document(a)]
@@ -388,7 +405,7 @@ class Dispatcher:
             return await self._photo_turn(self.photos, user, conv_id, msg, message_id, pictures)
         line = self.commands.command_line(msg)
         if line is None:  # perhaps the answer to a question we asked ("What was this place?")
-            line = await self.commands.answer_line(user, msg)
+            line = taken[0] if taken is not None else await self.commands.answer_line(user, msg)
         if line is not None:
             reply = await self.commands.handle(user, msg, conv_id, line)
             if reply.retry_message_id is not None:
