@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from bot.app.build import App
+from storage.repos.messages import MessageRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, say
 from tests.support.app import AppFactory, add_user
@@ -97,3 +98,32 @@ async def test_with_the_fast_model_titles_and_summaries_come_from_it(
     assert "keeps the bike lock code in a notebook" in answer_call["messages"][0]["content"]
     listed = (await app.dispatcher.handle(make_inbound("/threads"))).reply or ""
     assert "Bike lock notes" in listed
+
+
+async def test_a_turn_that_pushed_many_rows_out_of_the_window_is_summarised_whole(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    # A turn reads only the window and a few rows before it when the thread's summary is up
+    # to date (#22); a tool-heavy turn pushes more out than that, and none may be lost.
+    app = await app_factory(fake_llm, history_messages=4)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app)
+    fake_llm.default = lambda _body: say("Okay.")
+    for n in range(4):  # the thread outgrows the window: it has a summary now
+        first = await app.dispatcher.handle(make_inbound(f"plain line number {n}"))
+    assert first.turn is not None
+    async with app.db.session() as s:  # what a tool-using turn leaves: many rows at once
+        for n in range(14):
+            await MessageRepo(s).add(
+                first.turn.user_id,
+                first.turn.conversation_id,
+                role="assistant",
+                text=f"step {n} of a long answer.",
+            )
+    await app.dispatcher.handle(make_inbound("and now?"))
+    await app.dispatcher.handle(make_inbound("and then?"))
+
+    system = [str(r["messages"][0]["content"]) for r in fake_llm.chat_requests][-1]
+    assert "Earlier in this conversation" in system
+    assert "plain line number 0" in system
+    assert all(f"step {n} of a long answer" in system for n in range(13))

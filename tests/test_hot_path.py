@@ -117,3 +117,122 @@ async def test_a_backlog_of_unindexed_history_costs_the_turn_nothing(
     await app.memory.index_pending()  # what the background pass runs: it takes the backlog
     await app.memory.drain()
     assert await _indexed_messages(app) == 602
+
+
+GREETING_STATEMENTS = 15
+"""SQL statements one greeting costs, hooks included (#22): the identity, user and
+conversation in one read, the message stored with them, the turn's reads in one unit of work,
+the order check and the open question in one, its writes in one commit, the receipt, the
+memory index row."""
+GREETING_COMMITS = 6
+"""Units of work one greeting costs, hooks included."""
+
+
+class _Statements:
+    """Every SQL statement and commit on the engine while counting."""
+
+    def __init__(self, app: App) -> None:
+        self.engine = app.db.engine.sync_engine
+        self.sql: list[str] = []
+        self.commits = 0
+
+    def _statement(self, _conn: object, _cur: object, sql: str, *_rest: object) -> None:
+        self.sql.append(" ".join(sql.split())[:100])
+
+    def _commit(self, _conn: object) -> None:
+        self.commits += 1
+
+    async def of(self, app: App, text: str) -> None:
+        """Count one message from u1, its hooks included."""
+        self.sql, self.commits = [], 0
+        event.listen(self.engine, "before_cursor_execute", self._statement)
+        event.listen(self.engine, "commit", self._commit)
+        try:
+            result = await app.dispatcher.handle(make_inbound(text))
+            await app.memory.drain()
+        finally:
+            event.remove(self.engine, "before_cursor_execute", self._statement)
+            event.remove(self.engine, "commit", self._commit)
+        assert result.status == "answered", result
+
+
+async def test_a_greeting_costs_a_fixed_number_of_statements_however_long_the_history(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    # Extraction (every N lines) runs apart from the person's turn: N is set out of reach.
+    app = await app_factory(fake_llm, extraction_every_messages=10_000)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app, "u1")
+    fake_llm.default = lambda _body: say("Hello!")
+    for _ in range(15):  # the thread has outgrown the history window: it has a summary
+        await app.dispatcher.handle(make_inbound("hi"))
+    await app.memory.drain()
+    counted = _Statements(app)
+
+    await counted.of(app, "hi")
+    short_history = list(counted.sql)
+    assert len(counted.sql) <= GREETING_STATEMENTS, "\n".join(counted.sql)
+    assert counted.commits <= GREETING_COMMITS, counted.commits
+
+    for _ in range(60):  # longer than the window and the summary span together
+        await app.dispatcher.handle(make_inbound("hi"))
+    await app.memory.drain()
+    await counted.of(app, "hi")
+    assert len(counted.sql) == len(short_history), "\n".join(counted.sql)
+    assert counted.commits <= GREETING_COMMITS
+
+
+async def test_remembering_a_fact_embeds_that_fact_and_leaves_the_backlog_to_the_pass(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    # The old path embedded every item of the user's without a vector after each fact: a
+    # scan of the whole history inside the person's turn (#22).
+    app = await app_factory(fake_llm, extraction_every_messages=10_000)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app, "u1")
+    fake_llm.default = lambda _body: say("Hello!")
+    greetings = []
+    for _ in range(3):  # greetings wait for the background pass for their vectors
+        hi = await app.dispatcher.handle(make_inbound("hi"))
+        assert hi.turn is not None
+        greetings.append(hi.turn.inbound_id)
+    await app.memory.drain()
+
+    said = await app.dispatcher.handle(make_inbound("remember my locker code is 4521"))
+    assert said.reply is not None and "4521" in said.reply
+    async with app.db.session() as s:
+        rows = await s.exec(select(MemoryItem).where(MemoryItem.kind == "fact"))
+        fact = rows.one()
+    assert fact.embedding is not None  # searchable by meaning at once
+    assert [await _vector_of(app, m) for m in greetings] == [None, None, None]
+
+    await app.memory.index_pending()  # what the background pass runs
+    assert all([await _vector_of(app, m) for m in greetings])
+
+
+async def test_extraction_in_a_busy_chat_runs_once_per_n_messages(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    # Extraction (every 20 lines, in the background) used to go round again for the lines
+    # said while it ran, so a busy chat was extracted every few messages (#22).
+    app = await app_factory(fake_llm, extraction_every_messages=20)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app, "u1")
+    fake_llm.default = lambda _body: say("Hello!")
+    engine = app.db.engine.sync_engine
+    statements: list[str] = []
+
+    def count(_conn: object, _cur: object, sql: str, *_rest: object) -> None:
+        statements.append(sql)
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        for _ in range(80):
+            await app.dispatcher.handle(make_inbound("hi"))
+        await app.memory.drain()
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    cursor_moves = [s for s in statements if "memorycursor" in s and "INSERT" in s.upper()]
+    # 160 lines (80 greetings and their answers), one extraction per 20 turns or fewer.
+    assert len(cursor_moves) <= 80 // 20, len(cursor_moves)
+    assert len(statements) / 80 <= GREETING_STATEMENTS + 2

@@ -17,8 +17,20 @@ def _encoder() -> tiktoken.Encoding:
     return tiktoken.get_encoding(_ENCODING)
 
 
+CACHED_TEXT_CHARS = 2000
+"""Strings up to this long keep their token count (a turn counts its history again each time)."""
+
+
 def count_tokens(text: str) -> int:
     """Tokens in a string (cl100k; close enough for budgeting any model)."""
+    if len(text) <= CACHED_TEXT_CHARS:
+        return _count_short(text)
+    return len(_encoder().encode(text, disallowed_special=()))
+
+
+@functools.lru_cache(maxsize=8192)
+def _count_short(text: str) -> int:
+    # Every turn counts the same history window again: each line is encoded once.
     return len(_encoder().encode(text, disallowed_special=()))
 
 

@@ -13,11 +13,13 @@ import logging
 import re
 from dataclasses import dataclass
 
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from bot.agent.llm import LLM
 from bot.errors import AgentError
 from storage.db import Database
-from storage.models import Message
-from storage.repos.messages import ConversationRepo, MessageRepo
+from storage.models import Conversation, Message
+from storage.repos.messages import ConversationRepo
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,34 @@ class ThreadView:
     """The older rows in short (None when nothing older is left out)."""
     parent: Message | None = None
     """The message the thread hangs from (a Slack thread's first message), if stored."""
+    save: ThreadSave | None = None
+    """The title and summary to store with the turn (None: nothing changed)."""
+
+
+@dataclass(slots=True)
+class ThreadSave:
+    """A thread's new title and running summary, written in the turn's own commit."""
+
+    user_id: int
+    """Whose conversation it is."""
+    conversation_id: int
+    """The conversation (thread) they belong to."""
+    title: str | None
+    """The thread's title."""
+    summary: str | None
+    """The running summary of the rows older than the history window."""
+    through: int | None
+    """The id of the newest row the summary covers."""
+
+    async def write(self, s: AsyncSession) -> None:
+        """Store them (one UPDATE) in the caller's unit of work."""
+        await ConversationRepo(s).save_thread(
+            self.user_id,
+            self.conversation_id,
+            title=self.title,
+            summary=self.summary,
+            summary_through=self.through,
+        )
 
 
 def plain_title(text: str) -> str:
@@ -140,30 +170,25 @@ class Threads:
 
     async def view(
         self,
-        user_id: int,
-        conversation_id: int,
+        conv: Conversation | None,
         rows: list[Message],
         window: int,
         text: str,
         *,
-        after_new: bool = False,
+        parent: Message | None = None,
     ) -> ThreadView:
         """The recent window of ``rows`` and a summary of the rest; titles a new thread.
 
-        ``rows`` is the thread since its start or latest /new (``after_new``: there was one),
-        oldest first. The summary is stored with the id of the newest row it covers, so each
-        turn only adds the rows that left the window since (one fast-model call at most, none
-        when nothing left it). A thread under a message (Slack) also gets that message, unless
-        the person started afresh with /new.
+        ``conv`` is the conversation as read in this turn (with ``rows``, its thread since its
+        start or latest /new, oldest first, and ``parent``, the message a thread under a
+        message hangs from). The summary is stored with the id of the newest row it covers,
+        so each turn only adds the rows that left the window since (one fast-model call at
+        most, none when nothing left it). What changed is not written here: ``ThreadView.save``
+        goes into the turn's own commit.
         """
         recent = rows[-window:] if window > 0 else []
         older = rows[: len(rows) - len(recent)]
-        parent: Message | None = None
-        async with self.db.session() as s:
-            conv = await ConversationRepo(s).get(user_id, conversation_id)
-            if conv is not None and conv.thread_id and window > 0 and not after_new:
-                parent = await MessageRepo(s).thread_parent(conv)
-        if conv is None:
+        if conv is None or conv.id is None:
             return ThreadView(recent, None)
         title, summary, through = conv.title, conv.summary, conv.summary_through
         changed = False
@@ -172,12 +197,10 @@ class Threads:
         if older and older[-1].id != through:
             newer = [r for r in older if through is None or (r.id or 0) > through]
             summary, through, changed = await self._summarise(summary, newer), older[-1].id, True
+        save = None
         if changed:
-            async with self.db.session() as s:
-                await ConversationRepo(s).save_thread(
-                    user_id, conversation_id, title=title, summary=summary, summary_through=through
-                )
-        return ThreadView(recent, summary if older else None, parent)
+            save = ThreadSave(conv.user_id, conv.id, title, summary, through)
+        return ThreadView(recent, summary if older else None, parent, save)
 
     async def fresh(self, user_id: int, conversation_id: int, title: str | None) -> None:
         """Start the thread afresh (after /new): a new title (or none yet), no summary."""

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from bot.agent.ask import ask_buttons, resumes_a_question, store_ask
 from bot.agent.contact_offer import offer_buttons, offer_for, offer_question
 from bot.agent.intent import Visibility, classify_intent, sure_memory_question
@@ -20,15 +22,15 @@ from bot.agent.prompts import load_persona, system_prompt
 from bot.agent.router import Route, Router, prefers, remember_text
 from bot.agent.rules import RULE_CATEGORY, is_rule
 from bot.agent.sources import SourceLedger, last_answer_citations, render_sources
-from bot.agent.threads import Threads
+from bot.agent.threads import Threads, ThreadSave
 from bot.agent.tools.base import ToolContext, ToolRegistry
 from bot.agent.verify import Verdict, check_answer, judge, plain_unknown, tool_results
 from bot.clock import Clock
 from bot.messages import Button
 from storage.db import Database
-from storage.models import Message, User
+from storage.models import Conversation, Fact, Message, User
 from storage.repos.facts import FactRepo
-from storage.repos.messages import MessageRepo
+from storage.repos.messages import ConversationRepo, MessageRepo
 
 if TYPE_CHECKING:
     from bot.agent.memory.service import MemoryService
@@ -39,10 +41,15 @@ SEARCH_FIRST_TOOL = "search_memory"
 """The tool run before the first model call for a sure memory question."""
 
 EventSink = Callable[[AgentEvent], Awaitable[None]]
+TurnWrite = Callable[[AsyncSession], Awaitable[None]]
+"""A write a turn leaves for the unit of work that stores it."""
 
 SUMMARY_SPAN = 60
 """How many rows before the history window a turn reads to bring the thread summary up to
 date (older ones were summarised by earlier turns)."""
+CATCH_UP = 8
+"""Rows before the window a turn reads when its thread's summary is up to date: the rows that
+left the window since the last turn (two or three; more only after a tool-using turn)."""
 
 
 @dataclass(slots=True)
@@ -60,6 +67,9 @@ class TurnOutcome:
     """The answer went through the check before answering."""
     buttons: list[Button] = field(default_factory=list)
     """Buttons to send with the text (the options of a question back)."""
+    writes: list[TurnWrite] = field(default_factory=list)
+    """What the turn leaves to store in its own commit (the thread's title and summary):
+    whoever stores the turn runs each in that unit of work."""
 
 
 EARLIER = (
@@ -240,17 +250,21 @@ class Agent:
             return TurnOutcome(f"{said}: {fact.text}", route=route)
 
         now = self.clock.now()
-        async with self.db.session() as s:
-            known = await FactRepo(s).active(user.id)
+        known, rows, summary, save = await self._context(
+            user.id, conversation_id, text, trusted=trusted
+        )
+        writes: list[TurnWrite] = [save.write] if save is not None else []
         rules = [f.text for f in known if f.category == RULE_CATEGORY]
         facts = [f.text for f in known if f.category != RULE_CATEGORY]
-        rows, summary = await self._thread(user.id, conversation_id, text, trusted=trusted)
         use_tools = route is Route.AGENT
         resolved = await resolve_for(self.db, user.id, text) if use_tools else Resolution()
         if resolved.ask is not None and trusted:  # "which Ana?": asked before any model call
             await store_ask(self.db, user.id, message_id, resolved.ask, text, now)
             return TurnOutcome(
-                resolved.ask.question, route=route, buttons=ask_buttons(message_id, resolved.ask)
+                resolved.ask.question,
+                route=route,
+                buttons=ask_buttons(message_id, resolved.ask),
+                writes=writes,
             )
         system = {
             "role": "system",
@@ -304,6 +318,7 @@ class Agent:
                 route=route,
                 prompt_tokens=final.prompt_tokens,
                 buttons=ask_buttons(message_id, final.asked),
+                writes=writes,
             )
         text_out = ledger.strip_unknown(final.text) or "I have no answer to that."
         transcript = final.transcript
@@ -321,6 +336,7 @@ class Agent:
             stopped=final.stopped,
             prompt_tokens=final.prompt_tokens,
             verified=self.verify and use_tools,
+            writes=writes,
         )
         return await self._offer_contact(outcome, user.id, message_id, text) if trusted else outcome
 
@@ -430,24 +446,62 @@ class Agent:
             verdict = await judge(self.llm, answer, ctx.sources, results)
         return verdict
 
-    async def _thread(
+    async def _context(
         self, user_id: int, conversation_id: int, text: str, *, trusted: bool
-    ) -> tuple[list[Message], str | None]:
-        """The thread's recent rows (since the latest /new) and a summary of older ones."""
+    ) -> tuple[list[Fact], list[Message], str | None, ThreadSave | None]:
+        """What the prompt needs, read in one unit of work.
+
+        The user's active facts, the thread's recent rows (since the latest /new), a summary
+        of older ones, and the thread's title and summary to store with the turn (None when
+        unchanged).
+        """
         window = self.history_messages
+        threads = self.threads is not None and trusted
+        conv: Conversation | None = None
+        parent: Message | None = None
         async with self.db.session() as s:
-            stored = await MessageRepo(s).history(
-                user_id, conversation_id, window + SUMMARY_SPAN if window else 0
+            known = await FactRepo(s).active(user_id)
+            messages = MessageRepo(s)
+            if threads:
+                conv = await ConversationRepo(s).get(user_id, conversation_id)
+            stored = await messages.history(
+                user_id, conversation_id, self._history_span(window, conv, threads=threads)
             )
-        rows = since_new(stored)
+            through = conv.summary_through if conv is not None else None
+            if (
+                len(stored) == window + CATCH_UP
+                and through is not None
+                and (stored[0].id or 0) > through
+            ):  # more rows left the window since the last summary than the short read holds
+                stored = await messages.history(user_id, conversation_id, window + SUMMARY_SPAN)
+            rows = since_new(stored)
+            # A thread under a message (Slack) also gets that message, unless the person
+            # started afresh with /new.
+            if conv is not None and conv.thread_id and window > 0 and len(rows) == len(stored):
+                parent = await messages.thread_parent(conv)
         if self.threads is None or not trusted:
-            return (rows[-window:] if window else []), None
-        view = await self.threads.view(
-            user_id, conversation_id, rows, window, text, after_new=len(rows) < len(stored)
-        )
+            return known, (rows[-window:] if window else []), None, None
+        view = await self.threads.view(conv, rows, window, text, parent=parent)
         # The message a thread hangs from comes first: "there" and "that" refer to it.
         recent = view.recent if view.parent is None else [view.parent, *view.recent]
-        return recent, view.summary
+        return known, recent, view.summary, view.save
+
+    @staticmethod
+    def _history_span(window: int, conv: Conversation | None, *, threads: bool) -> int:
+        """How many of the newest rows a turn reads (its cost must not grow with history).
+
+        Without a thread summary only the window is shown. A thread whose summary is up to
+        date needs the window and the few rows that left it since (the summary covers the
+        rest); a new summary, or a Slack thread (whose parent is dropped after a /new further
+        back), reads the whole span as before.
+        """
+        if not window:
+            return 0
+        if not threads:
+            return window
+        if conv is not None and conv.summary_through is not None and not conv.thread_id:
+            return window + CATCH_UP
+        return window + SUMMARY_SPAN
 
     async def _why(self, user: User, conversation_id: int) -> tuple[str, list[dict[str, Any]]]:
         """The sources of the last answer in this conversation (shown and kept as citations)."""

@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -257,6 +257,14 @@ class Dispatcher:
             handled = await self._shared_location(msg, msg.location, self.location)
             if handled is not None:
                 return handled
+        known = await self._record_known(msg)
+        if known is not None:
+            sender, conversation, stored = known
+            if stored is None:
+                log.info("dropped a redelivered message (channel=%s)", msg.address.channel)
+                return DispatchResult("duplicate")
+            return await self._known_turn(sender, conversation, msg, stored)
+
         async with self.db.session() as s:
             message_id = await MessageRepo(s).record_inbound(msg)
         if message_id is None:
@@ -301,6 +309,45 @@ class Dispatcher:
             )
             return DispatchResult("linking" if res.notify else "pairing", reply, receipt)
 
+        return await self._known_turn(user, conv_id, msg, message_id)
+
+    async def _record_known(self, msg: InboundMessage) -> tuple[User, int, int | None] | None:
+        """A known sender's message stored in its conversation: (user, conversation, row id).
+
+        The hot path, one unit of work: one read finds the identity, the user and the
+        conversation, then the message is stored with them (the row id is None for a
+        redelivery). None for a stranger, who takes the pairing path (stored first of all).
+        """
+        a = msg.address
+        async with self.db.session() as s:
+            found = await UserRepo(s).sender(
+                a.channel, a.account, msg.sender_id, a.chat_id, a.thread_id or ""
+            )
+            if found is None:
+                return None
+            ident, user, conv = found
+            assert user.id is not None
+            if conv is None:  # the first message at this chat (or thread)
+                conv = await ConversationRepo(s).get_or_create(user.id, a)
+            assert conv.id is not None
+            message_id = await MessageRepo(s).record_inbound(
+                msg, user_id=user.id, conversation_id=conv.id
+            )
+            if message_id is None:
+                return user, conv.id, None
+            conv.last_message_at = msg.received_at
+            s.add(conv)
+            if msg.private:
+                # Only a DM becomes the place pushes go: never a group or public channel.
+                await UserRepo(s).touch_identity(ident, a.chat_id)
+            logctx.add(user=user.id, conversation=conv.id, turn=message_id)
+        return user, conv.id, message_id
+
+    async def _known_turn(
+        self, user: User, conv_id: int, msg: InboundMessage, message_id: int
+    ) -> DispatchResult:
+        # Stored in its conversation: a webhook may answer now (the turn follows).
+        msg.accept()
         result = await self._turn_in_order(user, conv_id, msg, message_id)
         # Hooks (indexing, extraction, proposals) run after the lock: the person's next
         # message never waits for them.
@@ -318,23 +365,40 @@ class Dispatcher:
         keep the order the person wrote in.
         """
         deadline = time.monotonic() + ORDER_WAIT
+        plain = self._plain(msg)
         while True:
             async with self._locks.hold(conv_id):
-                if time.monotonic() >= deadline or not await self._earlier_waiting(
-                    conv_id, message_id, msg.received_at
-                ):
+                if time.monotonic() >= deadline:
                     return await self._in_turn(user, conv_id, msg, message_id)
+                # One unit of work: is an earlier message waiting, and if not, does this one
+                # answer a question we asked (taken here, so the turn does not read again).
+                taken: tuple[str | None] | None = None
+                async with self.db.session() as s:
+                    waiting = await MessageRepo(s).earlier_waiting(
+                        conv_id, message_id, msg.received_at, timedelta(seconds=30)
+                    )
+                    if not waiting and plain:
+                        taken = (await self.commands.take_answer_line(s, user, msg),)
+                if not waiting:
+                    return await self._in_turn(user, conv_id, msg, message_id, taken=taken)
             await asyncio.sleep(0.05)
 
-    async def _earlier_waiting(self, conv_id: int, message_id: int, received: datetime) -> bool:
-        async with self.db.session() as s:
-            return await MessageRepo(s).earlier_waiting(
-                conv_id, message_id, received, timedelta(seconds=30)
-            )
+    def _plain(self, msg: InboundMessage) -> bool:
+        """Words alone (no picture, document or command): the turn may answer our question."""
+        if any(is_image(a) or is_document(a) for a in msg.attachments):
+            return False
+        return self.commands.command_line(msg) is None
 
     async def _in_turn(
-        self, user: User, conv_id: int, msg: InboundMessage, message_id: int
+        self,
+        user: User,
+        conv_id: int,
+        msg: InboundMessage,
+        message_id: int,
+        *,
+        taken: tuple[str | None] | None = None,
     ) -> DispatchResult:
+        """The turn itself; ``taken``: the answer line already looked up under the lock."""
         text = msg.callback_data if msg.callback_data is not None else msg.text
         pictures = [a for a in msg.attachments if is_image(a)]
         docs = [a for a in msg.attachments if is_document(a)]
@@ -346,7 +410,7 @@ class Dispatcher:
             return await self._photo_turn(self.photos, user, conv_id, msg, message_id, pictures)
         line = self.commands.command_line(msg)
         if line is None:  # perhaps the answer to a question we asked ("What was this place?")
-            line = await self.commands.answer_line(user, msg)
+            line = taken[0] if taken is not None else await self.commands.answer_line(user, msg)
         if line is not None:
             reply = await self.commands.handle(user, msg, conv_id, line)
             if reply.retry_message_id is not None:
@@ -549,6 +613,8 @@ class Dispatcher:
         user_id = user.id
 
         async def store_turn(s: AsyncSession) -> None:
+            for write in outcome.writes:  # what the turn left for its commit (thread summary)
+                await write(s)
             repo = MessageRepo(s)
             for item in outcome.transcript:
                 await repo.add(

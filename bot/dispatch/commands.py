@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from bot.agent.rules import RULE_CATEGORY
 from bot.clock import Clock
 from bot.dispatch.identity import LINK_TTL, approve, confirm_link, issue_link_code
@@ -158,11 +160,25 @@ class Commands:
         Only the very next plain message counts: anything else (a question of its own, a long
         message) clears the question and goes to the agent as usual.
         """
-        # Overheard speech (a pendant listening to a room) never answers for the person.
-        if user.id is None or msg.callback_data is not None or not msg.private or msg.overheard:
+        if not self._may_answer(user, msg):
             return None
         async with self.db.session() as s:
-            command = await AnswerRepo(s).take(user.id, self.clock.now())
+            return await self.take_answer_line(s, user, msg)
+
+    @staticmethod
+    def _may_answer(user: User, msg: InboundMessage) -> bool:
+        # Overheard speech (a pendant listening to a room) never answers for the person.
+        return not (
+            user.id is None or msg.callback_data is not None or not msg.private or msg.overheard
+        )
+
+    async def take_answer_line(
+        self, s: AsyncSession, user: User, msg: InboundMessage
+    ) -> str | None:
+        """``answer_line`` in the caller's unit of work (dispatch's check under the lock)."""
+        if not self._may_answer(user, msg) or user.id is None:
+            return None
+        command = await AnswerRepo(s).take(user.id, self.clock.now())
         text = msg.text.strip()
         if command is None or not _short_answer(text):
             return None

@@ -115,16 +115,18 @@ class MemoryIndexRepo:
         return list((await self.s.exec(q.order_by(col(Message.id)))).all())
 
     async def unembedded_messages(
-        self, user_id: int, message_ids: Sequence[int], model: str
+        self, user_id: int, message_ids: Sequence[int], model: str, *, kind: str = "message"
     ) -> list[tuple[int, int, str]]:
         """(item id, user id, text to embed) of these messages' rows lacking a ``model`` vector.
 
-        Found through the (kind, source id) key: no scan of the user's other items.
+        Found through the (kind, source id) key: no scan of the user's other items. ``kind``
+        names other sources the same way (``episode``, ``fact``, ``image``, ``document``
+        with their own ids).
         """
         q = sa.select(
             col(MemoryItem.id), col(MemoryItem.text), col(MemoryItem.kind), col(MemoryItem.speaker)
         ).where(
-            col(MemoryItem.kind) == "message",
+            col(MemoryItem.kind) == kind,
             col(MemoryItem.source_id).in_(list(message_ids)),
             col(MemoryItem.user_id) == user_id,
             sa.or_(

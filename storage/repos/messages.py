@@ -20,12 +20,23 @@ class MessageRepo:
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
 
-    async def record_inbound(self, msg: InboundMessage) -> int | None:
-        """Store an inbound message first of all; None when its dedupe key was seen before."""
+    async def record_inbound(
+        self,
+        msg: InboundMessage,
+        *,
+        user_id: int | None = None,
+        conversation_id: int | None = None,
+    ) -> int | None:
+        """Store an inbound message first of all; None when its dedupe key was seen before.
+
+        A known sender's message is stored with its user and conversation at once.
+        """
         a = msg.address
         stmt = (
             insert_ignore(self.s, Message, ["dedupe_key"])
             .values(
+                user_id=user_id,
+                conversation_id=conversation_id,
                 direction="in",
                 role="user",
                 channel=a.channel,
@@ -476,12 +487,13 @@ class ConversationRepo:
         summary_through: int | None,
     ) -> None:
         """Store a thread's title and running summary (all three replace what was there)."""
-        conv = await self.get(user_id, conversation_id)
-        if conv is None:
-            return
-        conv.title, conv.summary, conv.summary_through = title, summary, summary_through
-        self.s.add(conv)
-        await self.s.flush()
+        # One UPDATE, no read first: a turn that moved its history window runs it.
+        await self.s.exec(
+            update(Conversation)
+            .where(col(Conversation.id) == conversation_id, col(Conversation.user_id) == user_id)
+            .values(title=title, summary=summary, summary_through=summary_through)
+            .execution_options(synchronize_session=False)
+        )
 
     async def titled(self, user_id: int, limit: int = 20) -> list[Conversation]:
         """The user's conversations that have a title, most recently used first."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import and_
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import ChannelIdentity, User
+from storage.models import ChannelIdentity, Conversation, User
 
 
 class UserRepo:
@@ -67,6 +68,34 @@ class UserRepo:
             )
         )
         return res.first()
+
+    async def sender(
+        self, channel: str, account: str, sender_id: str, chat_id: str, thread_id: str = ""
+    ) -> tuple[ChannelIdentity, User, Conversation | None] | None:
+        """A known sender's identity, user and conversation at this chat; None for a stranger.
+
+        One statement for what every message needs (the hot path): the conversation is None
+        when this is the first message at this chat (or thread).
+        """
+        conv_here = and_(
+            col(Conversation.user_id) == col(ChannelIdentity.user_id),
+            col(Conversation.channel) == channel,
+            col(Conversation.account) == account,
+            col(Conversation.chat_id) == chat_id,
+            col(Conversation.thread_id) == thread_id,
+        )
+        res = await self.s.exec(
+            select(ChannelIdentity, User, Conversation)
+            .join(User, col(User.id) == col(ChannelIdentity.user_id))
+            .outerjoin(Conversation, conv_here)
+            .where(
+                ChannelIdentity.channel == channel,
+                ChannelIdentity.account == account,
+                ChannelIdentity.sender_id == sender_id,
+            )
+        )
+        row = res.first()
+        return (row[0], row[1], row[2]) if row is not None else None
 
     async def add_identity(
         self,

@@ -43,6 +43,8 @@ remembering about the user (people in their life, preferences, plans and dates, 
 Skip mundane details (meals, weather, chores, small talk) and anything the assistant said.
 Write facts in the third person about the user ("Has a cat called Miso"). No facts: []."""
 
+READ_BATCH = 500
+"""Unread lines one extraction round reads; a full batch means more wait, so it goes on."""
 MAX_SUMMARY_TRIES = 5
 """Unusable answers about one episode before its stand-in summary is kept for good."""
 RETRY_BASE = timedelta(minutes=1)
@@ -117,7 +119,7 @@ class Extractor:
         report = ExtractionReport()
         while True:
             async with self.db.session() as s:
-                msgs = await CursorRepo(s).unread(user_id, scope, 500)
+                msgs = await CursorRepo(s).unread(user_id, scope, READ_BATCH)
             if not msgs:
                 return report
             touched = await self.builder.add(user_id, msgs, tz)
@@ -128,8 +130,14 @@ class Extractor:
             for ep, new in touched:
                 if summarize:
                     await self.summarize(ep, new, tz, now, facts=facts, report=report)
-            if embed:
-                await self.index.embed_missing(user_id)
+            if embed:  # the episodes just written (facts embed their own as they are added)
+                await self.index.embed_sources(
+                    user_id, "episode", [ep.id for ep, _ in touched if ep.id is not None]
+                )
+            if len(msgs) < READ_BATCH:
+                # Caught up. Lines said meanwhile wait for the next N (or the quiet pass): going
+                # round again for them would extract every few messages of a busy chat.
+                return report
 
     async def summarize(
         self,

@@ -118,9 +118,11 @@ class FactKeeper:
         await self.index.put_fact(fact)
         if target is not None and target.id is not None:
             await self.index.drop_fact(user_id, target.id)
-            await self.index.embed_missing(user_id)
+        assert fact.id is not None
+        # Only the new fact's vector: a scan for every item without one grows with history.
+        await self.index.embed_sources(user_id, "fact", [fact.id])
+        if target is not None and target.id is not None:
             return FactDecision("superseded", fact, target)
-        await self.index.embed_missing(user_id)
         return FactDecision("added", fact)
 
     async def _dedupe(  # noqa: PLR0911  (each outcome returns where it is decided)

@@ -171,6 +171,29 @@ class MemoryIndex:
             if n < self.batch_size:
                 return done
 
+    async def embed_sources(self, user_id: int, kind: str, source_ids: Sequence[int]) -> int:
+        """Embed the items of these sources that lack a vector; how many were embedded.
+
+        What a write just indexed (a fact, an episode, a picture, a document) is found by its
+        (kind, source id) key, so the cost does not grow with the user's history; anything
+        older still without a vector is the background pass's (``embed_missing``).
+        """
+        if not source_ids:
+            return 0
+        model = self.embedder.model_id
+        done = 0
+        ids = list(source_ids)
+        for start in range(0, len(ids), self.batch_size):
+            async with self._lock:
+                async with self.db.session() as s:
+                    todo = await MemoryIndexRepo(s).unembedded_messages(
+                        user_id, ids[start : start + self.batch_size], model, kind=kind
+                    )
+                if todo and not await self.embed_items(todo):
+                    return done  # the embedder failed: the background pass retries
+            done += len(todo)
+        return done
+
     async def waiting(self, user_id: int | None = None) -> Waiting:
         """What is stored but not yet fully searchable (for ``lifebot memory status``)."""
         async with self.db.session() as s:
@@ -356,7 +379,8 @@ class MemoryIndex:
             )
             item_id = item.id
         self.corpora.changed(msg.user_id, item_id)
-        await self.embed_missing(msg.user_id)
+        assert msg.id is not None
+        await self.embed_sources(msg.user_id, "image", [msg.id])
 
     async def put_document_chunks(self, msg: Message, chunks: list[DocumentChunk]) -> None:
         """Index the pieces of a document (kind ``document``; the reference names the page)."""
@@ -380,7 +404,9 @@ class MemoryIndex:
                     for c in chunks
                 ]
             )
-        await self.embed_missing(chunks[0].user_id)
+        await self.embed_sources(
+            chunks[0].user_id, "document", [c.id for c in chunks if c.id is not None]
+        )
 
     async def drop_fact(self, user_id: int, fact_id: int) -> None:
         """Remove a forgotten or superseded fact from the index."""
