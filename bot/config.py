@@ -178,9 +178,10 @@ class Settings(BaseSettings):
     stt_workers: int = Field(1, ge=1, validation_alias=_env("LIFEBOT_STT_WORKERS"))
     """Transcriptions that may run at the same time (each holds its own model workspace)."""
     stt_beam_size: int = Field(1, ge=1, le=10, validation_alias=_env("LIFEBOT_STT_BEAM_SIZE"))
-    stt_pack: bool = Field(default=True, validation_alias=_env("LIFEBOT_STT_PACK"))
-    """Transcribe short utterances that wait at the same time (several pendants) together in
-    one 30 s model window: about 3x cheaper per utterance on CPU. Off: one at a time."""
+    stt_pack: bool = Field(default=False, validation_alias=_env("LIFEBOT_STT_PACK"))
+    """Transcribe up to three short utterances that wait at the same time together in one
+    30 s model window: cheaper per utterance on prepared clips, but on live pendant streams
+    ``bench device`` kept fewer streams in real time with it (6 against 12), so off."""
     omi_idle_seconds: float = Field(20.0, gt=0, validation_alias=_env("LIFEBOT_OMI_IDLE_SECONDS"))
     """Omi: an utterance still open when chunks stop for this long is transcribed (it never
     ends in silence: Omi drops the last seconds when the phone disconnects). Keep it above the

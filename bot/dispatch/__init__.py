@@ -264,7 +264,14 @@ class Dispatcher:
                 log.info("dropped a redelivered message (channel=%s)", msg.address.channel)
                 return DispatchResult("duplicate")
             return await self._known_turn(sender, conversation, msg, stored)
+        return await self._handle_other(msg)
 
+    async def _handle_other(self, msg: InboundMessage) -> DispatchResult:
+        """A message not from a known chat account: a stranger, a link, or a signed-in web user.
+
+        Stored first of all, then resolved: a stranger's message is erased again and the
+        pairing reply goes out; a web upload's user came proven with it.
+        """
         async with self.db.session() as s:
             message_id = await MessageRepo(s).record_inbound(msg)
         if message_id is None:

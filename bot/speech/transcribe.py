@@ -43,10 +43,11 @@ PACK_MIN_WAITING = 3
 accuracy (the decoder reads a clip in the light of the text before it in the window: after
 "green." tiny.en heard "bread" as "red"), so a short queue is served one clip at a time."""
 PACK_MAX_CLIPS = 3
-"""At most this many clips share a window. On live streams (``bench device``, 8 pendants,
-two cores) packs of about seven took 0.80 s of model time per utterance against 0.40 s one
-at a time, and fell 11 s behind; packs of three took 0.18-0.26 s each and kept 12 streams in
-real time where one at a time kept 10."""
+"""At most this many clips share a window. On live streams (8 pendants, two cores) packs of
+about seven took 0.80 s of model time per utterance against 0.40 s one at a time and fell
+11 s behind; packs of three took 0.18-0.26 s each. Live results still vary from run to run
+(a full ``bench device`` kept 12 streams one at a time and 6 packed), so packing is off
+unless ``LIFEBOT_STT_PACK`` turns it on."""
 ONSET_TOLERANCE_SECONDS = 0.3
 """How early a word's start may be stamped before its clip's first sound and still open it."""
 SILENT_PEAK = 0.005
