@@ -72,6 +72,7 @@ class MiniLMEmbedder:
         self._session: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
+        self._loader: threading.Thread | None = None
 
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
@@ -119,7 +120,18 @@ class MiniLMEmbedder:
             with contextlib.suppress(EmbeddingError):
                 self._load()
 
-        threading.Thread(target=load, name="embedder-load", daemon=True).start()
+        self._loader = threading.Thread(target=load, name="embedder-load", daemon=True)
+        self._loader.start()
+
+    async def close(self) -> None:
+        """Wait for a load started by ``start_loading``, if one runs.
+
+        A process that exits while onnxruntime is still building its session in that thread
+        aborts (SIGABRT) instead of exiting with its own code.
+        """
+        loader, self._loader = self._loader, None
+        if loader is not None and loader.is_alive():
+            await asyncio.to_thread(loader.join)
 
     def embed_sync(self, texts: list[str]) -> Vectors:
         """Embed in the calling thread (use ``embed`` from async code)."""
