@@ -105,7 +105,7 @@ def search(
                 print(f"    from messages: {', '.join(map(str, ids)) or '-'}")
         print(f"(times in {who.timezone}; --json adds scores)")
 
-    run_with_memory(go)
+    run_with_memory(go, embeds=True)
 
 
 @memory_app.command("status")

@@ -104,8 +104,11 @@ def run_with_app(fn: Callable[[App], Awaitable[T]], settings: Settings | None = 
     return _run(lambda: build_app(chosen), start_app, fn)
 
 
-def run_with_memory(fn: Callable[[MemoryApp], Awaitable[T]]) -> T:
-    """Like ``run_with_app`` for read-only memory commands: storage and memory only."""
+def run_with_memory(fn: Callable[[MemoryApp], Awaitable[T]], *, embeds: bool = False) -> T:
+    """Like ``run_with_app`` for read-only memory commands: storage and memory only.
+
+    ``embeds``: the command embeds text (a search), so the local model starts loading at once.
+    """
     settings = settings_or_exit()
     # The local embedding model loads in a thread while storage and memory are imported
     # below (the two together are most of a cold command's second). Imported in this order
@@ -113,7 +116,7 @@ def run_with_memory(fn: Callable[[MemoryApp], Awaitable[T]]) -> T:
     from bot.agent.memory.embeddings import MiniLMEmbedder, embedder_for
 
     embedder = embedder_for(settings)
-    if isinstance(embedder, MiniLMEmbedder):
+    if embeds and isinstance(embedder, MiniLMEmbedder):
         embedder.start_loading()
 
     from bot.app.memory_root import MemoryApp
