@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from tests.fakes.llm import FakeLLM, say
 from tests.fakes.transcriber import GatedTranscriber
 from tests.support.app import AppFactory
 from tests.support.device import add_device, eventually, running_device
+from tests.support.serve import spawn_serve
 from tests.support.speech import shared_transcriber, speak
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,15 +42,7 @@ def _serve(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
         LIFEBOT_JOBS_ENABLED="false",
         PYTHONPATH=str(ROOT),
     )
-    with (tmp_path / "serve.log").open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve"],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    return spawn_serve(tmp_path, env)
 
 
 async def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:

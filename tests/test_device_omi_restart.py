@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -24,6 +23,7 @@ from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory
 from tests.support.device import add_device
 from tests.support.omi import post_chunk
+from tests.support.serve import spawn_serve
 from tests.support.speech import read_wav, speak
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,15 +55,7 @@ def _serve(tmp_path: Path, llm: FakeLLM, web_port: int) -> subprocess.Popen[byte
         LIFEBOT_STT_THREADS="2",
         PYTHONPATH=str(ROOT),
     )
-    with (tmp_path / "serve.log").open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve"],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    return spawn_serve(tmp_path, env)
 
 
 async def _up(proc: subprocess.Popen[bytes], web: httpx.AsyncClient, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from bot.app.build import start_channels
 from tests.fakes.llm import FakeLLM, Step, hang, say
 from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
 from tests.support.app import AppFactory, add_user
+from tests.support.serve import spawn_serve
 from tests.support.telegram import CHAT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,15 +51,7 @@ def _serve(tmp_path: Path, tg: FakeTelegram, llm: FakeLLM) -> subprocess.Popen[b
         LIFEBOT_JOBS_ENABLED="false",
         PYTHONPATH=str(ROOT),
     )
-    with (tmp_path / "serve.log").open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "bot", "serve"],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    return spawn_serve(tmp_path, env)
 
 
 async def test_a_message_whose_turn_was_killed_is_offered_for_retry_once(

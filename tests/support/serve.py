@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -157,3 +158,19 @@ async def new_leader(db: Database, old: int, since: float) -> tuple[int, float]:
             return pid, time.monotonic() - since
         await asyncio.sleep(0.1)
     raise AssertionError("no process took over within 30 s")
+
+
+def spawn_serve(tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """One ``python -m bot serve`` with ``env``, its stderr appended to ``tmp_path/serve.log``.
+
+    For tests that kill and restart a single process by hand (``Cluster`` runs several).
+    """
+    with (tmp_path / "serve.log").open("ab") as log:
+        return subprocess.Popen(  # our own interpreter and arguments
+            [sys.executable, "-m", "bot", "serve"],
+            cwd=tmp_path,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
