@@ -7,7 +7,9 @@ from pathlib import Path
 
 from bot.agent.intent import classify_intent
 from bot.agent.questions import QuestionKind, question_kind
+from bot.agent.tools import default_registry
 from bot.app.build import App
+from bot.app.features import route_by_intent
 from bot.app.importer import import_file
 from tests.fakes.llm import FakeLLM, call, say
 from tests.support.app import add_user, channel
@@ -70,4 +72,6 @@ def test_question_types_are_recognised() -> None:
     assert question_kind("what did I do in March?") is QuestionKind.BROWSE
     assert question_kind("give me a recap of my week") is QuestionKind.SUMMARY
     assert question_kind("when is my dentist appointment?") is QuestionKind.FACT
-    assert classify_intent("how often did I swim in May").groups == {"count"}
+    assert classify_intent(
+        "how often did I swim in May", route_by_intent(default_registry())
+    ).groups == {"count"}

@@ -297,7 +297,9 @@ class Agent:
             message_id=message_id,
             sources=ledger,
         )
-        visibility = Visibility(self.tools, classify_intent(text)) if self.by_intent else None
+        visibility = (
+            Visibility(self.tools, classify_intent(text, self.tools)) if self.by_intent else None
+        )
         final = await self._run(
             ctx,
             system,
@@ -356,7 +358,7 @@ class Agent:
         if not self.search_first or self.tools.get(SEARCH_FIRST_TOOL) is None:
             return []
         # A resumed request goes on the way it started: the model already chose its tools.
-        if resumes_a_question(text) or not sure_memory_question(text):
+        if resumes_a_question(text) or not sure_memory_question(text, self.tools):
             return []
         query = json.dumps({"query": text[:500]})
         return [ToolCall("search_first", SEARCH_FIRST_TOOL, query)]

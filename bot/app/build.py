@@ -33,6 +33,7 @@ from bot.agent.tools import default_registry
 from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
 from bot.agent.websearch import build_web_search, web_search_tool
+from bot.app.features import route_by_intent
 from bot.app.memory_root import build_memory
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
@@ -180,7 +181,7 @@ def build_app(
     scorer: Scorer = LLMScorer(llm, llm.fast_model) if llm.configured else LexiconScorer()
     summaries = Summaries(db, llm, configured=llm.configured, model_name=llm.model)
     journal = JournalService(db, scorer, memory.index, clock, summaries)
-    tools = default_registry()
+    tools = route_by_intent(default_registry())  # every feature's words route to its tools
     web_search = build_web_search(
         settings.web_search_backend,
         searxng_url=settings.searxng_url,

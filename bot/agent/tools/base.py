@@ -112,6 +112,9 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool]) -> None:
         self._guards: list[Guard] = []
         self._tools: dict[str, Tool] = {}
+        self.intent_words: dict[str, str] = {}
+        """Tool group -> the words that ask for it (a regular expression; "" when the group
+        is picked by the question's kind). Filled from the features' declarations."""
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"two tools are named {tool.name}")
@@ -120,6 +123,12 @@ class ToolRegistry:
     def add(self, tool: Tool) -> None:
         """Register one more tool."""
         self._tools[tool.name] = tool
+
+    def add_intent(self, group: str, words: str) -> None:
+        """Route messages using ``words`` to the tools of ``group`` (a feature's intent)."""
+        if self.intent_words.get(group, words) != words:
+            raise ValueError(f"two features declare the words of intent {group!r}")
+        self.intent_words[group] = words
 
     def add_guard(self, guard: Guard) -> None:
         """Check every state-changing call with ``guard`` before it runs."""
