@@ -443,4 +443,11 @@ async def test_unknown_pages_answer_a_plain_404(app: App) -> None:
         assert page.headers["content-type"].startswith("text/html")
         api = await client.get("/api/v1/no-such-thing")
         assert api.status_code == 404
-        assert api.json() == {"detail": "Not Found"}
+        # One error shape for programs: RFC 9457 problem details.
+        assert api.headers["content-type"] == "application/problem+json"
+        assert api.json() == {
+            "type": "about:blank",
+            "title": "Not Found",
+            "status": 404,
+            "detail": "Not Found",
+        }

@@ -33,7 +33,7 @@ from bot.agent.tools import default_registry
 from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
 from bot.agent.websearch import build_web_search, web_search_tool
-from bot.app.features import route_by_intent
+from bot.app.features import request_options, route_by_intent
 from bot.app.memory_root import build_memory
 from bot.clock import Clock, SystemClock
 from bot.config import Settings
@@ -325,6 +325,7 @@ def build_app(
         location=location,
         journal=journal,
         meetings=meetings,
+        requests=request_options(settings),
     )
     register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(

@@ -6,6 +6,8 @@ contract tests (``tests/test_feature_contract.py``) then say what it still lacks
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bot.adapters.slack import feature as slack
 from bot.adapters.telegram import feature as telegram
 from bot.agent import documents, people, photos, websearch
@@ -18,6 +20,10 @@ from bot.feature import Registry
 from bot.jobs import feature as jobs
 from bot.location import feature as location
 from bot.web import feature as web
+from bot.web.limits import RequestOptions
+
+if TYPE_CHECKING:
+    from bot.config import Settings
 
 REGISTRY = Registry(
     (
@@ -50,3 +56,12 @@ def route_by_intent(tools: ToolRegistry) -> ToolRegistry:
     for intent in REGISTRY.intents():
         tools.add_intent(intent.group, intent.words)
     return tools
+
+
+def request_options(settings: Settings) -> RequestOptions:
+    """The request layer's limits: every declared route's, with the settings they name read."""
+    names = {r.max_body_setting for r in REGISTRY.routes() if r.max_body_setting}
+    return RequestOptions(
+        registry=REGISTRY,
+        setting_limits={name: int(getattr(settings, name)) for name in sorted(names)},
+    )

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from bot.jobs.phrases import PhraseError
 from bot.web.deps import api_user, ctx
+from bot.web.params import Day, RowId, SearchLimit
 from bot.web.service import JOURNAL_DAYS, MAX_SERIES_DAYS, SettingsChange
 from storage.models import Reminder, User
 
@@ -209,9 +210,9 @@ async def patch_settings(request: Request, user: Me, body: SettingsIn) -> UserOu
 
 
 @router.get("/memory/search")
-async def search(request: Request, user: Me, q: str, limit: int = 10) -> SearchOut:
+async def search(request: Request, user: Me, q: str, limit: SearchLimit = 10) -> SearchOut:
     """Search memory; every hit names its source and the page that opens it."""
-    result = await ctx(request).service.search(user, q, limit=max(1, min(limit, 50)))
+    result = await ctx(request).service.search(user, q, limit=limit)
     return SearchOut(
         hits=[HitOut.model_validate(h, from_attributes=True) for h in result.hits],
         note=result.note,
@@ -234,7 +235,7 @@ async def add_fact(request: Request, user: Me, body: TextIn) -> Said:
 
 
 @router.put("/facts/{fact_id}")
-async def edit_fact(request: Request, user: Me, fact_id: int, body: TextIn) -> Said:
+async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) -> Said:
     """Change a fact's words."""
     said = await ctx(request).service.edit_fact(user, fact_id, body.text)
     if said is None:
@@ -243,7 +244,7 @@ async def edit_fact(request: Request, user: Me, fact_id: int, body: TextIn) -> S
 
 
 @router.delete("/facts/{fact_id}", status_code=204)
-async def forget_fact(request: Request, user: Me, fact_id: int) -> Response:
+async def forget_fact(request: Request, user: Me, fact_id: RowId) -> Response:
     """Forget a fact."""
     if await ctx(request).service.forget(user, fact_id) is None:
         raise _404()
@@ -267,7 +268,7 @@ async def add_reminder(request: Request, user: Me, body: TextIn) -> ReminderOut:
 
 
 @router.delete("/reminders/{reminder_id}", status_code=204)
-async def cancel_reminder(request: Request, user: Me, reminder_id: int) -> Response:
+async def cancel_reminder(request: Request, user: Me, reminder_id: RowId) -> Response:
     """Cancel a reminder."""
     if await ctx(request).service.cancel_reminder(user, reminder_id) is None:
         raise _404()
@@ -313,7 +314,7 @@ class Rename(BaseModel):
 
 
 @router.post("/proposals/{proposal_id}/rename")
-async def rename(request: Request, user: Me, proposal_id: int, body: Rename) -> Said:
+async def rename(request: Request, user: Me, proposal_id: RowId, body: Rename) -> Said:
     """Give a pending proposed event a new title."""
     said = await ctx(request).service.rename_proposal(user, proposal_id, body.title)
     if said is None:
@@ -322,7 +323,7 @@ async def rename(request: Request, user: Me, proposal_id: int, body: Rename) -> 
 
 
 @router.post("/proposals/{proposal_id}/{answer}")
-async def answer(request: Request, user: Me, proposal_id: int, answer: str) -> Said:
+async def answer(request: Request, user: Me, proposal_id: RowId, answer: str) -> Said:
     """``accept`` or ``decline`` a proposed event."""
     if answer not in ("accept", "decline"):
         raise _404()
@@ -365,7 +366,7 @@ async def add_device(request: Request, user: Me, body: TextIn) -> NewDeviceOut:
 
 
 @router.delete("/devices/{device_id}", status_code=204)
-async def revoke_device(request: Request, user: Me, device_id: int) -> Response:
+async def revoke_device(request: Request, user: Me, device_id: RowId) -> Response:
     """Revoke a pendant."""
     if await ctx(request).service.revoke_device(user, device_id) is None:
         raise _404()
@@ -388,8 +389,8 @@ async def journal_series(
     request: Request,
     user: Me,
     metric: Literal["happiness", "stress", "energy"],
-    start: date | None = None,
-    end: date | None = None,
+    start: Day | None = None,
+    end: Day | None = None,
     bucket: Literal["day", "week", "month"] = "day",
 ) -> SeriesOut:
     """A journal metric's averages with counts (default: the last 30 days, daily)."""

@@ -6,10 +6,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
-from starlette.exceptions import HTTPException
 
+from bot.feature import Access
 from bot.web import (
     api,
     calendars,
@@ -21,10 +21,13 @@ from bot.web import (
     owner,
     pages,
     places,
+    problems,
     public,
     upload_routes,
 )
-from bot.web.deps import NeedsSignIn, WebContext
+from bot.web.deps import WebContext, bearer_check, owner_check, session_check
+from bot.web.gate import RequestGate
+from bot.web.limits import RequestOptions
 
 STATIC = Path(__file__).parent / "static"
 
@@ -40,8 +43,8 @@ _HEADERS = {
 }
 
 
-def create_app(context: WebContext) -> FastAPI:
-    """The web app over ``context`` (no I/O until it serves a request)."""
+def create_app(context: WebContext, options: RequestOptions) -> FastAPI:
+    """The web app over ``context``, every request through the request layer (no I/O yet)."""
     app = FastAPI(
         title="lifebot",
         summary="Your memory, reminders, calendar, devices and settings.",
@@ -69,21 +72,20 @@ def create_app(context: WebContext) -> FastAPI:
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
 
-    @app.exception_handler(NeedsSignIn)
-    async def to_signin(_request: Request, _exc: NeedsSignIn) -> Response:
-        return RedirectResponse("/signin", status_code=303)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> Response:
-        if request.url.path.startswith(("/api/", "/omi/")):
-            return JSONResponse(
-                {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
-            )
-        detail = "Not found." if exc.status_code == 404 else str(exc.detail)
-        html = context.templates.get_template("error.html").render(
-            status=exc.status_code, detail=detail
-        )
-        return HTMLResponse(html, status_code=exc.status_code)
+    problems.install(app, context.templates)
+    app.add_middleware(
+        RequestGate,
+        routes_of=lambda: app.routes,
+        options=options,
+        checks={
+            Access.SESSION: session_check,
+            Access.OWNER: owner_check,
+            Access.BEARER: bearer_check,
+        },
+        # Routes whose token is their own: checked before their body is read too.
+        token_checks={"/omi": omi.token_check, "/api/location": location.phone_check},
+        refuse=lambda request, exc: problems.refusal(request, context.templates, exc),
+    )
 
     @app.middleware("http")
     async def security_headers(

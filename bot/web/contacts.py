@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from bot.web.api import Me
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
+from bot.web.params import RowId
 from storage.models import Contact
 from storage.repos.people import ContactRepo
 
@@ -94,7 +95,7 @@ async def add(request: Request, who: Who) -> Response:
 
 
 @router.post("/contacts/{contact_id}/edit")
-async def edit(request: Request, who: Who, contact_id: int) -> Response:
+async def edit(request: Request, who: Who, contact_id: RowId) -> Response:
     """Change a contact's name, other names, relationship or how to reach them."""
     form = await checked_form(request, who)
     fields = {k: form[k] for k in FIELDS if k in form}
@@ -111,7 +112,7 @@ async def edit(request: Request, who: Who, contact_id: int) -> Response:
 
 
 @router.post("/contacts/{contact_id}/delete")
-async def delete(request: Request, who: Who, contact_id: int) -> Response:
+async def delete(request: Request, who: Who, contact_id: RowId) -> Response:
     """Delete a contact."""
     await checked_form(request, who)
     async with ctx(request).service.db.session() as s:
@@ -149,7 +150,7 @@ async def add_contact(request: Request, user: Me, body: ContactIn) -> ContactOut
 
 @api_router.patch("/contacts/{contact_id}")
 async def change_contact(
-    request: Request, user: Me, contact_id: int, body: ContactIn
+    request: Request, user: Me, contact_id: RowId, body: ContactIn
 ) -> ContactOut:
     """Change some of a contact's fields."""
     assert user.id is not None
@@ -164,7 +165,7 @@ async def change_contact(
 
 
 @api_router.delete("/contacts/{contact_id}", status_code=204)
-async def delete_contact(request: Request, user: Me, contact_id: int) -> Response:
+async def delete_contact(request: Request, user: Me, contact_id: RowId) -> Response:
     """Delete a contact."""
     assert user.id is not None
     async with ctx(request).service.db.session() as s:

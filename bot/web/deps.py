@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +101,10 @@ def ctx(request: Request) -> WebContext:
 
 
 async def viewer(request: Request) -> Viewer:
-    """The signed-in user of this browser; NeedsSignIn otherwise."""
+    """The signed-in user of this browser; NeedsSignIn otherwise (checked once a request)."""
+    known = getattr(request.state, "viewer", None)
+    if isinstance(known, Viewer):
+        return known
     c = ctx(request)
     session = await c.auth.session(request.cookies.get(COOKIE))
     if session is None:
@@ -108,7 +112,9 @@ async def viewer(request: Request) -> Viewer:
     user = await c.service.user(session.user_id)
     if user is None:
         raise NeedsSignIn
-    return Viewer(user, session)
+    found = Viewer(user, session)
+    request.state.viewer = found
+    return found
 
 
 async def owner(request: Request) -> Viewer:
@@ -129,7 +135,10 @@ async def checked_form(request: Request, who: Viewer) -> dict[str, str]:
 
 
 async def api_user(request: Request) -> User:
-    """The user of the request's API token; 401 without a valid one."""
+    """The user of the request's API token; 401 without a valid one (checked once a request)."""
+    known = getattr(request.state, "api_user", None)
+    if isinstance(known, User):
+        return known
     c = ctx(request)
     user_id = await c.auth.api_user(request.headers.get("authorization"))
     user = await c.service.user(user_id) if user_id is not None else None
@@ -140,4 +149,21 @@ async def api_user(request: Request) -> User:
             "(create one on the Settings page).",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    request.state.api_user = user
     return user
+
+
+# --- the request layer's checks (bot.web.gate), run before a body is read ----------------------
+async def session_check(request: Request, _params: Mapping[str, str]) -> None:
+    """A signed-in browser."""
+    await viewer(request)
+
+
+async def owner_check(request: Request, _params: Mapping[str, str]) -> None:
+    """The signed-in owner."""
+    await owner(request)
+
+
+async def bearer_check(request: Request, _params: Mapping[str, str]) -> None:
+    """A personal API token."""
+    await api_user(request)

@@ -16,6 +16,7 @@ from bot.location.service import NamingError
 from bot.web.api import Me
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
+from bot.web.params import RowId
 from storage.models import Place
 
 router = APIRouter()
@@ -68,14 +69,14 @@ async def places(request: Request, who: Who) -> HTMLResponse:
 
 
 @router.post("/places/{place_id}/rename")
-async def rename(request: Request, who: Who, place_id: int) -> Response:
+async def rename(request: Request, who: Who, place_id: RowId) -> Response:
     """Rename a place."""
     form = await checked_form(request, who)
     return await _change(request, who, place_id, name=form.get("name", ""))
 
 
 @router.post("/places/{place_id}/kind/{kind}")
-async def mark(request: Request, who: Who, place_id: int, kind: str) -> Response:
+async def mark(request: Request, who: Who, place_id: RowId, kind: str) -> Response:
     """Mark a place home-like, ignored or normal."""
     await checked_form(request, who)
     if kind not in ("normal", "home", "ignored"):
@@ -84,7 +85,7 @@ async def mark(request: Request, who: Who, place_id: int, kind: str) -> Response
 
 
 @router.post("/places/{place_id}/delete")
-async def delete(request: Request, who: Who, place_id: int) -> Response:
+async def delete(request: Request, who: Who, place_id: RowId) -> Response:
     """Delete a place (its stays become unnamed again)."""
     await checked_form(request, who)
     assert who.user.id is not None
@@ -96,7 +97,7 @@ async def delete(request: Request, who: Who, place_id: int) -> Response:
 async def _change(
     request: Request,
     who: Viewer,
-    place_id: int,
+    place_id: RowId,
     *,
     name: str | None = None,
     kind: str | None = None,
@@ -123,7 +124,7 @@ async def list_places(request: Request, user: Me) -> list[PlaceOut]:
 
 
 @api_router.patch("/places/{place_id}")
-async def change_place(request: Request, user: Me, place_id: int, body: PlaceChange) -> PlaceOut:
+async def change_place(request: Request, user: Me, place_id: RowId, body: PlaceChange) -> PlaceOut:
     """Rename a place and/or change its kind."""
     assert user.id is not None
     try:
@@ -138,7 +139,7 @@ async def change_place(request: Request, user: Me, place_id: int, body: PlaceCha
 
 
 @api_router.delete("/places/{place_id}", status_code=204)
-async def delete_place(request: Request, user: Me, place_id: int) -> Response:
+async def delete_place(request: Request, user: Me, place_id: RowId) -> Response:
     """Delete a place; its stays become unnamed again."""
     assert user.id is not None
     if not await ctx(request).location.delete_place(user.id, place_id):

@@ -19,6 +19,7 @@ from bot.jobs.service import Jobs
 from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
 from bot.web.commands import register_web_commands
+from bot.web.limits import RequestOptions
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.db import Database
@@ -51,6 +52,8 @@ class WebRoom:
     """Where the Omi endpoint stores audio chunks."""
     uploads: Uploads
     """Files sent from the page and the API, handed to dispatch as web messages."""
+    requests: RequestOptions
+    """What the request layer enforces: who may call each route, how big a body may be."""
     _app: FastAPI | None = None
     _server: WebServer | None = None
 
@@ -73,7 +76,7 @@ class WebRoom:
                 calendars=self.service.jobs.calendars,
                 uploads=self.uploads,
             )
-            self._app = create_app(context)
+            self._app = create_app(context, self.requests)
         return self._app
 
     @property
@@ -108,6 +111,7 @@ def build_web(
     journal: JournalService,
     meetings: MeetingIngest,
     omi: OmiInbox,
+    requests: RequestOptions,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
@@ -120,4 +124,4 @@ def build_web(
     service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
-    return WebRoom(auth, service, settings, location, meetings, omi, uploads)
+    return WebRoom(auth, service, settings, location, meetings, omi, uploads, requests)

@@ -19,6 +19,7 @@ from bot.adapters.limits import too_big
 from bot.web.api import Me
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
+from bot.web.params import RowId
 from bot.web.uploads import KINDS, MAX_NOTE, UploadOutcome, Uploads, refused
 from storage.models import User
 
@@ -115,7 +116,7 @@ async def _send(form: FormData, user: User, uploads: Uploads) -> UploadOutcome:
 
 # --- the page ----------------------------------------------------------------------------------
 @router.get(PAGE, response_class=HTMLResponse)
-async def upload_page(request: Request, who: Who, message: int | None = None) -> HTMLResponse:
+async def upload_page(request: Request, who: Who, message: RowId | None = None) -> HTMLResponse:
     """The form; after an upload, what was stored."""
     uploads = ctx(request).uploads
     done = await uploads.get(who.user, message) if message is not None else None
@@ -189,7 +190,7 @@ async def upload_api(request: Request, me: Me) -> UploadOut:
 
 
 @api_router.get("/uploads/{message_id}")
-async def get_upload(request: Request, me: Me, message_id: int) -> UploadOut:
+async def get_upload(request: Request, me: Me, message_id: RowId) -> UploadOut:
     """What one of your uploads stored (404 for anyone else's)."""
     found = await ctx(request).uploads.get(me, message_id)
     if found is None:
