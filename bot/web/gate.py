@@ -7,11 +7,9 @@ For the route a request is for, found in the features' declarations (``bot.featu
    check (``HEADER_TOKEN``, ``PATH_TOKEN``: Omi's device token, a phone's location token). The
    routes' own dependencies find the caller already checked (``bot.web.deps`` keeps it on the
    request), so nothing is checked twice.
-2. **The body is capped while it is read**, whether its length was declared or it arrives in
-   chunks: the route's declared ``max_body`` (or the setting it names, plus room for a
-   multipart envelope). A declared length over the cap is refused at the first read, before
-   anything is received, so a route may still answer in its own words without reading (the
-   upload page sends people back to the form with the reason).
+2. **The body is capped**: a declared length over the route's ``max_body`` (or the setting
+   it names, plus room for a multipart envelope) is refused before anything is received; a
+   body sent in chunks is counted as the route reads it and refused the moment it passes.
 3. **JSON is refused when nested deeper than ``max_json_depth``**: Python's parser recurses,
    and a body of 100,000 ``[`` would otherwise end in a RecursionError (a 500).
 
@@ -27,7 +25,7 @@ import re
 import time
 from array import array
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 
 from fastapi import Request
@@ -78,6 +76,8 @@ class Served:
     methods: frozenset[str]
     """The methods it answers (empty: every method, a mounted app)."""
     regex: re.Pattern[str]
+    route: object = field(compare=False, repr=False)
+    """The route itself (a FastAPI route's ``dependant`` names its parameters)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,8 @@ class Rule:
     served: Served
     declared: Route
     max_body: int
+    file_limit: int | None
+    """The operator's file size limit, when the route takes uploads (``image_max_bytes``)."""
     check: Check | None
     """The access check (None: public, or a token the route checks itself)."""
 
@@ -108,7 +110,7 @@ def served_routes(routes: Iterable[BaseRoute]) -> list[Served]:
         if regex is None:
             regex = compile_path(path)[0]
         methods = frozenset(getattr(route, "methods", None) or ())
-        found.append(Served(str(path), methods, regex))
+        found.append(Served(str(path), methods, regex, route))
     return found
 
 
@@ -120,10 +122,19 @@ def _mb(n: int) -> str:
     return f"{n / 1_000_000:.1f} MB" if n >= 100_000 else f"{n:,} bytes"
 
 
-def too_large(limit: int) -> BodyRefused:
-    """The refusal of a body over ``limit``."""
+def too_large(rule: Rule, size: int | None) -> BodyRefused:
+    """The refusal of a body over ``rule``'s cap (``size``: its declared length, if any)."""
     REFUSED.inc("too_large")
-    return BodyRefused(413, f"The body is larger than the {_mb(limit)} this address takes.")
+    if rule.file_limit is not None:  # an upload: say it about the file, in the chat's words
+        said = f"{_mb(size)}; " if size is not None else ""
+        return BodyRefused(
+            413,
+            f"That file is too big for me ({said}I keep files up to {_mb(rule.file_limit)}). "
+            "Please send a smaller one. I kept nothing.",
+        )
+    return BodyRefused(
+        413, f"The body is larger than the {_mb(rule.max_body)} this address takes; not read."
+    )
 
 
 _STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"')
@@ -149,27 +160,22 @@ def _is_json(content_type: str) -> bool:
 class _Body:
     """The request's ``receive``, counting and checking the body as the route reads it."""
 
-    def __init__(
-        self, receive: Receive, limit: int, declared: int | None, depth: int | None
-    ) -> None:
+    def __init__(self, receive: Receive, rule: Rule, depth: int | None) -> None:
         self._receive = receive
-        self.limit = limit
-        self.declared = declared
+        self.rule = rule
         self.depth = depth
         """Check JSON nesting up to this (None: not a JSON body)."""
         self.size = 0
         self._parts: list[bytes] = []
 
     async def receive(self) -> Message:
-        if self.declared is not None and self.declared > self.limit:
-            raise too_large(self.limit)  # refused before anything is received
         message = await self._receive()
         if message["type"] != "http.request":
             return message
         chunk = message.get("body", b"")
         self.size += len(chunk)
-        if self.size > self.limit:
-            raise too_large(self.limit)
+        if self.size > self.rule.max_body:
+            raise too_large(self.rule, None)
         if self.depth is not None:
             self._parts.append(chunk)
             if not message.get("more_body", False):
@@ -216,7 +222,15 @@ class RequestGate:
                     log.warning("route %s is declared by no feature", served.template)
                     declared = Route(served.template, Access.PUBLIC, max_body=0)
                 check = self.checks.get(declared.access) or self.token_checks.get(declared.prefix)
-                rules.append(Rule(served, declared, self.options.max_body(declared), check))
+                rules.append(
+                    Rule(
+                        served,
+                        declared,
+                        self.options.max_body(declared),
+                        self.options.file_limit(declared),
+                        check,
+                    )
+                )
             self._rules = rules
         return self._rules
 
@@ -239,13 +253,14 @@ class RequestGate:
         if declared == -1:
             REFUSED.inc("length")
             return self.refuse(request, BodyRefused(400, "The Content-Length is not a number."))
-        if rule.check is None:
-            return None
-        try:
-            await rule.check(request, params)
-        except (HTTPException, NeedsSignIn) as exc:
-            REFUSED.inc("signin")
-            return self.refuse(request, exc)
+        if rule.check is not None:
+            try:
+                await rule.check(request, params)
+            except (HTTPException, NeedsSignIn) as exc:
+                REFUSED.inc("signin")
+                return self.refuse(request, exc)
+        if declared is not None and declared > rule.max_body:
+            return self.refuse(request, too_large(rule, declared))  # refused unread
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -277,12 +292,7 @@ class RequestGate:
                 await refused(scope, receive, counted)
                 return
             json = _is_json(request.headers.get("content-type", ""))
-            body = _Body(
-                receive,
-                rule.max_body,
-                declared,
-                self.options.max_json_depth if json else None,
-            )
+            body = _Body(receive, rule, self.options.max_json_depth if json else None)
             await self.app(scope, body.receive, counted)
         finally:
             REQUESTS.inc(label, method if method in _KNOWN else "other", str(status))

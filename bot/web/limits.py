@@ -26,6 +26,12 @@ class RequestOptions:
     form_envelope: int = 64 * 1024
     """Bytes a multipart body may carry beyond a file limit set by the operator."""
 
+    def file_limit(self, route: Route) -> int | None:
+        """The operator's file size limit of an upload route, or None."""
+        if route.max_body_setting is None:
+            return None
+        return self.setting_limits[route.max_body_setting]
+
     def max_body(self, route: Route) -> int:
         """The body cap of a declared route, in bytes."""
         if route.max_body_setting is not None:

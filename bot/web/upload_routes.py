@@ -1,9 +1,10 @@
 """The Upload page and ``/api/v1/uploads``: send lifebot a PDF or a photo from the browser.
 
-Both read the multipart body themselves, so a request whose declared length is already over
-the limit is refused before any of it is read; then ``Uploads.send`` checks the file and hands
-it to dispatch (see ``bot/web/uploads.py``). The page's form carries the session's CSRF token;
-the API takes a personal token. An upload belongs to its user: another user's id answers 404.
+The request layer refuses a body over the operator's file limit (``image_max_bytes``, plus room
+for the form's envelope) before any of it is read, or as soon as a chunked one passes it; then
+``Uploads.send`` checks the file and hands it to dispatch (see ``bot/web/uploads.py``). The
+page's form carries the session's CSRF token; the API takes a personal token. An upload
+belongs to its user: another user's id answers 404.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 from starlette.datastructures import FormData, UploadFile
 
-from bot.adapters.limits import too_big
 from bot.web.api import Me
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
@@ -27,8 +27,6 @@ router = APIRouter()
 api_router = APIRouter(prefix="/api/v1", tags=["api"])
 Who = Annotated[Viewer, Depends(viewer)]
 PAGE = "/upload"
-FORM_SLACK = 64 * 1024
-"""Bytes a multipart body may carry beyond the file itself (boundaries, the note, the token)."""
 
 _STATUS = {"too_big": 413, "wrong_type": 415, "empty": 422, "note": 422, "unavailable": 503}
 
@@ -92,16 +90,6 @@ class UploadOut(BaseModel):
         )
 
 
-def _declared_too_big(request: Request, uploads: Uploads) -> UploadOutcome | None:
-    """The refusal when the request says up front that its body is over the limit."""
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > uploads.max_bytes + FORM_SLACK:
-        problem = too_big(int(length), uploads.max_bytes, "file")
-        assert problem is not None
-        return refused("too_big", f"{problem} I kept nothing.")
-    return None
-
-
 async def _send(form: FormData, user: User, uploads: Uploads) -> UploadOutcome:
     """The parsed form's file and note, through ``Uploads.send``."""
     file = form.get("file")
@@ -135,9 +123,6 @@ async def upload_page(request: Request, who: Who, message: RowId | None = None) 
 async def upload(request: Request, who: Who) -> Response:
     """Take a file (and a note) as if it was sent in chat; say what became of it."""
     uploads = ctx(request).uploads
-    early = _declared_too_big(request, uploads)
-    if early is not None:
-        return back(PAGE, error=early.said[0])
     form = await request.form(max_files=1)
     try:
         await checked_form(request, who)
@@ -177,13 +162,11 @@ async def upload_api(request: Request, me: Me) -> UploadOut:
     stored then.
     """
     uploads = ctx(request).uploads
-    outcome = _declared_too_big(request, uploads)
-    if outcome is None:
-        form = await request.form(max_files=1)
-        try:
-            outcome = await _send(form, me, uploads)
-        finally:
-            await form.close()
+    form = await request.form(max_files=1)
+    try:
+        outcome = await _send(form, me, uploads)
+    finally:
+        await form.close()
     if not outcome.stored:
         raise HTTPException(_STATUS.get(outcome.problem or "", 422), " ".join(outcome.said))
     return UploadOut.of(outcome)
