@@ -53,6 +53,10 @@ class Secret:
     shape: str | None = None
     """A regular expression of how it looks in text (a token prefix, a link). The text of
     the first group, if the pattern has one, is kept: ``(lbd_)[\\w-]{8,}`` logs ``lbd_…``."""
+    example: str | None = None
+    """A made-up text holding one secret of this shape, as it would appear in a log line (a
+    link, a URL with a password): the contract tests log it through every logger and look
+    for it in the log file. Required with ``shape``."""
 
     def pattern(self) -> re.Pattern[str] | None:
         """The compiled shape, or None when the secret is known only by its setting."""

@@ -9,7 +9,13 @@ PENDANT = Feature(
     about="Voice devices on lifebot's own WebSocket protocol: ask, listen ambiently, hear back.",
     tables=("device", "devicesession", "audiosegment"),
     files=(FileKind("device-audio", "audio of pendant sessions, kept until transcribed"),),
-    secrets=(Secret("device token", shape=r"(lbd_)[A-Za-z0-9_\-]{8,}"),),
+    secrets=(
+        Secret(
+            "device token",
+            shape=r"(lbd_)[A-Za-z0-9_\-]{8,}",
+            example="paired with lbd_Q2xhcmEncyBwZW5kYW50IGtleQ",
+        ),
+    ),
     routes=(Route("/api/v1/devices", Access.BEARER), Route("/devices", Access.SESSION)),
 )
 """The pendant's declaration."""

@@ -21,7 +21,11 @@ FEATURE = Feature(
         Secret("language model API key", setting="openai_api_key"),
         Secret("database password", setting="database_url_setting"),
         # postgresql://user:password@host: the password part of any address with credentials.
-        Secret("password in an address", shape=r"(://[^/\s:@]+:)[^@\s/]+(?=@)"),
+        Secret(
+            "password in an address",
+            shape=r"(://[^/\s:@]+:)[^@\s/]+(?=@)",
+            example="postgresql://lifebot:Tr0ub4dor-and-3@db.example.test:5432/lifebot",
+        ),
     ),
     intents=(
         IntentWords("tasks", r"\b(tasks?|todos?|to-dos?|to do list|tick (it |that )?off)\b"),
