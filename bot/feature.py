@@ -137,7 +137,8 @@ class Feature:
     routes: tuple[Route, ...] = ()
     """HTTP paths it serves (API, pages, webhooks)."""
     metrics: tuple[str, ...] = ()
-    """Prometheus metric names it exports."""
+    """Prometheus metric names it exports at ``/metrics`` (as scraped: a counter's name ends
+    in ``_total``); made with ``bot.metrics`` where they are observed."""
 
 
 class Registry:
@@ -205,6 +206,10 @@ class Registry:
             if covers and (best is None or len(p) > len(best.prefix)):
                 best = route
         return best
+
+    def metrics(self) -> tuple[str, ...]:
+        """Every declared metric name."""
+        return tuple(m for f in self.features for m in f.metrics)
 
     def owner_of(self, kind: str, name: str) -> Feature | None:
         """The feature that declared a tool, command, job or metric (``kind`` names which)."""

@@ -17,6 +17,7 @@ PENDANT = Feature(
         ),
     ),
     routes=(Route("/api/v1/devices", Access.BEARER), Route("/devices", Access.SESSION)),
+    metrics=("lifebot_transcription_queue",),
 )
 """The pendant's declaration."""
 

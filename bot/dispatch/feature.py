@@ -59,5 +59,17 @@ FEATURE = Feature(
         "quiet",
     ),
     jobs=("ask.timeouts", "outbox.reconcile"),
-    metrics=(),
+    metrics=(
+        "lifebot_messages_total",
+        "lifebot_turns_total",
+        "lifebot_turn_seconds",
+        "lifebot_turns_unanswered",
+        "lifebot_llm_calls_total",
+        "lifebot_llm_errors_total",
+        # The outbox every feature that speaks first pushes through, and who runs the jobs.
+        "lifebot_pushes_total",
+        "lifebot_push_lateness_seconds",
+        "lifebot_outbox_pushes",
+        "lifebot_scheduler_leader",
+    ),
 )

@@ -47,4 +47,9 @@ FEATURE = Feature(
         Route("/api/v1/settings", Access.BEARER),
         Route("/api/v1/export", Access.BEARER),
     ),
+    metrics=(
+        "lifebot_http_requests_total",
+        "lifebot_http_request_seconds",
+        "lifebot_http_refused_total",
+    ),
 )
