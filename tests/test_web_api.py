@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import io
 import json
 import zipfile
@@ -13,10 +15,12 @@ import pytest
 
 from bot.app.build import App
 from bot.web.auth import LINK_LIMIT, LinkRateLimited
+from storage.models import ServerKey
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
 from tests.fakes.clock import ManualClock
-from tests.support.app import add_user, channel
+from tests.fakes.llm import FakeLLM
+from tests.support.app import AppFactory, add_user, channel
 from tests.support.builders import make_inbound
 from tests.support.jobs import jobs_app
 from tests.support.web import client_for, csrf_of, seed, sign_in
@@ -67,6 +71,25 @@ async def test_forged_cookie_is_refused(app: App) -> None:
         secret, _, _mac = real.rpartition(".")
         client.cookies.set("lifebot_session", f"{secret}.{'0' * 32}")
         assert (await client.get("/", follow_redirects=False)).status_code == 303
+
+
+async def test_a_session_key_kept_in_a_file_before_signs_on_in_the_database(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """Upgrading keeps browsers signed in: the old per-folder key moves into the database."""
+    old_key = "0123456789abcdef" * 4
+    (tmp_path / "data").mkdir(parents=True)
+    (tmp_path / "data" / "web_secret").write_text(old_key)
+    application = await app_factory(fake_llm)
+    ann = await add_user(application, "ann")
+    async with client_for(application) as client:
+        await sign_in(application, client, ann)
+        secret, _, mac = client.cookies["lifebot_session"].rpartition(".")
+    expected = hmac.new(old_key.encode(), secret.encode(), hashlib.sha256).hexdigest()[:32]
+    assert mac == expected
+    async with application.db.session() as s:
+        kept = await s.get(ServerKey, "web_session")
+    assert kept is not None and kept.value == old_key  # every process now reads this one
 
 
 async def test_web_command_sends_a_link_only_in_private_and_is_rate_limited(app: App) -> None:

@@ -117,7 +117,7 @@ def build_web(
     auth = WebAuth(
         db,
         clock,
-        KeySource(settings.web_secret, settings.data_dir / "web_secret"),
+        KeySource(settings.web_secret, db, clock, settings.data_dir / "web_secret"),
         settings.web_url,
         timedelta(days=settings.web_session_days),
     )

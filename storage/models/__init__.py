@@ -29,7 +29,7 @@ from storage.models.location import LocationPoint, LocationSetting, Place, Stay
 from storage.models.memory import Episode, MemoryCursor, MemoryItem
 from storage.models.people import Contact
 from storage.models.senses import DocumentChunk, IngestJob, UsageCount
-from storage.models.web import ApiToken, IcsToken, WebLoginLink, WebSession
+from storage.models.web import ApiToken, IcsToken, ServerKey, WebLoginLink, WebSession
 
 __all__ = [
     "ApiToken",
@@ -62,6 +62,7 @@ __all__ = [
     "Place",
     "Proposal",
     "Reminder",
+    "ServerKey",
     "Stay",
     "Task",
     "UTCDateTime",

@@ -25,10 +25,12 @@ from storage.models import (
     JobLease,
     JobState,
     Message,
+    ServerKey,
     User,
     WebLoginLink,
     WebSession,
 )
+from storage.repos._upsert import insert_ignore
 
 
 def digest(secret: str) -> str:
@@ -196,6 +198,21 @@ class WebAuthRepo:
         )
         found = res.first()
         return int(found) if found is not None else None
+
+    async def server_key(self, name: str, fresh: str, now: datetime) -> str:
+        """The key called ``name``, kept as ``fresh`` when there was none yet.
+
+        Insert-if-absent, then read: processes starting together all end up with the key
+        that was kept first.
+        """
+        await self.s.exec(
+            insert_ignore(self.s, ServerKey, ["name"]).values(
+                name=name, value=fresh, created_at=now
+            )
+        )
+        kept = await self.s.get(ServerKey, name)
+        assert kept is not None
+        return kept.value
 
 
 class WebViewRepo:
