@@ -26,9 +26,10 @@ import pytest
 from bot.app import logsafe
 from bot.app.features import REGISTRY
 from bot.app.logs import NOISY, setup_logging
+from bot.web.server import WebServer
 from tests.fakes.ics_feed import FakeFeed
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
-from tests.support.app import make_settings
+from tests.support.app import AppFactory, make_settings
 from tests.support.calendars import ics_body
 from tests.support.serve import free_port, spawn_serve
 from tests.support.telegram import CHAT
@@ -229,3 +230,36 @@ async def test_secrets_used_through_a_real_serve_never_reach_its_debug_log(
 def _around(text: str, value: str) -> str:
     i = text.index(value)
     return text[max(0, i - 150) : i + 60]
+
+
+@pytest.mark.usefixtures("restored_logging")
+async def test_the_web_servers_own_500_lands_in_lifebots_log_redacted(
+    app_factory: AppFactory, tmp_path: Path
+) -> None:
+    """uvicorn logs an unexpected error itself: through lifebot's handler, without the token."""
+    log_file = tmp_path / "lifebot.log"
+    application = await app_factory(log_file=log_file, log_level="INFO")
+    setup_logging(application.settings)
+    token = "lbl_" + secrets.token_urlsafe(24)
+
+    async def boom() -> None:  # a route that fails the way a bug would, holding a secret
+        raise RuntimeError(f"could not use {token}")
+
+    application.web.app.add_api_route("/api/v1/boom", boom)
+    server = WebServer(application.web.app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.bound_port}") as web:
+            failed = await web.get("/api/v1/boom")
+            assert failed.status_code == 500
+            assert failed.headers["content-type"] == "application/problem+json"
+            assert token not in failed.text and "Traceback" not in failed.text
+            assert (await web.get("/healthz")).status_code == 200  # and it keeps answering
+    finally:
+        await server.stop()
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    written = log_file.read_text()
+    assert "uvicorn.error: Exception in ASGI application" in written
+    assert "RuntimeError: could not use lbl_[redacted]" in written
+    assert token.removeprefix("lbl_") not in written
