@@ -40,7 +40,7 @@ async def test_serve_without_channels_or_llm_starts_the_console_with_clear_words
         "serve",
         cwd=tmp_path,
         env={"LIFEBOT_DATA_DIR": str(tmp_path / "d"), "LIFEBOT_WEB_PORT": "0"},
-        stdin="hello\n/remember I like tea\n/facts\n",
+        stdin="hello\n/remember I like tea\n/facts\n/quit\n",
     )
     assert code == 0, err
     assert "No language model is configured" in out

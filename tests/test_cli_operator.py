@@ -233,6 +233,49 @@ def test_serve_says_what_it_started_and_where_even_at_warning(tmp_path: Path) ->
     assert "scheduled jobs off" in running
 
 
+def test_serve_with_no_chat_channel_keeps_the_web_page_up_after_its_input_ends(
+    tmp_path: Path,
+) -> None:
+    # As in a container: stdin is /dev/null and no chat channel is configured. The console's
+    # input ends at once; the web page (and its webhooks) must stay up until SIGTERM.
+    import urllib.request
+
+    port = _closed_port()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
+    env.update(
+        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+        PYTHONPATH=str(ROOT),
+        LIFEBOT_WEB_PORT=str(port),
+        LIFEBOT_JOBS_ENABLED="false",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        while line := proc.stderr.readline():
+            seen.append(line)
+            if "still serving" in line:
+                break
+        assert any(f"web page (http://127.0.0.1:{port})" in line for line in seen), seen
+        assert proc.poll() is None, seen
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
+            assert json.loads(resp.read()) == {"status": "ok"}
+        assert proc.poll() is None  # still running after serving the request
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+
+
 def _run(coro_fn: Callable[[App], Awaitable[T]], tmp_path: Path) -> T:
     async def go() -> T:
         application = build_app(make_settings(tmp_path))

@@ -53,8 +53,8 @@ NO_LLM_HINT = (
 )
 
 
-async def run_console(application: App, *, with_jobs: bool = False) -> None:
-    """Chat with the owner in this terminal until EOF, /quit or Ctrl-C.
+async def run_console(application: App, *, with_jobs: bool = False) -> bool:
+    """Chat with the owner in this terminal until EOF, /quit or Ctrl-C; True after /quit.
 
     ``with_jobs`` starts memory's background pass and the scheduled jobs too, with the
     console as a channel, so reminders, briefings and proposals arrive while you chat.
@@ -76,6 +76,7 @@ async def run_console(application: App, *, with_jobs: bool = False) -> None:
         console.write(f"note: {NO_LLM_HINT}\n")
     await console.start(application.dispatcher.handle)
     await wait_for(console.finished.wait())
+    return console.quit_asked
 
 
 def where(settings: Settings, channel: str) -> str:
@@ -90,7 +91,17 @@ def where(settings: Settings, channel: str) -> str:
         return "slack (Socket Mode)"
     if channel == "device":
         return f"pendant (ws://{settings.device_host}:{settings.device_port}/v1/device)"
+    if channel == "wyoming":
+        return f"Home Assistant (tcp://{settings.wyoming_host}:{settings.wyoming_port})"
     return channel
+
+
+def _web_page(application: App) -> str | None:
+    """Where the web page listens, when this process serves it."""
+    if not application.settings.web_enabled:
+        return None
+    server = application.web.server
+    return f"web page (http://{server.host}:{server.bound_port})"
 
 
 async def run_serve(application: App, logfile: Path | None = None) -> None:
@@ -103,18 +114,29 @@ async def run_serve(application: App, logfile: Path | None = None) -> None:
         log.warning(NO_LLM_HINT)
     started = await start_channels(application)
     jobs = "on" if settings.jobs_enabled else "off (LIFEBOT_JOBS_ENABLED=false)"
+    page = _web_page(application)
     if not started:
         typer.echo(
-            f"lifebot: no channel is configured, so you chat here. Database "
+            f"lifebot: no chat channel is configured, so you chat here"
+            f"{f' (and on the {page})' if page else ''}. Database "
             f"{application.db.safe_url}; scheduled jobs {jobs}; logs in "
             f"{settings.log_file or _console_log_file(settings)}.",
             err=True,
         )
-        await run_console(application)
+        if await run_console(application) or page is None:
+            return  # /quit, or nothing else to serve
+        # The input ended (a container's stdin, a pipe): the page and its webhooks stay up.
+        typer.echo(
+            f"lifebot: the terminal's input ended; still serving the {page}. Ctrl-C or "
+            "SIGTERM stops it.",
+            err=True,
+        )
+        await wait_for(asyncio.Event().wait())
         return
     # Said whatever the log level: the operator must see what runs and where.
+    serving = [where(settings, c) for c in started] + ([page] if page else [])
     typer.echo(
-        f"lifebot is running: {', '.join(where(settings, c) for c in started)}. "
+        f"lifebot is running: {', '.join(serving)}. "
         f"Database {application.db.safe_url}; scheduled jobs {jobs}"
         f"{f'; logs in {logfile}' if logfile else ''}. Ctrl-C stops it "
         "(`lifebot chat` talks to it from a terminal).",
