@@ -182,13 +182,21 @@ def chat() -> None:
 @app.command()
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    fix: Annotated[
+        bool, typer.Option("--fix", help="Repair what can be repaired, saying each change")
+    ] = False,
+    migrate: Annotated[
+        bool, typer.Option("--migrate", help="With --fix: apply pending database migrations")
+    ] = False,
 ) -> None:
-    """Check configuration, database, models and tokens; say how to fix problems.
+    """Check configuration, database, models, ports and tokens; say how to fix problems.
 
-    It changes nothing: pending database migrations are counted, not applied.
+    Without --fix it changes nothing: pending database migrations are counted, not applied.
+    --fix creates the data folder, makes folders 0700 and files 0600, and with --migrate
+    applies pending migrations; each change is printed as it is made.
     """
+    from bot.app.doctor import FixOptions, collect_fixed, healthy, run_doctor
     from bot.app.doctor import as_json as report_json
-    from bot.app.doctor import collect, healthy, run_doctor
     from bot.config import load_settings
     from bot.errors import ConfigError
 
@@ -204,11 +212,13 @@ def doctor(
             for problem in exc.problems:
                 typer.echo(f"  - {problem}")
         raise typer.Exit(1) from exc
+    options = FixOptions(fix=fix or migrate, migrate=migrate)
     if as_json:
-        checks = asyncio.run(collect(settings))
-        typer.echo(report_json(checks))
+        repairs: list[str] = []
+        checks = asyncio.run(collect_fixed(settings, options, repairs.append))
+        typer.echo(report_json(checks, repairs if options.fix else None))
         raise typer.Exit(0 if healthy(checks) else 1)
-    ok = asyncio.run(run_doctor(settings, typer.echo))
+    ok = asyncio.run(run_doctor(settings, typer.echo, options))
     raise typer.Exit(0 if ok else 1)
 
 
