@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
@@ -40,6 +40,8 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
     llm_model: str = Field("gpt-4o-mini", validation_alias=_env("LIFEBOT_LLM_MODEL"))
     llm_fast_model: str = Field("gpt-4o-mini", validation_alias=_env("LIFEBOT_LLM_FAST_MODEL"))
+    """Routing, extraction and titles. Unset, it is the smart model (LIFEBOT_LLM_MODEL): a
+    local server that serves one model needs one setting, not two."""
     llm_timeout: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_LLM_TIMEOUT"))
     llm_max_retries: int = Field(3, ge=0, validation_alias=_env("LIFEBOT_LLM_MAX_RETRIES"))
 
@@ -336,6 +338,12 @@ class Settings(BaseSettings):
     """``json``: one JSON object per line with channel, user, conversation and turn ids."""
     log_file: Path | None = Field(None, validation_alias=_env("LIFEBOT_LOG_FILE"))
     """Where logs go; default stderr, or ``<data dir>/lifebot.log`` while the console chats."""
+
+    @model_validator(mode="after")
+    def _fast_model_follows_the_smart_one(self) -> Settings:
+        if "llm_fast_model" not in self.model_fields_set and "llm_model" in self.model_fields_set:
+            self.llm_fast_model = self.llm_model
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod

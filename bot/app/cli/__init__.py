@@ -53,17 +53,22 @@ NO_LLM_HINT = (
 )
 
 
-async def run_console(application: App, *, with_jobs: bool = False) -> bool:
-    """Chat with the owner in this terminal until EOF, /quit or Ctrl-C; True after /quit.
+async def run_console(
+    application: App, *, with_jobs: bool = False, as_user: str | None = None
+) -> bool:
+    """Chat in this terminal until EOF, /quit or Ctrl-C; True after /quit.
 
-    ``with_jobs`` starts memory's background pass and the scheduled jobs too, with the
-    console as a channel, so reminders, briefings and proposals arrive while you chat.
+    The console chats as ``as_user`` (a name or id) when given, else as whoever it chatted
+    as last (the owner at first). ``with_jobs`` starts memory's background pass and the
+    scheduled jobs too, with the console as a channel, so reminders, briefings and proposals
+    arrive while you chat.
     """
     from bot.adapters.console import ConsoleAdapter
     from bot.dispatch.identity import ensure_console_owner
 
+    chosen = await find_user(application, as_user) if as_user is not None else None
     async with application.db.session() as s:
-        await ensure_console_owner(s, application.settings.default_timezone)
+        who = await ensure_console_owner(s, application.settings.default_timezone, chosen)
     console = ConsoleAdapter(application.clock)
     application.add_channel(console)
     if with_jobs:
@@ -71,7 +76,11 @@ async def run_console(application: App, *, with_jobs: bool = False) -> bool:
         if application.settings.jobs_enabled:
             await application.jobs.service.start()
     if console.interactive:
-        console.write("lifebot console. Type a message, /help for commands, /quit to leave.\n")
+        console.write(
+            f"lifebot console, chatting as {who.display_name} (user {who.id}; "
+            "`lifebot chat --user NAME` chats as someone else). Type a message, /help for "
+            "commands, /quit to leave.\n"
+        )
     if not application.settings.llm_configured:
         console.write(f"note: {NO_LLM_HINT}\n")
     await console.start(application.dispatcher.handle)
@@ -168,15 +177,25 @@ def serve() -> None:
 
 
 @app.command()
-def chat() -> None:
-    """Chat with lifebot in this terminal, as its owner (reminders arrive here too)."""
+def chat(
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", help="Chat as this user (name or id); default: as last time"),
+    ] = None,
+) -> None:
+    """Chat with lifebot in this terminal (reminders arrive here too).
+
+    It chats as the owner at first; --user chats as another user from then on.
+    """
     from bot.app.logs import setup_logging
 
     settings = settings_or_exit()
     logfile = setup_logging(settings, to_file=_console_log_file(settings))
     if logfile is not None and sys.stdin.isatty():
         typer.echo(f"(logs go to {logfile})", err=True)
-    run_with_app(lambda application: run_console(application, with_jobs=True), settings)
+    run_with_app(
+        lambda application: run_console(application, with_jobs=True, as_user=user), settings
+    )
 
 
 @app.command()
