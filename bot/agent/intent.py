@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from bot.agent.questions import QuestionKind, question_kind
@@ -66,14 +67,31 @@ class Intent:
     """The question's type (fact, summary, browse, compare, count)."""
 
 
-def classify_intent(text: str) -> Intent:
+GROUP_NAMES = frozenset(_GROUPS)
+"""The intent groups the rules know (an MCP server's tools may be given any of them)."""
+
+
+def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern matching any of ``words`` as whole words, any case (None for no words).
+
+    For intents the operator adds (an MCP server's own words: "github", "pull request").
+    """
+    alternatives = sorted({re.escape(w.strip()) for w in words if w.strip()}, key=len)
+    if not alternatives:
+        return None
+    return re.compile(r"\b(" + "|".join(reversed(alternatives)) + r")\b", re.IGNORECASE)
+
+
+def classify_intent(text: str, extra: Mapping[str, re.Pattern[str]] | None = None) -> Intent:
     """The intent of ``text`` by rules: the groups whose words it uses, and how sure that is.
 
+    ``extra`` adds groups by name (an MCP server's words); they count like the built-in ones.
     Counts and compares about the user's own doings go to the structured count alone, so
     the model is not tempted to count search hits (widening adds search if it finds nothing).
     """
     kind = question_kind(text)
-    groups = frozenset(name for name, pattern in _GROUPS.items() if pattern.search(text))
+    patterns = {**_GROUPS, **(extra or {})}
+    groups = frozenset(name for name, pattern in patterns.items() if pattern.search(text))
     if kind in (QuestionKind.COUNT, QuestionKind.COMPARE):
         if groups <= {"memory"}:
             return Intent(frozenset({"count"}), Confidence.HIGH, kind)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,6 +181,7 @@ class Agent:
         verify_with_model: bool = False,
         search_first: bool = True,
         threads: Threads | None = None,
+        extra_intents: Mapping[str, re.Pattern[str]] | None = None,
     ) -> None:
         self.db = db
         self.llm = llm
@@ -197,6 +199,8 @@ class Agent:
         """How many answers the check has sent back for repair (since start)."""
         self.by_intent = tools_by_intent
         """Offer only the tools the message's intent needs (widening when stuck)."""
+        self.extra_intents = extra_intents
+        """Intent groups added at run time by name (MCP servers' own words); read per turn."""
         self.threads = threads
         """Thread titles and summaries of older turns, when wired (else older turns are cut)."""
         self.memory = memory
@@ -296,8 +300,10 @@ class Agent:
             conversation_id=conversation_id,
             message_id=message_id,
             sources=ledger,
+            owner=user.is_owner,
         )
-        visibility = Visibility(self.tools, classify_intent(text)) if self.by_intent else None
+        intent = classify_intent(text, self.extra_intents)
+        visibility = Visibility(self.tools, intent) if self.by_intent else None
         final = await self._run(
             ctx,
             system,

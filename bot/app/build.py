@@ -60,6 +60,7 @@ from bot.location.ingest import ChatLocation
 from bot.location.scan import StayProposals
 from bot.location.service import LocationService
 from bot.location.tools import location_tools
+from bot.mcp.room import McpRoom, build_mcp
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import EspeakSynthesizer, Synthesizer
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
@@ -117,6 +118,8 @@ class App:
     """Location points, places and stays (issue 24)."""
     location_proposals: StayProposals
     """The evening scan that proposes events from the day's stays."""
+    mcp: McpRoom
+    """lifebot as an MCP server (``/mcp``, ``lifebot mcp serve``) and its MCP clients."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
     conversation_locks: AdvisoryKeyedLocks | None = None
@@ -148,7 +151,7 @@ class App:
         await self.db.dispose()
 
 
-def build_app(
+def build_app(  # noqa: PLR0915  (the composition root names every collaborator once)
     settings: Settings, *, clock: Clock | None = None, transcriber: Transcriber | None = None
 ) -> App:
     """Build the object graph (no I/O yet; call ``start_app`` to migrate).
@@ -325,6 +328,7 @@ def build_app(
         journal=journal,
         meetings=meetings,
     )
+    mcp = build_mcp(web=web, tools=tools, serve_http=settings.mcp_http)
     register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(
         db=db,
@@ -365,6 +369,7 @@ def build_app(
         conversation_locks=conv_locks,
         location=location,
         location_proposals=stay_proposals,
+        mcp=mcp,
     )
 
 
