@@ -71,6 +71,11 @@ GROUP_NAMES = frozenset(_GROUPS)
 """The intent groups the rules know (an MCP server's tools may be given any of them)."""
 
 
+def group_pattern(name: str) -> re.Pattern[str]:
+    """The words that ask for one of the known groups (KeyError for another name)."""
+    return _GROUPS[name]
+
+
 def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
     """A pattern matching any of ``words`` as whole words, any case (None for no words).
 

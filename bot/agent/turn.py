@@ -155,7 +155,9 @@ def hide_old_untrusted(history: list[dict[str, Any]], tools: ToolRegistry) -> li
             if msg["role"] == "tool"
             else None
         )
-        if tool is not None and tool.untrusted_output:
+        # A tool no longer registered (an MCP server that went away) may have been untrusted.
+        gone = msg["role"] == "tool" and tool is None
+        if gone or (tool is not None and tool.untrusted_output):
             out.append({**msg, "content": "(earlier result not repeated; call the tool again)"})
         else:
             out.append(msg)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -35,7 +36,7 @@ from bot.agent.turn import Agent
 from bot.agent.websearch import build_web_search, web_search_tool
 from bot.app.memory_root import build_memory
 from bot.clock import Clock, SystemClock
-from bot.config import Settings
+from bot.config import Settings, environment
 from bot.device.omi import OmiInbox
 from bot.dispatch import Dispatcher
 from bot.dispatch.ask_commands import register_ask_commands
@@ -60,7 +61,7 @@ from bot.location.ingest import ChatLocation
 from bot.location.scan import StayProposals
 from bot.location.service import LocationService
 from bot.location.tools import location_tools
-from bot.mcp.room import McpRoom, build_mcp
+from bot.mcp.room import ClientSettings, McpRoom, build_mcp
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import EspeakSynthesizer, Synthesizer
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
@@ -135,6 +136,7 @@ class App:
     async def close(self) -> None:
         """Stop the web page, the scheduler, the adapters and memory, then release connections."""
         await self.web.stop()
+        await self.mcp.close()  # the MCP servers lifebot started
         await self.meetings.stop()
         await self.jobs.service.stop()  # first: the outbox sends through the adapters
         for adapter in reversed(self.started):
@@ -204,6 +206,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
     ]:
         tools.add(tool)
     threads = Threads(db, llm, with_model=settings.threads_with_model)
+    intents: dict[str, re.Pattern[str]] = {}  # MCP servers' own intent words, filled at start
     agent = Agent(
         db=db,
         llm=llm,
@@ -223,6 +226,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         verify=settings.verify_answers,
         verify_with_model=settings.verify_with_model,
         threads=threads,
+        extra_intents=intents,
     )
     channels: dict[str, ChannelAdapter] = {}
     areas = AreaNames()  # nearest town for unnamed places, offline
@@ -328,7 +332,18 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         journal=journal,
         meetings=meetings,
     )
-    mcp = build_mcp(web=web, tools=tools, serve_http=settings.mcp_http)
+    mcp = build_mcp(
+        web=web,
+        tools=tools,
+        intents=intents,
+        serve_http=settings.mcp_http,
+        client_settings=ClientSettings(
+            servers_file=settings.mcp_servers_file,
+            deadline=settings.mcp_call_timeout,
+            log_dir=settings.data_dir / "mcp",
+            environment=environment,
+        ),
+    )
     register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(
         db=db,
@@ -402,6 +417,7 @@ async def start_channels(app: App) -> list[str]:
     started: list[str] = []
     # Before any channel takes new messages: what a crash (kill -9) left unanswered.
     unanswered = await app.dispatcher.left_unanswered()
+    await app.mcp.start_clients()  # the MCP servers' tools join the agent as they come up
     # One fair queue for every channel's voice notes: each person's turn comes round.
     speech = FairTranscriber(app.transcriber)
     if app.settings.telegram_enabled:

@@ -28,7 +28,8 @@ class Check:
     """An optional feature that is off is reported but does not fail the doctor."""
 
 
-CheckFn = Callable[[Settings], Awaitable[Check]]
+CheckFn = Callable[[Settings], Awaitable["Check | list[Check]"]]
+"""A check of one thing (or of several alike, one line each: the MCP servers)."""
 
 
 MIN_FREE_BYTES = 500_000_000
@@ -255,7 +256,11 @@ CHECKS: list[CheckFn] = [
 
 async def collect(settings: Settings) -> list[Check]:
     """Run every check in order."""
-    return [await fn(settings) for fn in CHECKS]
+    checks: list[Check] = []
+    for fn in CHECKS:
+        found = await fn(settings)
+        checks.extend(found if isinstance(found, list) else [found])
+    return checks
 
 
 def status(check: Check) -> str:
@@ -288,11 +293,12 @@ async def run_doctor(settings: Settings, echo: Callable[[str], object]) -> bool:
     echo("configuration: ok")
     checks: list[Check] = []
     for fn in CHECKS:
-        check = await fn(settings)
-        checks.append(check)
-        echo(f"{check.name}: {status(check)} - {check.detail}")
-        if check.fix and not check.ok:
-            echo(f"    fix: {check.fix}")
+        found = await fn(settings)
+        for check in found if isinstance(found, list) else [found]:
+            checks.append(check)
+            echo(f"{check.name}: {status(check)} - {check.detail}")
+            if check.fix and not check.ok:
+                echo(f"    fix: {check.fix}")
     return healthy(checks)
 
 
@@ -489,3 +495,41 @@ async def check_web_search(settings: Settings) -> Check:
 
 
 CHECKS.append(check_web_search)
+
+
+async def check_mcp_servers(settings: Settings) -> list[Check]:
+    """Each MCP server of LIFEBOT_MCP_SERVERS starts (or answers) and lists its tools."""
+    from bot.mcp.client.status import probe_all  # noqa: PLC0415  (the SDK only when used)
+
+    if settings.mcp_servers_file is None:
+        return [
+            Check(
+                "MCP servers",
+                ok=False,
+                optional=True,
+                detail="none configured: lifebot uses only its own tools",
+                fix="set LIFEBOT_MCP_SERVERS to a TOML or JSON file naming them (README)",
+            )
+        ]
+    config, statuses = await probe_all(settings)
+    checks = [
+        Check("MCP servers", ok=False, detail=p, fix="correct the servers file")
+        for p in config.problems
+    ]
+    for spec, found in zip(config.servers, statuses, strict=True):
+        tools = f": {', '.join(found.tools)}" if found.tools else ""
+        checks.append(
+            Check(
+                f"MCP server {spec.name}",
+                ok=found.state == "up",
+                detail=f"{spec.transport} {spec.target}: {found.detail}{tools}",
+                fix=f"run `{spec.target}` by hand to see why it fails; its stderr is in "
+                f"{settings.data_dir / 'mcp' / (spec.name + '.log')}"
+                if spec.command
+                else "check the URL and the headers' environment variables",
+            )
+        )
+    return checks or [Check("MCP servers", ok=True, detail="the file names no server")]
+
+
+CHECKS.append(check_mcp_servers)

@@ -128,6 +128,10 @@ class ToolRegistry:
         """Register one more tool."""
         self._tools[tool.name] = tool
 
+    def remove(self, name: str) -> None:
+        """Withdraw a tool (an MCP server that went away); unknown names are ignored."""
+        self._tools.pop(name, None)
+
     def add_guard(self, guard: Guard) -> None:
         """Check every state-changing call with ``guard`` before it runs."""
         self._guards.append(guard)

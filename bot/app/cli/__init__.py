@@ -69,6 +69,7 @@ async def run_console(application: App, *, with_jobs: bool = False) -> None:
     console = ConsoleAdapter(application.clock)
     application.add_channel(console)
     if with_jobs:
+        await application.mcp.start_clients()  # the configured MCP servers' tools
         application.memory.start()
         if application.settings.jobs_enabled:
             await application.jobs.service.start()

@@ -87,3 +87,55 @@ async def _principal(app: App, user: str | None, token: str | None, *, write: bo
 
 def _dump(value: object) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@mcp_app.command("list")
+def list_servers(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON")] = False,
+) -> None:
+    """The MCP servers lifebot may use (LIFEBOT_MCP_SERVERS): their tools and their health.
+
+    Each server is started (or reached) once, its tools listed, then stopped. Exit 1 when
+    one is broken or the file has problems.
+    """
+    import asyncio
+
+    from bot.mcp.client.hub import group_for
+    from bot.mcp.client.status import probe_all
+
+    settings = settings_or_exit()
+    config, statuses = asyncio.run(probe_all(settings))
+    pairs = list(zip(config.servers, statuses, strict=True))
+    if as_json:
+        rows = [
+            {
+                "name": spec.name,
+                "transport": spec.transport,
+                "runs": spec.target,
+                "state": status.state,
+                "detail": status.detail,
+                "tools": list(status.tools),
+                "intent": group_for(spec, ())[0],
+                "users": list(spec.users),
+                "timeout": spec.timeout or settings.mcp_call_timeout,
+            }
+            for spec, status in pairs
+        ]
+        typer.echo(_dump({"servers": rows, "problems": config.problems}))
+    else:
+        if settings.mcp_servers_file is None:
+            typer.echo("No MCP servers: set LIFEBOT_MCP_SERVERS to a TOML or JSON file (README).")
+        for spec, status in pairs:
+            typer.echo(f"{spec.name}: {status.state} - {status.detail}")
+            typer.echo(f"    {spec.transport}: {spec.target}")
+            seconds = spec.timeout or settings.mcp_call_timeout
+            users = ", ".join(str(u) for u in spec.users)
+            typer.echo(
+                f"    intent {group_for(spec, ())[0]}; users {users}; {seconds:g} s per call"
+            )
+            if status.tools:
+                typer.echo(f"    tools: {', '.join(status.tools)}")
+        for problem in config.problems:
+            typer.echo(f"problem: {problem}", err=True)
+    broken = config.problems or any(status.state != "up" for _, status in pairs)
+    raise typer.Exit(1 if broken else 0)
