@@ -82,6 +82,12 @@ async def test_http_search_cites_the_imported_turns_and_only_the_tokens_user_see
         day = structured(await client.call_tool("day_timeline", {"day": "2024-03-02"}))
         assert [t["text"] for t in day["turns"]] == [text for _, _, _, text in KAYAK[:3]]
         ann_source = first["source_uri"]
+        # A token revoked while a client is connected stops working at the next request.
+        [row] = await app.web.auth.api_tokens(ann.id)
+        assert row.id is not None
+        await app.web.auth.revoke_api_token(ann.id, row.id)
+        with pytest.raises(MCPError, match="error response"):
+            await client.call_tool("search_memory", {"query": "kayaking"})
 
     async with http_client(url, bob_token) as client:
         theirs = structured(await client.call_tool("search_memory", {"query": "kayaking"}))
