@@ -335,6 +335,55 @@ async def test_a_server_that_hangs_or_writes_garbage_costs_at_most_its_deadline(
         await clients.stop()
 
 
+async def test_a_turn_that_calls_a_hanging_server_ends_within_its_deadline(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    script = server_script(tmp_path, "bad", MISBEHAVING)
+    config = servers_file(
+        tmp_path,
+        f"""
+[servers.bad]
+command = {json.dumps(python())}
+args = [{json.dumps(str(script))}]
+words = ["weather"]
+users = ["everyone"]
+timeout = {DEADLINE}
+""",
+    )
+    app = await app_factory(fake_llm, mcp_servers_file=config)
+    app.dispatcher.register(RecordingChannel("fake"))
+    assert await (await app.mcp.start_clients()).wait_ready(30)
+    await add_user(app, "ana")
+
+    def respond(body: dict[str, Any]) -> Step:
+        if body.get("model") != "fake-smart":
+            return Step(text="{}")
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return say(f"I could not get that: {last['content'][:60]}")
+        if "weather" in last["content"]:
+            return Step(tool_calls=[("mcp__bad__hang", "{}")])
+        return say("Hello again.")
+
+    fake_llm.default = respond
+    result = await app.dispatcher.handle(make_inbound("what's the weather?", sender="ana"))
+    assert result.status == "answered"
+    reply = channel(app).texts("ana")[-1]
+    assert reply.startswith("I could not get that: error: the bad server did not answer within")
+    # From the model's call of the tool to the model reading its error: the deadline, no more.
+    asked, told = (
+        t
+        for t, body in zip(fake_llm.times, fake_llm.requests, strict=True)
+        if body.get("model") == "fake-smart"
+    )
+    took = told - asked
+    assert DEADLINE <= took < DEADLINE + 1.5, took
+    print(f"the turn went on {took:.2f} s after calling the hanging tool (deadline {DEADLINE:g} s)")
+    # lifebot keeps serving: the next message is answered as usual.
+    await app.dispatcher.handle(make_inbound("hello", sender="ana"))
+    assert channel(app).texts("ana")[-1] == "Hello again."
+
+
 async def test_a_server_that_dies_is_restarted_with_backoff(tmp_path: Path) -> None:
     clients, registry = await misbehaving(tmp_path)
     conn = clients.connections[0]
