@@ -46,7 +46,8 @@ class Check:
     """What ``--fix`` would do about it (None: nothing to repair here)."""
 
 
-CheckFn = Callable[[Settings], Awaitable[Check]]
+CheckFn = Callable[[Settings], Awaitable["Check | list[Check]"]]
+"""A check of one thing (or of several alike, one line each: the MCP servers)."""
 
 
 MIN_FREE_BYTES = 500_000_000
@@ -406,27 +407,38 @@ class FixOptions:
     """Also apply pending database migrations."""
 
 
-async def repaired(
-    settings: Settings, fn: CheckFn, check: Check, options: FixOptions, echo: repair.Echo
-) -> Check:
-    """Run the check's repair when asked (saying each change), then check again."""
+async def _repair(check: Check, options: FixOptions, echo: repair.Echo) -> bool:
+    """Run the check's repair when asked (saying each change); True when one ran."""
     todo = check.repair
     if not options.fix or todo is None:
-        return check
+        return False
     if todo.needs_migrate and not options.migrate:
         echo(f"    not fixed: {check.name} changes the schema: add --migrate to apply it")
-        return check
+        return False
     try:
         await todo.run(echo)
     except OSError as exc:
         echo(f"    could not fix {check.name}: {exc.filename or ''} {exc.strerror}".rstrip())
-        return check
-    return await fn(settings)
+        return False
+    return True
+
+
+async def checked(
+    settings: Settings, fn: CheckFn, options: FixOptions, echo: repair.Echo
+) -> list[Check]:
+    """One check's lines, repaired first when ``options`` ask for it (then checked again)."""
+    found = await fn(settings)
+    checks = found if isinstance(found, list) else [found]
+    ran = [await _repair(c, options, echo) for c in checks]
+    if any(ran):
+        found = await fn(settings)
+        checks = found if isinstance(found, list) else [found]
+    return checks
 
 
 async def collect_fixed(settings: Settings, options: FixOptions, echo: repair.Echo) -> list[Check]:
-    """Every check, each repaired first when ``options`` ask for it."""
-    return [await repaired(settings, fn, await fn(settings), options, echo) for fn in CHECKS]
+    """Every check's lines, each repaired first when ``options`` ask for it."""
+    return [c for fn in CHECKS for c in await checked(settings, fn, options, echo)]
 
 
 async def run_doctor(
@@ -437,11 +449,11 @@ async def run_doctor(
     echo("configuration: ok")
     checks: list[Check] = []
     for fn in CHECKS:
-        check = await repaired(settings, fn, await fn(settings), options, echo)
-        checks.append(check)
-        echo(f"{check.name}: {status(check)} - {check.detail}")
-        if check.fix and not check.ok:
-            echo(f"    fix: {check.fix}")
+        for check in await checked(settings, fn, options, echo):
+            checks.append(check)
+            echo(f"{check.name}: {status(check)} - {check.detail}")
+            if check.fix and not check.ok:
+                echo(f"    fix: {check.fix}")
     return healthy(checks)
 
 
@@ -638,3 +650,43 @@ async def check_web_search(settings: Settings) -> Check:
 
 
 CHECKS.append(check_web_search)
+
+
+async def check_mcp_servers(settings: Settings) -> list[Check]:
+    """Each MCP server of LIFEBOT_MCP_SERVERS starts (or answers) and lists its tools."""
+    from bot.mcp.client.status import probe_all  # noqa: PLC0415  (the SDK only when used)
+
+    if settings.mcp_servers_file is None:
+        return [
+            Check(
+                "MCP servers",
+                ok=False,
+                optional=True,
+                detail="none configured: lifebot uses only its own tools",
+                fix="set LIFEBOT_MCP_SERVERS to a TOML or JSON file naming them (README)",
+            )
+        ]
+    from bot.app.features import intent_words  # noqa: PLC0415
+
+    config, statuses = await probe_all(settings, frozenset(intent_words()))
+    checks = [
+        Check("MCP servers", ok=False, detail=p, fix="correct the servers file")
+        for p in config.problems
+    ]
+    for spec, found in zip(config.servers, statuses, strict=True):
+        tools = f": {', '.join(found.tools)}" if found.tools else ""
+        checks.append(
+            Check(
+                f"MCP server {spec.name}",
+                ok=found.state == "up",
+                detail=f"{spec.transport} {spec.target}: {found.detail}{tools}",
+                fix=f"run `{spec.target}` by hand to see why it fails; its stderr is in "
+                f"{settings.data_dir / 'mcp' / (spec.name + '.log')}"
+                if spec.command
+                else "check the URL and the headers' environment variables",
+            )
+        )
+    return checks or [Check("MCP servers", ok=True, detail="the file names no server")]
+
+
+CHECKS.append(check_mcp_servers)

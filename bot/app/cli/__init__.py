@@ -19,6 +19,7 @@ from bot.app.cli.data import register_data_cli
 from bot.app.cli.device import register_device_cli
 from bot.app.cli.jobs import register_jobs_cli
 from bot.app.cli.journal import register_journal_cli
+from bot.app.cli.mcp import register_mcp_cli
 from bot.app.cli.memory import register_memory_cli
 from bot.app.cli.runtime import (
     find_user,
@@ -45,6 +46,7 @@ register_device_cli(app)  # lifebot device add|revoke|status, lifebot device-sim
 register_memory_cli(app)  # lifebot memory search|facts|forget|reindex, lifebot import
 register_journal_cli(app)  # lifebot journal rescore
 register_web_cli(app)  # lifebot web login --user U
+register_mcp_cli(app)  # lifebot mcp serve|list
 
 NO_LLM_HINT = (
     "No language model is configured, so I can only run commands (/help). Set OPENAI_API_KEY "
@@ -72,6 +74,7 @@ async def run_console(
     console = ConsoleAdapter(application.clock)
     application.add_channel(console)
     if with_jobs:
+        await application.mcp.start_clients()  # the configured MCP servers' tools
         application.memory.start()
         if application.settings.jobs_enabled:
             await application.jobs.service.start()
