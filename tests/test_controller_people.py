@@ -118,7 +118,7 @@ async def test_a_reminder_names_its_people_and_place_and_shows_them(
     listed = (await app.dispatcher.handle(make_inbound("/reminders"))).reply or ""
     assert "bring the cake (at Jordan's house; with Ana Silva)" in listed
 
-    _, token = await app.web.auth.new_api_token(user.id, "script")
+    _, token = await app.web.auth.new_api_token(user.id, "script", "write")
     async with client_for(app) as web:
         [shown] = (
             await web.get("/api/v1/reminders", headers={"Authorization": f"Bearer {token}"})

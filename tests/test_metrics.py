@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.app.build import App
 from bot.app.features import REGISTRY
+from bot.web.auth import WRITE
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, fail, say
@@ -117,7 +118,7 @@ async def test_llm_errors_are_counted_by_kind(app: App, fake_llm: FakeLLM) -> No
 async def test_http_requests_are_counted_by_route_template_not_by_address(app: App) -> None:
     ann = await add_user(app, "ann")
     assert ann.id is not None
-    _, token = await app.web.auth.new_api_token(ann.id, "t")
+    _, token = await app.web.auth.new_api_token(ann.id, "t", WRITE)
     me = {"Authorization": f"Bearer {token}"}
     async with client_for(app) as client:
         before, _ = await scrape(client)

@@ -24,6 +24,7 @@ from annotated_types import Ge, Gt, Le, Lt
 
 from bot.app.build import App
 from bot.feature import Access
+from bot.web.auth import WRITE
 from bot.web.gate import BODY_METHODS, RequestGate, Rule, served_routes
 from bot.web.server import WebServer
 from tests.fakes.llm import FakeLLM
@@ -125,7 +126,7 @@ async def _callers(application: App, client: httpx.AsyncClient) -> Callers:
     ann = await add_user(application, "ann", owner=True)
     assert ann.id is not None
     csrf = await sign_in(application, client, ann)
-    _, api_token = await application.web.auth.new_api_token(ann.id, "sweep")
+    _, api_token = await application.web.auth.new_api_token(ann.id, "sweep", WRITE)
     await application.location.set_enabled(ann.id, True)
     location_token = await application.location.new_token(ann.id)
     _, device_token = await application.web.service.add_device(ann, "omi-sweep")

@@ -154,7 +154,9 @@ def hide_old_untrusted(history: list[dict[str, Any]], tools: ToolRegistry) -> li
             if msg["role"] == "tool"
             else None
         )
-        if tool is not None and tool.untrusted_output:
+        # A tool no longer registered (an MCP server that went away) may have been untrusted.
+        gone = msg["role"] == "tool" and tool is None
+        if gone or (tool is not None and tool.untrusted_output):
             out.append({**msg, "content": "(earlier result not repeated; call the tool again)"})
         else:
             out.append(msg)
@@ -296,6 +298,7 @@ class Agent:
             conversation_id=conversation_id,
             message_id=message_id,
             sources=ledger,
+            owner=user.is_owner,
         )
         visibility = (
             Visibility(self.tools, classify_intent(text, self.tools)) if self.by_intent else None

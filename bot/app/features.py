@@ -19,6 +19,7 @@ from bot.dispatch import feature as conversations
 from bot.feature import Registry
 from bot.jobs import feature as jobs
 from bot.location import feature as location
+from bot.mcp import feature as mcp
 from bot.web import feature as web
 from bot.web.limits import RequestOptions
 
@@ -46,6 +47,7 @@ REGISTRY = Registry(
         telegram.FEATURE,
         slack.FEATURE,
         web.FEATURE,
+        mcp.FEATURE,
     )
 )
 """Every feature of this lifebot, in the order they are described to newcomers."""
@@ -65,3 +67,8 @@ def request_options(settings: Settings) -> RequestOptions:
         registry=REGISTRY,
         setting_limits={name: int(getattr(settings, name)) for name in sorted(names)},
     )
+
+
+def intent_words() -> dict[str, str]:
+    """Every declared intent group and its words (what the agent routes by)."""
+    return {intent.group: intent.words for intent in REGISTRY.intents()}

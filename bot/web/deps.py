@@ -21,10 +21,10 @@ from bot.device.omi import OmiInbox
 from bot.jobs.calendars import OwnCalendars
 from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
-from bot.web.auth import WebAuth
+from bot.web.auth import WRITE, WebAuth
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
-from storage.models import User, WebSession
+from storage.models import ApiToken, User, WebSession
 
 COOKIE = "lifebot_session"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -89,6 +89,17 @@ class Viewer:
         return self.user.id
 
 
+class Refused(HTTPException):
+    """A refusal whose problem details carry members of their own (RFC 9457 extensions)."""
+
+    def __init__(
+        self, status: int, detail: str, headers: dict[str, str] | None = None, **members: str
+    ) -> None:
+        super().__init__(status, detail, headers)
+        self.members = members
+        """Added to the problem details (``error: invalid_token`` for OAuth-minded clients)."""
+
+
 class NeedsSignIn(Exception):
     """No valid session: the page redirects to the sign-in explanation."""
 
@@ -134,22 +145,44 @@ async def checked_form(request: Request, who: Viewer) -> dict[str, str]:
     return {k: v for k, v in form.items() if isinstance(v, str)}
 
 
-async def api_user(request: Request) -> User:
-    """The user of the request's API token; 401 without a valid one (checked once a request)."""
-    known = getattr(request.state, "api_user", None)
-    if isinstance(known, User):
-        return known
+LOOKING = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods a read-only token may use; every other one changes something."""
+
+
+async def _token_user(request: Request) -> tuple[ApiToken, User]:
+    """The live API token of the request and its user; 401 without (checked once a request)."""
+    known = getattr(request.state, "api_token", None)
+    if known is not None:
+        return known  # type: ignore[no-any-return]  # set below, always this pair
     c = ctx(request)
-    user_id = await c.auth.api_user(request.headers.get("authorization"))
-    user = await c.service.user(user_id) if user_id is not None else None
-    if user is None:
-        raise HTTPException(
+    token = await c.auth.api_token(request.headers.get("authorization"))
+    user = await c.service.user(token.user_id) if token is not None else None
+    if token is None or user is None:
+        # RFC 6750's error code too: MCP clients and other OAuth-minded ones look for it.
+        raise Refused(
             401,
             "Send a personal API token as 'Authorization: Bearer lbk_...' "
             "(create one on the Settings page).",
             headers={"WWW-Authenticate": "Bearer"},
+            error="invalid_token",
         )
-    request.state.api_user = user
+    request.state.api_token = (token, user)
+    return token, user
+
+
+async def api_user(request: Request) -> User:
+    """The user of the request's API token; 401 without a valid one.
+
+    A read-only token (scope ``read``) may only look: any other method is 403 before the
+    route runs, so nothing changes.
+    """
+    token, user = await _token_user(request)
+    if token.scope != WRITE and request.method not in LOOKING:
+        raise HTTPException(
+            403,
+            "This token is read-only: it may look but not change anything. Make a token "
+            "with the write scope on the Settings page to do this.",
+        )
     return user
 
 
@@ -165,5 +198,5 @@ async def owner_check(request: Request, _params: Mapping[str, str]) -> None:
 
 
 async def bearer_check(request: Request, _params: Mapping[str, str]) -> None:
-    """A personal API token."""
-    await api_user(request)
+    """A live personal API token (what it may do is the route's to say: ``api_user``)."""
+    await _token_user(request)

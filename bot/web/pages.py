@@ -18,6 +18,7 @@ from bot.agent.journal.analytics import METRIC_NAMES, Metric
 from bot.clock import zone
 from bot.jobs.phrases import PhraseError
 from bot.location.service import NamingError
+from bot.web.auth import READ, WRITE
 from bot.web.deps import COOKIE, Viewer, checked_form, ctx, viewer
 from bot.web.params import RowId, SpanDays
 from bot.web.service import JOURNAL_DAYS, SettingsChange
@@ -415,10 +416,11 @@ async def answer_link(request: Request, who: Who, code: str, answer: str) -> Res
 
 @router.post("/settings/tokens", response_class=HTMLResponse)
 async def new_token(request: Request, who: Who) -> Response:
-    """Create a personal API token and show it once."""
+    """Create a personal API token (read-only unless "write" is ticked) and show it once."""
     form = await checked_form(request, who)
     c = ctx(request)
-    _, secret = await c.auth.new_api_token(who.user_id, form.get("name", ""))
+    scope = WRITE if form.get("scope") == WRITE else READ
+    _, secret = await c.auth.new_api_token(who.user_id, form.get("name", ""), scope)
     response = await _settings_page(request, who, new_token=secret)
     response.headers["Cache-Control"] = "no-store"
     return response

@@ -51,10 +51,14 @@ def search(
         typer.Option(
             "--kinds", help="Comma-separated: message, image, document, episode, fact, journal"
         ),
-    ] = "message,image,document",
+    ] = "message,image,document,fact",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list")] = False,
 ) -> None:
-    """Ranked hits with their source ids, times and scores (messages unless --kinds widens)."""
+    """Ranked hits with their source ids, times and scores.
+
+    It searches what was said, pictures, documents and facts; --kinds widens to episodes and
+    the journal.
+    """
     wanted = tuple(k.strip() for k in kinds.split(",") if k.strip())
     known = ("message", "image", "document", "episode", "fact", "journal")
     if not wanted or any(k not in known for k in wanted):
@@ -93,6 +97,13 @@ def search(
         if not hits:
             # out.note is written for the model ("do not guess"): a person gets plain words.
             print(f"Nothing in {who.display_name}'s memory matches {query!r}.")
+            left = [k for k in known if k not in wanted]
+            print(
+                f"(searched: {', '.join(wanted)}"
+                + (f"; --kinds {','.join([*wanted, *left])} searches everything" if left else "")
+                + "; new messages are found by their words at once, by meaning once "
+                "`lifebot memory status` shows no vectors waiting)"
+            )
             return
         for n, ev in enumerate(out.evidence, 1):
             when = ev.item.ts.astimezone(tz)
