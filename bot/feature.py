@@ -87,9 +87,12 @@ class Access(StrEnum):
     """A personal API token in ``Authorization: Bearer``."""
     PATH_TOKEN = "path_token"  # noqa: S105  # a name, not a secret
     """A secret in the path itself (webhooks of apps that cannot send headers: Omi, the
-    calendar feed, sign-in links); the route's own handler checks it, bodies stay small."""
+    calendar feed, sign-in links). A route that takes a body hands the request layer its own
+    check (``bot/web/app.py``: ``token_checks``), run before the body is read; one that takes
+    none may check in its handler."""
     HEADER_TOKEN = "header_token"  # noqa: S105  # a name, not a secret
-    """A device or app token in a header or basic auth (OwnTracks, Overland)."""
+    """A device or app token in a header or basic auth (OwnTracks, Overland), checked by the
+    route's own check before the body is read, like ``PATH_TOKEN``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from bot.app.build import App
 from bot.feature import Access
 from bot.web.auth import WRITE
-from bot.web.gate import BODY_METHODS, RequestGate, Rule, served_routes
+from bot.web.gate import BODY_METHODS, RequestGate, Rule, Served, served_routes
 from bot.web.server import WebServer
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user, make_settings
@@ -104,9 +104,9 @@ def _limits(info: Any) -> list[Any]:
     return found
 
 
-def _params(rule: Rule, where: str) -> Iterator[tuple[str, Any]]:
-    """(name, field info) of the route's path or query parameters."""
-    dependant = getattr(rule.served.route, "dependant", None)
+def _params(served: Served, where: str) -> Iterator[tuple[str, Any]]:
+    """(name, field info) of the route's path, query or body parameters."""
+    dependant = getattr(served.route, "dependant", None)
     if dependant is None:
         return
     stack = [dependant]
@@ -148,9 +148,8 @@ def test_every_number_and_date_parameter_is_range_checked(tmp_path: Path) -> Non
     application = build_app(make_settings(tmp_path))
     unchecked = []
     for served in served_routes(application.web.app.routes):
-        rule = Rule(served, None, 0, None, None)  # type: ignore[arg-type]  # only .served used
         for where in ("path", "query"):
-            for name, info in _params(rule, where):
+            for name, info in _params(served, where):
                 if not _numeric(info.annotation):
                     continue
                 limits = _limits(info)
@@ -195,18 +194,18 @@ def _bad_requests(
     """(what, path, query, body, headers) of every bad request this route should refuse."""
     good = who.path(rule)
     auth = who.headers(rule, good)
-    for name, info in _params(rule, "path"):
+    for name, info in _params(rule.served, "path"):
         if _numeric(info.annotation):
             for bad in BAD_NUMBERS:
                 yield f"path {name}={bad[:20]}", who.path(rule, {name: bad}), {}, None, auth
-    for name, info in _params(rule, "query"):
+    for name, info in _params(rule.served, "query"):
         if _numeric(info.annotation):
             for bad in BAD_NUMBERS:
                 yield f"query {name}={bad[:20]}", good, {name: bad}, None, auth
     if method in BODY_METHODS - {"DELETE"}:
         json = {**auth, "Content-Type": "application/json"}
         yield "deep JSON", good, {}, DEEP_JSON, json
-        body_params = list(_params(rule, "body"))
+        body_params = list(_params(rule.served, "body"))
         if body_params:  # a JSON model: an array where an object belongs
             yield "wrong JSON types", good, {}, b'[1, "x", null, {"text": 5}]', json
 
