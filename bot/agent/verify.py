@@ -1,7 +1,9 @@
 """A check before answering: claims about the user's life must rest on this turn's tool results.
 
 Rules first, no model: the answer is cut into sentences; a sentence that states something
-about the user's life ("you ran...", "your dentist appointment is...") is a claim. A claim
+about the user's life, their people, places or times, in any tense or verb form ("You live
+in Lisbon", "Your sister lives at 12 Rua Verde", "Ana moved to Porto", "The appointment is on
+Friday") is a claim (``claims.is_claim``). A claim
 citing [n] must share its content words with source n (or the tool result that showed it,
 where a count's total stands); a claim citing nothing is accepted
 only when the turn's tools gave no numbered sources at all and some tool result this turn
@@ -19,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.agent.claims import is_claim
 from bot.agent.llm import LLM, parse_json_object
 from bot.agent.sources import SourceLedger
 from bot.errors import AgentError
@@ -27,18 +30,6 @@ log = logging.getLogger(__name__)
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITE = re.compile(r"\[(\d{1,3})\]")
-_CLAIM = re.compile(
-    r"\b(you|you've|you'd)\s+(\w+ed|went|ran|run|said|told|met|saw|had|were|did|got|spent|"
-    r"bought|wrote|took|made|came|left|slept|ate|have been|have had|have \d+|\d+)\b|"
-    r"\byour\s+([\w']+\s+){0,3}(is|was|are|were|has|had)\b",
-    re.IGNORECASE,
-)
-_UNKNOWN = re.compile(
-    r"\b(don't know|do not know|not sure|no record|nothing (about|on|in|stored)|couldn't find|"
-    r"could not find|can't find|cannot find|found nothing|no sources|can't tell|cannot tell|"
-    r"too little|not enough)\b",
-    re.IGNORECASE,
-)
 _WORD = re.compile(r"[a-z]+|\d+")
 _STOP = frozenset(
     [
@@ -147,13 +138,6 @@ def _supported(claim: str, evidence: str) -> bool:
 def sentences(text: str) -> list[str]:
     """The answer cut into sentences (lines count as breaks too)."""
     return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
-
-
-def is_claim(sentence: str) -> bool:
-    """A statement about the user's life (not a question, not an "I don't know")."""
-    if sentence.rstrip().endswith("?") or _UNKNOWN.search(sentence):
-        return False
-    return bool(_CLAIM.search(sentence))
 
 
 def tool_results(transcript: list[dict[str, Any]]) -> list[str]:
