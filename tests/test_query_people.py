@@ -49,7 +49,7 @@ def test_alternatives_are_candidates_and_the_person_stays_a_person() -> None:
 
 
 def test_with_the_memory_s_names_only_known_people_are_people() -> None:
-    for who, (kind, a, b) in itertools.product(PEOPLE, THINGS):
+    for who, (_kind, a, b) in itertools.product(PEOPLE, THINGS):
         text = f"When did {who} take {a} to {b}?"
         known = {who.lower(), "someone"}
         plan = understand(text, NOW, TZ, known_people=known)
