@@ -88,6 +88,8 @@ MORE_CLAIMS = [
     "You like jazz and long walks.",
     "Your kids swim on Tuesdays.",
     "Ana Silva works at the clinic.",
+    "I counted 4 swims in May.",
+    "I know you like jazz.",
 ]
 NOT_CLAIMS = [
     "Do you live in Lisbon?",
@@ -118,6 +120,9 @@ NOT_CLAIMS = [
     "If you want, I can look for more.",
     "Happy to help with the move.",
     "Enjoy your trip to Lisbon!",
+    "I know it is hard.",
+    "I understand, that sounds tiring.",
+    "Here you go.",
 ]
 
 

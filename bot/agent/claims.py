@@ -95,10 +95,10 @@ _NOT_STATEMENT = re.compile(
 )
 """Offers, greetings, thanks, lifebot's own actions and instructions to the user."""
 _REPORTING = re.compile(
-    r"^\W*i\s+(found|see|saw|counted|count|noted|have (?:a )?records?|know|remember|recall|"
-    r"can see)\b",
+    r"^\W*i\s+(found|counted|count|noted|have (?:a )?records? of|(?:can )?see \d|saw \d)\b",
     re.IGNORECASE,
 )
+"""What lifebot reports from the records ("I found 3 runs"), not "I know" or "I see"."""
 _TIME = re.compile(
     r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|march|"
     r"april|may|june|july|august|september|october|november|december|yesterday|today|"
