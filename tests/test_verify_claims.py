@@ -123,6 +123,7 @@ NOT_CLAIMS = [
     "I know it is hard.",
     "I understand, that sounds tiring.",
     "Here you go.",
+    "Ready when you are.",
 ]
 
 
@@ -183,3 +184,17 @@ def test_a_mixed_answer_flags_only_its_claims() -> None:
     )
     verdict = check_answer(answer, _ledger("my sister lives at 12 Rua Verde"), [])
     assert [p.sentence for p in verdict.problems] == ["She moved to Porto in 2021."]
+
+
+def test_with_the_memory_s_names_only_known_names_make_a_claim() -> None:
+    known = {"ana", "rui", "porto", "lisbon"}
+    for sentence in ("Ana moved to Porto.", "Rui doesn't eat pork.", "Lisbon is where you moved.",
+                     "Ana's dog is called Biscuit.", "Ana and Rui went to Braga."):  # fmt: skip
+        assert is_claim(sentence, known), sentence
+    for sentence in ("Slack wants *this* for bold.", "Python runs on Windows too.",
+                     "Markdown uses two asterisks.", "Standup is at 10."):  # fmt: skip
+        assert is_claim(sentence) and not is_claim(sentence, known), sentence
+    # "you" and "your" need no list: they are always the user
+    assert is_claim("Your sister lives at 12 Rua Verde.", known)
+    verdict = check_answer("Ana moved to Porto. Slack wants *this*.", _ledger(), [], known)
+    assert [p.sentence for p in verdict.problems] == ["Ana moved to Porto."]

@@ -18,6 +18,7 @@ user, and lifebot's own actions ("I'll remind you", "I've added it to your list"
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 
 def _words(text: str) -> frozenset[str]:
@@ -40,7 +41,11 @@ _BEFORE_OBJECT = _words(
     "for to with at of about on from by without like than into onto behind near"
 )
 """A word before "you"/"your" that makes it an object ("let you know", "to your list")."""
-_CONDITIONAL = frozenset({"if", "unless", "whether", "once", "whenever", "maybe", "perhaps"})
+_CONDITIONAL = frozenset(
+    {"if", "unless", "whether", "once", "whenever", "maybe", "perhaps", "when", "before", "after",
+     "until", "till"}
+)  # fmt: skip
+"""Before these, "you" starts a condition or a time clause, not a claim ("when you are")."""
 _ADVERB = re.compile(
     r"^(?:\w+ly|also|still|already|never|often|always|just|both|all|really|then|once|ever|"
     r"even|now|sometimes|mostly|first|finally|recently|again|not|n't)$",
@@ -196,10 +201,16 @@ def _person_subject(tokens: list[str], i: int) -> bool:
     return _verb_after(tokens, i, any_word=True)
 
 
-def _named_subject(tokens: list[str], i: int) -> bool:
-    """Token ``i`` starts a name ("Ana", "Ana Silva", "Ana's dog", "Ana and Rui") with a verb."""
+def _named_subject(tokens: list[str], i: int, names: Collection[str] | None) -> bool:
+    """Token ``i`` starts a name ("Ana", "Ana Silva", "Ana's dog", "Ana and Rui") with a verb.
+
+    With ``names`` (lower-cased, what the user's memory knows), only those count: "Slack
+    wants *this*" says nothing about the user's life.
+    """
     tok = tokens[i]
     if not tok[0].isupper() or tok in _NOT_NAMES:
+        return False
+    if names is not None and _lower(tok).removesuffix("'s") not in names:
         return False
     if _lower(tok).endswith("'s"):  # "Ana's dog is", or "Ana's at work"
         return _verb_ahead(tokens[i + 1 : i + 6]) or _after(tokens, i) in _FUNCTION
@@ -210,16 +221,21 @@ def _named_subject(tokens: list[str], i: int) -> bool:
     return _verb_after(tokens, i, any_word=False)
 
 
-def _clause_claim(tokens: list[str]) -> bool:
+def _clause_claim(tokens: list[str], names: Collection[str] | None) -> bool:
     """Some subject from the user's life, in subject position, with a finite verb."""
     return any(
-        _subject_position(tokens, i) and (_person_subject(tokens, i) or _named_subject(tokens, i))
+        _subject_position(tokens, i)
+        and (_person_subject(tokens, i) or _named_subject(tokens, i, names))
         for i in range(len(tokens))
     )
 
 
-def is_claim(sentence: str) -> bool:
-    """A statement about the user's life, their people, places or times (see the module doc)."""
+def is_claim(sentence: str, names: Collection[str] | None = None) -> bool:
+    """A statement about the user's life, their people, places or times (see the module doc).
+
+    ``names``: the people and places the user's memory knows (lower-cased); a name as the
+    subject makes a claim only when it is one of them. None: any capitalised name does.
+    """
     text = _OPENER.sub("", sentence.strip())
     if not text or text.rstrip().endswith("?") or _UNKNOWN.search(text):
         return False
@@ -228,7 +244,7 @@ def is_claim(sentence: str) -> bool:
     if _REPORTING.match(text):
         return True
     tokens = _TOKEN.findall(text)
-    if _clause_claim(tokens):
+    if _clause_claim(tokens, names):
         return True
     # "The appointment is on Friday", "It was three days ago": a time of the user's life
     head = [_lower(t) for t in tokens[:5]]

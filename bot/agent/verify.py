@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,11 +146,19 @@ def tool_results(transcript: list[dict[str, Any]]) -> list[str]:
     return [str(m.get("content") or "") for m in transcript if m.get("role") == "tool"]
 
 
-def check_answer(answer: str, ledger: SourceLedger, results: list[str]) -> Verdict:
-    """The rules: every claim cites a source that says it, or (no numbered sources) a result."""
+def check_answer(
+    answer: str,
+    ledger: SourceLedger,
+    results: list[str],
+    names: Collection[str] | None = None,
+) -> Verdict:
+    """The rules: every claim cites a source that says it, or (no numbered sources) a result.
+
+    ``names``: people and places the user's memory knows (see ``claims.is_claim``).
+    """
     verdict = Verdict()
     for sentence in sentences(answer):
-        if not is_claim(sentence):
+        if not is_claim(sentence, names):
             continue
         cited = [int(n) for n in _CITE.findall(sentence) if int(n) in ledger.entries]
         if cited:
@@ -191,11 +200,11 @@ async def judge(llm: LLM, answer: str, ledger: SourceLedger, results: list[str])
     return Verdict()
 
 
-def plain_unknown(answer: str, verdict: Verdict) -> str:
+def plain_unknown(answer: str, verdict: Verdict, names: Collection[str] | None = None) -> str:
     """The answer without its ungrounded claims, saying plainly what is not known."""
     bad = {p.sentence for p in verdict.problems}
     kept = [s for s in sentences(answer) if s not in bad]
-    if not [s for s in kept if is_claim(s)]:
+    if not [s for s in kept if is_claim(s, names)]:
         return (
             "I don't know: nothing I found in your records this time supports an answer, "
             "and I won't guess."
