@@ -109,8 +109,9 @@ async def _plant(app: App, user_id: int, tmp_path: Path) -> None:
 
 
 async def test_a_count_finds_the_user_s_lines_by_identity_and_cites_each(
-    app: App, fake_llm: FakeLLM, tmp_path: Path
+    any_db_app: App, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
+    app = any_db_app
     user = await add_user(app, name="Ana Lima")
     assert user.id is not None
     await _plant(app, user.id, tmp_path)
