@@ -18,6 +18,7 @@ from bot.jobs.meetings import MeetingIngest
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
+from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
@@ -51,6 +52,8 @@ class WebRoom:
     """Where the Omi endpoint stores audio chunks."""
     uploads: Uploads
     """Files sent from the page and the API, handed to dispatch as web messages."""
+    chat: WebChat
+    """Messages written on the Chat page, through the same dispatch."""
     _app: FastAPI | None = None
     _server: WebServer | None = None
 
@@ -72,6 +75,7 @@ class WebRoom:
                 omi=self.omi,
                 calendars=self.service.jobs.calendars,
                 uploads=self.uploads,
+                chat=self.chat,
             )
             self._app = create_app(context)
         return self._app
@@ -90,9 +94,10 @@ class WebRoom:
         await self.server.start()
 
     async def stop(self) -> None:
-        """Stop serving (nothing to do when it never started)."""
+        """Stop serving (nothing to do when it never started), then let chat turns end."""
         if self._server is not None:
             await self._server.stop()
+        await self.chat.stop()
 
 
 def build_web(
@@ -120,4 +125,5 @@ def build_web(
     service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
-    return WebRoom(auth, service, settings, location, meetings, omi, uploads)
+    chat = WebChat(db, uploads)
+    return WebRoom(auth, service, settings, location, meetings, omi, uploads, chat)

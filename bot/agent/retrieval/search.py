@@ -77,6 +77,9 @@ class SearchOutcome:
     plan: QueryPlan
     evidence: list[Evidence]
     note: str | None = None
+    """Written for the model ("do not guess"): never shown to a person."""
+    said: str | None = None
+    """The same in plain words for a person (the web page, the API), when there is one."""
 
 
 def _mask(corpus: Corpus, flt: SearchFilter) -> npt.NDArray[np.bool_]:
@@ -129,11 +132,12 @@ class Retriever:
         """Search; see the module doc for the steps."""
         plan = understand(query, now, tz, start=start, end=end, people=people)
         if plan.unresolved and plan.window is None:
+            cannot = f"I can't turn '{plan.unresolved}' into dates, so I did not search by time."
             return SearchOutcome(
                 plan,
                 [],
-                f"I can't turn '{plan.unresolved}' into dates, so I did not search by time. "
-                "Tell the user that and ask for a date; do not guess.",
+                f"{cannot} Tell the user that and ask for a date; do not guess.",
+                f"{cannot} Try a date, such as 'in March' or 'on 2 May'.",
             )
         if plan.window is not None:
             kinds = tuple(k for k in kinds if k != "fact")  # facts have no time of their own
@@ -357,15 +361,14 @@ class Retriever:
                 ev.context = []
             else:
                 used += context_cost
-        note = None
+        note = said = None
         if not kept:
             if plan.window is not None:
-                note = (
-                    f"Nothing is stored for {plan.window.label} "
-                    f"({plan.window.describe(tz)}). Say so; do not widen the search or guess."
-                )
+                said = f"Nothing is stored for {plan.window.label} ({plan.window.describe(tz)})."
+                note = f"{said} Say so; do not widen the search or guess."
             else:
+                said = "Nothing in your memory matches that."
                 note = "Nothing relevant is stored. Say you don't know; do not guess."
         elif len(kept) < len(evidence):
             note = f"{len(evidence) - len(kept)} more results were cut to fit the budget."
-        return SearchOutcome(plan, kept, note)
+        return SearchOutcome(plan, kept, note, said)
