@@ -240,6 +240,11 @@ async def test_a_sign_in_post_from_another_site_is_refused_and_spends_nothing(
         evil = await victim.post("/login", data=form, headers={"Origin": "https://evil.example"})
         assert evil.status_code == 403 and "did not come from lifebot" in evil.text
         assert "lifebot_session" not in victim.cookies
+        # A page that hides its origin (no-referrer, a sandboxed frame) is still cross-site.
+        hidden = await victim.post(
+            "/login", data=form, headers={"Origin": "null", "Sec-Fetch-Site": "cross-site"}
+        )
+        assert hidden.status_code == 403
         # Without the page's token (a form made elsewhere, whatever the headers say): refused.
         bare = await victim.post(
             "/login", data={"secret": secret}, headers={"Sec-Fetch-Site": "same-origin"}

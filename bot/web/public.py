@@ -73,14 +73,16 @@ async def login_page(request: Request, secret: str) -> HTMLResponse:
 def same_origin(request: Request, public_url: str) -> bool:
     """The post came from one of our own pages, as far as the browser tells.
 
-    Browsers name the page's origin in ``Origin`` (and say ``Sec-Fetch-Site``) on every
-    cross-site POST; a client that sends neither is no browser and still needs the token.
+    Browsers name the page's origin in ``Origin`` on a POST, and say where it came from in
+    ``Sec-Fetch-Site``. The sign-in page sends no referrer, so its own post says ``Origin:
+    null``: then ``Sec-Fetch-Site`` decides. A client that sends neither is no browser and
+    still needs the page's token.
     """
     origin = request.headers.get("origin")
-    if origin is not None:
+    if origin is not None and origin != "null":
         host = urlsplit(origin).netloc.lower()
         ours = {request.headers.get("host", "").lower(), urlsplit(public_url).netloc.lower()}
-        return origin != "null" and host in ours
+        return host in ours
     fetch_site = request.headers.get("sec-fetch-site")
     return fetch_site is None or fetch_site == "same-origin"
 

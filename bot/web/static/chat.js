@@ -5,7 +5,7 @@
 "use strict";
 
 (function () {
-  const log = document.getElementById("chat-log");
+  const log = document.querySelector("#chat-log ol.chat");
   const form = document.getElementById("write");
   const box = document.getElementById("chat-text");
   const file = document.getElementById("chat-file");
