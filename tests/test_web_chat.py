@@ -10,6 +10,7 @@ tests/test_web_browser.py.
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -189,12 +190,15 @@ async def test_a_pdf_attached_in_the_chat_is_read_and_asked_about(
 
 
 async def test_a_message_left_by_a_crash_is_announced_on_the_page_and_retried(
-    app: App, fake_llm: FakeLLM
+    any_db_app: App, fake_llm: FakeLLM
 ) -> None:
+    app = any_db_app
     ann = await add_user(app, "ann")
     assert ann.id is not None
     # A turn killed mid-way: the message is stored in the web conversation, never answered.
     msg = app.web.uploads.message(ann, "what's on my calendar today?", prefix="chat")
+    # Older than a turn can take (on PostgreSQL a newer one may be another process's turn).
+    msg.received_at -= timedelta(minutes=10)
     async with app.db.session() as s:
         conv = await web_conversation(app, ann.id)
         row_id = await MessageRepo(s).record_inbound(msg, user_id=ann.id, conversation_id=conv)
@@ -265,9 +269,8 @@ async def test_a_sign_in_post_from_another_site_is_refused_and_spends_nothing(
         assert done.status_code == 303 and "lifebot_session" in victim.cookies
 
 
-async def test_form_results_wait_in_the_session_never_in_the_url(
-    app: App, fake_llm: FakeLLM
-) -> None:
+async def test_form_results_wait_in_the_session_never_in_the_url(any_db_app: App) -> None:
+    app = any_db_app  # the session's JSON column on SQLite and PostgreSQL
     ann = await add_user(app, "ann")
     seeded = await seed(app, ann, "I am allergic to peanuts")
     async with client_for(app) as web:
