@@ -18,8 +18,9 @@ import httpx
 from bot.app.build import App
 from storage.models import Message
 from storage.repos.messages import MessageRepo
-from tests.fakes.llm import FakeLLM, Step, call, say
-from tests.support.app import add_user
+from tests.fakes.llm import FakeLLM, Step, call, fail, say
+from tests.support.app import add_user, channel
+from tests.support.builders import make_inbound
 from tests.support.documents import pdf
 from tests.support.web import client_for, login_form, said, seed, sign_in
 
@@ -322,3 +323,27 @@ async def test_the_upload_page_keeps_its_answer_out_of_the_url(app: App) -> None
         )
         assert "note=" not in sent.headers["location"]
         assert "I read lease.pdf (2 pages)" in await said(web, sent)
+
+
+async def test_a_chat_message_waiting_for_retry_is_answered_from_the_today_page(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    ann = await add_user(app, "ann")  # on the "fake" chat channel
+    assert ann.id is not None
+    fake_llm.add(fail(503), fail(503), fail(503))  # the model is down: the message waits
+    down = await app.dispatcher.handle(make_inbound("what is on today?", sender="ann"))
+    assert down.status == "llm_down"
+    [waiting] = await app.web.service.waiting(ann)
+    agent(fake_llm, say("Nothing is on today."))
+    async with client_for(app) as web:
+        csrf = await sign_in(app, web, ann)
+        today = (await web.get("/")).text
+        assert "Messages not answered yet" in today and "what is on today?" in today
+        done = await web.post(f"/waiting/{waiting.id}/retry", data={"csrf": csrf})
+        assert "note=Answered" in await said(web, done)
+        # Another person's waiting message is not theirs to retry.
+        other = await web.post("/waiting/999999/retry", data={"csrf": csrf})
+        assert "error=That message no longer waits" in await said(web, other)
+    # The answer went to the chat where the question was asked.
+    assert channel(app).texts("ann")[-1] == "Nothing is on today."
+    assert await app.web.service.waiting(ann) == []

@@ -179,6 +179,27 @@ async def test_the_chat_works_with_the_keyboard_alone(
     await page.context.close()
 
 
+async def test_without_scripts_the_chat_is_a_form_that_reloads_with_the_answer(
+    served: tuple[App, str], browser: Any, fake_llm: FakeLLM
+) -> None:
+    application, base = served
+    ann = await add_user(application, "ann", name="Ann")
+    assert ann.id is not None
+    agent(fake_llm, say("Good morning, Ann."))
+    context = await browser.new_context(java_script_enabled=False, **SCREENS["phone"])
+    page = await context.new_page()
+    link = await application.web.auth.issue_link(ann.id)
+    await page.goto(f"{base}/login/{link.rsplit('/', 1)[1]}")
+    await page.click("#signin")
+    await go(page, "Chat")
+    await page.fill("#chat-text", "good morning")
+    await page.click("#chat-send")
+    await page.wait_for_url(f"{base}/chat#end")
+    log = await page.inner_text("#chat-log")
+    assert "good morning" in log and "Good morning, Ann." in log
+    await context.close()
+
+
 async def _seed_every_page(application: App, ann_id: int) -> int:
     """Something on every page; returns the seeded conversation turn's id."""
     ann = await application.web.service.user(ann_id)
