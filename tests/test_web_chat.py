@@ -122,13 +122,13 @@ async def test_without_a_script_a_message_is_a_form_post_and_new_starts_afresh(
 ) -> None:
     ann = await add_user(app, "ann")
     assert ann.id is not None
-    asked = agent(fake_llm, say("Noted: you like green tea."), say("I don't know yet."))
+    asked = agent(fake_llm, say("Good to know."), say("I don't know yet."))
     async with client_for(app) as web:
         csrf = await sign_in(app, web, ann)
         sent = await web.post("/chat", data={"csrf": csrf, "text": "I like green tea"})
         assert sent.status_code == 303 and sent.headers["location"] == "/chat#end"
         page = (await web.get("/chat")).text
-        assert "I like green tea" in page and "Noted: you like green tea." in page
+        assert "I like green tea" in page and "Good to know." in page
 
         fresh = await web.post("/chat", data={"csrf": csrf, "data": "/new", "text": "/new"})
         assert fresh.status_code == 303

@@ -253,6 +253,7 @@ async def test_every_page_passes_axe_with_44px_targets_and_a_one_row_menu(
         "/upload",
         "/journal",
         "/facts",
+        "/memory/file",
         "/reminders",
         "/calendar",
         "/calendars",

@@ -3,15 +3,15 @@
 Form results used to travel in the redirect's query string (``/facts?note=Forgotten: ...``),
 so personal words landed in browser history and proxy logs.
 
-Revision ID: 0017_web_flash
-Revises: 0016_thread_parent
+Revision ID: 0018_web_flash
+Revises: 0017_token_scope
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0017_web_flash"
-down_revision = "0016_thread_parent"
+revision = "0018_web_flash"
+down_revision = "0017_token_scope"
 branch_labels = None
 depends_on = None
 
