@@ -33,6 +33,7 @@ from tests.support.app import AppFactory, make_settings
 from tests.support.calendars import ics_body
 from tests.support.serve import free_port, spawn_serve
 from tests.support.telegram import CHAT
+from tests.support.web import login_form
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGGERS = ("bot.somewhere", "uvicorn.error", "apscheduler.scheduler", "httpx", "telegram.ext")
@@ -184,8 +185,8 @@ async def test_secrets_used_through_a_real_serve_never_reach_its_debug_log(
         await _reply(tg, f"/calendar add {feed_url}", r"\S+")
         async with httpx.AsyncClient(base_url=base, timeout=30) as web:
             secret = link.rsplit("/", 1)[1]
-            assert (await web.get(f"/login/{secret}")).status_code == 200
-            assert (await web.post("/login", data={"secret": secret})).status_code == 303
+            signed = await web.post("/login", data=await login_form(web, secret))
+            assert signed.status_code == 303, signed.text
             page = await web.get("/calendar")
             csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
             assert csrf is not None, page.text[:500]

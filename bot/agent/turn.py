@@ -19,6 +19,7 @@ from bot.agent.llm import LLM, ToolCall, image_parts
 from bot.agent.loop import AgentEvent, FinalAnswer, Limits, TextDelta, run_turn
 from bot.agent.people import Resolution, resolve_for
 from bot.agent.prompts import load_persona, system_prompt
+from bot.agent.retrieval.people import known_people
 from bot.agent.router import Route, Router, prefers, remember_text
 from bot.agent.rules import RULE_CATEGORY, is_rule
 from bot.agent.sources import SourceLedger, last_answer_citations, render_sources
@@ -100,6 +101,8 @@ def history_to_openai(rows: list[Message]) -> list[dict[str, Any]]:
             if row.tool_calls:
                 msg["tool_calls"] = row.tool_calls
             out.append(msg)
+        elif row.role == "notice":
+            continue  # lifebot's fixed words (a restart's /retry offer): never the person's
         elif row.text:
             out.append({"role": "user", "content": row.text})
     return out
@@ -446,7 +449,11 @@ class Agent:
         evidence, like an uncited tool result.
         """
         results = [*tool_results(transcript), *known]
-        verdict = check_answer(answer, ctx.sources, results)
+        # A name as a subject makes a claim when the user's memory knows it (a contact, a
+        # place, a name in their facts or in what this turn's tools showed), not "Slack".
+        shown = [c.snippet for c in ctx.sources.entries.values()]
+        names = await known_people(ctx.db, ctx.user_id, (), places=True, texts=[*results, *shown])
+        verdict = check_answer(answer, ctx.sources, results, names)
         if verdict.ok and self.verify_with_model:
             verdict = await judge(self.llm, answer, ctx.sources, results)
         return verdict

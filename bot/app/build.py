@@ -299,7 +299,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
     conv_locks = None if db.is_sqlite else AdvisoryKeyedLocks(settings.database_url)
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
-    register_memory_commands(commands, memory, db, clock)
+    register_memory_commands(commands, memory, db, clock, settings.web_url)
     register_ask_commands(commands, db, clock, ask_wait)
     register_people_commands(commands, db)
     register_thread_commands(commands, db, threads, channels)

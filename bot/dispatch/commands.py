@@ -99,7 +99,7 @@ class Commands:
             ("tasks", self._tasks, "list your open tasks"),
             ("task", self._task, "add or finish a task: /task add buy milk | /task done ID"),
             ("tz", self._tz, "set your time zone (/tz Europe/Lisbon)"),
-            ("retry", self._retry, "answer your last unanswered message again"),
+            ("retry", self._retry, "answer your last unanswered message again (or /retry ID)"),
         ):
             self.register(name, fn, help_text)
 
@@ -129,8 +129,10 @@ class Commands:
     @staticmethod
     def parse(text: str) -> tuple[str, str]:
         """Split "/cmd@bot args" into ("cmd", "args")."""
-        head, _, rest = text.strip().partition(" ")
-        return head.lstrip("/").split("@", 1)[0].lower(), rest.strip()
+        # Any white space ends the name: "/memoryfile" may be followed by a new line.
+        parts = text.strip().split(maxsplit=1) or [""]
+        rest = parts[1].strip() if len(parts) > 1 else ""
+        return parts[0].lstrip("/").split("@", 1)[0].lower(), rest
 
     async def handle(
         self, user: User, msg: InboundMessage, conversation_id: int, line: str | None = None
@@ -304,8 +306,21 @@ class Commands:
         return CommandReply(f"Time zone set to {ctx.args}.")
 
     async def _retry(self, ctx: CommandContext) -> CommandReply:
+        """/retry: the newest message here that waits; /retry ID: that one (a page's button)."""
+        wanted = int(ctx.args) if ctx.args.strip().isdigit() else None
         async with self.db.session() as s:
-            pending = await MessageRepo(s).latest_pending(ctx.user_id, ctx.conversation_id)
+            repo = MessageRepo(s)
+            if wanted is None:
+                pending = await repo.latest_pending(ctx.user_id, ctx.conversation_id)
+            else:
+                pending = await repo.get(ctx.user_id, wanted)
+                if not (
+                    pending is not None
+                    and pending.conversation_id == ctx.conversation_id
+                    and pending.direction == "in"
+                    and pending.status == "pending_retry"
+                ):
+                    pending = None
         if pending is None or pending.id is None:
             return CommandReply("There is nothing waiting to be answered.")
         return CommandReply("", retry_message_id=pending.id)

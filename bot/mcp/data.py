@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta
 
 from pydantic import BaseModel, Field
 
+from bot.agent.memory import memory_file
 from bot.agent.memory.tools import time_bound
 from bot.agent.rules import RULE_CATEGORY
 from bot.agent.sources import citation_kind, describe
@@ -162,25 +163,9 @@ def _fact_out(fact: Fact) -> FactOut:
     )
 
 
-def render_memory_file(user: User, facts: list[Fact]) -> str:
-    """The person's memory file as Markdown: their rules, then their facts by category.
-
-    The seam for ``bot.agent.memory.memory_file`` (MEMORY.md, being built on another branch):
-    when it lands, this function returns its rendering instead.
-    """
-    rules = [f for f in facts if f.category == RULE_CATEGORY]
-    rest = [f for f in facts if f.category != RULE_CATEGORY]
-    lines = [f"# What lifebot knows about {user.display_name}", ""]
-    if rules:
-        lines += ["## Rules", "", *(f"- {f.text}" for f in rules), ""]
-    categories = sorted({f.category for f in rest})
-    for category in categories:
-        lines += [f"## {category.capitalize()}", ""]
-        lines += [f"- {f.text} (fact #{f.id})" for f in rest if f.category == category]
-        lines.append("")
-    if not facts:
-        lines += ["Nothing is stored yet.", ""]
-    return "\n".join(lines)
+def render_memory_file(user: User, facts: list[Fact], now: datetime) -> str:
+    """The person's memory file (MEMORY.md): the same Markdown `lifebot memory file` writes."""
+    return memory_file.render(facts, name=user.display_name, written_at=now)
 
 
 class LifebotData:
@@ -361,7 +346,7 @@ class LifebotData:
     async def memory_file(self, who: Principal) -> str:
         """The person's memory file (Markdown)."""
         user = await self.user(who)
-        return render_memory_file(user, await self.web.facts(user))
+        return render_memory_file(user, await self.web.facts(user), self.web.clock.now())
 
     # --- changes (write scope only) -------------------------------------------------------------
     async def change(self, who: Principal, tool: str, arguments: dict[str, object]) -> Changed:

@@ -32,9 +32,9 @@ problem details."""
 PROBLEM_TYPE = "application/problem+json"
 
 
-def for_programs(path: str) -> bool:
-    """True when ``path`` is called by programs rather than people in a browser."""
-    return path.startswith(MACHINE_PREFIXES)
+def for_programs(path: str, accept: str = "") -> bool:
+    """True for programs: an API path, or a caller asking for JSON (the chat page's script)."""
+    return path.startswith(MACHINE_PREFIXES) or ("json" in accept and "text/html" not in accept)
 
 
 _PHRASES = {413: "Content Too Large", 422: "Unprocessable Content"}  # RFC 9110's names
@@ -93,7 +93,7 @@ def answer(
     members: Mapping[str, str] | None = None,
 ) -> Response:
     """Problem details for programs, the error page for people."""
-    if for_programs(request.url.path):
+    if for_programs(request.url.path, request.headers.get("accept", "")):
         return problem(status, detail, headers=headers, errors=errors, members=members)
     return error_page(templates, status, detail, headers)
 
@@ -138,7 +138,8 @@ def install(app: FastAPI, templates: Jinja2Templates) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         errors = validation_errors(exc)
-        if not for_programs(request.url.path) and any(e["in"] == "path" for e in errors):
+        programs = for_programs(request.url.path, request.headers.get("accept", ""))
+        if not programs and any(e["in"] == "path" for e in errors):
             return error_page(templates, 404, "Not found.")  # a page address naming nothing
         words = "; ".join(f"{e['name']}: {e['problem']}" for e in errors)
         return answer(request, templates, 422, f"Not accepted: {words}.", errors=errors)

@@ -28,7 +28,7 @@ api_router = APIRouter(prefix="/api/v1", tags=["api"])
 Who = Annotated[Viewer, Depends(viewer)]
 PAGE = "/upload"
 
-_STATUS = {"too_big": 413, "wrong_type": 415, "empty": 422, "note": 422, "unavailable": 503}
+STATUS = {"too_big": 413, "wrong_type": 415, "empty": 422, "note": 422, "unavailable": 503}
 
 
 class DocumentOut(BaseModel):
@@ -130,8 +130,10 @@ async def upload(request: Request, who: Who) -> Response:
     finally:
         await form.close()  # its file is spooled to a temporary file
     if not outcome.stored:
-        return back(PAGE, error=" ".join(outcome.said))
-    return back(f"{PAGE}?message={outcome.message_id}", note=" ".join(outcome.said))
+        return await back(request, who, PAGE, error=" ".join(outcome.said))
+    return await back(
+        request, who, f"{PAGE}?message={outcome.message_id}", note=" ".join(outcome.said)
+    )
 
 
 # --- the API -----------------------------------------------------------------------------------
@@ -168,7 +170,7 @@ async def upload_api(request: Request, me: Me) -> UploadOut:
     finally:
         await form.close()
     if not outcome.stored:
-        raise HTTPException(_STATUS.get(outcome.problem or "", 422), " ".join(outcome.said))
+        raise HTTPException(STATUS.get(outcome.problem or "", 422), " ".join(outcome.said))
     return UploadOut.of(outcome)
 
 

@@ -168,6 +168,49 @@ def facts(user: UserOpt) -> None:
     run_with_app(go)
 
 
+@memory_app.command("file")
+def memory_file(
+    user: UserOpt,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write MEMORY.md here (default: print)")
+    ] = None,
+    apply_file: Annotated[
+        Path | None,
+        typer.Option("--apply", help="Read an edited MEMORY.md back: add, change and forget"),
+    ] = None,
+) -> None:
+    """A user's facts and rules as MEMORY.md, or an edited copy read back (--apply FILE)."""
+    if out is not None and apply_file is not None:
+        typer.echo("Give --out (write the file) or --apply (read one back), not both.", err=True)
+        raise typer.Exit(2)
+
+    async def go(app: App) -> None:
+        from bot.agent.memory.memory_file import MemoryFileError, apply_text, write_for
+
+        who = await _user(app, user)
+        keeper = app.memory.keeper
+        if apply_file is None:
+            text = await write_for(keeper, who.id or 0, who.display_name, app.clock.now())
+            if out is None:
+                print(text)
+                return
+            out.write_text(text, encoding="utf-8")
+            out.chmod(0o600)  # what a person's memory says is private
+            print(f"Wrote {out} ({text.count(chr(10) + '- ')} facts and rules).")
+            return
+        try:
+            edited = apply_file.read_text(encoding="utf-8")
+            report = await apply_text(keeper, who.id or 0, edited, app.clock.now())
+        except (OSError, UnicodeDecodeError, MemoryFileError) as exc:
+            typer.echo(f"error: cannot read {apply_file}: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        print(report.describe())
+        if report.conflicts:
+            raise typer.Exit(3)  # applied the rest; the conflicts need the person
+
+    run_with_app(go)
+
+
 @memory_app.command("forget")
 def forget(fact_id: Annotated[int, typer.Argument(help="The fact id from `memory facts`")]) -> None:
     """Forget a fact; it will not be extracted again."""

@@ -3,8 +3,8 @@
 The web session key was a file in each process's data folder, so a browser signed in through
 one ``serve`` process was refused by the others unless LIFEBOT_WEB_SECRET was set.
 
-Revision ID: 0018_server_key
-Revises: 0017_token_scope
+Revision ID: 0019_server_key
+Revises: 0018_web_flash
 """
 
 import sqlalchemy as sa
@@ -13,8 +13,8 @@ from alembic import op
 
 import storage.models
 
-revision = "0018_server_key"
-down_revision = "0017_token_scope"
+revision = "0019_server_key"
+down_revision = "0018_web_flash"
 branch_labels = None
 depends_on = None
 
