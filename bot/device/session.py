@@ -115,9 +115,9 @@ class SessionPipeline:
         self._heard_ambient = False
         self.next_seq = row.next_seq
         """The ``seq`` the next utterance will get (partials carry its ``segment_id``)."""
-        self._guess: tuple[tuple[int, int], asyncio.Task[Transcript]] | None = None
+        self._guess: tuple[tuple[int, int], asyncio.Task[Transcript | None]] | None = None
         """The likely next utterance (start, end), transcribing before VAD decided it ended."""
-        self._early: dict[tuple[int, int], asyncio.Task[Transcript]] = {}
+        self._early: dict[tuple[int, int], asyncio.Task[Transcript | None]] = {}
         """Guesses that proved right: cut utterances whose transcription already started."""
         self._partial: asyncio.Task[None] | None = None
         self._partial_at = 0
@@ -392,7 +392,7 @@ class SessionPipeline:
         if not self.deps.options.early_final or not self.deps.transcriber.idle:
             return
         task = asyncio.create_task(
-            self._read_and_transcribe(cut.start, cut.end), name=f"stt-early-{self.id}"
+            self._read_and_speculate(cut.start, cut.end), name=f"stt-early-{self.id}"
         )
         self._guess = ((cut.start, cut.end), task)
 
@@ -412,10 +412,10 @@ class SessionPipeline:
     async def _send_partial(self, speaking: Cut) -> None:
         seq = self.next_seq
         try:
-            heard = await self._read_and_transcribe(speaking.start, speaking.end)
+            heard = await self._read_and_speculate(speaking.start, speaking.end)
         except TranscriptionError:
             return  # a partial is a courtesy; the final will report a real failure
-        if heard.text.strip() and self.next_seq == seq:
+        if heard is not None and heard.text.strip() and self.next_seq == seq:
             frame = p.Transcript(
                 heard.text.strip(),
                 final=False,
@@ -429,6 +429,13 @@ class SessionPipeline:
         async with self.deps.stt_slots:
             audio = await asyncio.to_thread(read_samples, self.spool.path, start, end)
             return await self.deps.transcriber.transcribe_pcm(audio, language=self.language)
+
+    async def _read_and_speculate(self, start: int, end: int) -> Transcript | None:
+        """Optional work: None when the model was busy (a final always goes first)."""
+        if not self.deps.transcriber.idle:
+            return None
+        audio = await asyncio.to_thread(read_samples, self.spool.path, start, end)
+        return await self.deps.transcriber.speculate(audio, language=self.language)
 
     # --- workers ----------------------------------------------------------------------------
 
@@ -447,10 +454,11 @@ class SessionPipeline:
     async def _transcribe(self, utt: Utterance) -> None:
         early = self._early.pop((utt.start, utt.end), None)
         try:
+            guessed = None
             if early is not None and not early.cancelled():
-                heard: Transcript = await early  # started during the silence that ended it
-            else:
-                heard = await self._read_and_transcribe(utt.start, utt.end)
+                guessed = await early  # started during the silence that ended it
+            # None: the guess never ran (the model got busy): transcribe it now.
+            heard = guessed or await self._read_and_transcribe(utt.start, utt.end)
         except TranscriptionError as exc:
             log.warning("could not transcribe %s:%s: %s", self.id, utt.seq, exc)
             await self.deps.outcomes.finish(utt, "failed", "", str(exc))

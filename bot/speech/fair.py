@@ -110,6 +110,12 @@ class UserTranscriber:
         async with self.fair.turns.turn(self.key):
             return await self.fair.inner.transcribe_pcm(samples, language=language)
 
+    async def speculate(
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None
+    ) -> Transcript | None:
+        """Optional work, only while the shared model is idle (it takes no turn from anyone)."""
+        return await self.fair.inner.speculate(samples, language=language)
+
     async def transcribe_file(self, path: Path, *, language: str | None = None) -> Transcript:
         """Decode, cut into pieces, transcribe each piece in turn; one joined transcript."""
         audio = await asyncio.to_thread(_decode, path)

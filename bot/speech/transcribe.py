@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -99,6 +99,16 @@ class Transcriber(Protocol):
         """
         ...
 
+    async def speculate(
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None
+    ) -> Transcript | None:
+        """Optional work (a partial, an early guess): transcribe only if the model is idle now.
+
+        None when it was not started (the model is busy) or was dropped for a final that came
+        while it waited. Never makes a final wait longer than one such run already going.
+        """
+        ...
+
 
 def resolve_model(name_or_path: str) -> str:
     """Turn ``LIFEBOT_STT_MODEL`` into something WhisperModel loads without a download.
@@ -161,6 +171,11 @@ class FasterWhisperTranscriber:
         self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="stt")
         self._packer = Packer(self)
         self._busy = 0
+        """Calls handed to the threads and not yet finished *in the thread* (a cancelled
+        awaiting task does not stop a model run, so the count follows the thread)."""
+        self._busy_lock = threading.Lock()
+        self._speculative: set[Future[Any]] = set()
+        """Optional runs handed to the pool; dropped if still waiting when a final comes."""
         # A threading lock, not an asyncio one: the load runs in a worker thread and two
         # channels may ask for the model at the same moment from different threads.
         self._load_lock = threading.Lock()
@@ -202,12 +217,54 @@ class FasterWhisperTranscriber:
         await self.in_worker(self.load)
 
     async def in_worker(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run blocking ``fn(*args)`` on the transcription threads (never the default pool)."""
-        self._busy += 1
+        """Run blocking ``fn(*args)`` on the transcription threads (never the default pool).
+
+        Work that must be done goes first: optional runs still waiting for a thread are
+        dropped (they raise ``CancelledError`` in their caller).
+        """
+        with self._busy_lock:
+            waiting = list(self._speculative)
+        for future in waiting:
+            future.cancel()  # only succeeds for one not started yet
+        return await self._submit(fn, *args)
+
+    async def _submit(self, fn: Callable[..., T], *args: Any, speculative: bool = False) -> T:
+        with self._busy_lock:
+            self._busy += 1
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-        finally:
+            future = self._pool.submit(fn, *args)
+        except BaseException:
+            self._release(None)
+            raise
+        if speculative:
+            with self._busy_lock:
+                self._speculative.add(future)
+        # The count drops when the thread is done (or the run was dropped before it started),
+        # not when the awaiting task is cancelled: "idle" means the model is really free.
+        future.add_done_callback(self._release)
+        return await asyncio.wrap_future(future)
+
+    def _release(self, future: Future[Any] | None) -> None:
+        with self._busy_lock:
             self._busy -= 1
+            if future is not None:
+                self._speculative.discard(future)
+
+    async def speculate(
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None
+    ) -> Transcript | None:
+        """Transcribe only if the model is idle now (see the Transcriber port); else None."""
+        if not self.idle:
+            return None
+        self._packer.runs += 1  # the figures count every model call, packed or not
+        self._packer.clips += 1
+        try:
+            return await self._submit(self.transcribe_pcm_sync, samples, language, speculative=True)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # our caller was cancelled, not the run dropped for a final
+            return None
 
     def close(self) -> None:
         """Let the transcription threads end once their work is done."""

@@ -43,6 +43,12 @@ class GatedTranscriber:
         """Never: tests count transcriptions, so nothing optional is started early."""
         return False
 
+    async def speculate(
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None
+    ) -> Transcript | None:
+        """Never started (the fake is never idle)."""
+        return None
+
     async def warm_up(self) -> None:
         """Load the real model (the gate holds transcriptions only)."""
         await self.real.warm_up()
