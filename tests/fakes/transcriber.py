@@ -24,12 +24,12 @@ class GatedTranscriber:
         self.done = 0
 
     async def transcribe_pcm(
-        self, samples: npt.NDArray[np.float32], *, language: str | None = None
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None, lead: int = 0
     ) -> Transcript:
         """Transcribe once the gate is open."""
         self.started += 1
         await self.gate.wait()
-        out = await self.real.transcribe_pcm(samples, language=language)
+        out = await self.real.transcribe_pcm(samples, language=language, lead=lead)
         self.done += 1
         return out
 
@@ -44,7 +44,7 @@ class GatedTranscriber:
         return False
 
     async def speculate(
-        self, samples: npt.NDArray[np.float32], *, language: str | None = None
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None, lead: int = 0
     ) -> Transcript | None:
         """Never started (the fake is never idle)."""
         return None
