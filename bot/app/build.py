@@ -510,6 +510,7 @@ async def start_wyoming(app: App, speech: FairTranscriber) -> None:
         satellites=WyomingOptions.parse_satellites(s.wyoming_satellites),
         trusted=s.wyoming_trusted,
         model=s.stt_model,
+        zeroconf=s.wyoming_zeroconf,
     )
     service = WyomingService(
         options,
