@@ -286,6 +286,7 @@ def build_app(
                 300,
                 propose_from_stays,
                 "propose events from the day's stays (each user's local 21:30)",
+                next_due=stay_proposals.next_due,  # at the set time, not on the next poll
             ),
         ],
     )

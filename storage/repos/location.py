@@ -35,6 +35,11 @@ class LocationRepo:
         row = await self.setting(user_id)
         return row is not None and row.enabled
 
+    async def enabled_settings(self) -> list[LocationSetting]:
+        """Every user's setting with location on."""
+        res = await self.s.exec(select(LocationSetting).where(col(LocationSetting.enabled)))
+        return list(res.all())
+
     async def set_enabled(self, user_id: int, on: bool, now: datetime) -> LocationSetting:
         """Turn recording on or off."""
         row = await self.setting(user_id) or LocationSetting(user_id=user_id)
