@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 SKEW = timedelta(minutes=1)
 """Points up to this long before /location on still count (clock skew, whole seconds)."""
 TOKEN_PREFIX = "lbl_"  # noqa: S105  # a prefix, not a secret
+IMPORT_BATCH = 5000
+"""Points stored per transaction when a history file is imported."""
 
 
 class LocationOff(Exception):
@@ -173,6 +175,28 @@ class LocationService:
         if keep:
             await self.refresh_stays(user_id, min(f.ts for f in keep), max(f.ts for f in keep))
         await self._prune_hourly()
+        return new
+
+    async def import_history(self, user_id: int, fixes: Sequence[Fix], source: str) -> int:
+        """Store past fixes (a history file) and detect stays over them; how many were new.
+
+        Unlike live points, fixes from before ``/location on`` are kept: importing history is
+        a deliberate act. Raises LocationOff when location is off for the user.
+        """
+        if not await self.enabled(user_id):
+            raise LocationOff
+        new = 0
+        ordered = sorted(fixes, key=lambda f: f.ts)
+        for i in range(0, len(ordered), IMPORT_BATCH):  # bounded transactions
+            batch = ordered[i : i + IMPORT_BATCH]
+            async with self.db.session() as s:
+                new += await LocationRepo(s).add_points(
+                    user_id, [(f.ts, f.lat, f.lon, f.accuracy_m) for f in batch], source
+                )
+        if ordered:
+            # One refresh over the whole span: the same stays as if the points came live.
+            await self.refresh_stays(user_id, ordered[0].ts, ordered[-1].ts)
+        log.info("imported %d new location point(s) for user %s from %s", new, user_id, source)
         return new
 
     async def _prune_hourly(self) -> None:
