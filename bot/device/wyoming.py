@@ -249,6 +249,12 @@ class WyomingService:
         if self.on_message is None:
             return None
         sender = self.sender_for(context)
+        # Tells the owner which satellite_id their satellites send (for LIFEBOT_WYOMING_SATELLITES).
+        log.info(
+            "Wyoming question (satellite_id %r, answered as %s)",
+            (context or {}).get("satellite_id"),
+            sender,
+        )
         message_id = stream.message_id if stream is not None else uuid.uuid4().hex
         msg = InboundMessage(
             address=Address(WYOMING_CHANNEL, WYOMING_ACCOUNT, sender),
