@@ -159,7 +159,7 @@ class SessionPipeline:
 
     async def _end_of_stream(self) -> None:
         if self._ptt_start is not None:
-            await self._cut(Cut(self._ptt_start, self.spool.samples))
+            await self._cut(Cut(self._ptt_start, self.spool.samples), contextual=False)
             self._ptt_start = None
         else:
             cut = self.vad.flush()
@@ -285,7 +285,7 @@ class SessionPipeline:
                     p.Error("not_recording", "audio-stop without audio-start was ignored")
                 )
                 return
-            await self._cut(Cut(self._ptt_start, self.spool.samples))
+            await self._cut(Cut(self._ptt_start, self.spool.samples), contextual=False)
             self._ptt_start = None
             self.vad.skip_to(self.spool.samples)
             await self.send_quietly(p.Vad("silence"))
@@ -313,7 +313,12 @@ class SessionPipeline:
                 base_off, base_at = off, at
         return base_at + timedelta(seconds=(sample - base_off) / TARGET_RATE)
 
-    async def _cut(self, cut: Cut) -> None:
+    async def _cut(self, cut: Cut, *, contextual: bool = True) -> None:
+        """Record an utterance and queue it.
+
+        ``contextual``: it may be heard after the last one (not for push-to-talk: the button
+        starts a new question, and the audio before it in the spool may be from minutes ago).
+        """
         if cut.end <= cut.start:
             return
         async with self.deps.db.session() as s:
@@ -326,7 +331,8 @@ class SessionPipeline:
             assert seg.id is not None
             utt = Utterance(seg.id, seg.seq, cut.start, cut.end, seg.mode, seg.spoken_at)
         self.next_seq = max(self.next_seq, seg.seq + 1)
-        self._context[(cut.start, cut.end)] = self._context_start(cut.start)
+        context = self._context_start(cut.start) if contextual else cut.start
+        self._context[(cut.start, cut.end)] = context
         self._last_cut = cut
         if self._guess is not None:
             key, task = self._guess
