@@ -31,12 +31,11 @@ from tests.support.gps import WEEK, generate
 
 FIXES, _ = generate(WEEK)
 EXPECTED = [(d.start, d.end, d.lat, d.lon, d.points) for d in detect_stays(FIXES)]
-_TEMPLATE = Path(tempfile.mkdtemp(prefix="lifebot-stays-")) / "template.db"
 
 
-async def _template() -> None:
+async def _template(path: Path) -> None:
     """A migrated database with one user who turned location on before the week."""
-    db = Database(f"sqlite+aiosqlite:///{_TEMPLATE}")
+    db = Database(f"sqlite+aiosqlite:///{path}")
     await db.migrate()
     async with db.session() as s:
         user = await UserRepo(s).create("ana")
@@ -62,9 +61,11 @@ def _orders(fixes: list[Fix], how: str, rng: random.Random) -> list[Fix]:
     return [f for i, f in enumerate(fixes) if i not in held] + [fixes[i] for i in sorted(held)]
 
 
-async def _feed(order: list[Fix], sizes: list[int], work: Path) -> list[tuple[object, ...]]:
+async def _feed(
+    template: Path, order: list[Fix], sizes: list[int], work: Path
+) -> list[tuple[object, ...]]:
     path = work / "stays.db"
-    shutil.copy(_TEMPLATE, path)
+    shutil.copy(template, path)
     db = Database(f"sqlite+aiosqlite:///{path}")
     service = LocationService(db, ManualClock(WEEK + timedelta(days=8)))
     i, n = 0, 0
@@ -91,14 +92,15 @@ async def _feed(order: list[Fix], sizes: list[int], work: Path) -> list[tuple[ob
 def test_any_order_and_batching_stores_exactly_one_detection_over_all_points(
     how: str, sizes: list[int], seed: int, tmp_path: Path
 ) -> None:
-    if not _TEMPLATE.exists():
-        asyncio.run(_template())
+    template = tmp_path / "template.db"  # the same folder for every example of one run
+    if not template.exists():
+        asyncio.run(_template(template))
     rng = random.Random(seed)
     order = _orders(FIXES, how, rng)
     if how in ("shuffled", "reversed"):
         # Every batch of a scattered order spans the week: fewer, larger ones keep this quick.
         sizes = [max(s, 400) for s in sizes]
     with tempfile.TemporaryDirectory(dir=tmp_path) as work:
-        stored = asyncio.run(_feed(order, sizes, Path(work)))
+        stored = asyncio.run(_feed(template, order, sizes, Path(work)))
     assert len(EXPECTED) > 25
     assert stored == EXPECTED, f"{how}, batches {sizes}: {len(stored)} of {len(EXPECTED)}"
