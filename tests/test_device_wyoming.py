@@ -100,19 +100,20 @@ async def test_handle_answers_with_the_agent_for_the_mapped_user(
     )
     assert Handled.from_event(got[-1]).text == "The dentist opens at nine."
 
-    fake_llm.default = lambda body: say("Bob, your bus leaves at eight.")
+    # (A greeting: an answer that claims nothing the verifier would have to find in records.)
+    fake_llm.default = lambda body: say("Good evening, Bob.")
     kitchen = {"conversation_id": "c2", "satellite_id": "kitchen"}
     got = await _ask(
-        app, Transcript(text="When is my bus?", context=kitchen).event(), until="handled"
+        app, Transcript(text="Say good evening", context=kitchen).event(), until="handled"
     )
-    assert Handled.from_event(got[-1]).text == "Bob, your bus leaves at eight."
+    assert Handled.from_event(got[-1]).text == "Good evening, Bob."
 
     async with app.db.session() as s:
         rows = (await s.exec(select(Message).where(Message.channel == "wyoming"))).all()
     owners = {r.text: r.user_id for r in rows if r.direction == "in"}
     users = {r.user_id for r in rows}
     assert len(users) == 2
-    assert owners["When is the dentist?"] != owners["When is my bus?"]
+    assert owners["When is the dentist?"] != owners["Say good evening"]
 
 
 async def test_an_empty_transcript_is_not_handled(
