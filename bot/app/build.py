@@ -291,6 +291,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
                 300,
                 propose_from_stays,
                 "propose events from the day's stays (each user's local 21:30)",
+                next_due=stay_proposals.next_due,  # at the set time, not on the next poll
             ),
         ],
     )
@@ -529,6 +530,7 @@ async def start_wyoming(app: App, speech: FairTranscriber) -> None:
         satellites=WyomingOptions.parse_satellites(s.wyoming_satellites),
         trusted=s.wyoming_trusted,
         model=s.stt_model,
+        zeroconf=s.wyoming_zeroconf,
     )
     service = WyomingService(
         options,

@@ -24,7 +24,11 @@ OMI = Feature(
             per_user=False,
         ),
     ),
-    routes=(Route("/omi", Access.PATH_TOKEN, max_body=8 * 1024 * 1024),),
+    routes=(
+        Route("/omi", Access.PATH_TOKEN, max_body=8 * 1024 * 1024),
+        # The conversation ("memory created") webhook: a transcript, not audio.
+        Route("/omi/{token}/conversation", Access.PATH_TOKEN, max_body=5_000_000),
+    ),
 )
 """Omi's declaration (its device tokens are the pendant's)."""
 
