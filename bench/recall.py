@@ -36,7 +36,22 @@ from bot.clock import SystemClock
 from storage.db import Database
 from storage.repos.users import UserRepo
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
+
+def _default_data() -> Path:
+    """``shared/data/locomo-dev`` beside the nearest folder above this checkout that has it.
+
+    The main checkout sits at ``/work/main`` and helpers' worktrees one level deeper
+    (``/work/wt/<branch>``): both find ``/work/shared``.
+    """
+    here = Path(__file__).resolve()
+    for parent in here.parents[1:]:
+        candidate = parent / "shared" / "data" / "locomo-dev"
+        if candidate.is_dir():
+            return candidate
+    return here.parents[2] / "shared" / "data" / "locomo-dev"
+
+
+DEFAULT_DATA = _default_data()
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 UTC_ZONE = ZoneInfo("UTC")
 

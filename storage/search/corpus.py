@@ -331,6 +331,21 @@ class Corpus:
         """How many items."""
         return self._n
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the lock (``bench._train_ranker --cache`` pickles corpora)."""
+        state = dict(self.__dict__)
+        del state["_mutex"]
+        # The time-word reader is the process's, not data (and may be a closure): a
+        # restored corpus reads no new time words until it is given one again.
+        state["mentions"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled corpus with a lock of its own."""
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._mutex = threading.Lock()
+
     def analyse(self, kind: str, speaker: str, text: str, ts: float) -> Analysed:
         """Terms, length and mentioned time span of one row (the costly part of loading)."""
         terms = analyse(f"{speaker}: {text}" if kind == "message" else text)
