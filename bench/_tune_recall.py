@@ -100,7 +100,8 @@ def ask(
             ("message",),
             frozenset(),
         )
-        people = {p.lower() for p in plan.people}
+        # As ``Retriever._choose`` does: names offered as alternatives count as speakers too.
+        people = {p.lower() for p in (*plan.people, *plan.candidates)}
         speakers = [
             code
             for who, code in corpus.speaker_names.items()
