@@ -352,8 +352,9 @@ def bake_trees(imported: dict[str, Imported], corpora: dict[str, Corpus], have: 
         table.add(["onnxruntime", f"not installed ({exc.name})", "", "", ""])
     table.print()
     print(
-        f"(LightGBM {lgb.__version__}; onnxruntime reads float32, so its thresholds round: "
-        "its difference is that rounding, not a different walk.)"
+        f"(LightGBM {lgb.__version__}. onnxruntime's tree operator reads float32: features and "
+        "thresholds are rounded, so a feature at a threshold can take the other branch; that, "
+        "not a different walk, is its difference.)"
     )
 
 
