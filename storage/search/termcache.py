@@ -32,7 +32,7 @@ from storage.search.fulltext import STOPWORDS
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "terms-1"
+SCHEMA = "terms-2"
 """Bump when what is cached, or how items are analysed, changes (old files are then ignored)."""
 
 
@@ -46,6 +46,10 @@ class Analysed:
     """How many terms the item has (repeats counted): BM25's document length."""
     span: tuple[float, float] | None
     """The time the item talks about (POSIX seconds), or None."""
+    asks: bool = False
+    """The item asks a question (see ``analysis.asks``)."""
+    self_words: int = 0
+    """How often the item says "I", "my", "we"... (see ``analysis.self_words``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +76,17 @@ class Saved:
     """How often the item holds the term."""
     vocab: list[str]
     """The terms."""
+    asks: npt.NDArray[np.bool_]
+    """Whether each item asks a question."""
+    self_words: npt.NDArray[np.uint8]
+    """How often each item speaks in the first person."""
 
     def valid(self) -> bool:
         """Whether the arrays fit together (a damaged file's may not)."""
         n = len(self.ids)
         return bool(
             self.ids.shape == self.digests.shape == self.lengths.shape == (n,)
+            and self.asks.shape == self.self_words.shape == (n,)
             and self.spans.shape == (n, 2)
             and self.offsets.shape == (n + 1,)
             and self.offsets[0] == 0
@@ -128,6 +137,8 @@ class TermStore:
                     term_ids=f["term_ids"].astype(np.int32),
                     counts=f["counts"].astype(np.int32),
                     vocab=bytes(f["vocab"]).decode().split("\n"),
+                    asks=f["asks"].astype(np.bool_),
+                    self_words=f["self_words"].astype(np.uint8),
                 )
         except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             log.info("search cache %s unreadable, rebuilding it: %s", path.name, exc)
@@ -149,6 +160,8 @@ class TermStore:
             "term_ids": saved.term_ids.astype(np.int32),
             "counts": saved.counts.astype(np.int32),
             "vocab": _bytes("\n".join(saved.vocab).encode()),
+            "asks": saved.asks.astype(np.bool_),
+            "self_words": saved.self_words.astype(np.uint8),
         }
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(user_id)
