@@ -1,8 +1,8 @@
 """The spool's disk cap: processed audio goes first, unprocessed audio never, a warning early.
 
-Every ``check_seconds`` the keeper adds up ``DATA_DIR/spool`` (session audio and the Omi
-inbox). Over the cap, it deletes audio that is fully processed, oldest session first: files of
-closed sessions whose every utterance is transcribed (these exist with
+Every ``check_seconds`` the keeper adds up ``DATA_DIR/spool`` (session audio) and the Omi
+inbox (in the file store). Over the cap, it deletes audio that is fully processed, oldest
+session first: files of closed sessions whose every utterance is transcribed (these exist with
 ``LIFEBOT_DEVICE_KEEP_AUDIO``, or when a deletion was missed). Audio not yet transcribed is
 never deleted: if the cap is still reached, new audio is refused (pendants get
 ``storage_full`` and keep it; Omi's backend gets 503 and retries) until there is room again.
@@ -102,6 +102,8 @@ class SpoolKeeper:
         """Measure, free processed audio when over the cap, warn, and set the full flags."""
         root = self.hub.spool.root
         used = await asyncio.to_thread(spool_bytes, root)
+        if self.inbox is not None:
+            used += await self.inbox.stored_bytes()
         freed = 0
         if self.cap > 0 and used > self.cap:
             freed = await self._free(used - int(self.cap * 0.9))
