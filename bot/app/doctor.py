@@ -14,6 +14,7 @@ from bot.agent.llm import OpenAILLM, data_url, image_parts
 from bot.config import Settings
 from bot.errors import BotError, NewerDatabaseError, ToolError
 from storage.db import Database
+from storage.files.private import private_dir
 
 
 @dataclass(slots=True)
@@ -44,7 +45,7 @@ def _check_data_dir(settings: Settings) -> Check:
     free = ""
     try:
         for folder in (settings.data_dir, settings.data_dir / "spool"):
-            folder.mkdir(parents=True, exist_ok=True)
+            private_dir(folder)  # 0700 like everything lifebot keeps
             with tempfile.NamedTemporaryFile(dir=folder):
                 pass
         left = shutil.disk_usage(settings.data_dir).free
