@@ -501,6 +501,7 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
         clock=app.clock,
         options=DeviceOptions.from_settings(app.settings),
         memory=app.memory,
+        files=app.files,
     )
     jobs = app.jobs
 

@@ -9,6 +9,7 @@ calls them from worker threads.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -42,7 +43,7 @@ class LocalBackend:
         """Store ``source`` (bytes, or a file copied in) under ``key``, replacing any file."""
         target = self.path(kind, key)
         private_dir(target.parent)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.{id(source):x}.tmp")
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
         try:
             os.fchmod(fd, FILE_MODE)

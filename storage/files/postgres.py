@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from sqlalchemy import delete, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from storage.db import Database
@@ -37,29 +36,25 @@ class PostgresBackend:
         self.db = db
 
     async def put(self, kind: str, key: str, owner: int | None, source: bytes | Path) -> StoredInfo:
-        """Store ``source`` (bytes, or a file read in chunks) under ``key``, replacing any."""
-        for attempt in range(3):
-            try:
-                return await self._put_once(kind, key, owner, source)
-            except IntegrityError:
-                # Another process stored the same key at the same moment: ours replaces it.
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
+        """Store ``source`` (bytes, or a file read in chunks) under ``key``, replacing any.
 
-    async def _put_once(
-        self, kind: str, key: str, owner: int | None, source: bytes | Path
-    ) -> StoredInfo:
+        The file's row is upserted first: that locks it, so two processes storing the same
+        key at once take turns (the later one wins) instead of failing.
+        """
+        from sqlalchemy.dialects.postgresql import insert as upsert  # noqa: PLC0415
+
         now = datetime.now(UTC)
         async with self.db.engine.begin() as conn:
-            await conn.execute(delete(_FILE).where(_FILE.c.kind == kind, _FILE.c.key == key))
+            row = upsert(_FILE).values(kind=kind, key=key, owner=owner, size=0, modified_at=now)
             file_id = (
                 await conn.execute(
-                    insert(_FILE)
-                    .values(kind=kind, key=key, owner=owner, size=0, modified_at=now)
-                    .returning(_FILE.c.id)
+                    row.on_conflict_do_update(
+                        constraint="uq_storedfile_kind_key",
+                        set_={"owner": owner, "size": 0, "modified_at": now},
+                    ).returning(_FILE.c.id)
                 )
             ).scalar_one()
+            await conn.execute(delete(_CHUNK).where(_CHUNK.c.file_id == file_id))
             size = 0
             seq = 0
             if isinstance(source, bytes):

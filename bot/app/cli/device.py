@@ -124,7 +124,9 @@ def device_status() -> None:
             typer.echo("No pendants yet: `lifebot device add NAME --user USER` adds one.")
             return
         typer.echo(f"Endpoint: {_endpoint(app)}")
-        used = (spool_bytes(spool.root) + await app.omi.stored_bytes()) / 1e6
+        # What the cap counts: the live spool, Omi's inbox and the audio kept in the store.
+        kept = await app.files.total("device-audio")
+        used = (spool_bytes(spool.root) + await app.omi.stored_bytes() + kept) / 1e6
         cap = app.settings.device_spool_max_mb
         typer.echo(f"Spool: {used:.1f} MB" + (f" of its {cap:g} MB cap" if cap else " (no cap)"))
         for d in devices:
