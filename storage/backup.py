@@ -38,7 +38,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from sqlalchemy import Table, insert, inspect, select, text
+from sqlalchemy import MetaData, Table, insert, inspect, select, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import SQLModel
 
@@ -335,13 +336,23 @@ async def restore_database(db: Database, folder: Path, manifest: dict[str, Any])
             "restore into a newly created, empty database (createdb)"
         )
     counts: dict[str, int] = {}
+    columns = manifest.get("columns") or {}
     async with db.engine.begin() as conn:
-        tables = data_tables()
+        # The tables as they are at the backup's revision (this lifebot may be newer).
+        tables = await conn.run_sync(_reflected)
         for table in tables:
-            counts[table.name] = await _load_table(conn, table, folder / "database")
+            kinds = columns.get(table.name)
+            counts[table.name] = await _load_table(conn, table, folder / "database", kinds)
         await bump_sequences(conn, tables)
     await db.migrate()
     return {k: v for k, v in counts.items() if v}
+
+
+def _reflected(conn: Connection) -> list[Table]:
+    meta = MetaData()
+    meta.reflect(conn)
+    skip = STORE_TABLES | {"alembic_version"}
+    return [t for t in meta.sorted_tables if t.name not in skip]
 
 
 def _put_sqlite(source: Path, target: Path) -> None:
@@ -364,7 +375,9 @@ def _put_sqlite(source: Path, target: Path) -> None:
     target.chmod(FILE_MODE)
 
 
-async def _load_table(conn: AsyncConnection, table: Table, folder: Path) -> int:
+async def _load_table(
+    conn: AsyncConnection, table: Table, folder: Path, kinds: dict[str, str] | None
+) -> int:
     path = folder / f"{table.name}.jsonl"
     if not await asyncio.to_thread(path.exists):
         return 0
@@ -377,7 +390,7 @@ async def _load_table(conn: AsyncConnection, table: Table, folder: Path) -> int:
                 break
             rows = [json.loads(line) for line in lines if line.strip()]
             if rows:
-                await conn.execute(insert(table), decode_rows(table, rows))
+                await conn.execute(insert(table), decode_rows(table, rows, kinds))
                 count += len(rows)
     finally:
         await asyncio.to_thread(src.close)

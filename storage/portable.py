@@ -137,8 +137,8 @@ class UserData:
         await asyncio.to_thread(_parent_folder, target)
         part = target.with_name(f".{target.name}.{os.getpid()}.part")
         out = await asyncio.to_thread(_create_private, part)
+        zf = zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED)
         try:
-            zf = zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED)
             await asyncio.to_thread(zf.writestr, "manifest.json", dumps(manifest, indent=2))
             for table, rows in data.items():
                 await asyncio.to_thread(zf.writestr, f"{table}.json", dumps(rows, indent=1))
@@ -150,7 +150,7 @@ class UserData:
             await asyncio.to_thread(zf.close)
             await asyncio.to_thread(_finish, out, part, target)
         except BaseException:
-            await asyncio.to_thread(_abandon, out, part)
+            await asyncio.to_thread(_abandon, zf, out, part)
             raise
         return Moved(
             user_id,
@@ -246,14 +246,19 @@ class UserData:
         """Delete every row and every file of the user (caches too); what went."""
         async with self.db.session() as s:
             repo = UserDataRepo(s, self.tables)
-            users = (await repo.dump(user_id)).get(USER) or []
+            conn = await s.connection()
+            users = (
+                await conn.execute(
+                    select(repo.user_table.c.display_name).where(repo.user_table.c.id == user_id)
+                )
+            ).all()
             sessions = await _session_ids(repo, user_id)
             counts = await repo.delete(user_id)
         files = await self.files.delete_user(user_id)
         audio = await asyncio.to_thread(self._remove_spooled, sessions)
         for hook in self.after_delete:
             await hook(user_id)
-        name = str(users[0].get("display_name")) if users else str(user_id)
+        name = str(users[0][0]) if users else str(user_id)
         return Moved(user_id, name, counts, files, audio)
 
     def _remove_spooled(self, sessions: list[str]) -> int:
@@ -351,7 +356,10 @@ def _finish(out: BinaryIO, part: Path, target: Path) -> None:
     os.replace(part, target)
 
 
-def _abandon(out: BinaryIO, part: Path) -> None:
+def _abandon(zf: zipfile.ZipFile, out: BinaryIO, part: Path) -> None:
+    """Drop a zip that failed half way (its own close may fail the same way: ignored)."""
+    with contextlib.suppress(Exception):
+        zf.close()
     with contextlib.suppress(OSError):
         out.close()
     part.unlink(missing_ok=True)

@@ -8,10 +8,13 @@ so a feature registered tomorrow is covered here without editing this file.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
 import os
+import resource
+import signal
 import stat
 import zipfile
 from collections.abc import Iterator
@@ -32,7 +35,7 @@ from storage.portable import ExportFileError, UserData
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user, make_settings
 from tests.support.builders import make_inbound
-from tests.support.cli import run_cli
+from tests.support.cli import lifebot_script, run_cli, run_lifebot
 from tests.support.device import add_device
 from tests.support.documents import pdf
 from tests.support.omi import post_chunk
@@ -338,3 +341,45 @@ def _drop_log_handlers() -> None:
         if getattr(handler, "lifebot", False):
             root.removeHandler(handler)
             handler.close()
+
+
+async def test_an_export_that_fails_half_way_leaves_no_zip_and_keeps_the_last_good_one(
+    tmp_path: Path,
+) -> None:
+    """The disk fills up (a file size limit) while the zip is written: on main, the CLI
+    left a truncated zip that looked like an export; now nothing replaces the good one."""
+    data = tmp_path / "data"
+    app = await _started(data, None)
+    try:
+        ana = await add_user(app, "ana")
+        assert ana.id is not None
+        await app.files.put("photos", f"{ana.id}/1-0.jpg", os.urandom(400_000))
+    finally:
+        await app.close()
+    target = tmp_path / "ana.zip"
+    env = {**os.environ, "LIFEBOT_DATA_DIR": str(data)}
+    args = ("export", "--user", "ana", "-o", str(target))
+    code, out, err = await run_lifebot(*args, cwd=tmp_path, env=env)
+    assert code == 0, out + err
+    good = target.read_bytes()
+
+    def small_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+    proc = await asyncio.create_subprocess_exec(
+        str(lifebot_script()),
+        *args,
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        preexec_fn=small_disk,  # only sets a limit in the child
+    )
+    _, failed = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1
+    assert b"error: could not write" in failed and b"Nothing was written" in failed
+    assert b"Traceback" not in failed
+    assert target.read_bytes() == good
+    names = await asyncio.to_thread(os.listdir, tmp_path)
+    assert [n for n in names if "ana" in n] == ["ana.zip"]  # no half-written .part either

@@ -46,13 +46,17 @@ def encode_row(row: Any) -> dict[str, Any]:
     return {k: encode(v) for k, v in row._mapping.items()}
 
 
-def decode_rows(table: Table, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def decode_rows(
+    table: Table, rows: list[dict[str, Any]], kinds: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Rows as ``encode_row`` wrote them, back to the column's Python values.
 
-    Columns the table no longer has are dropped; each value is read by its column's kind.
+    Columns the table does not have are dropped; each value is read by its column's kind
+    (``kinds``, as a manifest recorded them, else the table's own).
     """
-    kinds = {c.name: column_kind(c) for c in table.columns}
-    return [{k: decode(kinds[k], v) for k, v in row.items() if k in kinds} for row in rows]
+    known = {c.name: column_kind(c) for c in table.columns}
+    kinds = {**known, **(kinds or {})}
+    return [{k: decode(kinds[k], v) for k, v in row.items() if k in known} for row in rows]
 
 
 class UserDataRepo:

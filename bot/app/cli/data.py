@@ -53,7 +53,12 @@ def export(
         who = await find_user(application, user)
         safe = re.sub(r"[^\w.-]+", "_", who.display_name) or str(who.id)
         target = out or Path(f"lifebot-{safe}.zip")
-        done = await application.userdata.export(who.id or 0, target)
+        try:
+            done = await application.userdata.export(who.id or 0, target)
+        except OSError as exc:
+            # Disk full, a folder not writable: nothing half-written is left at ``target``.
+            typer.echo(f"error: could not write {target}: {exc}. Nothing was written.", err=True)
+            raise typer.Exit(1) from exc
         typer.echo(
             f"Wrote {target}: {_rows(done.rows)}; {_files(done.files)}; "
             f"{done.audio_files} audio file(s). It holds everything lifebot knows about "
