@@ -47,7 +47,7 @@ async def test_how_many_times_did_i_run_in_march_is_a_structured_count(
     await _plant(app, user.id, tmp_path)
     fake_llm.add(
         call("count_times", {"what": "run", "start": "2026-03-01", "end": "2026-03-31"}),
-        say("You ran on 3 days in March [1][2][3]."),
+        say("You ran on 3 days in March [1][2][3][4]."),
     )
     await app.dispatcher.handle(make_inbound("how many times did I run in March 2026?"))
 
@@ -58,9 +58,11 @@ async def test_how_many_times_did_i_run_in_march_is_a_structured_count(
     assert result.startswith("3 days from 01 March 2026 to 31 March 2026")
     assert "Skipped" not in result and "Brunch" not in result and "half marathon" not in result
     sent = channel(app).sent[-1]
-    assert sent.text == "You ran on 3 days in March [1][2][3]."
+    assert sent.text == "You ran on 3 days in March [1][2][3][4]."
+    # every counted line is cited, two on the same day too
     assert [c.snippet for c in sent.citations] == [
         "Went for a run by the river, 6k.",
+        "Legs sore after this morning's run.",
         "Ran 5k before work.",
         "Running club was great tonight.",
     ]

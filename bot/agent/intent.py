@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.agent.questions import QuestionKind, question_kind
@@ -49,6 +50,17 @@ class Intent:
     """How narrow the tool offer starts."""
     kind: QuestionKind = QuestionKind.FACT
     """The question's type (fact, summary, browse, compare, count)."""
+
+
+def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern matching any of ``words`` as whole words, any case (None for no words).
+
+    For intents the operator adds (an MCP server's own words: "github", "pull request").
+    """
+    alternatives = sorted({re.escape(w.strip()) for w in words if w.strip()}, key=len)
+    if not alternatives:
+        return None
+    return re.compile(r"\b(" + "|".join(reversed(alternatives)) + r")\b", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=64)

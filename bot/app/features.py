@@ -18,6 +18,7 @@ from bot.dispatch import feature as conversations
 from bot.feature import Registry
 from bot.jobs import feature as jobs
 from bot.location import feature as location
+from bot.mcp import feature as mcp
 from bot.web import feature as web
 from storage.db import Database
 from storage.files import FileStore
@@ -43,6 +44,7 @@ REGISTRY = Registry(
         telegram.FEATURE,
         slack.FEATURE,
         web.FEATURE,
+        mcp.FEATURE,
     )
 )
 """Every feature of this lifebot, in the order they are described to newcomers."""
@@ -61,3 +63,8 @@ def route_by_intent(tools: ToolRegistry) -> ToolRegistry:
     for intent in REGISTRY.intents():
         tools.add_intent(intent.group, intent.words)
     return tools
+
+
+def intent_words() -> dict[str, str]:
+    """Every declared intent group and its words (what the agent routes by)."""
+    return {intent.group: intent.words for intent in REGISTRY.intents()}

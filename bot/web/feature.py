@@ -38,5 +38,6 @@ FEATURE = Feature(
         Route("/api/v1/me", Access.BEARER),
         Route("/api/v1/settings", Access.BEARER),
         Route("/api/v1/export", Access.BEARER),
+        Route("/api/v1/tokens", Access.BEARER),
     ),
 )

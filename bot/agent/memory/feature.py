@@ -35,12 +35,13 @@ FEATURE = Feature(
         "forget_fact",
         "count_times",
     ),
-    commands=("remember", "facts", "forget", "sources"),
+    commands=("remember", "facts", "forget", "sources", "memoryfile"),
     jobs=("memory.extract",),
     routes=(
         Route("/api/v1/memory", Access.BEARER),
         Route("/api/v1/facts", Access.BEARER),
         Route("/memory", Access.SESSION),
+        Route("/memory/file", Access.SESSION, max_body=1_000_000),
         Route("/facts", Access.SESSION),
     ),
 )
