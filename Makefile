@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: serve chat check lint test bench clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt tests/a11y/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	# axe-core for the browser tests' accessibility check (test only; needs npm).
+	if command -v npm >/dev/null; then npm ci --prefix tests/a11y --no-audit --no-fund --silent; fi
 	touch $(STAMP)
 
 serve: $(STAMP)

@@ -98,12 +98,12 @@ async def test_handle_answers_with_the_agent_for_the_mapped_user(
     )
     assert Handled.from_event(event).text == "The dentist opens at nine."
 
-    fake_llm.default = lambda body: say("Bob, your bus leaves at eight.")
+    fake_llm.default = lambda body: say("Good evening, Bob! How can I help?")
     kitchen = {"conversation_id": "c2", "satellite_id": "kitchen"}
     [event] = await _ask(
         app, Transcript(text="When is my bus?", context=kitchen).event(), until="handled"
     )
-    assert Handled.from_event(event).text == "Bob, your bus leaves at eight."
+    assert Handled.from_event(event).text == "Good evening, Bob! How can I help?"
 
     async with app.db.session() as s:
         rows = (await s.exec(select(Message).where(Message.channel == "wyoming"))).all()

@@ -20,6 +20,7 @@ from bot.jobs.meetings import MeetingIngest
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
+from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
@@ -75,6 +76,8 @@ class WebRoom:
     """Where the Omi endpoint stores audio chunks."""
     uploads: Uploads
     """Files sent from the page and the API, handed to dispatch as web messages."""
+    chat: WebChat
+    """Messages written on the Chat page, through the same dispatch."""
     endpoints: list[Endpoint] = field(default_factory=list)
     """Other rooms' ASGI apps served on the same port (added before the app is made)."""
     _app: FastAPI | None = None
@@ -99,6 +102,7 @@ class WebRoom:
                 omi=self.omi,
                 calendars=self.service.jobs.calendars,
                 uploads=self.uploads,
+                chat=self.chat,
             )
             self._app = create_app(context)
             from starlette.routing import Route  # noqa: PLC0415
@@ -136,9 +140,10 @@ class WebRoom:
             raise
 
     async def stop(self) -> None:
-        """Stop serving (nothing to do when it never started), then the endpoints' services."""
+        """Stop serving (if it started), let chat turns end, stop the endpoints' services."""
         if self._server is not None:
             await self._server.stop()
+        await self.chat.stop()
         await self._stop_running()
 
     async def _stop_running(self) -> None:
@@ -175,4 +180,5 @@ def build_web(
     )
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
-    return WebRoom(auth, service, settings, location, meetings, omi, uploads)
+    chat = WebChat(db, uploads)
+    return WebRoom(auth, service, settings, location, meetings, omi, uploads, chat)

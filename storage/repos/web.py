@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, text, update
 from sqlmodel import col, select
@@ -20,6 +21,7 @@ from storage.models import (
     AudioSegment,
     Delivery,
     Device,
+    DocumentChunk,
     Fact,
     IcsToken,
     JobLease,
@@ -109,6 +111,12 @@ class WebAuthRepo:
         """Sign one browser out."""
         await self.s.exec(
             update(WebSession).where(col(WebSession.id) == session_id).values(revoked_at=now)
+        )
+
+    async def set_flash(self, session_id: int, value: dict[str, Any] | None) -> None:
+        """Keep what a form post said for the session's next page (None clears it)."""
+        await self.s.exec(
+            update(WebSession).where(col(WebSession.id) == session_id).values(flash=value)
         )
 
     async def end_all_sessions(self, user_id: int, now: datetime) -> None:
@@ -258,6 +266,49 @@ class WebViewRepo:
             base.where(col(Message.id) >= message.id).order_by(col(Message.id)).limit(each_side + 1)
         )
         return [*reversed(list(before.all())), *after.all()]
+
+    async def chat(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
+        """The last ``limit`` messages said in one conversation, oldest first (no tool traffic).
+
+        In the order stored (as ``MessageRepo.history``): a reply always follows its question.
+        """
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.conversation_id == conversation_id,
+                col(Message.direction).in_(("in", "out")),
+                col(Message.status) != "refused",
+            )
+            .order_by(col(Message.id).desc())
+            .limit(limit)
+        )
+        return list(reversed(res.all()))
+
+    async def waiting(self, user_id: int, limit: int) -> list[Message]:
+        """The user's messages waiting for /retry (model down, or a crash), newest first."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.direction == "in",
+                Message.status == "pending_retry",
+            )
+            .order_by(col(Message.id).desc())
+            .limit(limit)
+        )
+        return list(res.all())
+
+    async def chunk_messages(self, user_id: int, chunk_ids: list[int]) -> dict[int, int]:
+        """Document piece id -> the message its document came with (the user's pieces only)."""
+        if not chunk_ids:
+            return {}
+        res = await self.s.exec(
+            select(DocumentChunk.id, DocumentChunk.message_id).where(
+                DocumentChunk.user_id == user_id, col(DocumentChunk.id).in_(chunk_ids)
+            )
+        )
+        return {int(cid): int(mid) for cid, mid in res.all() if cid is not None}
 
     async def days_with_messages(self, user_id: int, limit: int) -> list[datetime]:
         """The instants of the user's most recent messages, newest first (for a day list)."""

@@ -78,6 +78,9 @@ class SearchOutcome:
     plan: QueryPlan
     evidence: list[Evidence]
     note: str | None = None
+    """Written for the model ("do not guess"): never shown to a person."""
+    said: str | None = None
+    """The same in plain words for a person (the web page, the API), when there is one."""
 
 
 def _mask(corpus: Corpus, flt: SearchFilter) -> npt.NDArray[np.bool_]:
@@ -109,20 +112,19 @@ _ABOUT_ME = re.compile(r"\b(I|me|my|mine)\b")
 def _undated(outcome: SearchOutcome) -> SearchOutcome:
     """A topic search whose time words named no date: the answer must say so."""
     plan = outcome.plan
+    cannot = f"I can't turn '{plan.unresolved}' into dates"
     if not outcome.evidence:
-        note = (
-            f"I can't turn '{plan.unresolved}' into dates, and nothing on the topic is "
-            "stored. Tell the user that; do not guess."
-        )
-    else:
-        note = (
-            f"I can't turn '{plan.unresolved}' into dates, so these were found by topic "
-            "alone, in any time: check each one's date against it before answering, and "
-            "say so if it cannot be told."
-        )
-        if outcome.note:
-            note += " " + outcome.note
-    return SearchOutcome(plan, outcome.evidence, note)
+        said = f"{cannot}, and nothing on the topic is stored."
+        note = f"{said} Tell the user that; do not guess."
+        return SearchOutcome(plan, outcome.evidence, note, said)
+    note = (
+        f"{cannot}, so these were found by topic alone, in any time: check each one's date "
+        "against it before answering, and say so if it cannot be told."
+    )
+    if outcome.note:
+        note += " " + outcome.note
+    said = f"{cannot}, so these were found by topic alone, in any time."
+    return SearchOutcome(plan, outcome.evidence, note, said)
 
 
 class Retriever:
@@ -395,15 +397,14 @@ class Retriever:
                 ev.context = []
             else:
                 used += context_cost
-        note = None
+        note = said = None
         if not kept:
             if plan.window is not None:
-                note = (
-                    f"Nothing is stored for {plan.window.label} "
-                    f"({plan.window.describe(tz)}). Say so; do not widen the search or guess."
-                )
+                said = f"Nothing is stored for {plan.window.label} ({plan.window.describe(tz)})."
+                note = f"{said} Say so; do not widen the search or guess."
             else:
+                said = "Nothing in your memory matches that."
                 note = "Nothing relevant is stored. Say you don't know; do not guess."
         elif len(kept) < len(evidence):
             note = f"{len(evidence) - len(kept)} more results were cut to fit the budget."
-        return SearchOutcome(plan, kept, note)
+        return SearchOutcome(plan, kept, note, said)

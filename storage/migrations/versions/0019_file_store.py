@@ -1,8 +1,8 @@
 """files: the file store's PostgreSQL backend, so every process on every host reads every
 stored file (#28); on SQLite the store is a folder and these tables stay empty
 
-Revision ID: 0018_file_store
-Revises: 0017_token_scope
+Revision ID: 0019_file_store
+Revises: 0018_web_flash
 """
 
 import sqlalchemy as sa
@@ -11,8 +11,8 @@ from alembic import op
 
 import storage.models
 
-revision = "0018_file_store"
-down_revision = "0017_token_scope"
+revision = "0019_file_store"
+down_revision = "0018_web_flash"
 branch_labels = None
 depends_on = None
 
