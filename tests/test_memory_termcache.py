@@ -163,6 +163,7 @@ async def test_another_users_cache_file_is_never_used(any_db_app: App, tmp_path:
     assert store is not None and store.path(alice.id).exists()
 
     # Alice's file put where Bob's belongs (a bug, a restore gone wrong): it is ignored.
+    store.path(bob.id).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(store.path(alice.id), store.path(bob.id))
     cold = _cold(app)
     assert await _found(cold, bob.id, "pottery kiln") == []

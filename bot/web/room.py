@@ -25,6 +25,7 @@ from bot.web.commands import register_web_commands
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.db import Database
+from storage.portable import UserData
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -164,6 +165,7 @@ def build_web(
     journal: JournalService,
     meetings: MeetingIngest,
     omi: OmiInbox,
+    userdata: UserData,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
@@ -173,7 +175,9 @@ def build_web(
         settings.web_url,
         timedelta(days=settings.web_session_days),
     )
-    service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
+    service = WebService(
+        db, clock, memory, jobs, channels, settings.default_timezone, journal, userdata
+    )
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
     chat = WebChat(db, uploads)

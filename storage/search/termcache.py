@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from storage.files.private import open_private, private_dir
 from storage.search.analysis import analyse
 from storage.search.fulltext import STOPWORDS
 
@@ -115,8 +116,8 @@ class TermStore:
         self.version = f"{SCHEMA}:{_analyser_fingerprint()}:{fingerprint}"
 
     def path(self, user_id: int) -> Path:
-        """The file of one user."""
-        return self.directory / f"{self.database}-user-{int(user_id)}.npz"
+        """The file of one user (under their id, so delete-my-data takes it with their files)."""
+        return self.directory / str(int(user_id)) / f"{self.database}.npz"
 
     def load(self, user_id: int) -> Saved | None:
         """The user's saved analyses; None when there is no file or it does not fit."""
@@ -163,11 +164,11 @@ class TermStore:
             "asks": saved.asks.astype(np.bool_),
             "self_words": saved.self_words.astype(np.uint8),
         }
-        self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(user_id)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            with tmp.open("wb") as fh:
+            private_dir(path.parent)  # 0700: the words of someone's messages
+            with os.fdopen(open_private(tmp), "wb") as fh:
                 np.savez(fh, **arrays)  # type: ignore[arg-type]
             os.replace(tmp, path)  # readers see the old file or the new one, never half
         except OSError as exc:

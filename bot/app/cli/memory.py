@@ -292,7 +292,7 @@ def import_command(
     `lifebot import journal DIR --user U` imports a folder of dated journal files;
     `lifebot import location FILE --user U` a location history (GPX, OwnTracks, Google).
     """
-    from bot.app.portability import is_export
+    from storage.portable import is_export
 
     if str(file) == "location":
         if folder is None or user is None:
@@ -323,18 +323,18 @@ def import_command(
 
 
 def _import_export(file: Path) -> None:
-    from bot.app.portability import ExportFileError, import_user
+    from storage.portable import ExportFileError
 
     async def go(app: App) -> None:
         try:
-            done = await import_user(app, file)
+            done = await app.userdata.import_(file)
         except ExportFileError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
         rows = sum(done.rows.values())
         print(
             f"Imported {done.name} (user {done.user_id}): {rows} rows, "
-            f"{done.audio_files} audio file(s)."
+            f"{sum(done.files.values())} stored file(s), {done.audio_files} audio file(s)."
         )
 
     run_with_app(go)
