@@ -146,6 +146,15 @@ def postgres_url() -> Iterator[str]:
     _run_apart(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture
+def another_postgres_url(postgres_url: str) -> Iterator[str]:
+    """A second throwaway PostgreSQL database beside ``postgres_url`` (a restore's target)."""
+    name = f"lifebot_t_{uuid.uuid4().hex[:12]}"
+    _run_apart(_pg_admin(f'CREATE DATABASE "{name}"'))
+    yield f"{postgres_url.rsplit('/', 1)[0]}/{name}"
+    _run_apart(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def postgres_or_sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database URL: a SQLite file, then a throwaway PostgreSQL database."""

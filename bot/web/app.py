@@ -55,6 +55,7 @@ def create_app(context: WebContext, options: RequestOptions) -> FastAPI:
     app.include_router(public.router)
     app.include_router(api.router)
     app.include_router(ingest.router)
+    app.include_router(ingest.omi_router)
     app.include_router(location.router)
     app.include_router(places.api_router)
     app.include_router(places.router)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import segno
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.background import BackgroundTask
 
 from bot.agent.journal.analytics import METRIC_NAMES, Metric
@@ -606,15 +606,15 @@ async def sign_out(request: Request, who: Who) -> Response:
 
 @router.get("/export")
 async def export(request: Request, who: Who) -> Response:
-    """All my data as a zip of JSON files."""
-    data = await ctx(request).service.export_zip(who.user)
-    return Response(
-        data,
+    """All my data and files as a zip (the one ``lifebot export`` writes)."""
+    service = ctx(request).service
+    path = await service.export_file(who.user)
+    return FileResponse(
+        path,
         media_type="application/zip",
-        headers={
-            "Content-Disposition": 'attachment; filename="lifebot-export.zip"',
-            "Cache-Control": "no-store",
-        },
+        filename="lifebot-export.zip",
+        headers={"Cache-Control": "no-store"},
+        background=BackgroundTask(service.forget_export, path),
     )
 
 

@@ -26,6 +26,7 @@ from bot.web.limits import RequestOptions
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.db import Database
+from storage.portable import UserData
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -167,6 +168,7 @@ def build_web(
     journal: JournalService,
     meetings: MeetingIngest,
     omi: OmiInbox,
+    userdata: UserData,
     requests: RequestOptions,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
@@ -177,7 +179,9 @@ def build_web(
         settings.web_url,
         timedelta(days=settings.web_session_days),
     )
-    service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
+    service = WebService(
+        db, clock, memory, jobs, channels, settings.default_timezone, journal, userdata
+    )
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
     chat = WebChat(db, uploads)

@@ -7,13 +7,12 @@ False), so callers turn that into 404 and nobody learns what others have.
 from __future__ import annotations
 
 import asyncio
-import io
-import json
 import logging
-import zipfile
+import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
+from pathlib import Path
 
 from bot.adapters.base import ChannelAdapter
 from bot.agent.ask import OTHER, Waiting, waiting_questions
@@ -55,6 +54,7 @@ from storage.models import (
     Reminder,
     User,
 )
+from storage.portable import UserData
 from storage.repos.calendar import CalendarRepo
 from storage.repos.devices import DeviceRepo
 from storage.repos.episodes import EpisodeRepo
@@ -146,8 +146,11 @@ class WebService:
         channels: Mapping[str, ChannelAdapter],
         default_timezone: str,
         journal: JournalService,
+        userdata: UserData,
     ) -> None:
         self.db = db
+        self.userdata = userdata
+        """Export and delete-my-data over every registered feature (the CLI's own)."""
         self.journal = journal
         self.clock = clock
         self.memory = memory
@@ -628,22 +631,23 @@ class WebService:
         return image.data if image is not None else None
 
     # --- export and erase --------------------------------------------------------------------
-    async def export_zip(self, user: User) -> bytes:
-        """All the user's data: one JSON file per table in a zip."""
+    async def export_file(self, user: User) -> Path:
+        """All the user's data and files (the zip ``lifebot export`` writes), in a file.
+
+        The file is private and temporary: the caller deletes it (``forget_export``) once sent.
+        """
         assert user.id is not None
-        async with self.db.session() as s:
-            tables = await WebViewRepo(s).export(user.id)
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, rows in tables.items():
-                zf.writestr(f"{name}.json", json.dumps(rows, indent=1, ensure_ascii=False))
-        return buf.getvalue()
+        return await self.userdata.export_temporary(user.id)
+
+    @staticmethod
+    def forget_export(path: Path) -> None:
+        """Delete a sent export and its temporary folder (blocking; a background task)."""
+        shutil.rmtree(path.parent, ignore_errors=True)
 
     async def erase(self, user: User) -> None:
-        """Delete the user and everything that hangs off them."""
+        """Delete the user and everything of theirs: rows, files, audio, caches."""
         assert user.id is not None
-        async with self.db.session() as s:
-            await WebViewRepo(s).erase(user.id)
+        await self.userdata.delete(user.id)
 
     # --- owner -------------------------------------------------------------------------------
     async def pairings(self) -> list[PairingRequest]:

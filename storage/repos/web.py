@@ -1,7 +1,8 @@
 """Queries of the web room: sign-in links, sessions, API and calendar tokens, listings.
 
-The listings are what its pages show (timeline, conversation around a turn, outbox, jobs,
-export and erase). Every user-facing query filters by the caller's user id.
+The listings are what its pages show (timeline, conversation around a turn, outbox, jobs).
+Export and delete-my-data are ``storage.portable``'s, shared with the CLI. Every user-facing
+query filters by the caller's user id.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, text, update
-from sqlmodel import SQLModel, col, select
+from sqlalchemy import func, text, update
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.db import migration_chain
@@ -27,7 +28,6 @@ from storage.models import (
     JobState,
     Message,
     ServerKey,
-    User,
     WebLoginLink,
     WebSession,
 )
@@ -406,45 +406,6 @@ class WebViewRepo:
         """Leader leases still held at ``now``."""
         res = await self.s.exec(select(JobLease).where(col(JobLease.expires_at) > now))
         return list(res.all())
-
-    async def export(self, user_id: int) -> dict[str, list[dict[str, Any]]]:
-        """Every row that belongs to the user, table by table (secrets' hashes left out)."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        user = await self.s.get(User, user_id)
-        out["user"] = [user.model_dump(mode="json")] if user else []
-        for table in SQLModel.metadata.sorted_tables:
-            if "user_id" not in table.c or table.name in _SECRET_TABLES:
-                continue
-            res = await self.s.exec(select(*table.c).where(table.c.user_id == user_id))
-            names = list(table.c.keys())
-            out[table.name] = [
-                {
-                    k: _jsonable(v)
-                    for k, v in zip(names, row, strict=True)
-                    if k not in _SECRET_COLUMNS
-                }
-                for row in res.all()
-            ]
-        return out
-
-    async def erase(self, user_id: int) -> None:
-        """Delete every row of the user, then the user (children before parents)."""
-        for table in reversed(SQLModel.metadata.sorted_tables):
-            if "user_id" in table.c:
-                await self.s.exec(delete(table).where(table.c.user_id == user_id))
-        await self.s.exec(delete(User).where(col(User.id) == user_id))
-
-
-_SECRET_TABLES = frozenset({"websession", "webloginlink", "apitoken", "icstoken"})
-_SECRET_COLUMNS = frozenset({"token_hash", "embedding"})
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return None
-    return value
 
 
 def head_revision() -> str | None:

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from bot.agent.budget import count_tokens
 from bot.agent.memory.index import MemoryIndex
-from bot.agent.retrieval.learned import shipped_forest
+from bot.agent.retrieval.learned import Forest, shipped_forest
 from bot.agent.retrieval.people import known_people
 from bot.agent.retrieval.query import QueryPlan, is_known, understand
 from bot.agent.retrieval.rank import Ranking, RankTuning, rank
@@ -40,6 +40,8 @@ class RetrievalTuning:
     rank: RankTuning = field(default_factory=RankTuning)
     learned: bool = True
     """Let the shipped trees (``learned``) reorder the first stage's best candidates."""
+    forest: Forest | None = None
+    """Trees to use instead of the shipped ones (``bench recall``: one per held-out fold)."""
     floor: float = 0.38
     """Cosine at or above which an item is evidence on meaning alone."""
     weak_floor: float = 0.2
@@ -303,8 +305,18 @@ class Retriever:
             if any(name == p or (len(p) >= 3 and name.startswith(p)) for p in people)
         ]
         terms = plan.weighted
-        forest = shipped_forest() if t.learned else None
-        ranking = rank(corpus, terms, qvec, mask, speakers, t.rank, forest)
+        forest = (t.forest or shipped_forest()) if t.learned else None
+        ranking = rank(
+            corpus,
+            terms,
+            qvec,
+            mask,
+            speakers,
+            t.rank,
+            forest,
+            question=plan.text,
+            names=plan.people,
+        )
         topic = len([w for w in terms if w[1] >= 1.0])
         if not self._has_evidence(ranking, mask, topic):
             return []
