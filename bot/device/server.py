@@ -24,6 +24,7 @@ from bot.device.gate import RefusalLog, Socket, SocketGate
 from bot.device.hub import DeviceHub
 from bot.device.options import DeviceInfo
 from bot.device.session import SessionPipeline
+from bot.device.storage_notice import tell_owner
 from bot.errors import ChannelError
 from storage.repos.devices import hash_token
 
@@ -291,6 +292,8 @@ class _Session:
                 self.conn.device.name,
                 exc,
             )
+            # Once per session here; the outbox key makes it once a day per pendant and code.
+            await tell_owner(self.hub.db, self.hub.clock, self.conn.device, code)
         await self.error(code, "lifebot cannot store audio right now; keep it and retry later")
 
     async def run(self) -> None:
