@@ -7,12 +7,14 @@ problem is reported with the setting's name and the fix.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from bot.errors import ConfigError
@@ -40,6 +42,8 @@ class Settings(BaseSettings):
     openai_base_url: str | None = Field(None, validation_alias=_env("OPENAI_BASE_URL"))
     llm_model: str = Field("gpt-4o-mini", validation_alias=_env("LIFEBOT_LLM_MODEL"))
     llm_fast_model: str = Field("gpt-4o-mini", validation_alias=_env("LIFEBOT_LLM_FAST_MODEL"))
+    """Routing, extraction and titles. Unset, it is the smart model (LIFEBOT_LLM_MODEL): a
+    local server that serves one model needs one setting, not two."""
     llm_timeout: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_LLM_TIMEOUT"))
     llm_max_retries: int = Field(3, ge=0, validation_alias=_env("LIFEBOT_LLM_MAX_RETRIES"))
 
@@ -321,6 +325,19 @@ class Settings(BaseSettings):
     """Signs session cookies; unset: a random one is kept in the data dir."""
     web_session_days: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_WEB_SESSION_DAYS"))
 
+    # --- the Model Context Protocol (issue 32) -------------------------------------------------
+    mcp_http: bool = Field(default=True, validation_alias=_env("LIFEBOT_MCP_HTTP"))
+    """Serve lifebot as an MCP server at ``/mcp`` on the web port (personal API tokens only)."""
+    mcp_token: str | None = Field(None, validation_alias=_env("LIFEBOT_MCP_TOKEN"))
+    """A personal API token for ``lifebot mcp serve`` (instead of ``--token``: not in ``ps``)."""
+    mcp_servers_file: Path | None = Field(None, validation_alias=_env("LIFEBOT_MCP_SERVERS"))
+    """A TOML or JSON file naming the MCP servers whose tools lifebot may use (README)."""
+    mcp_call_timeout: float = Field(
+        20.0, gt=0, le=300, validation_alias=_env("LIFEBOT_MCP_CALL_TIMEOUT")
+    )
+    """Seconds one call to an MCP server may take (a server may set its own ``timeout``);
+    past it the turn goes on without that result."""
+
     # --- location (issue 24) -------------------------------------------------------------------
     location_retention_days: float = Field(
         90.0, gt=0, validation_alias=_env("LIFEBOT_LOCATION_RETENTION_DAYS")
@@ -336,6 +353,12 @@ class Settings(BaseSettings):
     """``json``: one JSON object per line with channel, user, conversation and turn ids."""
     log_file: Path | None = Field(None, validation_alias=_env("LIFEBOT_LOG_FILE"))
     """Where logs go; default stderr, or ``<data dir>/lifebot.log`` while the console chats."""
+
+    @model_validator(mode="after")
+    def _fast_model_follows_the_smart_one(self) -> Settings:
+        if "llm_fast_model" not in self.model_fields_set and "llm_model" in self.model_fields_set:
+            self.llm_fast_model = self.llm_model
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -460,6 +483,23 @@ def normalise_database_url(url: str) -> str:
         if url.startswith(plain):
             return driver + url[len(plain) :]
     return url
+
+
+def environment(names: Iterable[str], env_file: Path | None = Path(".env")) -> dict[str, str]:
+    """The values of the named environment variables (else ``.env`` lines), where set.
+
+    For secrets a configuration file refers to by name (an MCP server's headers): the file
+    holds the variable's name, never its value.
+    """
+    wanted = [n for n in dict.fromkeys(names) if n]
+    found = {n: os.environ[n] for n in wanted if n in os.environ}
+    missing = [n for n in wanted if n not in found]
+    if missing and env_file is not None and env_file.is_file():
+        from dotenv import dotenv_values  # noqa: PLC0415  (pydantic-settings' own .env reader)
+
+        from_file = dotenv_values(env_file)
+        found.update({n: v for n in missing if (v := from_file.get(n)) is not None})
+    return found
 
 
 def load_settings(**overrides: object) -> Settings:

@@ -40,7 +40,7 @@ async def test_serve_without_channels_or_llm_starts_the_console_with_clear_words
         "serve",
         cwd=tmp_path,
         env={"LIFEBOT_DATA_DIR": str(tmp_path / "d"), "LIFEBOT_WEB_PORT": "0"},
-        stdin="hello\n/remember I like tea\n/facts\n",
+        stdin="hello\n/remember I like tea\n/facts\n/quit\n",
     )
     assert code == 0, err
     assert "No language model is configured" in out
@@ -130,3 +130,56 @@ async def test_doctor_reports_what_is_fine_and_what_to_fix(
     code, out, _ = await run_cli("doctor", cwd=tmp_path, env=env)
     assert code == 1
     assert "does not list gpt-missing" in out
+
+
+async def test_one_local_model_setting_is_enough_for_the_doctor(
+    fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # README "Run it with a local model": OPENAI_BASE_URL and LIFEBOT_LLM_MODEL, nothing else.
+    # The server serves one model; the fast model must follow it, not stay gpt-4o-mini.
+    env = {
+        "OPENAI_BASE_URL": fake_llm.url,
+        "LIFEBOT_LLM_MODEL": "fake-smart",
+        "LIFEBOT_DATA_DIR": str(tmp_path / "d"),
+    }
+    fake_llm.add(call("get_time_in", {"city": "Lisbon"}))
+    _, out, _ = await run_cli("doctor", cwd=tmp_path, env=env)
+    assert "language model: ok" in out, out
+    assert "fake-smart / fake-smart" in out
+    assert "does not list" not in out
+
+
+async def test_the_readme_in_order_chats_as_alice_and_finds_what_she_remembered(
+    tmp_path: Path,
+) -> None:
+    # `make serve` first (the console makes an "owner"), then the README's alice steps.
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "d")}
+    code, _, err = await run_cli("chat", cwd=tmp_path, env=env, stdin="/quit\n")
+    assert code == 0, err
+    code, out, err = await run_cli(
+        "users", "add", "alice", "--timezone", "Europe/Lisbon", cwd=tmp_path, env=env
+    )
+    assert code == 0, err
+    code, out, err = await run_cli(
+        "chat",
+        "--user",
+        "alice",
+        cwd=tmp_path,
+        env=env,
+        stdin="/remember my bike is a red Brompton\n/facts\n/quit\n",
+    )
+    assert code == 0, err
+    assert "my bike is a red Brompton" in out
+    code, out, _ = await run_cli(
+        "memory", "search", "bike", "--user", "alice", cwd=tmp_path, env=env
+    )
+    assert "my bike is a red Brompton" in out
+    # The next `lifebot chat` goes on as alice without --user.
+    _, out, _ = await run_cli("chat", cwd=tmp_path, env=env, stdin="/facts\n/quit\n")
+    assert "my bike is a red Brompton" in out
+    _, out, _ = await run_cli(
+        "memory", "search", "unicorn", "--user", "alice", cwd=tmp_path, env=env
+    )
+    assert "Nothing in alice's memory matches 'unicorn'." in out
+    assert "searched: message, image, document, fact" in out
+    assert "--kinds message,image,document,fact,episode,journal searches everything" in out

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import yaml  # type: ignore[import-untyped]  # a dev dependency without stubs
@@ -233,6 +233,49 @@ def test_serve_says_what_it_started_and_where_even_at_warning(tmp_path: Path) ->
     assert "scheduled jobs off" in running
 
 
+def test_serve_with_no_chat_channel_keeps_the_web_page_up_after_its_input_ends(
+    tmp_path: Path,
+) -> None:
+    # As in a container: stdin is /dev/null and no chat channel is configured. The console's
+    # input ends at once; the web page (and its webhooks) must stay up until SIGTERM.
+    import urllib.request
+
+    port = _closed_port()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
+    env.update(
+        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+        PYTHONPATH=str(ROOT),
+        LIFEBOT_WEB_PORT=str(port),
+        LIFEBOT_JOBS_ENABLED="false",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bot", "serve"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        while line := proc.stderr.readline():
+            seen.append(line)
+            if "still serving" in line:
+                break
+        assert any(f"web page (http://127.0.0.1:{port})" in line for line in seen), seen
+        assert proc.poll() is None, seen
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
+            assert json.loads(resp.read()) == {"status": "ok"}
+        assert proc.poll() is None  # still running after serving the request
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+
+
 def _run(coro_fn: Callable[[App], Awaitable[T]], tmp_path: Path) -> T:
     async def go() -> T:
         application = build_app(make_settings(tmp_path))
@@ -346,15 +389,24 @@ def test_env_example_matches_settings() -> None:
         assert any(f"# {n}=" in text for n in names), f"{names} missing from .env.example"
 
 
+def _compose() -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    return loaded
+
+
 def test_compose_file_runs_lifebot_with_postgres_and_optional_ollama() -> None:
-    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
-    services = compose["services"]
-    assert set(services) == {"lifebot", "db", "ollama"}
+    services = _compose()["services"]
+    assert set(services) == {"lifebot", "lifebot-2", "db", "ollama"}
     assert services["ollama"]["profiles"] == ["ollama"]
-    env = services["lifebot"]["environment"]
-    assert env["LIFEBOT_DATABASE_URL"].startswith("postgresql://")
-    assert "@db:5432/" in env["LIFEBOT_DATABASE_URL"]
-    assert services["lifebot"]["depends_on"]["db"]["condition"] == "service_healthy"
+    assert services["lifebot-2"]["profiles"] == ["several"]
+    for name in ("lifebot", "lifebot-2"):
+        env = services[name]["environment"]
+        assert env["LIFEBOT_DATABASE_URL"].startswith("postgresql://")
+        assert "@db:5432/" in env["LIFEBOT_DATABASE_URL"]
+        assert services[name]["depends_on"]["db"]["condition"] == "service_healthy"
+        assert "/readyz" in " ".join(services[name]["healthcheck"]["test"])
+    # Each process keeps its own files (as on its own host): no shared data volume.
+    assert services["lifebot"]["volumes"] != services["lifebot-2"]["volumes"]
     assert (ROOT / "deploy" / services["lifebot"]["build"]["dockerfile"].split("/")[-1]).exists()
     docker = shutil.which("docker")
     if docker is None:
@@ -369,6 +421,89 @@ def test_compose_file_runs_lifebot_with_postgres_and_optional_ollama() -> None:
         check=False,
     )
     assert checked.returncode == 0, checked.stderr
+
+
+def _outside_address() -> str:
+    """This machine's IPv4 address on its network (not loopback): how another host reaches it."""
+    found = subprocess.run(["hostname", "-I"], capture_output=True, text=True, check=False)
+    for address in found.stdout.split():
+        if "." in address and not address.startswith("127."):
+            return address
+    pytest.skip("this machine has no network address besides loopback")
+
+
+def _fetch(url: str) -> subprocess.CompletedProcess[str]:
+    """GET ``url`` from another process (this one may only reach loopback): status and body."""
+    script = (
+        "import sys, urllib.request\n"
+        "with urllib.request.urlopen(sys.argv[1], timeout=10) as r:\n"
+        "    print(r.status); print(r.read().decode())\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, url], capture_output=True, text=True, check=False
+    )
+
+
+@pytest.mark.postgres
+def test_compose_files_lifebot_command_serves_the_page_beyond_its_own_loopback(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    # No docker daemon here: run the image's command with the service's environment, as the
+    # container would, and reach the page the way the published port does (from outside the
+    # process's loopback). Only what cannot be the same outside a container is replaced: the
+    # database host, the data folder, and the port (a test never takes a fixed one).
+    service = _compose()["services"]["lifebot"]
+    env_config = {k: str(v) for k, v in service["environment"].items()}
+    published = [str(p).rsplit(":", 1)[1] for p in service["ports"]]
+    assert env_config["LIFEBOT_WEB_PORT"] in published  # the page's port is published
+    assert env_config["LIFEBOT_WEB_HOST"] == "0.0.0.0"  # what is being checked
+    cmd = (ROOT / "deploy" / "Dockerfile").read_text().split("CMD ", 1)[1].strip()
+    assert json.loads(cmd) == ["lifebot", "serve"]
+    port = _closed_port()
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
+    env.update(env_config)
+    env.update(
+        LIFEBOT_DATABASE_URL=postgres_url,
+        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+        LIFEBOT_WEB_PORT=str(port),
+        LIFEBOT_DEVICE_PORT=str(_closed_port()),
+        PYTHONPATH=str(ROOT),
+    )
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "lifebot"), "serve"],
+        stdin=subprocess.DEVNULL,  # docker compose gives a service no terminal input
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = []
+        while line := proc.stderr.readline():
+            seen.append(line)
+            if "still serving" in line:
+                break
+        assert proc.poll() is None, seen
+        url = f"http://{_outside_address()}:{port}"
+        ready = _fetch(f"{url}/readyz")
+        assert ready.returncode == 0, ready.stderr
+        status, body = ready.stdout.split("\n", 1)
+        assert status == "200"
+        assert json.loads(body)["status"] == "ready"
+        signin = _fetch(f"{url}/signin")
+        assert signin.stdout.startswith("200"), signin.stderr
+        # The healthcheck exactly as compose runs it inside the container (port aside).
+        check = service["healthcheck"]["test"][1:]
+        script = check[-1].replace(":8700/", f":{port}/")
+        done = subprocess.run([sys.executable, *check[1:-1], script], check=False, timeout=30)
+        assert done.returncode == 0
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
 
 
 def test_systemd_unit_runs_serve_and_restarts_on_failure() -> None:

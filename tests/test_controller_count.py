@@ -7,7 +7,9 @@ from pathlib import Path
 
 from bot.agent.intent import classify_intent
 from bot.agent.questions import QuestionKind, question_kind
+from bot.agent.tools import default_registry
 from bot.app.build import App
+from bot.app.features import route_by_intent
 from bot.app.importer import import_file
 from tests.fakes.llm import FakeLLM, call, say
 from tests.support.app import add_user, channel
@@ -45,7 +47,7 @@ async def test_how_many_times_did_i_run_in_march_is_a_structured_count(
     await _plant(app, user.id, tmp_path)
     fake_llm.add(
         call("count_times", {"what": "run", "start": "2026-03-01", "end": "2026-03-31"}),
-        say("You ran on 3 days in March [1][2][3]."),
+        say("You ran on 3 days in March [1][2][3][4]."),
     )
     await app.dispatcher.handle(make_inbound("how many times did I run in March 2026?"))
 
@@ -56,9 +58,11 @@ async def test_how_many_times_did_i_run_in_march_is_a_structured_count(
     assert result.startswith("3 days from 01 March 2026 to 31 March 2026")
     assert "Skipped" not in result and "Brunch" not in result and "half marathon" not in result
     sent = channel(app).sent[-1]
-    assert sent.text == "You ran on 3 days in March [1][2][3]."
+    assert sent.text == "You ran on 3 days in March [1][2][3][4]."
+    # every counted line is cited, two on the same day too
     assert [c.snippet for c in sent.citations] == [
         "Went for a run by the river, 6k.",
+        "Legs sore after this morning's run.",
         "Ran 5k before work.",
         "Running club was great tonight.",
     ]
@@ -70,4 +74,6 @@ def test_question_types_are_recognised() -> None:
     assert question_kind("what did I do in March?") is QuestionKind.BROWSE
     assert question_kind("give me a recap of my week") is QuestionKind.SUMMARY
     assert question_kind("when is my dentist appointment?") is QuestionKind.FACT
-    assert classify_intent("how often did I swim in May").groups == {"count"}
+    assert classify_intent(
+        "how often did I swim in May", route_by_intent(default_registry())
+    ).groups == {"count"}

@@ -33,7 +33,9 @@ async def test_two_groups_add_the_resolution_tools(app: App, fake_llm: FakeLLM) 
     await add_user(app)
     fake_llm.add(say("Nothing booked."))
     await app.dispatcher.handle(make_inbound("remind me before my meetings"))
-    assert classify_intent("remind me before my meetings").confidence is Confidence.MEDIUM
+    assert (
+        classify_intent("remind me before my meetings", app.tools).confidence is Confidence.MEDIUM
+    )
     shown = offered(fake_llm.chat_requests[0])
     assert {"set_reminder", "list_events", *RESOLUTION} <= shown
     assert not shown & {"create_task", "list_tasks", "complete_task"}

@@ -27,12 +27,12 @@ async def test_a_name_two_contacts_share_is_asked_back_then_resolved(
     assert [b.label for b in sent.buttons] == ["Ana Costa", "Ana Silva", "Other"]
     assert fake_llm.chat_requests == []  # the controller asked; no model call was needed
 
-    fake_llm.add(say("Ana Silva said the trip moved to May."))
+    fake_llm.add(say("I found nothing from Ana Silva about the trip yet."))
     silva = next(b for b in sent.buttons if b.label == "Ana Silva")
     await app.dispatcher.handle(make_inbound("Ana Silva", callback_data=silva.data))
     system = fake_llm.chat_requests[-1]["messages"][0]["content"]
     assert '"ana" is Ana Silva · sister' in system and "Ana Costa" not in system
-    assert channel(app).texts()[-1] == "Ana Silva said the trip moved to May."
+    assert channel(app).texts()[-1] == "I found nothing from Ana Silva about the trip yet."
 
 
 async def test_a_contact_and_a_place_resolve_before_the_search(app: App, fake_llm: FakeLLM) -> None:
@@ -118,7 +118,7 @@ async def test_a_reminder_names_its_people_and_place_and_shows_them(
     listed = (await app.dispatcher.handle(make_inbound("/reminders"))).reply or ""
     assert "bring the cake (at Jordan's house; with Ana Silva)" in listed
 
-    _, token = await app.web.auth.new_api_token(user.id, "script")
+    _, token = await app.web.auth.new_api_token(user.id, "script", "write")
     async with client_for(app) as web:
         [shown] = (
             await web.get("/api/v1/reminders", headers={"Authorization": f"Bearer {token}"})

@@ -98,7 +98,7 @@ async def test_a_question_back_is_read_out_and_answered_by_voice(
 ) -> None:
     agent_steps = [
         call("ask_user", {"question": "Which Ana?", "options": ["Ana Silva", "Ana from work"]}),
-        say("Ana Silva said the trip moved to May."),
+        say("I found nothing from Ana Silva about the trip yet."),
     ]
 
     def respond(body: dict[str, Any]) -> Step:
@@ -127,5 +127,5 @@ async def test_a_question_back_is_read_out_and_answered_by_voice(
 
     assert question["text"] == "Which Ana? (Say Ana Silva, Ana from work or Other.)"
     assert [b["label"] for b in question["buttons"]] == ["Ana Silva", "Ana from work", "Other"]
-    assert answer["text"] == "Ana Silva said the trip moved to May."
+    assert answer["text"] == "I found nothing from Ana Silva about the trip yet."
     assert agent_steps == []

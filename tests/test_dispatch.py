@@ -174,10 +174,10 @@ async def test_llm_outage_gives_plain_words_and_retry_answers_later(
     assert "can't reach my language model" in channel(app).texts()[-1]
     assert "/retry" in channel(app).texts()[-1]
 
-    fake_llm.add(say("You have no tasks."))
+    fake_llm.add(say("Back online: ask me anything."))
     again = await app.dispatcher.handle(make_inbound("/retry"))
     assert again.status == "answered"
-    assert channel(app).texts()[-1] == "You have no tasks."
+    assert channel(app).texts()[-1] == "Back online: ask me anything."
     assert fake_llm.chat_requests[-1]["messages"][-1]["content"] == "what tasks do I have?"
     nothing = await app.dispatcher.handle(make_inbound("/retry"))
     assert nothing.reply == "There is nothing waiting to be answered."

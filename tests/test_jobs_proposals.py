@@ -8,11 +8,12 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from sqlmodel import col, select
 
 from bot.app.build import App
-from storage.models import CalendarEvent, Message, Proposal
+from storage.models import CalendarEvent, Message, Proposal, User
 from storage.repos.calendar import CalendarRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
@@ -231,10 +232,42 @@ async def test_an_ics_export_has_every_event(tmp_path: Path) -> None:
                 now=clock.now(),
             )
             events = await repo.all_events(user.id or 0)
-    ics = to_ics(events, name="ana", now=clock.now())
+    ics = to_ics(events, name="ana", now=clock.now(), tz=ZoneInfo("Europe/Lisbon"))
     lines = ics.split("\r\n")
     assert lines[0] == "BEGIN:VCALENDAR" and lines[-2] == "END:VCALENDAR"
     assert all(len(line.encode()) <= 75 for line in lines)
     unfolded = ics.replace("\r\n ", "")
     assert "SUMMARY:Coffee\\, with Ana\\; and a very long title " in unfolded
     assert "DTSTART:20250605T140000Z" in unfolded and "LOCATION:Blue Bottle" in unfolded
+
+
+async def test_an_all_day_event_is_exported_as_a_day_not_a_24_hour_meeting(tmp_path: Path) -> None:
+    from bot.jobs.calendar import to_ics
+    from bot.jobs.ics import read_ics
+
+    berlin = ZoneInfo("Europe/Berlin")
+    imported = (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\nBEGIN:VEVENT\r\n"
+        "UID:holiday-1\r\nDTSTAMP:20250101T000000Z\r\nDTSTART;VALUE=DATE:20250605\r\n"
+        "DTEND;VALUE=DATE:20250607\r\nSUMMARY:Long weekend\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    clock = ManualClock(NOW)
+    async with jobs_app(tmp_path, clock) as app:
+        user = await make_user(app, "ana")
+        async with app.db.session() as s:  # the person's zone decides which days those are
+            stored = await s.get(User, user.id)
+            assert stored is not None
+            stored.timezone = "Europe/Berlin"
+            s.add(stored)
+        user.timezone = "Europe/Berlin"
+        await app.jobs.calendars.import_file(user, imported.encode())
+        async with app.db.session() as s:
+            events = await CalendarRepo(s).all_events(user.id or 0)
+    [outside] = read_ics(imported, berlin, NOW - timedelta(days=400), NOW + timedelta(days=400))
+    ics = to_ics(events, now=clock.now(), tz=berlin)
+    assert "DTSTART;VALUE=DATE:20250605" in ics
+    assert "DTEND;VALUE=DATE:20250607" in ics
+    # Read back as any calendar app would: the same two whole days.
+    [again] = read_ics(ics, berlin, NOW - timedelta(days=400), NOW + timedelta(days=400))
+    assert again.all_day
+    assert (again.start, again.end) == (outside.start, outside.end)

@@ -78,7 +78,7 @@ async def ready(
     app = await app_factory(fake_llm, ingest_debounce_seconds=1.0, **settings)
     user = await add_user(app, "ana")
     assert user.id is not None
-    _, token = await app.web.auth.new_api_token(user.id, "recorder")
+    _, token = await app.web.auth.new_api_token(user.id, "recorder", "write")
     app.meetings.start()
     return app, {"Authorization": f"Bearer {token}"}
 

@@ -171,6 +171,38 @@ def test_a_repeat_that_cannot_be_read_is_refused_not_set_once(request_text: str,
         parse_reminder(request_text, friday(LISBON), LISBON)
 
 
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "yesterday at 9 to run",
+        "remind me yesterday at 9 to run",
+        "remind me to run yesterday at 9pm",
+        "at 9 yesterday, call mum",
+        "remind me last monday at 8 to pay rent",
+        "remind me 2 hours ago to stretch",
+        "remind me 10:30 last night to lock up",
+        "the day before yesterday at 7 water the plants",
+    ],
+)
+def test_a_time_in_the_past_is_refused_not_moved_to_today(request_text: str) -> None:
+    with pytest.raises(PhraseError, match="is in the past, so I can't remind you then"):
+        parse_reminder(request_text, friday(LISBON), LISBON)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "task"),
+    [
+        ("remind me tomorrow at 9 to tell Ana what happened yesterday", "tell Ana"),
+        ("remind me at 5pm to ask about yesterday's meeting", "ask about yesterday's meeting"),
+        ("in 2 hours remind me to reply to last week's email", "reply to last week's email"),
+    ],
+)
+def test_a_past_day_the_task_mentions_is_not_its_time(request_text: str, task: str) -> None:
+    parsed = parse_reminder(request_text, friday(LISBON), LISBON)
+    assert task in parsed.text
+    assert parsed.first_at > friday(LISBON)
+
+
 def test_a_repeating_reminder_is_confirmed_in_words() -> None:
     now = friday(LISBON)
     parsed = parse_reminder("every first Monday of the month at 9 to pay rent", now, LISBON)

@@ -54,11 +54,11 @@ async def stored_inbound(app: App) -> list[Message]:
 
 
 async def test_signed_http_event_gets_a_reply_in_the_dm(http: Slack, fake_llm: FakeLLM) -> None:
-    answer(fake_llm, say("Hello Ana! Your day looks clear."))
+    answer(fake_llm, say("Hello Ana! Nice to hear from you."))
 
     assert await http.post(dm_event("hi, what's on today?")) == 200
 
-    assert http.fake.texts(ANA_DM) == ["Hello Ana! Your day looks clear."]
+    assert http.fake.texts(ANA_DM) == ["Hello Ana! Nice to hear from you."]
     assert asked_of(fake_llm)[0]["messages"][-1]["content"] == "hi, what's on today?"
     [posted] = http.fake.posted
     assert posted["thread_ts"] is None  # a DM is answered in the DM, not in a thread

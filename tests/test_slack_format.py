@@ -27,6 +27,24 @@ def test_the_three_control_characters_are_escaped_once() -> None:
     assert to_mrkdwn("<!channel> look") == "&lt;!channel&gt; look"
 
 
+@pytest.mark.parametrize(
+    ("markdown", "mrkdwn"),
+    [
+        (
+            "[link](https://example.com/a_(b))",
+            "<https://example.com/a_(b)|link>",
+        ),
+        (
+            "see [Mercury](https://en.wikipedia.org/wiki/Mercury_(planet)) now.",
+            "see <https://en.wikipedia.org/wiki/Mercury_(planet)|Mercury> now.",
+        ),
+        ("([x](https://x.io/a))", "(<https://x.io/a|x>)"),
+    ],
+)
+def test_a_link_with_parentheses_stays_one_link(markdown: str, mrkdwn: str) -> None:
+    assert to_mrkdwn(markdown) == mrkdwn
+
+
 def test_markdown_becomes_mrkdwn() -> None:
     md = "# Plan\n- **milk** & eggs\n* *soon*\n~~old~~ [docs](https://x.io/?a=1&b=2)"
     assert to_mrkdwn(md) == (

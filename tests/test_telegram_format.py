@@ -33,6 +33,7 @@ def seen(markdown: str) -> tuple[str, set[str]]:
         ("# Shopping\n- milk\n- eggs", "Shopping\n• milk\n• eggs", {"bold"}),
         ("~~old~~ new", "old new", {"strikethrough"}),
         ('see [the docs](https://x.org/?a=1&b="2")', "see the docs", {"text_link"}),
+        ("[Mercury](https://en.wikipedia.org/wiki/Mercury_(planet))", "Mercury", {"text_link"}),
         # Left exactly as written: HTML-looking text, lone markers, snake_case, maths.
         ("<b>not bold</b> & <script>", "<b>not bold</b> & <script>", set()),
         ("2 * 3 * 4 = 24, a*b, *lonely", "2 * 3 * 4 = 24, a*b, *lonely", set()),

@@ -133,7 +133,7 @@ async def test_one_user_never_reaches_anothers_objects(app: App) -> None:
         assert "passport" not in facts_page.text
         search = await client.get("/memory", params={"q": "passport"})
         assert "X123" not in search.text
-        _, token = await app.web.auth.new_api_token(bob.id, "bob's script")
+        _, token = await app.web.auth.new_api_token(bob.id, "bob's script", "write")
     api = {"Authorization": f"Bearer {token}"}
     async with client_for(app) as client:
         assert (
@@ -161,7 +161,9 @@ async def test_api_token_works_until_revoked(app: App) -> None:
     ann = await add_user(app, "ann")
     async with client_for(app) as client:
         csrf = await sign_in(app, client, ann)
-        made = await client.post("/settings/tokens", data={"csrf": csrf, "name": "phone"})
+        made = await client.post(
+            "/settings/tokens", data={"csrf": csrf, "name": "phone", "scope": "write"}
+        )
         token = made.text.split('id="api-token">', 1)[1].split("<", 1)[0]
         assert token.startswith("lbk_")
     api = {"Authorization": f"Bearer {token}"}
@@ -376,7 +378,7 @@ async def test_api_answers_proposals_and_manages_devices(app: App) -> None:
     ann = await add_user(app, "ann")
     assert ann.id is not None
     seeded = await seed(app, ann, "lunch with Rui")
-    _, token = await app.web.auth.new_api_token(ann.id, "script")
+    _, token = await app.web.auth.new_api_token(ann.id, "script", "write")
     api = {"Authorization": f"Bearer {token}"}
     async with client_for(app) as client:
         waiting = (await client.get("/api/v1/proposals", headers=api)).json()
@@ -444,3 +446,55 @@ async def test_unknown_pages_answer_a_plain_404(app: App) -> None:
         api = await client.get("/api/v1/no-such-thing")
         assert api.status_code == 404
         assert api.json() == {"detail": "Not Found"}
+
+
+async def test_a_token_is_read_only_unless_made_with_the_write_scope(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    mine = await seed(app, ann, "my sister is Ana")
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ann)
+        # The page's form: no box ticked is a read-only token; the box gives write.
+        page = await client.post("/settings/tokens", data={"csrf": csrf, "name": "agent"})
+        reader = page.text.split('id="api-token">', 1)[1].split("<", 1)[0]
+        page = await client.post(
+            "/settings/tokens", data={"csrf": csrf, "name": "script", "scope": "write"}
+        )
+        writer = page.text.split('id="api-token">', 1)[1].split("<", 1)[0]
+        assert "read only" in page.text and "read and write" in page.text
+        look = {"Authorization": f"Bearer {reader}"}
+        change = {"Authorization": f"Bearer {writer}"}
+        # Looking works with either token.
+        for headers in (look, change):
+            facts = await client.get("/api/v1/facts", headers=headers)
+            assert [f["id"] for f in facts.json()] == [mine.fact_id]
+        # The read-only token changes nothing, whatever the method, and says why.
+        refused = [
+            await client.delete(f"/api/v1/facts/{mine.fact_id}", headers=look),
+            await client.post("/api/v1/facts", json={"text": "I like tea"}, headers=look),
+            await client.post(
+                "/api/v1/reminders", json={"text": "tomorrow at 9 call mum"}, headers=look
+            ),
+            await client.post("/api/v1/tokens", json={"scope": "write"}, headers=look),
+        ]
+        assert [r.status_code for r in refused] == [403] * 4
+        assert "read-only" in refused[0].json()["detail"]
+        async with app.db.session() as s:
+            assert [f.id for f in await FactRepo(s).active(ann.id)] == [mine.fact_id]
+        assert await app.web.service.reminders(ann) == []
+        assert len((await client.get("/api/v1/tokens", headers=look)).json()) == 2
+        # The write token may change things, and make tokens of either scope by API.
+        made = await client.post(
+            "/api/v1/tokens", json={"name": "mcp", "scope": "read"}, headers=change
+        )
+        assert made.status_code == 201
+        assert made.json()["scope"] == "read" and made.json()["token"].startswith("lbk_")
+        listed = (await client.get("/api/v1/tokens", headers=change)).json()
+        assert sorted(t["scope"] for t in listed) == ["read", "read", "write"]
+        assert all("token" not in t for t in listed)  # secrets are shown once, never listed
+        gone = await client.delete(f"/api/v1/facts/{mine.fact_id}", headers=change)
+        assert gone.status_code == 204
+        revoked = await client.delete(f"/api/v1/tokens/{made.json()['id']}", headers=change)
+        assert revoked.status_code == 204
+        fresh = {"Authorization": f"Bearer {made.json()['token']}"}
+        assert (await client.get("/api/v1/me", headers=fresh)).status_code == 401

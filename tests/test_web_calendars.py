@@ -161,8 +161,8 @@ async def test_the_api_lists_adds_refreshes_and_deletes_calendars_per_token(
         ann = await add_user(app, "ann")
         bob = await add_user(app, "bob")
         assert ann.id is not None and bob.id is not None
-        _, ann_token = await app.web.auth.new_api_token(ann.id, "script")
-        _, bob_token = await app.web.auth.new_api_token(bob.id, "script")
+        _, ann_token = await app.web.auth.new_api_token(ann.id, "script", "write")
+        _, bob_token = await app.web.auth.new_api_token(bob.id, "script", "write")
         api = {"Authorization": f"Bearer {ann_token}"}
         other = {"Authorization": f"Bearer {bob_token}"}
         secret_url = f"{fake_feed.url}?token={SECRET}"
@@ -228,7 +228,7 @@ async def test_an_address_on_this_machine_is_refused_on_the_page_and_api_and_nev
     async with jobs_app(tmp_path, ManualClock(NOW)) as app:
         ann = await add_user(app, "ann")
         assert ann.id is not None
-        _, token = await app.web.auth.new_api_token(ann.id, "script")
+        _, token = await app.web.auth.new_api_token(ann.id, "script", "write")
         async with client_for(app) as web:
             csrf = await sign_in(app, web, ann)
             refused = await web.post("/calendars/add", data={"csrf": csrf, "url": fake_feed.url})

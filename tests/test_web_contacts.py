@@ -51,8 +51,8 @@ async def test_contacts_page_edits_and_deletes_for_their_owner_only(app: App) ->
         assert stolen.status_code == 404
 
     assert ann.id is not None and bob.id is not None
-    _, ann_token = await app.web.auth.new_api_token(ann.id, "script")
-    _, bob_token = await app.web.auth.new_api_token(bob.id, "script")
+    _, ann_token = await app.web.auth.new_api_token(ann.id, "script", "write")
+    _, bob_token = await app.web.auth.new_api_token(bob.id, "script", "write")
     api = {"Authorization": f"Bearer {ann_token}"}
     other = {"Authorization": f"Bearer {bob_token}"}
     async with client_for(app) as web:

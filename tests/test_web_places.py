@@ -63,8 +63,8 @@ async def test_places_page_and_api_rename_mark_and_delete_for_their_owner_only(
             )
             assert stolen.status_code == 404
 
-        _, ann_token = await app.web.auth.new_api_token(ann.id, "script")
-        _, bob_token = await app.web.auth.new_api_token(bob.id, "script")
+        _, ann_token = await app.web.auth.new_api_token(ann.id, "script", "write")
+        _, bob_token = await app.web.auth.new_api_token(bob.id, "script", "write")
         api = {"Authorization": f"Bearer {ann_token}"}
         other = {"Authorization": f"Bearer {bob_token}"}
         async with client_for(app) as web:
@@ -128,8 +128,8 @@ async def test_proposals_on_the_web_are_renamed_and_a_new_place_is_named(tmp_pat
         assert titles[0] == "Bouldering" and titles[1].startswith("Time at Kiezbar, 19:")
         assert "Kiezbar" in [p.name for p in await app.location.places(ann.id)]
 
-        _, bob_token = await app.web.auth.new_api_token(bob.id, "script")
-        _, ann_token = await app.web.auth.new_api_token(ann.id, "script")
+        _, bob_token = await app.web.auth.new_api_token(bob.id, "script", "write")
+        _, ann_token = await app.web.auth.new_api_token(ann.id, "script", "write")
         async with client_for(app) as web:
             theirs = await web.post(
                 f"/api/v1/proposals/{gym_p.id}/rename",

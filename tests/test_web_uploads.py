@@ -45,7 +45,7 @@ async def chunks_of(app: App, user: User) -> int:
 async def token_for(app: App, user: User) -> dict[str, str]:
     """An Authorization header with a fresh personal API token of ``user``."""
     assert user.id is not None
-    _, token = await app.web.auth.new_api_token(user.id, "script")
+    _, token = await app.web.auth.new_api_token(user.id, "script", "write")
     return {"Authorization": f"Bearer {token}"}
 
 

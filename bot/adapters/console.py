@@ -80,6 +80,9 @@ class ConsoleAdapter:
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self.finished = asyncio.Event()
+        """Set when reading stops: /quit, the end of the input, or Ctrl-C."""
+        self.quit_asked = False
+        """True when the person typed /quit (not merely the end of the input)."""
         self.interactive = self.stdin.isatty()
 
     def write(self, text: str) -> None:
@@ -114,6 +117,7 @@ class ConsoleAdapter:
                     self.prompt()
                     continue
                 if text in {"/quit", "/exit"}:
+                    self.quit_asked = True
                     break
                 await on_message(
                     InboundMessage(

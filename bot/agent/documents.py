@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.agent.memory.index import MemoryIndex
+from bot.feature import Feature, FileKind
 from bot.isolated import Bounds, ChildFailed, OverBound, run_bounded
 from bot.messages import Attachment
 from storage.db import Database
@@ -182,3 +183,12 @@ class Documents:
 def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
+
+
+FEATURE = Feature(
+    name="documents",
+    about="PDFs people send: kept, read page by page and searchable with page citations.",
+    tables=("documentchunk",),
+    files=(FileKind("documents", "PDF files people sent, by user and message"),),
+)
+"""Documents' declaration (issue 28)."""

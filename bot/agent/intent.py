@@ -1,10 +1,12 @@
 """Tools by intent: the message's intent and the router's confidence choose the visible tools.
 
 Deterministic rules, no model call: each tool group (tasks, reminders, calendar, memory,
-journal, location, time) has a pattern of the words that ask for it. One group matched is
-high confidence (that group only); two are medium (those groups plus the resolution tools
-that pin down dates and references); none or many are low (every tool, as before). A turn
-that makes no progress with what it was shown widens one step within the same turn.
+journal, location, time, web, ...) has a pattern of the words that ask for it, declared by
+the feature that brings the group (``Feature.intents``) and kept by the tool registry. One
+group matched is high confidence (that group only); two are medium (those groups plus the
+resolution tools that pin down dates and references); none or many are low (every tool, as
+before). A turn that makes no progress with what it was shown widens one step within the
+same turn.
 
 Fewer tools offered is fewer prompt tokens on every model call of the turn
 (``python -m bench controller`` prints the figure).
@@ -13,7 +15,9 @@ Fewer tools offered is fewer prompt tokens on every model call of the turn
 from __future__ import annotations
 
 import enum
+import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bot.agent.questions import QuestionKind, question_kind
@@ -30,24 +34,6 @@ class Confidence(enum.IntEnum):
     HIGH = 2
     """Exactly one group matched: that group only."""
 
-
-_GROUPS: dict[str, re.Pattern[str]] = {
-    name: re.compile(pattern, re.IGNORECASE)
-    for name, pattern in {
-        "tasks": r"\b(tasks?|todos?|to-dos?|to do list|tick (it |that )?off)\b",
-        "reminders": r"\b(remind(ers?)?|alarm)\b",
-        "calendar": r"\b(calendar|events?|meetings?|appointments?|schedule[ds]?|book(ed)?|"
-        r"agenda)\b",
-        "journal": r"\b(mood|stress|stressed|happiness|energy|lately|journal|chart|graph|"
-        r"feeling|action items|in review)\b",
-        "location": r"\b(where (was|were|have) i|where did i go|been to|last visit|visited|"
-        r"last time i was at)\b",
-        "time": r"\b(time ?zone|what time|what's the time|what day is it)\b",
-        "memory": r"\b(remember|forget|facts?|know about me|did i|have i|when did|what did|"
-        r"who is|who's|notes?|said|told|tell me about|search|find|conversations?|talked|"
-        r"mentioned|yesterday|last week|how many times|how often)\b",
-    }.items()
-}
 
 RESOLUTION_TOOLS = ("current_time", "list_facts", "search_memory")
 """Tools that pin down what a request refers to (dates, stored facts, who and where): added
@@ -66,14 +52,35 @@ class Intent:
     """The question's type (fact, summary, browse, compare, count)."""
 
 
-def classify_intent(text: str) -> Intent:
+def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """A pattern matching any of ``words`` as whole words, any case (None for no words).
+
+    For intents the operator adds (an MCP server's own words: "github", "pull request").
+    """
+    alternatives = sorted({re.escape(w.strip()) for w in words if w.strip()}, key=len)
+    if not alternatives:
+        return None
+    return re.compile(r"\b(" + "|".join(reversed(alternatives)) + r")\b", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(words: str) -> re.Pattern[str]:
+    return re.compile(words, re.IGNORECASE)
+
+
+def classify_intent(text: str, registry: ToolRegistry) -> Intent:
     """The intent of ``text`` by rules: the groups whose words it uses, and how sure that is.
 
-    Counts and compares about the user's own doings go to the structured count alone, so
-    the model is not tempted to count search hits (widening adds search if it finds nothing).
+    The words are the registry's (every feature's declared intents). Counts and compares
+    about the user's own doings go to the structured count alone, so the model is not
+    tempted to count search hits (widening adds search if it finds nothing).
     """
     kind = question_kind(text)
-    groups = frozenset(name for name, pattern in _GROUPS.items() if pattern.search(text))
+    groups = frozenset(
+        name
+        for name, words in registry.intent_words.items()
+        if words and _compiled(words).search(text)
+    )
     if kind in (QuestionKind.COUNT, QuestionKind.COMPARE):
         if groups <= {"memory"}:
             return Intent(frozenset({"count"}), Confidence.HIGH, kind)
@@ -127,14 +134,14 @@ _A_QUESTION = re.compile(
 """Asked, not ordered: "search both for me" or "find it, change it" may want other tools."""
 
 
-def sure_memory_question(text: str) -> bool:
+def sure_memory_question(text: str, registry: ToolRegistry) -> bool:
     """A question only memory can answer, by rules: search it before the first model call.
 
     Exactly the memory group matched (high confidence), a plain fact question (counts and
     comparisons have their own tool), nothing asking to change what is stored, and not a
     question about the stored facts themselves; and asked as a question, not an order.
     """
-    intent = classify_intent(text)
+    intent = classify_intent(text, registry)
     return (
         intent.groups == frozenset({"memory"})
         and intent.confidence is Confidence.HIGH

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from sqlmodel import select
 
 from bot.agent.ask import Ask
+from bot.feature import Access, Feature, Route
 from storage.db import Database
 from storage.models import Contact, Place
 from storage.repos.people import ContactRepo
@@ -86,3 +87,13 @@ async def resolve_for(db: Database, user_id: int, text: str) -> Resolution:
     if not contacts and not places:
         return Resolution()
     return resolve(text, contacts, places)
+
+
+FEATURE = Feature(
+    name="contacts",
+    about="The people in the user's life: names, aliases, relationships and how to reach them.",
+    tables=("contact",),
+    commands=("contacts", "contact"),
+    routes=(Route("/api/v1/contacts", Access.BEARER), Route("/contacts", Access.SESSION)),
+)
+"""Contacts' declaration (issue 28)."""

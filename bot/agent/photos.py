@@ -21,6 +21,7 @@ from typing import Any
 from bot.agent.llm import LLM, data_url, image_parts, parse_json_object
 from bot.agent.memory.index import MemoryIndex
 from bot.errors import AgentError
+from bot.feature import Feature, FileKind
 from bot.messages import Attachment
 from storage.db import Database
 from storage.repos.messages import MessageRepo
@@ -199,3 +200,11 @@ def saw(seen: Sequence[Seen]) -> str:
         if x.text:
             lines.append(f"Text in it: {x.text}")
     return "\n".join(lines)
+
+
+FEATURE = Feature(
+    name="photos",
+    about="Pictures people send: kept with their message, described by a vision model, searchable.",
+    files=(FileKind("photos", "pictures people sent, by user and message"),),
+)
+"""Photos' declaration (issue 28): the pictures live in their messages' ``meta``."""

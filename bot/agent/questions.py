@@ -3,10 +3,10 @@
 A question is a fact ("when is my dentist appointment?"), a summary ("how was my week?"),
 a browse ("what did I do in March?"), a compare ("did I run more in March or April?") or a
 count ("how many times did I go running last month?"). Counts and compares are answered by
-``count_times``: a query over the user's own messages and journal in a window of local days
-that counts the days the activity is mentioned (negated mentions such as "skipped my run"
-left out) and numbers those days as sources. The model reads the number; it never counts
-search hits.
+``count_times``: a query over the user's own lines (found by identity) and journal in a window
+of local days that counts the days on which they say they did the activity (by meaning:
+"went for a run" counts, "running late" and "skipped my run" do not) and cites every line.
+The model reads the number; it never counts search hits.
 """
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from pydantic import BaseModel, Field
 
+from bot.agent.activities import activity, did
 from bot.agent.tools.base import Tool, ToolContext
 from bot.errors import ToolError
 from storage.models import MemoryItem
-from storage.repos.memory_index import OWN_SPEAKERS, MemoryIndexRepo
+from storage.repos.memory_index import MemoryIndexRepo
 
 
 class QuestionKind(enum.Enum):
@@ -53,44 +54,6 @@ def question_kind(text: str) -> QuestionKind:
     return QuestionKind.FACT
 
 
-_IRREGULAR = {
-    "run": ("ran",),
-    "swim": ("swam", "swum"),
-    "go": ("went", "gone"),
-    "eat": ("ate", "eaten"),
-    "ride": ("rode",),
-    "drink": ("drank",),
-    "see": ("saw", "seen"),
-    "meet": ("met",),
-    "buy": ("bought",),
-    "sleep": ("slept",),
-    "write": ("wrote",),
-    "read": ("read",),
-}
-_NEGATION = re.compile(
-    r"\b(didn't|did not|no|not|never|skipped|skip|missed|without)\W+(\w+\W+){0,2}$",
-    re.IGNORECASE,
-)
-
-
-def activity_pattern(what: str) -> re.Pattern[str]:
-    """Words for an activity: "run" finds run, runs, running, ran (not "brunch")."""
-    words = [w for w in re.findall(r"[a-z]+", what.lower()) if len(w) > 1]
-    if not words:
-        raise ToolError("say what to count, e.g. 'run' or 'gym'")
-    forms: list[str] = []
-    for w in words:
-        stem = w.removesuffix("e")
-        forms.append(rf"{re.escape(stem)}\w*")
-        forms += [re.escape(f) for f in _IRREGULAR.get(w, ())]
-    return re.compile(rf"\b({'|'.join(forms)})\b", re.IGNORECASE)
-
-
-def mentions(pattern: re.Pattern[str], text: str) -> bool:
-    """The activity is mentioned, and not as something that did not happen."""
-    return any(not _NEGATION.search(text[: m.start()]) for m in pattern.finditer(text))
-
-
 class CountArgs(BaseModel):
     """Arguments of count_times."""
 
@@ -101,34 +64,49 @@ class CountArgs(BaseModel):
 
 MAX_ITEMS = 20_000
 """A window this full is cut (the answer says so); a person rarely writes this much."""
-MAX_LISTED = 31
+MAX_CITED = 200
+"""Lines cited one by one; past this the answer says how many more were counted."""
 
 
 async def count_times(ctx: ToolContext, args: CountArgs) -> str:
-    """Count the local days in a window on which the user's own words mention an activity."""
+    """Count the local days in a window on which the user's own words say they did something.
+
+    The user's own words, by identity: their chat messages and voice notes, device and
+    pendant transcripts, imported lines under their own name, and their journal. A line
+    counts when it means the activity ("went for a run"), not only when it shares its letters
+    ("running late"), and is neither negated nor about someone else (``activities.did``).
+    Every counted line is cited, so the user can check the count.
+    """
     if args.end < args.start:
         raise ToolError("end is before start")
-    pattern = activity_pattern(args.what)
+    act = activity(args.what)
     start = datetime.combine(args.start, time(0), ctx.tz).astimezone(UTC)
     end = datetime.combine(args.end + timedelta(days=1), time(0), ctx.tz).astimezone(UTC)
     async with ctx.db.session() as s:
-        items = await MemoryIndexRepo(s).in_window(
-            ctx.user_id, start, end, ("message", "journal"), MAX_ITEMS
-        )
-    days: dict[date, MemoryItem] = {}
+        items = await MemoryIndexRepo(s).own_lines(ctx.user_id, start, end, MAX_ITEMS)
+    days: dict[date, list[MemoryItem]] = {}
     for item in items:
-        own = item.kind == "journal" or item.speaker.lower() in OWN_SPEAKERS
-        if own and mentions(pattern, item.text):
-            days.setdefault(item.ts.astimezone(ctx.tz).date(), item)
+        if did(act, item.text):
+            days.setdefault(item.ts.astimezone(ctx.tz).date(), []).append(item)
     span = f"{args.start:%d %B %Y} to {args.end:%d %B %Y}"
     if not days:
-        return f"0 days from {span} on which the user's own words mention {args.what!r}."
+        return f"0 days from {span} on which the user's own words say they did {args.what!r}."
+    lines_total = sum(len(v) for v in days.values())
     lines = [
         f"{len(days)} {'day' if len(days) == 1 else 'days'} from {span} on which the user's "
-        f"own words mention {args.what!r} (a structured count; cite the days):"
+        f"own words say they did {args.what!r} ({lines_total} "
+        f"{'line' if lines_total == 1 else 'lines'}; a structured count: cite every line "
+        "of a day you mention):"
     ]
-    for day, item in sorted(days.items())[:MAX_LISTED]:
-        lines.append(f"[{ctx.sources.add(item)}] {day:%a %d %b}: {item.text[:120]}")
+    cited = 0
+    for day, said in sorted(days.items()):
+        for item in said:
+            if cited == MAX_CITED:
+                break
+            cited += 1
+            lines.append(f"[{ctx.sources.add(item)}] {day:%a %d %b}: {item.text[:120]}")
+    if cited < lines_total:
+        lines.append(f"({lines_total - cited} more counted lines are not listed)")
     if len(items) >= MAX_ITEMS:
         lines.append("(the window holds more items than were read; the count may be low)")
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from bot.agent.llm import LLM, ToolCall, image_parts
 from bot.agent.loop import AgentEvent, FinalAnswer, Limits, TextDelta, run_turn
 from bot.agent.people import Resolution, resolve_for
 from bot.agent.prompts import load_persona, system_prompt
+from bot.agent.retrieval.people import known_people
 from bot.agent.router import Route, Router, prefers, remember_text
 from bot.agent.rules import RULE_CATEGORY, is_rule
 from bot.agent.sources import SourceLedger, last_answer_citations, render_sources
@@ -154,7 +155,9 @@ def hide_old_untrusted(history: list[dict[str, Any]], tools: ToolRegistry) -> li
             if msg["role"] == "tool"
             else None
         )
-        if tool is not None and tool.untrusted_output:
+        # A tool no longer registered (an MCP server that went away) may have been untrusted.
+        gone = msg["role"] == "tool" and tool is None
+        if gone or (tool is not None and tool.untrusted_output):
             out.append({**msg, "content": "(earlier result not repeated; call the tool again)"})
         else:
             out.append(msg)
@@ -296,8 +299,11 @@ class Agent:
             conversation_id=conversation_id,
             message_id=message_id,
             sources=ledger,
+            owner=user.is_owner,
         )
-        visibility = Visibility(self.tools, classify_intent(text)) if self.by_intent else None
+        visibility = (
+            Visibility(self.tools, classify_intent(text, self.tools)) if self.by_intent else None
+        )
         final = await self._run(
             ctx,
             system,
@@ -356,7 +362,7 @@ class Agent:
         if not self.search_first or self.tools.get(SEARCH_FIRST_TOOL) is None:
             return []
         # A resumed request goes on the way it started: the model already chose its tools.
-        if resumes_a_question(text) or not sure_memory_question(text):
+        if resumes_a_question(text) or not sure_memory_question(text, self.tools):
             return []
         query = json.dumps({"query": text[:500]})
         return [ToolCall("search_first", SEARCH_FIRST_TOOL, query)]
@@ -441,7 +447,11 @@ class Agent:
         evidence, like an uncited tool result.
         """
         results = [*tool_results(transcript), *known]
-        verdict = check_answer(answer, ctx.sources, results)
+        # A name as a subject makes a claim when the user's memory knows it (a contact, a
+        # place, a name in their facts or in what this turn's tools showed), not "Slack".
+        shown = [c.snippet for c in ctx.sources.entries.values()]
+        names = await known_people(ctx.db, ctx.user_id, (), places=True, texts=[*results, *shown])
+        verdict = check_answer(answer, ctx.sources, results, names)
         if verdict.ok and self.verify_with_model:
             verdict = await judge(self.llm, answer, ctx.sources, results)
         return verdict

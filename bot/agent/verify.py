@@ -1,7 +1,9 @@
 """A check before answering: claims about the user's life must rest on this turn's tool results.
 
 Rules first, no model: the answer is cut into sentences; a sentence that states something
-about the user's life ("you ran...", "your dentist appointment is...") is a claim. A claim
+about the user's life, their people, places or times, in any tense or verb form ("You live
+in Lisbon", "Your sister lives at 12 Rua Verde", "Ana moved to Porto", "The appointment is on
+Friday") is a claim (``claims.is_claim``). A claim
 citing [n] must share its content words with source n (or the tool result that showed it,
 where a count's total stands); a claim citing nothing is accepted
 only when the turn's tools gave no numbered sources at all and some tool result this turn
@@ -16,9 +18,11 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.agent.claims import is_claim
 from bot.agent.llm import LLM, parse_json_object
 from bot.agent.sources import SourceLedger
 from bot.errors import AgentError
@@ -27,18 +31,6 @@ log = logging.getLogger(__name__)
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _CITE = re.compile(r"\[(\d{1,3})\]")
-_CLAIM = re.compile(
-    r"\b(you|you've|you'd)\s+(\w+ed|went|ran|run|said|told|met|saw|had|were|did|got|spent|"
-    r"bought|wrote|took|made|came|left|slept|ate|have been|have had|have \d+|\d+)\b|"
-    r"\byour\s+([\w']+\s+){0,3}(is|was|are|were|has|had)\b",
-    re.IGNORECASE,
-)
-_UNKNOWN = re.compile(
-    r"\b(don't know|do not know|not sure|no record|nothing (about|on|in|stored)|couldn't find|"
-    r"could not find|can't find|cannot find|found nothing|no sources|can't tell|cannot tell|"
-    r"too little|not enough)\b",
-    re.IGNORECASE,
-)
 _WORD = re.compile(r"[a-z]+|\d+")
 _STOP = frozenset(
     [
@@ -149,23 +141,24 @@ def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
 
 
-def is_claim(sentence: str) -> bool:
-    """A statement about the user's life (not a question, not an "I don't know")."""
-    if sentence.rstrip().endswith("?") or _UNKNOWN.search(sentence):
-        return False
-    return bool(_CLAIM.search(sentence))
-
-
 def tool_results(transcript: list[dict[str, Any]]) -> list[str]:
     """The text of every tool result in a turn's transcript."""
     return [str(m.get("content") or "") for m in transcript if m.get("role") == "tool"]
 
 
-def check_answer(answer: str, ledger: SourceLedger, results: list[str]) -> Verdict:
-    """The rules: every claim cites a source that says it, or (no numbered sources) a result."""
+def check_answer(
+    answer: str,
+    ledger: SourceLedger,
+    results: list[str],
+    names: Collection[str] | None = None,
+) -> Verdict:
+    """The rules: every claim cites a source that says it, or (no numbered sources) a result.
+
+    ``names``: people and places the user's memory knows (see ``claims.is_claim``).
+    """
     verdict = Verdict()
     for sentence in sentences(answer):
-        if not is_claim(sentence):
+        if not is_claim(sentence, names):
             continue
         cited = [int(n) for n in _CITE.findall(sentence) if int(n) in ledger.entries]
         if cited:
@@ -207,11 +200,11 @@ async def judge(llm: LLM, answer: str, ledger: SourceLedger, results: list[str])
     return Verdict()
 
 
-def plain_unknown(answer: str, verdict: Verdict) -> str:
+def plain_unknown(answer: str, verdict: Verdict, names: Collection[str] | None = None) -> str:
     """The answer without its ungrounded claims, saying plainly what is not known."""
     bad = {p.sentence for p in verdict.problems}
     kept = [s for s in sentences(answer) if s not in bad]
-    if not [s for s in kept if is_claim(s)]:
+    if not [s for s in kept if is_claim(s, names)]:
         return (
             "I don't know: nothing I found in your records this time supports an answer, "
             "and I won't guess."

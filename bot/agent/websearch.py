@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 
 from bot.agent.tools.base import Tool, ToolContext
 from bot.errors import ToolError
+from bot.feature import Feature, IntentWords, Secret
 from storage.repos.senses import UsageRepo
 
 log = logging.getLogger(__name__)
@@ -170,6 +171,7 @@ def web_search_tool(backend: WebSearch, daily_cap: int) -> Tool:
         run=partial(_web_search, backend, daily_cap),
         label="Searching the web…",
         untrusted_output=True,
+        group="web",
     )
 
 
@@ -182,3 +184,22 @@ def build_web_search(
     if backend == "brave" and brave_api_key:
         return BraveSearch(brave_api_key, brave_api_url)
     return None
+
+
+FEATURE = Feature(
+    name="web-search",
+    about="Searches the web (SearXNG or Brave) for what memory cannot answer, a few times a day.",
+    tables=("usagecount",),
+    secrets=(Secret("Brave Search API key", setting="brave_api_key"),),
+    intents=(
+        IntentWords(
+            "web",
+            r"\b(web|online|internet|google|look (it |that )?up|weather|forecast|temperature|"
+            r"news|headlines?|price of|stock price|exchange rate|who won|final score|"
+            r"opening hours|population of|capital of|latest version|release date|election|"
+            r"president of|prime minister|flight status|traffic on)\b",
+        ),
+    ),
+    tools=("web_search",),
+)
+"""Web search's declaration (issue 28): its tool is offered only when the words ask for it."""

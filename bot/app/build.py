@@ -34,9 +34,10 @@ from bot.agent.tools import default_registry
 from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
 from bot.agent.websearch import build_web_search, web_search_tool
+from bot.app.features import route_by_intent
 from bot.app.memory_root import build_memory
 from bot.clock import Clock, SystemClock
-from bot.config import Settings
+from bot.config import Settings, environment
 from bot.device.omi import OmiInbox
 from bot.dispatch import Dispatcher
 from bot.dispatch.ask_commands import register_ask_commands
@@ -61,6 +62,7 @@ from bot.location.ingest import ChatLocation
 from bot.location.scan import StayProposals
 from bot.location.service import LocationService
 from bot.location.tools import location_tools
+from bot.mcp.room import ClientSettings, McpRoom, build_mcp
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import EspeakSynthesizer, Synthesizer
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
@@ -118,6 +120,8 @@ class App:
     """Location points, places and stays (issue 24)."""
     location_proposals: StayProposals
     """The evening scan that proposes events from the day's stays."""
+    mcp: McpRoom
+    """lifebot as an MCP server (``/mcp``, ``lifebot mcp serve``) and its MCP clients."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
     conversation_locks: AdvisoryKeyedLocks | None = None
@@ -134,6 +138,7 @@ class App:
     async def close(self) -> None:
         """Stop the web page, the scheduler, the adapters and memory, then release connections."""
         await self.web.stop()
+        await self.mcp.close()  # the MCP servers lifebot started
         await self.meetings.stop()
         await self.jobs.service.stop()  # first: the outbox sends through the adapters
         for adapter in reversed(self.started):
@@ -150,7 +155,7 @@ class App:
         await self.db.dispose()
 
 
-def build_app(
+def build_app(  # noqa: PLR0915  (the composition root names every collaborator once)
     settings: Settings, *, clock: Clock | None = None, transcriber: Transcriber | None = None
 ) -> App:
     """Build the object graph (no I/O yet; call ``start_app`` to migrate).
@@ -182,7 +187,7 @@ def build_app(
     scorer: Scorer = LLMScorer(llm, llm.fast_model) if llm.configured else LexiconScorer()
     summaries = Summaries(db, llm, configured=llm.configured, model_name=llm.model)
     journal = JournalService(db, scorer, memory.index, clock, summaries)
-    tools = default_registry()
+    tools = route_by_intent(default_registry())  # every feature's words route to its tools
     web_search = build_web_search(
         settings.web_search_backend,
         searxng_url=settings.searxng_url,
@@ -296,7 +301,7 @@ def build_app(
     conv_locks = None if db.is_sqlite else AdvisoryKeyedLocks(settings.database_url)
     commands = Commands(db, clock, settings.default_timezone)
     JobCommands(jobs, db, clock).register(commands)
-    register_memory_commands(commands, memory, db, clock)
+    register_memory_commands(commands, memory, db, clock, settings.web_url)
     register_ask_commands(commands, db, clock, ask_wait)
     register_people_commands(commands, db)
     register_thread_commands(commands, db, threads, channels)
@@ -326,6 +331,18 @@ def build_app(
         location=location,
         journal=journal,
         meetings=meetings,
+    )
+    mcp = build_mcp(
+        web=web,
+        tools=tools,
+        serve_http=settings.mcp_http,
+        client_settings=ClientSettings(
+            servers_file=settings.mcp_servers_file,
+            deadline=settings.mcp_call_timeout,
+            log_dir=settings.data_dir / "mcp",
+            environment=environment,
+            known_intents=frozenset(tools.intent_words),
+        ),
     )
     register_journal_commands(commands, journal, clock)
     dispatcher = Dispatcher(
@@ -367,6 +384,7 @@ def build_app(
         conversation_locks=conv_locks,
         location=location,
         location_proposals=stay_proposals,
+        mcp=mcp,
     )
 
 
@@ -399,6 +417,7 @@ async def start_channels(app: App) -> list[str]:
     started: list[str] = []
     # Before any channel takes new messages: what a crash (kill -9) left unanswered.
     unanswered = await app.dispatcher.left_unanswered()
+    await app.mcp.start_clients()  # the MCP servers' tools join the agent as they come up
     # One fair queue for every channel's voice notes: each person's turn comes round.
     speech = FairTranscriber(app.transcriber)
     if app.settings.telegram_enabled:

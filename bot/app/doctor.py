@@ -1,8 +1,13 @@
-"""``lifebot doctor``: check what is fine, what is missing, and how to fix it."""
+"""``lifebot doctor``: check what is fine, what is missing, and how to fix it.
+
+``--fix`` runs the repairs the checks offer (a missing data folder, files others may read,
+pending migrations with ``--migrate``) and prints every change as it makes it.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import shutil
 import tempfile
@@ -11,9 +16,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.agent.llm import OpenAILLM, data_url, image_parts
+from bot.app import repair
 from bot.config import Settings
 from bot.errors import BotError, NewerDatabaseError, ToolError
 from storage.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """What ``doctor --fix`` can do about a check's finding."""
+
+    run: Callable[[repair.Echo], Awaitable[None]]
+    """Makes the change, printing each step through the echo it is given."""
+    needs_migrate: bool = False
+    """Only with ``--migrate`` too (changing the schema is asked for by name)."""
 
 
 @dataclass(slots=True)
@@ -26,9 +42,12 @@ class Check:
     fix: str = ""
     optional: bool = False
     """An optional feature that is off is reported but does not fail the doctor."""
+    repair: Repair | None = None
+    """What ``--fix`` would do about it (None: nothing to repair here)."""
 
 
-CheckFn = Callable[[Settings], Awaitable[Check]]
+CheckFn = Callable[[Settings], Awaitable["Check | list[Check]"]]
+"""A check of one thing (or of several alike, one line each: the MCP servers)."""
 
 
 MIN_FREE_BYTES = 500_000_000
@@ -41,36 +60,48 @@ async def check_data_dir(settings: Settings) -> Check:
 
 
 def _check_data_dir(settings: Settings) -> Check:
+    root = settings.data_dir
+    if not root.exists():
+        return Check(
+            "data dir",
+            ok=True,
+            detail=f"{root} does not exist yet: the first start (or `doctor --fix`) creates it",
+            repair=Repair(lambda echo: asyncio.to_thread(repair.create_private_dir, root, echo)),
+        )
     free = ""
     try:
-        for folder in (settings.data_dir, settings.data_dir / "spool"):
-            folder.mkdir(parents=True, exist_ok=True)
+        if not root.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(root))
+        spool = root / "spool"
+        for folder in (root, spool) if spool.exists() else (root,):
+            if not folder.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "not a folder", str(folder))
             with tempfile.NamedTemporaryFile(dir=folder):
                 pass
-        left = shutil.disk_usage(settings.data_dir).free
+        left = shutil.disk_usage(root).free
         free = f" ({left / 1e9:.1f} GB free)"
     except OSError as exc:
         return Check(
             "data dir",
             ok=False,
-            detail=f"{exc.filename or settings.data_dir}: {exc.strerror}",
+            detail=f"{exc.filename or root}: {exc.strerror}",
             fix="set LIFEBOT_DATA_DIR to a writable folder (the spool/ inside must be a folder)",
         )
     if left < MIN_FREE_BYTES:
         return Check(
             "data dir",
             ok=False,
-            detail=f"{settings.data_dir.resolve()}{free}: too little free space",
+            detail=f"{root.resolve()}{free}: too little free space",
             fix="free some disk space: pendant audio and the database need room to grow",
         )
     cap = int(settings.device_spool_max_mb * 1_000_000)
-    used = _folder_bytes(settings.data_dir / "spool")
+    used = _folder_bytes(root / "spool")
     if cap and used >= cap:
         return Check(
             "data dir",
             ok=False,
             detail=(
-                f"{settings.data_dir.resolve()}{free}: the audio spool is full ({used / 1e6:.0f} "
+                f"{root.resolve()}{free}: the audio spool is full ({used / 1e6:.0f} "
                 f"of {cap / 1e6:.0f} MB, LIFEBOT_DEVICE_SPOOL_MAX_MB): pendants' audio is refused"
             ),
             fix=(
@@ -79,7 +110,7 @@ def _check_data_dir(settings: Settings) -> Check:
             ),
         )
     spool = f"; spool {used / 1e6:.0f} of {cap / 1e6:.0f} MB" if cap else ""
-    return Check("data dir", ok=True, detail=f"{settings.data_dir.resolve()}{free}{spool}")
+    return Check("data dir", ok=True, detail=f"{root.resolve()}{free}{spool}")
 
 
 def _folder_bytes(root: Path) -> int:
@@ -92,6 +123,26 @@ def _folder_bytes(root: Path) -> int:
         except OSError:
             continue  # gone while we looked
     return total
+
+
+async def check_file_modes(settings: Settings) -> Check:
+    """Only lifebot's own user may read the data folder, the database, audio and the log."""
+    extra = [settings.log_file] if settings.log_file is not None else []
+    found = await asyncio.to_thread(repair.open_paths, settings.data_dir, extra)
+    if not found:
+        return Check("file modes", ok=True, detail="private (folders 0700, files 0600)")
+    example = ", ".join(str(p) for p in found[:3]) + (" ..." if len(found) > 3 else "")
+
+    async def fix(echo: repair.Echo) -> None:
+        await asyncio.to_thread(repair.make_private, found, echo)
+
+    return Check(
+        "file modes",
+        ok=False,
+        detail=f"{len(found)} folder(s) or file(s) others on this machine may read: {example}",
+        fix="`lifebot doctor --fix` makes folders 0700 and files 0600",
+        repair=Repair(fix),
+    )
 
 
 async def check_database(settings: Settings) -> Check:
@@ -121,11 +172,22 @@ async def check_database(settings: Settings) -> Check:
         await db.dispose()
     if pending:
         many = "migration is" if len(pending) == 1 else "migrations are"
+
+        async def migrate(echo: repair.Echo) -> None:
+            target = Database(url)
+            try:
+                await target.migrate()
+            finally:
+                await target.dispose()
+            echo(f"fixed: applied {len(pending)} migration(s): {', '.join(pending)}")
+
         return Check(
             "database",
             ok=True,
             detail=f"{db.safe_url}: {len(pending)} {many} pending "
-            f"({', '.join(pending)}); `lifebot serve` applies them at start",
+            f"({', '.join(pending)}); `lifebot serve` applies them at start, "
+            "`lifebot doctor --fix --migrate` now",
+            repair=Repair(migrate, needs_migrate=True),
         )
     return Check("database", ok=True, detail=f"{db.safe_url} (schema up to date)")
 
@@ -271,19 +333,73 @@ async def check_channels(settings: Settings) -> Check:
     return Check("channels", ok=True, detail=", ".join(names))
 
 
+def _ports(settings: Settings) -> list[tuple[str, str, int, str]]:
+    """(what, host, port, setting) for every port this configuration listens on."""
+    wanted = []
+    if settings.web_enabled and settings.web_port:
+        wanted.append(("web page", settings.web_host, settings.web_port, "LIFEBOT_WEB_PORT"))
+    if settings.device_enabled and settings.device_port:
+        wanted.append(
+            ("pendant", settings.device_host, settings.device_port, "LIFEBOT_DEVICE_PORT")
+        )
+    if settings.wyoming_enabled and settings.wyoming_port:
+        host, port = settings.wyoming_host, settings.wyoming_port
+        wanted.append(("Home Assistant", host, port, "LIFEBOT_WYOMING_PORT"))
+    if settings.slack_enabled and settings.slack_mode == "http":
+        host, port = settings.slack_http_host, settings.slack_http_port
+        wanted.append(("Slack events", host, port, "LIFEBOT_SLACK_HTTP_PORT"))
+    if settings.telegram_enabled and settings.telegram_webhook_url:
+        host, port = settings.telegram_webhook_listen, settings.telegram_webhook_port
+        wanted.append(("Telegram webhook", host, port, "LIFEBOT_TELEGRAM_WEBHOOK_PORT"))
+    return wanted
+
+
+async def check_ports(settings: Settings) -> Check:
+    """Every port this configuration listens on is free, or held by lifebot itself."""
+    return await asyncio.to_thread(_check_ports, settings)
+
+
+def _check_ports(settings: Settings) -> Check:
+    wanted = _ports(settings)
+    if not wanted:
+        return Check("ports", ok=True, detail="this configuration listens on no port")
+    ours, problems, fixes = [], [], []
+    for what, host, port, setting in wanted:
+        try:
+            if repair.port_is_free(host, port):
+                continue
+        except OSError as exc:  # e.g. an address this machine does not have
+            problems.append(f"{what} cannot listen on {host}:{port} ({exc.strerror})")
+            fixes.append(f"check the host setting next to {setting}")
+            continue
+        holder = repair.holder_of(port)
+        who = (
+            f"pid {holder.pid}: {holder.command}"
+            if holder and holder.pid
+            else (holder.command if holder else "another process")
+        )
+        if holder is not None and ("lifebot" in who or " -m bot" in who):
+            ours.append(f"{what} {port} (lifebot is running: {who})")
+        else:
+            problems.append(f"{what} port {port} is taken by {who}")
+            fixes.append(f"stop that process or set {setting} to a free port")
+    if problems:
+        return Check("ports", ok=False, detail="; ".join(problems), fix="; ".join(fixes))
+    listed = ", ".join(f"{w} {p}" for w, _h, p, _s in wanted)
+    detail = "; ".join(ours) if ours else f"free: {listed}"
+    return Check("ports", ok=True, detail=detail)
+
+
 CHECKS: list[CheckFn] = [
     check_data_dir,
+    check_file_modes,
     check_database,
     check_llm,
     check_embeddings,
     check_channels,
+    check_ports,
 ]
 """Features append their own checks (model files, tokens)."""
-
-
-async def collect(settings: Settings) -> list[Check]:
-    """Run every check in order."""
-    return [await fn(settings) for fn in CHECKS]
 
 
 def status(check: Check) -> str:
@@ -296,31 +412,76 @@ def healthy(checks: list[Check]) -> bool:
     return all(c.ok or c.optional for c in checks)
 
 
-def as_json(checks: list[Check]) -> str:
+def as_json(checks: list[Check], repairs: list[str] | None = None) -> str:
     """The report as one JSON document (for scripts and monitoring)."""
-    return json.dumps(
-        {
-            "ok": healthy(checks),
-            "checks": [
-                {"name": c.name, "status": status(c), "detail": c.detail, "fix": c.fix}
-                for c in checks
-            ],
-        },
-        indent=2,
-        ensure_ascii=False,
-    )
+    report: dict[str, object] = {
+        "ok": healthy(checks),
+        "checks": [
+            {"name": c.name, "status": status(c), "detail": c.detail, "fix": c.fix} for c in checks
+        ],
+    }
+    if repairs is not None:
+        report["repairs"] = repairs
+    return json.dumps(report, indent=2, ensure_ascii=False)
 
 
-async def run_doctor(settings: Settings, echo: Callable[[str], object]) -> bool:
-    """Run every check, print the report; True when nothing required is broken."""
+@dataclass(frozen=True, slots=True)
+class FixOptions:
+    """Whether ``doctor`` repairs what it finds."""
+
+    fix: bool = False
+    """Run the repairs the checks offer."""
+    migrate: bool = False
+    """Also apply pending database migrations."""
+
+
+async def _repair(check: Check, options: FixOptions, echo: repair.Echo) -> bool:
+    """Run the check's repair when asked (saying each change); True when one ran."""
+    todo = check.repair
+    if not options.fix or todo is None:
+        return False
+    if todo.needs_migrate and not options.migrate:
+        echo(f"    not fixed: {check.name} changes the schema: add --migrate to apply it")
+        return False
+    try:
+        await todo.run(echo)
+    except OSError as exc:
+        echo(f"    could not fix {check.name}: {exc.filename or ''} {exc.strerror}".rstrip())
+        return False
+    return True
+
+
+async def checked(
+    settings: Settings, fn: CheckFn, options: FixOptions, echo: repair.Echo
+) -> list[Check]:
+    """One check's lines, repaired first when ``options`` ask for it (then checked again)."""
+    found = await fn(settings)
+    checks = found if isinstance(found, list) else [found]
+    ran = [await _repair(c, options, echo) for c in checks]
+    if any(ran):
+        found = await fn(settings)
+        checks = found if isinstance(found, list) else [found]
+    return checks
+
+
+async def collect_fixed(settings: Settings, options: FixOptions, echo: repair.Echo) -> list[Check]:
+    """Every check's lines, each repaired first when ``options`` ask for it."""
+    return [c for fn in CHECKS for c in await checked(settings, fn, options, echo)]
+
+
+async def run_doctor(
+    settings: Settings, echo: Callable[[str], object], options: FixOptions | None = None
+) -> bool:
+    """Run every check (repairing when asked), print the report; True when nothing is broken."""
+    options = options or FixOptions()
     echo("configuration: ok")
     checks: list[Check] = []
     for fn in CHECKS:
-        check = await fn(settings)
-        checks.append(check)
-        echo(f"{check.name}: {status(check)} - {check.detail}")
-        if check.fix and not check.ok:
-            echo(f"    fix: {check.fix}")
+        for check in await checked(settings, fn, options, echo):
+            checks.append(check)
+            echo(f"{check.name}: {status(check)} - {check.detail}")
+            if check.fix and not check.ok:
+                echo(f"    fix: {check.fix}")
     return healthy(checks)
 
 
@@ -517,3 +678,43 @@ async def check_web_search(settings: Settings) -> Check:
 
 
 CHECKS.append(check_web_search)
+
+
+async def check_mcp_servers(settings: Settings) -> list[Check]:
+    """Each MCP server of LIFEBOT_MCP_SERVERS starts (or answers) and lists its tools."""
+    from bot.mcp.client.status import probe_all  # noqa: PLC0415  (the SDK only when used)
+
+    if settings.mcp_servers_file is None:
+        return [
+            Check(
+                "MCP servers",
+                ok=False,
+                optional=True,
+                detail="none configured: lifebot uses only its own tools",
+                fix="set LIFEBOT_MCP_SERVERS to a TOML or JSON file naming them (README)",
+            )
+        ]
+    from bot.app.features import intent_words  # noqa: PLC0415
+
+    config, statuses = await probe_all(settings, frozenset(intent_words()))
+    checks = [
+        Check("MCP servers", ok=False, detail=p, fix="correct the servers file")
+        for p in config.problems
+    ]
+    for spec, found in zip(config.servers, statuses, strict=True):
+        tools = f": {', '.join(found.tools)}" if found.tools else ""
+        checks.append(
+            Check(
+                f"MCP server {spec.name}",
+                ok=found.state == "up",
+                detail=f"{spec.transport} {spec.target}: {found.detail}{tools}",
+                fix=f"run `{spec.target}` by hand to see why it fails; its stderr is in "
+                f"{settings.data_dir / 'mcp' / (spec.name + '.log')}"
+                if spec.command
+                else "check the URL and the headers' environment variables",
+            )
+        )
+    return checks or [Check("MCP servers", ok=True, detail="the file names no server")]
+
+
+CHECKS.append(check_mcp_servers)

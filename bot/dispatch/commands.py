@@ -129,8 +129,10 @@ class Commands:
     @staticmethod
     def parse(text: str) -> tuple[str, str]:
         """Split "/cmd@bot args" into ("cmd", "args")."""
-        head, _, rest = text.strip().partition(" ")
-        return head.lstrip("/").split("@", 1)[0].lower(), rest.strip()
+        # Any white space ends the name: "/memoryfile" may be followed by a new line.
+        parts = text.strip().split(maxsplit=1) or [""]
+        rest = parts[1].strip() if len(parts) > 1 else ""
+        return parts[0].lstrip("/").split("@", 1)[0].lower(), rest
 
     async def handle(
         self, user: User, msg: InboundMessage, conversation_id: int, line: str | None = None

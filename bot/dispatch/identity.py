@@ -282,10 +282,21 @@ async def issue_link_code(
     return req.code
 
 
-async def ensure_console_owner(session: AsyncSession, timezone: str) -> User:
-    """The person at the console is the owner: bootstrap them on first use."""
+async def ensure_console_owner(
+    session: AsyncSession, timezone: str, as_user: User | None = None
+) -> User:
+    """The person at the console: ``as_user`` when given, else the owner (made on first use)."""
     users = UserRepo(session)
     ident = await users.find_identity("console", CONSOLE_ACCOUNT, CONSOLE_SENDER)
+    if as_user is not None:
+        assert as_user.id is not None
+        if ident is None:
+            await users.add_identity(
+                as_user.id, "console", CONSOLE_ACCOUNT, CONSOLE_SENDER, chat_id="console"
+            )
+        elif ident.user_id != as_user.id:
+            await users.move_identity(ident, as_user.id)
+        return as_user
     if ident is not None:
         user = await users.get(ident.user_id)
         if user is not None:

@@ -1,7 +1,8 @@
-"""The chat commands over memory: /sources, /remember and /forget."""
+"""The chat commands over memory: /sources, /remember, /forget and /memoryfile."""
 
 from __future__ import annotations
 
+from bot.agent.memory.memory_file import MemoryFileError, apply_text, write_for
 from bot.agent.memory.service import MemoryService
 from bot.agent.sources import last_answer_citations, render_sources
 from bot.clock import Clock, zone
@@ -9,11 +10,14 @@ from bot.dispatch.commands import CommandContext, CommandReply, Commands
 from storage.db import Database
 from storage.repos.messages import MessageRepo
 
+CHAT_FILE_CHARS = 3500
+"""A memory file longer than this is linked (the web page), not sent (chat message limits)."""
+
 
 def register_memory_commands(
-    commands: Commands, memory: MemoryService, db: Database, clock: Clock
+    commands: Commands, memory: MemoryService, db: Database, clock: Clock, web_url: str = ""
 ) -> None:
-    """Add /sources, /remember and /forget to the command table."""
+    """Add /sources, /remember, /forget and /memoryfile to the command table."""
 
     async def sources(ctx: CommandContext) -> CommandReply:
         async with db.session() as s:
@@ -47,6 +51,32 @@ def register_memory_commands(
             return CommandReply(f"You have no fact #{arg}.")
         return CommandReply(f"Forgotten: {fact.text}")
 
+    async def memory_file(ctx: CommandContext) -> CommandReply:
+        if ctx.args.strip():
+            # "/memoryfile" followed by an edited copy: read it back
+            try:
+                report = await apply_text(memory.keeper, ctx.user_id, ctx.args, clock.now())
+            except MemoryFileError as exc:
+                return CommandReply(f"I couldn't read that as your memory file: {exc}.")
+            return CommandReply(report.describe())
+        name = ctx.user.display_name or "you"
+        text = await write_for(memory.keeper, ctx.user_id, name, clock.now())
+        page = f"{web_url}/memory/file" if web_url else "the web page's Memory file"
+        if len(text) > CHAT_FILE_CHARS:
+            return CommandReply(
+                f"Your memory file is too long for a chat message: read and edit it at {page} "
+                "(sign in with /web)."
+            )
+        return CommandReply(
+            f"{text}\n\nEdit it and send it back as /memoryfile followed by the text, or use "
+            f"{page}."
+        )
+
     commands.register("sources", sources, "show the sources of my last answer")
+    commands.register(
+        "memoryfile",
+        memory_file,
+        "what I remember about you as MEMORY.md (send an edited copy back)",
+    )
     commands.register("remember", remember, "remember a fact (/remember my sister is Ana)")
     commands.register("forget", forget, "forget a fact (/forget ID)")

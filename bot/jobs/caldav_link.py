@@ -9,10 +9,12 @@ reading the calendar back never doubles them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from bot.errors import CalendarError, ConfigError
+from bot.jobs.calendar import to_ics
 from storage.models import CalendarEvent
 
 if TYPE_CHECKING:
@@ -88,33 +90,9 @@ class Login:
     """Password (plain, in memory only for the call)."""
 
 
-def _stamp(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace(";", "\\;").replace(",", "\\,").replace("\n", "\\n")
-
-
-def event_ics(event: CalendarEvent, now: datetime) -> str:
-    """One lifebot event as a VCALENDAR for a CalDAV PUT (UTC times, lifebot's uid)."""
-    lines = [
-        "BEGIN:VCALENDAR",
-        "VERSION:2.0",
-        "PRODID:-//lifebot//calendar//EN",
-        "BEGIN:VEVENT",
-        f"UID:{event.uid}",
-        f"DTSTAMP:{_stamp(now)}",
-        f"DTSTART:{_stamp(event.start_at)}",
-        f"DTEND:{_stamp(event.end_at)}",
-        f"SUMMARY:{_escape(event.title)}",
-    ]
-    if event.place:
-        lines.append(f"LOCATION:{_escape(event.place)}")
-    if event.people:
-        lines.append(f"DESCRIPTION:{_escape('With ' + ', '.join(event.people))}")
-    lines += ["END:VEVENT", "END:VCALENDAR"]
-    return "\r\n".join(lines) + "\r\n"
+def event_ics(event: CalendarEvent, now: datetime, tz: ZoneInfo) -> str:
+    """One lifebot event as a VCALENDAR for a CalDAV PUT (lifebot's uid)."""
+    return to_ics([event], now=now, tz=tz)
 
 
 def _client(login: Login) -> Any:

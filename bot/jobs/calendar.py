@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from storage.models import CalendarEvent
+from icalendar import Calendar, Event
 
-_ICS_LINE = 75
-"""Content lines are folded at 75 octets (RFC 5545 §3.1)."""
+from storage.models import CalendarEvent
 
 
 def event_line(e: CalendarEvent, tz: ZoneInfo, *, with_day: bool = True) -> str:
@@ -25,61 +24,42 @@ def event_line(e: CalendarEvent, tz: ZoneInfo, *, with_day: bool = True) -> str:
     return f"#{e.id} {day}{when} {e.title}{tail}"
 
 
-def _escape(text: str) -> str:
-    return (
-        text.replace("\\", "\\\\")
-        .replace(";", "\\;")
-        .replace(",", "\\,")
-        .replace("\r\n", "\\n")
-        .replace("\n", "\\n")
-    )
+def event_component(e: CalendarEvent, now: datetime, tz: ZoneInfo) -> Event:
+    """One event as an iCalendar VEVENT (icalendar escapes and folds it).
+
+    Timed events are written in UTC, so any client places them; an all-day event keeps its
+    DATE values (the days in the owner's zone), so no client shows it as a 24-hour meeting.
+    """
+    event = Event()
+    event.add("uid", e.uid)
+    event.add("dtstamp", now.astimezone(UTC))
+    if e.all_day:
+        first = e.start_at.astimezone(tz).date()
+        event.add("dtstart", first)
+        event.add("dtend", max(e.end_at.astimezone(tz).date(), first + timedelta(days=1)))
+    else:
+        event.add("dtstart", e.start_at.astimezone(UTC))
+        event.add("dtend", e.end_at.astimezone(UTC))
+    event.add("summary", e.title)
+    event.add("created", e.created_at.astimezone(UTC))
+    event.add("last-modified", e.updated_at.astimezone(UTC))
+    if e.place:
+        event.add("location", e.place)
+    if e.people:
+        event.add("description", "With " + ", ".join(e.people))
+    return event
 
 
-def _fold(line: str) -> list[str]:
-    """Split one content line into 75-octet pieces without breaking a UTF-8 character."""
-    out: list[str] = []
-    current, size = "", 0
-    limit = _ICS_LINE
-    for ch in line:
-        n = len(ch.encode("utf-8"))
-        if size + n > limit:
-            out.append(current)
-            current, size, limit = " ", 1, _ICS_LINE
-        current += ch
-        size += n
-    out.append(current)
-    return out
-
-
-def _stamp(dt: datetime) -> str:
-    return dt.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
-
-
-def to_ics(events: list[CalendarEvent], *, name: str, now: datetime) -> str:
-    """An iCalendar document with every event (times in UTC, so any client places them)."""
-    lines = [
-        "BEGIN:VCALENDAR",
-        "VERSION:2.0",
-        "PRODID:-//lifebot//calendar export//EN",
-        "CALSCALE:GREGORIAN",
-        f"X-WR-CALNAME:{_escape(name)}",
-    ]
+def to_ics(
+    events: list[CalendarEvent], *, now: datetime, tz: ZoneInfo, name: str | None = None
+) -> str:
+    """An iCalendar document (RFC 5545) with every event; ``name`` titles a whole calendar."""
+    calendar = Calendar()
+    calendar.add("prodid", "-//lifebot//calendar//EN")
+    calendar.add("version", "2.0")
+    calendar.add("calscale", "GREGORIAN")
+    if name is not None:
+        calendar.add("x-wr-calname", name)
     for e in events:
-        lines += [
-            "BEGIN:VEVENT",
-            f"UID:{e.uid}",
-            f"DTSTAMP:{_stamp(now)}",
-            f"DTSTART:{_stamp(e.start_at)}",
-            f"DTEND:{_stamp(e.end_at)}",
-            f"SUMMARY:{_escape(e.title)}",
-            f"CREATED:{_stamp(e.created_at)}",
-            f"LAST-MODIFIED:{_stamp(e.updated_at)}",
-        ]
-        if e.place:
-            lines.append(f"LOCATION:{_escape(e.place)}")
-        if e.people:
-            lines.append(f"DESCRIPTION:{_escape('With ' + ', '.join(e.people))}")
-        lines.append("END:VEVENT")
-    lines.append("END:VCALENDAR")
-    folded = [piece for line in lines for piece in _fold(line)]
-    return "\r\n".join(folded) + "\r\n"
+        calendar.add_component(event_component(e, now, tz))
+    return str(calendar.to_ical().decode("utf-8"))

@@ -533,7 +533,7 @@ class OwnCalendars:
         problems = []
         for target in targets:
             try:
-                ics = caldav_link.event_ics(event, self.clock.now())
+                ics = caldav_link.event_ics(event, self.clock.now(), zone(user.timezone))
                 await asyncio.to_thread(caldav_link.write, self._login(target), ics)
             except CalendarError as exc:
                 log.warning("writing to calendar #%s of user %s: %s", target.id, user.id, exc)

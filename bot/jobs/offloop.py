@@ -1,90 +1,94 @@
-"""APScheduler 3 with its synchronous job store kept off the event loop.
+"""APScheduler 3 with its synchronous job store kept off the event loop, through its public API.
 
-APScheduler 3's SQLAlchemy job store is synchronous and ``AsyncIOScheduler`` calls it on the
+APScheduler 3's SQLAlchemy job store is synchronous, and ``AsyncIOScheduler`` calls it on the
 event loop. With SQLite that can freeze the whole process: the store waits for the write lock
-while the coroutine holding that lock cannot run to release it. Here the scheduler's job
-processing runs in one worker thread; jobs are still started as coroutines on the loop.
+while the coroutine holding that lock cannot run to release it. So the leader runs a
+``BackgroundScheduler``: its own thread reads and writes the store and decides what is due,
+and each due job (a plain function called in the scheduler's worker threads) hands its
+coroutine to the event loop and waits for it there. The wait keeps APScheduler's
+``max_instances`` and coalescing meaning what they say; nothing of APScheduler's private
+internals is touched, so its upgrades cannot break this quietly.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from collections.abc import Callable, Coroutine
+from datetime import UTC
 from typing import Any
 
-from apscheduler.executors.asyncio import AsyncIOExecutor
-from apscheduler.schedulers.asyncio import AsyncIOScheduler, run_in_event_loop
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import BaseJobStore
+from apscheduler.schedulers.background import BackgroundScheduler
 
 log = logging.getLogger(__name__)
 
 
-class LoopExecutor(AsyncIOExecutor):  # type: ignore[misc]  # apscheduler ships no types
-    """Starts job coroutines on the event loop even when asked from the scheduler's thread."""
+class OffLoopScheduler:
+    """A ``BackgroundScheduler`` whose jobs run as coroutines on one event loop."""
 
-    closed = False
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        jobstore: BaseJobStore,
+        job_defaults: dict[str, Any],
+        workers: int,
+    ) -> None:
+        self.loop = loop
+        """Where job coroutines run."""
+        self.closed = False
+        """Set when stepping down: a run asked for from now on is dropped."""
+        self._live: set[concurrent.futures.Future[Any]] = set()
+        self._guard = threading.Lock()
+        # One waiting thread per job that may run at once (each job has max_instances=1).
+        self.scheduler = BackgroundScheduler(
+            timezone=UTC,
+            jobstores={"default": jobstore},
+            executors={"default": ThreadPoolExecutor(max_workers=workers)},
+            job_defaults=job_defaults,
+        )
+        """APScheduler itself: add, modify and look up jobs through it."""
 
-    def _do_submit_job(self, job: Any, run_times: Any) -> None:
-        parent = super()._do_submit_job
+    def run_on_loop(self, make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        """Called by a due job in a scheduler thread: run ``make()`` on the loop, wait for it."""
+        with self._guard:
+            if self.closed:
+                return None
+            future = asyncio.run_coroutine_threadsafe(make(), self.loop)
+            self._live.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            return None
+        finally:
+            with self._guard:
+                self._live.discard(future)
 
-        def submit() -> None:
-            if not self.closed:  # a run asked for just before shutdown is dropped
-                parent(job, run_times)
+    def start(self) -> None:
+        """Start the scheduler's thread (blocking: it reads the store once; call in a thread)."""
+        self.scheduler.start()
 
-        self._eventloop.call_soon_threadsafe(submit)
+    def stop_taking_runs(self) -> None:
+        """Drop every run asked for from now on, and stop the scheduler's thread (blocking).
 
-    def shutdown(self, wait: bool = True) -> None:
-        """Accept no more runs; cancel the ones not finished."""
-        self.closed = True
-        super().shutdown(wait)
+        Returns once the thread has finished its current round of the store, so the store's
+        engine may be disposed; runs already on the loop go on (see ``live``).
+        """
+        with self._guard:
+            self.closed = True
+        self.scheduler.shutdown(wait=False)
 
-    def live_tasks(self) -> set[Any]:
-        """Job runs started and not finished yet."""
-        return set(self._pending_futures)
+    def live(self) -> set[asyncio.Future[Any]]:
+        """Job runs handed to the loop and not finished yet, as futures the loop can await."""
+        with self._guard:
+            return {asyncio.wrap_future(f, loop=self.loop) for f in self._live}
 
-
-class OffLoopScheduler(AsyncIOScheduler):  # type: ignore[misc]  # apscheduler ships no types
-    """An ``AsyncIOScheduler`` whose job-store reads and writes happen in a worker thread.
-
-    Give it ``event_loop`` and start it with ``await asyncio.to_thread(scheduler.start)``.
-    """
-
-    def __init__(self, **options: Any) -> None:
-        self._store_thread = ThreadPoolExecutor(1, thread_name_prefix="jobstore")
-        options.setdefault("executors", {"default": LoopExecutor()})
-        super().__init__(**options)
-
-    @run_in_event_loop  # type: ignore[untyped-decorator]  # apscheduler ships no types
-    def wakeup(self) -> None:
-        """Process due jobs in the store thread, then set the timer for the next round."""
-        self._stop_timer()
-        if self._store_thread is None:
-            return
-        future = self._store_thread.submit(self._process_jobs)
-        future.add_done_callback(self._processed)
-
-    def _processed(self, future: Future[float | None]) -> None:
-        loop = self._eventloop
-        if loop is None or loop.is_closed() or future.cancelled():
-            return
-        exc = future.exception()
-        if exc is not None:
-            log.error("the scheduler could not read its job store: %s", exc)
-            wait: float | None = 10.0
-        else:
-            wait = future.result()
-        loop.call_soon_threadsafe(self._timer_if_running, wait)
-
-    def _timer_if_running(self, wait: float | None) -> None:
-        if self.running and self._eventloop is not None:
-            self._start_timer(wait)
-
-    def live_tasks(self) -> set[Any]:
-        """Job runs started and not finished yet (on the default executor)."""
-        executor = self._executors.get("default")
-        return executor.live_tasks() if isinstance(executor, LoopExecutor) else set()
-
-    def close_store_thread(self) -> None:
-        """Wait for the store thread to finish (call off the loop, after shutdown)."""
-        pool, self._store_thread = self._store_thread, None  # type: ignore[assignment]
-        if pool is not None:
-            pool.shutdown(wait=True)
+    def cancel_live(self) -> None:
+        """Cancel the runs still going (their waiting threads return at once)."""
+        with self._guard:
+            for future in self._live:
+                future.cancel()

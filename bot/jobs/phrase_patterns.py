@@ -105,6 +105,20 @@ AT_HOUR = re.compile(
     r"(?:\bat\s+|@\s*)(?P<h>\d{1,2})(?:\s*o'?clock)?\b|\b(?P<h2>\d{1,2})\s*o'?clock\b",
     re.IGNORECASE,
 )
+PAST_DAY = (
+    rf"(?:the\s+day\s+before\s+yesterday|yesterday|last\s+night|earlier\s+today|"
+    rf"(?:last|this\s+past)\s+(?:{WD}|week(?:end)?|month|year)|"
+    rf"\d+\s+(?:minutes?|mins?|hours?|hrs?|days?|weeks?)\s+ago)"
+)
+"""A day or moment already gone ("yesterday", "last Monday", "2 hours ago")."""
+_TIME_WORD = r"(?:at\s+|@\s*)?\d{1,2}(?:[:.]\d{2})?\s*(?:[ap]\.?m\.?|o'?clock)?"
+PAST_WHEN = re.compile(
+    rf"\b{PAST_DAY}\s*,?\s+{_TIME_WORD}(?!\w)|"  # yesterday at 9
+    rf"(?<!\w){_TIME_WORD}\s+{PAST_DAY}\b|"  # at 9 yesterday, 9pm last night
+    rf"^\s*(?:please\s+)?(?:remind\s+me\s+)?{PAST_DAY}\b",  # remind me yesterday to ...
+    re.IGNORECASE,
+)
+"""A past day given as the reminder's time (not a past day the task merely mentions)."""
 LEADING = re.compile(r"^(?:to|that|about|of|and|then|on|at|for|-|:|,)\s+", re.IGNORECASE)
 TRAILING = re.compile(r"\s+(?:at|on|in|by|and|please|pls|for)$", re.IGNORECASE)
 ORDINALS = {

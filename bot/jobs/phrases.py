@@ -319,6 +319,12 @@ def parse_reminder(
     """
     local_now = now.astimezone(tz)
     today = local_now.date()
+    if m := pat.PAST_WHEN.search(request.strip()):
+        said = re.sub(r"\s+", " ", m.group(0).strip())
+        raise PhraseError(
+            f"'{said}' is in the past, so I can't remind you then. Give me a time still "
+            "ahead, e.g. 'tomorrow at 9' or 'in 2 hours'."
+        )
     t = _Text(request.strip())
     t.take(pat.REMIND)
     f = _Found()

@@ -1,6 +1,6 @@
 """The job service: leader election, APScheduler with a persistent job store, the outbox worker.
 
-Only the leader (see :mod:`bot.jobs.leader`) runs an ``AsyncIOScheduler`` and the outbox
+Only the leader (see :mod:`bot.jobs.leader`) runs APScheduler (``bot.jobs.offloop``) and the outbox
 worker; the others keep trying the lock every ``heartbeat`` seconds and take over when the
 leader dies. APScheduler only says *when* to look; our own tables (outbox, reminders,
 proposals) say *what* must be sent, so a restart, a takeover or a run that fires twice cannot
@@ -54,12 +54,17 @@ class _Active:
     service: JobService | None = None
 
 
-async def run_registered(job_id: str) -> str:
-    """The function every stored APScheduler job points at; runs the job on the leader."""
+def run_registered(job_id: str) -> str:
+    """The function every stored APScheduler job points at (called in a scheduler thread).
+
+    It hands the job to the leading service's event loop and waits for its result there.
+    """
     service = _Active.service
-    if service is None:
+    scheduler = service.scheduler if service is not None else None
+    if service is None or scheduler is None:
         return "no job service is leading in this process"
-    return await service.run_job(job_id)
+    result = scheduler.run_on_loop(lambda: service.run_job(job_id))
+    return str(result) if result is not None else "not run: the scheduler is stopping"
 
 
 def sync_url(async_url: str) -> str | None:
@@ -144,14 +149,14 @@ class JobService:
 
         log.info("this process now runs the scheduled jobs (%s)", self.lock.holder)
         scheduler = OffLoopScheduler(
-            timezone=UTC,
-            event_loop=asyncio.get_running_loop(),
-            jobstores={"default": self._jobstore()},
+            asyncio.get_running_loop(),
+            jobstore=self._jobstore(),
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            workers=len(self.jobs) + 1,
         )
         first = datetime.now(UTC) + timedelta(seconds=1)
         for spec in self.jobs.values():
-            scheduler.add_job(
+            scheduler.scheduler.add_job(
                 run_registered,
                 "interval",
                 seconds=spec.every,
@@ -194,22 +199,20 @@ class JobService:
             await asyncio.gather(timer, return_exceptions=True)
         self.outbox.request_stop()
         running: set[asyncio.Task[Any]] = set(self._running)
+        waiting: set[asyncio.Future[Any]] = set()
         if scheduler is not None:
-            scheduler.pause()
-            await asyncio.to_thread(scheduler.close_store_thread)  # its last round is done
-            await asyncio.sleep(0)  # runs it asked for are now tasks
-            running |= scheduler.live_tasks()
+            await asyncio.to_thread(scheduler.stop_taking_runs)  # its last round is done
+            waiting = scheduler.live()  # runs it handed to the loop before that
         worker, self._worker = self._worker, None
         if worker is not None:
             running.add(worker)
-        if running:
-            _, pending = await asyncio.wait(running, timeout=self.stop_grace)
+        if running or waiting:
+            _, pending = await asyncio.wait(running | waiting, timeout=self.stop_grace)
             for task in pending:
                 task.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
-        if scheduler is not None:
-            scheduler.shutdown(wait=False)
-            await asyncio.sleep(0)  # let the scheduler's own shutdown callback run
+            if scheduler is not None:
+                scheduler.cancel_live()  # the threads waiting for them return at once
+            await asyncio.gather(*running, *waiting, return_exceptions=True)
         if _Active.service is self:
             _Active.service = None
         if self._sync_engine is not None:
@@ -237,7 +240,9 @@ class JobService:
         if scheduler is None:
             return
         try:
-            await asyncio.to_thread(scheduler.modify_job, job_id, next_run_time=datetime.now(UTC))
+            await asyncio.to_thread(
+                scheduler.scheduler.modify_job, job_id, next_run_time=datetime.now(UTC)
+            )
         except JobLookupError:
             log.debug("no job %s to run soon", job_id)
 

@@ -1,6 +1,7 @@
 """The REST API under /api/v1: the pages' operations as JSON, for a personal API token.
 
-Every endpoint is scoped to the token's user; another user's ids answer 404.
+Every endpoint is scoped to the token's user; another user's ids answer 404. A read-only token
+(scope ``read``) may only GET: anything else is 403 and changes nothing (``deps.api_user``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pydantic import BaseModel, Field
 from bot.jobs.phrases import PhraseError
 from bot.web.deps import api_user, ctx
 from bot.web.service import JOURNAL_DAYS, MAX_SERIES_DAYS, SettingsChange
-from storage.models import Reminder, User
+from storage.models import ApiToken, Reminder, User
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 Me = Annotated[User, Depends(api_user)]
@@ -368,6 +369,71 @@ async def add_device(request: Request, user: Me, body: TextIn) -> NewDeviceOut:
 async def revoke_device(request: Request, user: Me, device_id: int) -> Response:
     """Revoke a pendant."""
     if await ctx(request).service.revoke_device(user, device_id) is None:
+        raise _404()
+    return Response(status_code=204)
+
+
+class TokenIn(BaseModel):
+    """A new personal API token: its name and what it may do."""
+
+    name: str = Field("token", max_length=60)
+    scope: Literal["read", "write"] = Field(
+        "read", description="read: look only; write: may also change things"
+    )
+
+
+class TokenOut(BaseModel):
+    """A personal API token (never its secret, except once in ``NewTokenOut``)."""
+
+    id: int
+    name: str
+    scope: str
+    hint: str = Field(description="the token's first characters")
+    created_at: datetime
+    last_used_at: datetime | None
+
+    @classmethod
+    def of(cls, t: ApiToken) -> TokenOut:
+        """The API shape of a token row."""
+        return cls(
+            id=t.id or 0,
+            name=t.name,
+            scope=t.scope,
+            hint=t.hint,
+            created_at=t.created_at,
+            last_used_at=t.last_used_at,
+        )
+
+
+class NewTokenOut(TokenOut):
+    """A new token and its secret (shown only in this answer)."""
+
+    token: str
+
+
+@router.get("/tokens")
+async def tokens(request: Request, user: Me) -> list[TokenOut]:
+    """Your live API tokens (names, scopes and hints; never the secrets)."""
+    assert user.id is not None
+    return [TokenOut.of(t) for t in await ctx(request).auth.api_tokens(user.id)]
+
+
+@router.post("/tokens", status_code=201)
+async def add_token(request: Request, user: Me, body: TokenIn) -> NewTokenOut:
+    """Make a token (read-only unless ``scope`` is write); the secret is in this answer only.
+
+    Only a write token may make tokens, so a read-only one can never give itself more.
+    """
+    assert user.id is not None
+    row, secret = await ctx(request).auth.new_api_token(user.id, body.name, body.scope)
+    return NewTokenOut(**TokenOut.of(row).model_dump(), token=secret)
+
+
+@router.delete("/tokens/{token_id}", status_code=204)
+async def revoke_token(request: Request, user: Me, token_id: int) -> Response:
+    """Revoke one of your tokens (it stops working at once)."""
+    assert user.id is not None
+    if not await ctx(request).auth.revoke_api_token(user.id, token_id):
         raise _404()
     return Response(status_code=204)
 

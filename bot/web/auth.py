@@ -26,6 +26,11 @@ LINK_LIMIT = 5
 """At most this many links per user per ``LINK_WINDOW``."""
 API_PREFIX = "lbk_"
 """API tokens start with this, so a leaked one is easy to recognise."""
+READ = "read"
+"""A token's scope that may only look: GET requests and read-only MCP tools."""
+WRITE = "write"
+"""A token's scope that may also change things (POST, PUT, PATCH, DELETE; MCP write tools)."""
+SCOPES = (READ, WRITE)
 
 
 class KeySource:
@@ -129,12 +134,19 @@ class WebAuth:
         return hmac.new(self._key.key(), secret.encode(), hashlib.sha256).hexdigest()[:32]
 
     # --- API tokens --------------------------------------------------------------------------
-    async def new_api_token(self, user_id: int, name: str) -> tuple[ApiToken, str]:
-        """A new API token; the clear value is returned once and never stored."""
+    async def new_api_token(
+        self, user_id: int, name: str, scope: str = READ
+    ) -> tuple[ApiToken, str]:
+        """A new API token; the clear value is returned once and never stored.
+
+        ``scope`` is READ (the default: it may only look) or WRITE (it may change things too).
+        """
+        if scope not in SCOPES:
+            raise ValueError(f"a token's scope is {' or '.join(SCOPES)}, not {scope!r}")
         secret = API_PREFIX + secrets.token_urlsafe(32)
         async with self.db.session() as s:
             row = await WebAuthRepo(s).add_api_token(
-                user_id, name.strip()[:60] or "token", secret, self.clock.now()
+                user_id, name.strip()[:60] or "token", secret, self.clock.now(), scope
             )
         return row, secret
 
@@ -148,14 +160,19 @@ class WebAuth:
         async with self.db.session() as s:
             return await WebAuthRepo(s).revoke_api_token(user_id, token_id, self.clock.now())
 
-    async def api_user(self, authorization: str | None) -> int | None:
-        """The user of an ``Authorization: Bearer lbk_...`` header, or None."""
+    async def api_token(self, authorization: str | None) -> ApiToken | None:
+        """The live token of an ``Authorization: Bearer lbk_...`` header, or None."""
         scheme, _, token = (authorization or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token.startswith(API_PREFIX):
             return None
         async with self.db.session() as s:
-            return await WebAuthRepo(s).api_user(token, self.clock.now())
+            return await WebAuthRepo(s).api_token(token, self.clock.now())
+
+    async def api_user(self, authorization: str | None) -> int | None:
+        """The user of an ``Authorization: Bearer lbk_...`` header, or None."""
+        found = await self.api_token(authorization)
+        return found.user_id if found is not None else None
 
     # --- calendar feed -----------------------------------------------------------------------
     async def new_ics_url(self, user_id: int) -> str:

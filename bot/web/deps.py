@@ -20,7 +20,7 @@ from bot.device.omi import OmiInbox
 from bot.jobs.calendars import OwnCalendars
 from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
-from bot.web.auth import WebAuth
+from bot.web.auth import WRITE, WebAuth
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.models import User, WebSession
@@ -128,16 +128,30 @@ async def checked_form(request: Request, who: Viewer) -> dict[str, str]:
     return {k: v for k, v in form.items() if isinstance(v, str)}
 
 
+LOOKING = frozenset({"GET", "HEAD", "OPTIONS"})
+"""Methods a read-only token may use; every other one changes something."""
+
+
 async def api_user(request: Request) -> User:
-    """The user of the request's API token; 401 without a valid one."""
+    """The user of the request's API token; 401 without a valid one.
+
+    A read-only token (scope ``read``) may only look: any other method is 403 before the
+    route runs, so nothing changes.
+    """
     c = ctx(request)
-    user_id = await c.auth.api_user(request.headers.get("authorization"))
-    user = await c.service.user(user_id) if user_id is not None else None
-    if user is None:
+    token = await c.auth.api_token(request.headers.get("authorization"))
+    user = await c.service.user(token.user_id) if token is not None else None
+    if token is None or user is None:
         raise HTTPException(
             401,
             "Send a personal API token as 'Authorization: Bearer lbk_...' "
             "(create one on the Settings page).",
             headers={"WWW-Authenticate": "Bearer"},
+        )
+    if token.scope != WRITE and request.method not in LOOKING:
+        raise HTTPException(
+            403,
+            "This token is read-only: it may look but not change anything. Make a token "
+            "with the write scope on the Settings page to do this.",
         )
     return user

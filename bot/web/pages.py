@@ -15,13 +15,17 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from bot.agent.journal.analytics import METRIC_NAMES, Metric
+from bot.agent.memory.memory_file import MAX_FILE_CHARS, MemoryFileError
 from bot.clock import zone
 from bot.jobs.phrases import PhraseError
 from bot.location.service import NamingError
+from bot.web.auth import READ, WRITE
 from bot.web.deps import COOKIE, Viewer, checked_form, ctx, viewer
 from bot.web.service import JOURNAL_DAYS, SettingsChange
 
 router = APIRouter()
+MAX_MEMORY_FILE_BYTES = 4 * MAX_FILE_CHARS
+"""A posted memory file larger than this is refused before it is read (URL-encoded bytes)."""
 Who = Annotated[Viewer, Depends(viewer)]
 
 
@@ -250,6 +254,49 @@ async def forget_fact(request: Request, who: Who, fact_id: int) -> Response:
     return back("/facts", note=f"Forgotten: {gone.text}")
 
 
+# --- MEMORY.md -------------------------------------------------------------------------------
+@router.get("/memory/file", response_class=HTMLResponse)
+async def memory_file(request: Request, who: Who) -> HTMLResponse:
+    """The user's facts and rules as one Markdown file, to read, edit here, or download."""
+    text = await ctx(request).service.memory_file(who.user)
+    return render(request, who, "memory_file.html", text=text, report=None)
+
+
+@router.get("/memory/file.md")
+async def memory_file_download(request: Request, who: Who) -> Response:
+    """MEMORY.md as a file."""
+    text = await ctx(request).service.memory_file(who.user)
+    return Response(
+        text,
+        media_type="text/markdown; charset=utf-8",
+        headers={
+            "Content-Disposition": 'attachment; filename="MEMORY.md"',
+            "Cache-Control": "private, no-store",
+        },
+    )
+
+
+@router.post("/memory/file", response_class=HTMLResponse)
+async def apply_memory_file(request: Request, who: Who) -> Response:
+    """Read an edited copy back; conflicts with newer chat changes are shown, nothing lost."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_MEMORY_FILE_BYTES:
+        return back("/memory/file", error="That file is too long to be a memory file.")
+    form = await checked_form(request, who)
+    text = form.get("text", "")
+    s = ctx(request).service
+    try:
+        report = await s.apply_memory_file(who.user, text)
+    except MemoryFileError as exc:
+        return back("/memory/file", error=f"I couldn't read that as your memory file: {exc}.")
+    if not report.conflicts:
+        return back("/memory/file", note=report.describe())
+    # The person's copy stays in the box beside what changed in chat, so nothing is lost.
+    page = render(request, who, "memory_file.html", text=text, report=report)
+    page.status_code = 409
+    return page
+
+
 # --- Reminders -------------------------------------------------------------------------------
 @router.get("/reminders", response_class=HTMLResponse)
 async def reminders(request: Request, who: Who) -> HTMLResponse:
@@ -421,10 +468,11 @@ async def answer_link(request: Request, who: Who, code: str, answer: str) -> Res
 
 @router.post("/settings/tokens", response_class=HTMLResponse)
 async def new_token(request: Request, who: Who) -> Response:
-    """Create a personal API token and show it once."""
+    """Create a personal API token (read-only unless "write" is ticked) and show it once."""
     form = await checked_form(request, who)
     c = ctx(request)
-    _, secret = await c.auth.new_api_token(who.user_id, form.get("name", ""))
+    scope = WRITE if form.get("scope") == WRITE else READ
+    _, secret = await c.auth.new_api_token(who.user_id, form.get("name", ""), scope)
     response = await _settings_page(request, who, new_token=secret)
     response.headers["Cache-Control"] = "no-store"
     return response

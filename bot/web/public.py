@@ -11,6 +11,7 @@ from datetime import timedelta
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from bot.clock import zone
 from bot.jobs.calendar import to_ics
 from bot.web.deps import COOKIE, ctx
 
@@ -71,5 +72,5 @@ async def calendar_feed(request: Request, secret: str) -> Response:
     if user is None:
         raise HTTPException(404)
     events = await c.service.all_events(user)
-    body = to_ics(events, name="lifebot", now=c.service.clock.now())
+    body = to_ics(events, name="lifebot", now=c.service.clock.now(), tz=zone(user.timezone))
     return Response(body, media_type="text/calendar; charset=utf-8")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.adapters.base import ChannelAdapter
 from bot.agent.journal.service import JournalService
@@ -27,6 +29,27 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from bot.web.server import WebServer
+
+
+AsgiApp = Callable[
+    [MutableMapping[str, Any], Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]],
+    Awaitable[None],
+]
+"""An ASGI application (scope, receive, send)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """An ASGI app another room serves on the web port (MCP at ``/mcp``).
+
+    The web room knows nothing of what it does, only where it lives and what must run while
+    it is served.
+    """
+
+    path: str
+    app: AsgiApp
+    running: Callable[[], AbstractAsyncContextManager[None]] | None = None
+    """Entered before the page serves and left after it stops (a session manager)."""
 
 
 @dataclass
@@ -51,8 +74,11 @@ class WebRoom:
     """Where the Omi endpoint stores audio chunks."""
     uploads: Uploads
     """Files sent from the page and the API, handed to dispatch as web messages."""
+    endpoints: list[Endpoint] = field(default_factory=list)
+    """Other rooms' ASGI apps served on the same port (added before the app is made)."""
     _app: FastAPI | None = None
     _server: WebServer | None = None
+    _running: contextlib.AsyncExitStack | None = None
 
     @property
     def app(self) -> FastAPI:
@@ -74,7 +100,17 @@ class WebRoom:
                 uploads=self.uploads,
             )
             self._app = create_app(context)
+            from starlette.routing import Route  # noqa: PLC0415
+
+            for endpoint in self.endpoints:  # first, so no page route can shadow them
+                self._app.router.routes.insert(0, Route(endpoint.path, endpoint=endpoint.app))
         return self._app
+
+    def add_endpoint(self, endpoint: Endpoint) -> None:
+        """Serve another room's ASGI app on the web port (before the app is first made)."""
+        if self._app is not None:
+            raise RuntimeError("endpoints are added before the web app is made")
+        self.endpoints.append(endpoint)
 
     @property
     def server(self) -> WebServer:
@@ -86,13 +122,28 @@ class WebRoom:
         return self._server
 
     async def start(self) -> None:
-        """Serve the page (LIFEBOT_WEB_HOST:LIFEBOT_WEB_PORT)."""
-        await self.server.start()
+        """Serve the page (LIFEBOT_WEB_HOST:LIFEBOT_WEB_PORT), endpoints' services first."""
+        stack = contextlib.AsyncExitStack()
+        for endpoint in self.endpoints:
+            if endpoint.running is not None:
+                await stack.enter_async_context(endpoint.running())
+        self._running = stack
+        try:
+            await self.server.start()
+        except BaseException:
+            await self._stop_running()
+            raise
 
     async def stop(self) -> None:
-        """Stop serving (nothing to do when it never started)."""
+        """Stop serving (nothing to do when it never started), then the endpoints' services."""
         if self._server is not None:
             await self._server.stop()
+        await self._stop_running()
+
+    async def _stop_running(self) -> None:
+        if self._running is not None:
+            running, self._running = self._running, None
+            await running.aclose()
 
 
 def build_web(

@@ -26,6 +26,7 @@ from bot.agent.journal.analytics import (
 )
 from bot.agent.journal.chart import describe
 from bot.agent.journal.service import JournalService
+from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock, zone
 from bot.dispatch.identity import approve, confirm_link, issue_link_code
@@ -313,6 +314,17 @@ class WebService:
         """Forget a fact; None when it is not the user's."""
         assert user.id is not None
         return await self.memory.keeper.forget(user.id, fact_id, self.clock.now())
+
+    async def memory_file(self, user: User) -> str:
+        """The user's facts and rules as MEMORY.md (``bot/agent/memory/memory_file.py``)."""
+        assert user.id is not None
+        name = user.display_name or "you"
+        return await write_for(self.memory.keeper, user.id, name, self.clock.now())
+
+    async def apply_memory_file(self, user: User, text: str) -> ApplyReport:
+        """Read an edited MEMORY.md back into the user's facts (MemoryFileError if unreadable)."""
+        assert user.id is not None
+        return await apply_text(self.memory.keeper, user.id, text, self.clock.now())
 
     # --- reminders, calendar, proposals --------------------------------------------------------
     async def reminders(self, user: User) -> list[Reminder]:

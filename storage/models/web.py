@@ -62,6 +62,8 @@ class ApiToken(SQLModel, table=True):
     token_hash: str
     hint: str = ""
     """The token's first characters, so a person can tell tokens apart."""
+    scope: str = "read"
+    """``read`` (look only: GET and MCP read tools) or ``write`` (may also change things)."""
     created_at: datetime = Field(
         default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
     )

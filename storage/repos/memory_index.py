@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlmodel import col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Episode, Fact, MemoryItem, Message
+from storage.models import ChannelIdentity, Episode, Fact, MemoryItem, Message, User
 from storage.repos._upsert import insert_ignore
 from storage.search.base import SearchFilter
 
@@ -46,6 +46,9 @@ def indexable_message() -> list[Any]:
 
 
 OWN_SPEAKERS = frozenset({"", "me", "ambient"})
+"""Speakers of the user's own messages: chat and voice notes (""), "me", device transcripts."""
+WORN_SPEAKERS = frozenset({"pendant"})
+"""Transcripts of a device the user wears (``bot/device/hub.py``): the user's own days."""
 
 
 def embed_text(kind: str, speaker: str, text: str) -> str:
@@ -298,6 +301,41 @@ class MemoryIndexRepo:
         q = (
             select(MemoryItem)
             .where(*flt.where())
+            .order_by(col(MemoryItem.ts), col(MemoryItem.id))
+            .limit(limit)
+        )
+        return list((await self.s.exec(q)).all())
+
+    async def own_speakers(self, user_id: int) -> frozenset[str]:
+        """Lower-cased speakers whose lines are the user's own, by identity.
+
+        The fixed ones (chat, voice notes, "me", device and pendant transcripts) and the
+        names the user goes by: their display name and their channel identities' names, as
+        an imported chat history writes them.
+        """
+        names = set(OWN_SPEAKERS | WORN_SPEAKERS)
+        user = await self.s.get(User, user_id)
+        if user is not None and user.display_name.strip():
+            names.add(user.display_name.strip().lower())
+        rows = await self.s.exec(select(ChannelIdentity).where(ChannelIdentity.user_id == user_id))
+        names.update(i.display_name.strip().lower() for i in rows.all() if i.display_name)
+        return frozenset(names)
+
+    async def own_lines(
+        self, user_id: int, start: datetime, end: datetime, limit: int
+    ) -> list[MemoryItem]:
+        """The user's own messages (see ``own_speakers``) and journal in a window, oldest first."""
+        speakers = await self.own_speakers(user_id)
+        flt = SearchFilter(user_id, start, end, ("message", "journal"))
+        q = (
+            select(MemoryItem)
+            .where(
+                *flt.where(),
+                sa.or_(
+                    col(MemoryItem.kind) == "journal",
+                    sa.func.lower(col(MemoryItem.speaker)).in_(sorted(speakers)),
+                ),
+            )
             .order_by(col(MemoryItem.ts), col(MemoryItem.id))
             .limit(limit)
         )

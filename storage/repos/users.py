@@ -120,6 +120,12 @@ class UserRepo:
         await self.s.flush()
         return ident
 
+    async def move_identity(self, ident: ChannelIdentity, user_id: int) -> None:
+        """Hand a channel identity to another user (the console chatting as someone else)."""
+        ident.user_id = user_id
+        self.s.add(ident)
+        await self.s.flush()
+
     async def create_with_identity(
         self,
         display_name: str,

@@ -120,10 +120,17 @@ class WebAuthRepo:
             .values(revoked_at=now)
         )
 
-    async def add_api_token(self, user_id: int, name: str, secret: str, now: datetime) -> ApiToken:
-        """Store a new API token."""
+    async def add_api_token(
+        self, user_id: int, name: str, secret: str, now: datetime, scope: str = "read"
+    ) -> ApiToken:
+        """Store a new API token (``scope``: ``read`` or ``write``)."""
         row = ApiToken(
-            user_id=user_id, name=name, token_hash=digest(secret), hint=secret[:8], created_at=now
+            user_id=user_id,
+            name=name,
+            token_hash=digest(secret),
+            hint=secret[:8],
+            created_at=now,
+            scope=scope,
         )
         self.s.add(row)
         await self.s.flush()
@@ -151,8 +158,8 @@ class WebAuthRepo:
         )
         return int(getattr(result, "rowcount", 0) or 0) == 1
 
-    async def api_user(self, secret: str, now: datetime) -> int | None:
-        """The user a live API token belongs to (and note that it was used)."""
+    async def api_token(self, secret: str, now: datetime) -> ApiToken | None:
+        """The live API token with this secret (and note that it was used), or None."""
         res = await self.s.exec(
             select(ApiToken).where(
                 ApiToken.token_hash == digest(secret), col(ApiToken.revoked_at).is_(None)
@@ -163,7 +170,7 @@ class WebAuthRepo:
             return None
         row.last_used_at = now
         self.s.add(row)
-        return row.user_id
+        return row
 
     async def set_ics_token(self, user_id: int, secret: str, now: datetime) -> None:
         """Replace the user's calendar feed secret (the old URL stops working)."""

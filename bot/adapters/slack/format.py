@@ -28,7 +28,8 @@ _CODE = re.compile(r"(```.*?(?:```|$)|`[^`\n]*`)", re.DOTALL)
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 _ITALIC = re.compile(r"(?<![*\w])\*(?=[^\s*])(.+?)(?<=[^\s*])\*(?![*\w])")
 _STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)")
+_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://(?:[^\s()]|\([^\s()]*\))+)\)")
+"""``[label](url)``; the URL may hold balanced parentheses (Wikipedia's ``a_(b)``)."""
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _BULLET = re.compile(r"^(\s*)[-*+]\s+", re.MULTILINE)
 

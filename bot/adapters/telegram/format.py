@@ -20,7 +20,8 @@ MAX_CALLBACK_BYTES = 64
 
 _FENCE = re.compile(r"```[ \t]*([\w+-]*)[ \t]*\n(.*?)\n?```", re.DOTALL)
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")
-_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://[^\s()<>]+)\)")
+_LINK = re.compile(r"\[([^\]\n]+)\]\((https?://(?:[^\s()<>]|\([^\s()<>]*\))+)\)")
+"""``[label](url)``; the URL may hold balanced parentheses (Wikipedia's ``a_(b)``)."""
 _BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 _ITALIC_STAR = re.compile(r"(?<![\w*])\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?![\w*])")
 _ITALIC_UNDER = re.compile(r"(?<![\w_])_(?=[^\s_])([^_\n]+?)(?<=[^\s_])_(?![\w_])")

@@ -94,9 +94,11 @@ def period_days(
             raise ToolError(
                 f"I can't turn {what!r} into dates; tell the user and ask for a date range"
             )
+        last = min((parsed.window.end - timedelta(seconds=1)).astimezone(tz).date(), today)
         first = parsed.window.start.astimezone(tz).date()
-        last = (parsed.window.end - timedelta(seconds=1)).astimezone(tz).date()
-        return first, min(last, today), parsed.window.label
+        if parsed.window.open_start:  # "as of May": the usual span up to its end
+            first = last - timedelta(days=default_days - 1)
+        return first, last, parsed.window.label
     last = end or today
     first = start or last - timedelta(days=default_days - 1)
     if first > last:

@@ -160,6 +160,39 @@ class FactKeeper:
             return FactDecision("known", target or close[0])
         return target
 
+    async def replace(
+        self, user_id: int, fact_id: int, text: str, category: str, now: datetime
+    ) -> Fact | None:
+        """The person's new words (or category) for one of their active facts.
+
+        Stored as a new fact that supersedes it (sources kept); None when it is not theirs,
+        not active, or empty. No near-duplicate check: the person chose these words.
+        """
+        text = re.sub(r"\s+", " ", text).strip()
+        if len(text) < 3 or len(text.split()) > 40:
+            return None
+        category = category if category in CATEGORIES else guess_category(text)
+        async with self.db.session() as s:
+            repo = FactRepo(s)
+            old = await repo.get(fact_id)
+            if old is None or old.user_id != user_id or old.forgotten_at or old.superseded_by:
+                return None
+            new, _ = await repo.add(user_id, text, category, old.source_message_ids)
+            if new.id == old.id:  # the same words under another heading
+                new.category, new.updated_at = category, now
+                s.add(new)
+            else:
+                new.origin = "explicit"
+                new.created_at = new.updated_at = now
+                s.add(new)
+                await repo.supersede(user_id, fact_id, new, now)
+        await self.index.put_fact(new)
+        if new.id != fact_id:
+            await self.index.drop_fact(user_id, fact_id)
+        assert new.id is not None
+        await self.index.embed_sources(user_id, "fact", [new.id])
+        return new
+
     async def forget(self, user_id: int, fact_id: int, now: datetime) -> Fact | None:
         """Forget a fact: it leaves the index and is never extracted again."""
         async with self.db.session() as s:

@@ -80,7 +80,7 @@ class ForgetArgs(BaseModel):
     fact_id: int = Field(description="The id shown by list_facts")
 
 
-def _bound(value: datetime | date | None, ctx: ToolContext, *, end: bool) -> datetime | None:
+def time_bound(value: datetime | date | None, ctx: ToolContext, *, end: bool) -> datetime | None:
     """A tool argument as an aware UTC bound; a date as local midnight (end: the next one)."""
     if value is None:
         return None
@@ -134,8 +134,8 @@ async def search_memory(svc: MemoryService, ctx: ToolContext, args: SearchArgs) 
         args.query,
         now=ctx.now,
         tz=ctx.tz,
-        start=_bound(args.start, ctx, end=False),
-        end=_bound(args.end, ctx, end=True),
+        start=time_bound(args.start, ctx, end=False),
+        end=time_bound(args.end, ctx, end=True),
         people=args.people,
         limit=args.limit,
         exclude_message_ids=[message_id] if message_id is not None else [],
@@ -162,8 +162,8 @@ def _episode_item(ep: Episode) -> MemoryItem:
 
 async def get_conversations(ctx: ToolContext, args: WindowArgs) -> str:
     """Episodes (conversations, transcript stretches) in a time window."""
-    start = _bound(args.start, ctx, end=False)
-    end = _bound(args.end, ctx, end=True)
+    start = time_bound(args.start, ctx, end=False)
+    end = time_bound(args.end, ctx, end=True)
     async with ctx.db.session() as s:
         eps = await EpisodeRepo(s).between(ctx.user_id, start, end, 30)
     if not eps:

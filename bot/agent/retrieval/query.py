@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
@@ -27,8 +28,15 @@ _NOT_NAMES = frozenset(
     | {"I", "Did", "Do", "Does", "Has", "Have", "Was", "Were", "Is", "Are", "Can", "Could",
        "Tell", "Show", "Find", "Remind", "Remember", "Please", "Today", "Yesterday",
        "Tomorrow", "Last", "This", "Next", "Lifebot", "Hey", "Hi", "Ok", "Okay", "Whose",
-       "According"}
+       "According", "Christmas", "Easter", "Halloween", "Thanksgiving", "Ramadan", "Diwali",
+       "New", "Year", "Eve", "Mr", "Mrs", "Ms", "Dr", "Which", "Who", "Whom", "Where"}
 )  # fmt: skip
+_ALTERNATIVES = re.compile(
+    r"\b(?:[A-Z][\w'-]*\s*,\s*)*[A-Z][\w'-]*,?\s+or\s+(?:the\s+)?[A-Z][\w'-]*"
+)
+"""Names offered as alternatives ("Biscuit or Pepper", "Ana, Rui or Ben"): candidates."""
+_PLACE_BEFORE = re.compile(r"\b(?:the|in|at|near)\s+$", re.IGNORECASE)
+"""A capitalised word after these is a place or a thing ("in Lisbon", "the Louvre")."""
 
 
 QUESTION_WORDS = frozenset({
@@ -74,13 +82,25 @@ class QueryPlan:
     recency: bool = False
     """Answer newest first, not by similarity."""
     people: list[str] = field(default_factory=list)
+    """Names that look like people the question is about (a filter where they are known)."""
     unresolved: str | None = None
     """Time words we could not pin down; the answer must say so rather than guess."""
+    candidates: list[str] = field(default_factory=list)
+    """Names offered as alternatives ("Biscuit or Pepper"): searched for, never a filter."""
+    event: str = ""
+    """The event an undatable time hangs on ("move" in "after the move"): its words stay
+    in ``terms``, so the topic is searched with no time filter."""
 
     @property
     def weighted(self) -> list[tuple[str, float]]:
         """Stemmed topic words with weights (see ``weighted_terms``)."""
         return weighted_terms(self.text, self.terms)
+
+
+def is_known(name: str, known: Collection[str]) -> bool:
+    """``name`` is one of ``known`` (lower-cased), or its short form ("Mel" for Melanie)."""
+    low = name.lower()
+    return any(k == low or (len(low) >= 3 and k.startswith(low)) for k in known)
 
 
 def understand(
@@ -91,8 +111,15 @@ def understand(
     start: datetime | None = None,
     end: datetime | None = None,
     people: list[str] | None = None,
+    known_people: Collection[str] | None = None,
 ) -> QueryPlan:
-    """Plan the search for ``text``; explicit ``start``/``end``/``people`` win over parsing."""
+    """Plan the search for ``text``; explicit ``start``/``end``/``people`` win over parsing.
+
+    ``known_people`` (lower-cased names from the user's memory: contacts, speakers, facts),
+    when given, decides which capitalised words are people; without it, a capitalised word
+    that is not a question word, a month, a place after "in"/"the" or one of alternatives
+    joined by "or" is taken for a person.
+    """
     parsed = parse_time(text, now, tz)
     window = parsed.window
     unresolved = parsed.unresolved
@@ -105,9 +132,28 @@ def understand(
     terms = fts_terms(parsed.rest)
     if recency:
         terms = [t for t in terms if t not in _RECENCY_WORDS]
-    names = list(people or [])
+    names, candidates = _names(text, known_people)
+    chosen = list(people or [])
+    chosen += [n for n in names if n not in chosen]
+    return QueryPlan(text, terms, window, recency, chosen, unresolved, candidates, parsed.event)
+
+
+def _names(text: str, known: Collection[str] | None) -> tuple[list[str], list[str]]:
+    """(people, candidates) among the capitalised words of a question."""
+    offered = {
+        m.group(0) for span in _ALTERNATIVES.finditer(text) for m in _NAME.finditer(span.group(0))
+    }
+    people: list[str] = []
+    candidates: list[str] = []
     for m in _NAME.finditer(text):
         word = m.group(0)
-        if word not in _NOT_NAMES and word not in names:
-            names.append(word)
-    return QueryPlan(text, terms, window, recency, names, unresolved)
+        if word in _NOT_NAMES or word in people or word in candidates:
+            continue
+        if word in offered:
+            candidates.append(word)
+        elif known is not None:
+            if is_known(word, known):
+                people.append(word)
+        elif not _PLACE_BEFORE.search(text[: m.start()]) or text.startswith("'s", m.end()):
+            people.append(word)
+    return people, candidates

@@ -23,7 +23,8 @@ import numpy.typing as npt
 from bot.agent.budget import count_tokens
 from bot.agent.memory.index import MemoryIndex
 from bot.agent.retrieval.learned import shipped_forest
-from bot.agent.retrieval.query import QueryPlan, understand
+from bot.agent.retrieval.people import known_people
+from bot.agent.retrieval.query import QueryPlan, is_known, understand
 from bot.agent.retrieval.rank import Ranking, RankTuning, rank
 from storage.models import MemoryItem
 from storage.repos.memory_index import OWN_SPEAKERS, MemoryIndexRepo
@@ -105,6 +106,25 @@ def _names_in(item: MemoryItem, names: Sequence[str]) -> int:
 _ABOUT_ME = re.compile(r"\b(I|me|my|mine)\b")
 
 
+def _undated(outcome: SearchOutcome) -> SearchOutcome:
+    """A topic search whose time words named no date: the answer must say so."""
+    plan = outcome.plan
+    if not outcome.evidence:
+        note = (
+            f"I can't turn '{plan.unresolved}' into dates, and nothing on the topic is "
+            "stored. Tell the user that; do not guess."
+        )
+    else:
+        note = (
+            f"I can't turn '{plan.unresolved}' into dates, so these were found by topic "
+            "alone, in any time: check each one's date against it before answering, and "
+            "say so if it cannot be told."
+        )
+        if outcome.note:
+            note += " " + outcome.note
+    return SearchOutcome(plan, outcome.evidence, note)
+
+
 class Retriever:
     """Searches one user's memory."""
 
@@ -129,12 +149,25 @@ class Retriever:
         """Search; see the module doc for the steps."""
         plan = understand(query, now, tz, start=start, end=end, people=people)
         if plan.unresolved and plan.window is None:
-            return SearchOutcome(
-                plan,
-                [],
-                f"I can't turn '{plan.unresolved}' into dates, so I did not search by time. "
-                "Tell the user that and ask for a date; do not guess.",
+            # An undatable time ("after the move") is a soft hint, not a filter: the topic
+            # is still searched, and the answer is told the time could not be checked.
+            outcome = await self._search(
+                user_id, plan, query, tz, limit, kinds, exclude_message_ids
             )
+            return _undated(outcome)
+        return await self._search(user_id, plan, query, tz, limit, kinds, exclude_message_ids)
+
+    async def _search(
+        self,
+        user_id: int,
+        plan: QueryPlan,
+        query: str,
+        tz: ZoneInfo,
+        limit: int,
+        kinds: tuple[str, ...],
+        exclude_message_ids: Sequence[int],
+    ) -> SearchOutcome:
+        """The search of ``search`` once the question is understood."""
         if plan.window is not None:
             kinds = tuple(k for k in kinds if k != "fact")  # facts have no time of their own
         exclude = await self._excluded(user_id, exclude_message_ids)
@@ -163,7 +196,12 @@ class Retriever:
             # different topic, not a later word on this one.
             ranked = [e for e in ranked if e.matched != "context"]
             if plan.people:
-                ranked = [e for e in ranked if _names_in(e.item, plan.people) == len(plan.people)]
+                # Only names the user's memory knows filter; "Biscuit or Pepper" never does.
+                known = await known_people(
+                    self.index.db, user_id, (await self.index.corpus(user_id)).speaker_names
+                )
+                must = [p for p in plan.people if is_known(p, known)]
+                ranked = [e for e in ranked if _names_in(e.item, must) == len(must)]
             best = ranked[0].score if ranked else 0.0
             strong = [e for e in ranked if e.score >= self.tuning.recency_strong * best]
             strong.sort(key=lambda e: (e.item.ts, e.item.id or 0), reverse=True)
@@ -255,7 +293,7 @@ class Retriever:
         mask = _mask(corpus, flt)
         if not mask.any():
             return []
-        people = {p.lower() for p in plan.people}
+        people = {p.lower() for p in (*plan.people, *plan.candidates)}
         # A short form names the speaker too ("Mel" for Melanie).
         speakers = [
             code

@@ -1,17 +1,36 @@
 """Dates in questions: "yesterday", "last week", "in March", "two weekends ago", "on 3 May".
 
 Everything is resolved in the user's time zone into a half-open UTC window [start, end).
-Phrases that name a time we cannot pin down ("the day before my birthday") are reported as
-unresolved rather than guessed, so the answer can say so.
+The phrase classes, each tested as a class in ``tests/test_timeparse_classes.py``:
+
+- relative to today ("yesterday", "two weekends ago", "last Friday", "in the past 3 days");
+- calendar dates in any common punctuation ("3 May 2024", "May 3,2024", "May 3rd , 2024",
+  "3-May-2024", "2024-05-03", "2024/05/03") and named months and years ("in March 2024");
+- a part of a named month, read inside that month and never relative to today ("the second
+  weekend of March 2024", "the last week of June", "the first Monday of May 2023",
+  "early/mid/late May 2024", "the end of May 2024"); "the week of 3 May 2024" is the week
+  holding that day;
+- a bound on a named time: "since"/"from" (to today), "as of"/"by"/"until"/"up to" (from the
+  beginning to the end of it), "before" (up to its start), "after" (from its end to today);
+- relative to a named date ("the week before August 3, 2023", "last Friday on 23 January").
+
+Phrases that name a time only through an event ("after the move", "since the wedding", "the
+day before my birthday", "since I moved") are reported as unresolved, with the event's words
+(``TimeParse.event``), so search still looks for the topic and uses the event as a soft hint
+instead of filtering by a guessed date.
 """
 
 from __future__ import annotations
 
+import calendar
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
+
+OPEN_START = datetime(1970, 1, 1, tzinfo=UTC)
+"""Where a window with no lower bound ("as of May 2024") starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,68 +40,84 @@ class TimeWindow:
     start: datetime
     end: datetime
     label: str
+    open_start: bool = False
+    """No lower bound was said ("as of May 2024", "before June"): ``start`` is ``OPEN_START``."""
 
     def describe(self, tz: ZoneInfo) -> str:
         """The window in the user's local time, for answers ("Sat 8 Jun 00:00 - Sun 9 Jun")."""
         a = self.start.astimezone(tz)
         b = (self.end - timedelta(seconds=1)).astimezone(tz)
+        if self.open_start:
+            return f"up to {b:%a %d %b %Y}"
         if a.date() == b.date():
             return f"{a:%a %d %b %Y}"
         return f"{a:%a %d %b %Y} to {b:%a %d %b %Y}"
 
 
-_MONTH_NAMES = (
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-)
+_MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", "august",
+                "september", "october", "november", "december")  # fmt: skip
 MONTHS = {m: i + 1 for i, m in enumerate(_MONTH_NAMES)}
 MONTHS.update({k[:3]: v for k, v in list(MONTHS.items())})
 MONTHS["sept"] = 9
 _DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAYS = {d: i for i, d in enumerate(_DAY_NAMES)}
-NUMBERS = {
-    "a": 1,
-    "an": 1,
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "couple of": 2,
-    "few": 3,
-}
+NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3}  # fmt: skip
+ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4,
+            "4th": 4, "fifth": 5, "5th": 5, "last": -1, "final": -1}  # fmt: skip
 _NUM = r"(?P<n>\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few)"
 _MONTH = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 # Bare month names only in full: "from Jan" is more often a person than January.
 _MONTH_FULL = r"(?P<month>" + "|".join(m for m in MONTHS if len(m) > 3 or m == "may") + r")"
 _WD = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
 _PART = r"(?:\s+(?P<part>morning|afternoon|evening|night))?"
+_YEAR = r"(?P<y>(?:19|20)\d{2})"
+_DAY = r"(?P<d>\d{1,2})(?:st|nd|rd|th)?"
+_DM_SEP = r"(?:\s+(?:of\s+)?|\s*-\s*)"
+"""Between a day and its month: "3 May", "3rd of May", "3-May"."""
+_Y_SEP = r"(?:\s*[,.]\s*|\s+|\s*-\s*)"
+"""Before a year: "May 3 2024", "May 3, 2024", "May 3,2024", "May 3 ,2024", "3-May-2024"."""
+_ORD = r"(?P<ord>first|1st|second|2nd|third|3rd|fourth|4th|fifth|5th|last|final)"
 
+_EVENT_NOUNS = (
+    r"birthday|wedding|trip|holidays?|vacation|move|moving|party|surgery|operation|exams?|"
+    r"interview|funeral|concert|graduation|breakup|break-up|divorce|accident|conference|"
+    r"marathon|race|honeymoon|retreat|festival|camp|recital|game|match|launch|deadline|"
+    r"appointment|visit|meeting|ceremony|show|performance|reunion|retirement|promotion|"
+    r"diagnosis|birth|christening|baptism|anniversary|competition|tournament|workshop|event|"
+    r"storm|fire|flood|lockdown|pandemic|(?:new\s+)?job"
+)
+_EVENT_VERBS = (
+    r"moved|started|quit|left|joined|got|broke|came|returned|graduated|retired|married|"
+    r"arrived|met|finished|lost|began|opened|signed|adopted|bought|sold|switched|changed|"
+    r"had|went|took|became|divorced|split|visited|launched|passed"
+)
+_TIME_START = r"(?:in|on|at|last|this|yesterday|today|tonight|ago|between|from|during)\b"
+"""Words that start a time phrase: an event's words stop there ("after I moved in May")."""
 UNRESOLVED = re.compile(
-    r"\b(?:the\s+)?(?:day|week|month|weekend|night)\s+(?:before|after)\s+(?:my|the|our|his|her)"
-    r"\s+[\w' ]{2,30}|\b(?:before|after|since|during)\s+(?:my|the|our)\s+(?!last\b|past\b)"
-    r"(?:birthday|wedding|trip|holiday|holidays|vacation|move|party|surgery|exam|interview)\b",
+    r"\b(?:the\s+)?(?:day|week|month|weekend|night|morning|evening|year)\s+(?:before|after)\s+"
+    r"(?:my|the|our|his|her|their|\w+'s)\s+(?P<e1>[\w'-]+(?:\s+(?!"
+    + _TIME_START
+    + r")[\w'-]+){0,2})"
+    r"|\b(?:before|after|since|during|around|until|till)\s+(?:my|the|our|his|her|their|\w+'s)\s+"
+    r"(?!last\b|past\b|previous\b)(?P<e2>(?:[a-z-]+\s+){0,2}(?:" + _EVENT_NOUNS + r"))\b"
+    r"|\b(?:before|after|since|ever\s+since)\s+(?:i|we|he|she|they|you|[a-z]+)\s+"
+    r"(?P<e3>(?:" + _EVENT_VERBS + r")\b(?:\s+(?!" + _TIME_START + r")[a-z]+){0,3})",
     re.IGNORECASE,
 )
+"""A time named only through an event of the person's life."""
+_EVENT_STOP = frozenset(
+    ["the", "a", "an", "my", "our", "his", "her", "their", "to", "in", "on", "at", "of", "up",
+     "back", "into", "out", "from", "with", "and"]
+)  # fmt: skip
 
 
 def _num(word: str) -> int:
     return int(word) if word.isdigit() else NUMBERS[word]
+
+
+def _year_end(y: int) -> date:
+    return date(y + 1, 1, 1)
 
 
 class _Resolver:
@@ -98,6 +133,9 @@ class _Resolver:
 
     def days(self, first: date, count: int, label: str) -> TimeWindow:
         return TimeWindow(self.at(first), self.at(first + timedelta(days=count)), label)
+
+    def span(self, first: date, after_last: date, label: str) -> TimeWindow:
+        return TimeWindow(self.at(first), self.at(after_last), label)
 
     def day_part(self, d: date, part: str | None, label: str) -> TimeWindow:
         spans = {"morning": (5, 12), "afternoon": (12, 18), "evening": (18, 24), "night": (18, 29)}
@@ -115,6 +153,12 @@ class _Resolver:
         nxt = date(year + (month == 12), month % 12 + 1, 1)
         return TimeWindow(self.at(first), self.at(nxt), label)
 
+    def month_year(self, month: int, year: str | None) -> int:
+        """The year of a named month: the one said, else the latest such month not ahead."""
+        if year:
+            return int(year)
+        return self.today.year - (month > self.today.month)
+
     def past_weekday(self, wd: int, *, strictly_before_today: bool) -> date:
         back = (self.today.weekday() - wd) % 7
         if back == 0 and strictly_before_today:
@@ -131,11 +175,51 @@ class _Resolver:
         return sat - timedelta(days=7 * ago)
 
 
+def nth_in_month(year: int, month: int, ordinal: int, unit: str) -> tuple[date, date]:
+    """[first day, day after the last) of "the <ordinal> <unit> of" a month.
+
+    ``unit`` is a weekday name, ``weekend`` (the Saturday and the Sunday after it: the first
+    weekend is the one of the month's first Saturday) or ``week`` (days 1-7, 8-14, 15-21,
+    22-28, 29-end; the last week is the month's last seven days). ``ordinal`` -1 is the last.
+    Raises ValueError when the month has no such one (a fifth Monday in a short month).
+    """
+    length = calendar.monthrange(year, month)[1]
+    first = date(year, month, 1)
+    if unit == "week":
+        if ordinal == -1:
+            start = date(year, month, length - 6)
+            return start, start + timedelta(days=7)
+        lo = 7 * (ordinal - 1) + 1
+        if lo > length:
+            raise ValueError("no such week")
+        return date(year, month, lo), date(year, month, min(lo + 6, length)) + timedelta(days=1)
+    wd = 5 if unit == "weekend" else WEEKDAYS[unit]
+    days = [first + timedelta(days=i) for i in range(length)]
+    matching = [d for d in days if d.weekday() == wd]
+    if ordinal == -1:
+        chosen = matching[-1]
+    elif ordinal <= len(matching):
+        chosen = matching[ordinal - 1]
+    else:
+        raise ValueError("no such day")
+    return chosen, chosen + timedelta(days=2 if unit == "weekend" else 1)
+
+
+_MONTH_PARTS = {
+    "early": (1, 10),
+    "beginning": (1, 10),
+    "start": (1, 10),
+    "mid": (11, 20),
+    "middle": (11, 20),
+    "late": (21, 31),
+    "end": (21, 31),
+}
+
 Builder = Callable[[re.Match[str]], TimeWindow | None]
 
 
 def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0915  (one small rule per phrase reads best as a table)
-    """(pattern, builder) pairs; the match that starts earliest in the question wins."""
+    """(pattern, builder) pairs; the earliest match wins, the longest at the same place."""
     rules: list[tuple[str, Builder]] = []
 
     def add(pattern: str) -> Callable[[Builder], Builder]:
@@ -145,6 +229,58 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
 
         return deco
 
+    # --- parts of a named month: read inside that month, never relative to today ----------
+    @add(
+        r"\b(?:the\s+|on\s+the\s+)?" + _ORD + r"\s+(?P<unit>weekend|week|monday|tuesday|"
+        r"wednesday|thursday|friday|saturday|sunday)\s+(?:of|in)\s+" + _MONTH_FULL
+        + r"(?:" + _Y_SEP + _YEAR + r")?\b"
+    )  # fmt: skip
+    def _nth_of_month(m: re.Match[str]) -> TimeWindow | None:
+        month = MONTHS[m.group("month")]
+        ordinal, unit = ORDINALS[m.group("ord")], m.group("unit")
+        year = r.month_year(month, m.group("y"))
+        try:
+            first, after = nth_in_month(year, month, ordinal, unit)
+            if not m.group("y") and first > r.today:  # not yet this year: the last one
+                first, after = nth_in_month(year - 1, month, ordinal, unit)
+        except ValueError:
+            return None
+        return r.span(first, after, m.group(0))
+
+    @add(
+        r"\b(?:(?:in\s+|at\s+)?the\s+)?(?P<part>early|mid|late|beginning|start|middle|end)"
+        r"(?:\s+of\s+|\s*-\s*|\s+)" + _MONTH_FULL + r"(?:" + _Y_SEP + _YEAR + r")?\b"
+    )
+    def _part_of_month(m: re.Match[str]) -> TimeWindow:
+        month = MONTHS[m.group("month")]
+        year = r.month_year(month, m.group("y"))
+        lo, hi = _MONTH_PARTS[m.group("part")]
+        if not m.group("y") and date(year, month, lo) > r.today:
+            year -= 1
+        hi = min(hi, calendar.monthrange(year, month)[1])
+        return r.span(date(year, month, lo), date(year, month, hi) + timedelta(days=1), m.group(0))
+
+    @add(
+        r"\b(?:the\s+)?(?P<unit>week|weekend)\s+of\s+(?:the\s+)?" + _DAY + _DM_SEP + _MONTH
+        + r"(?:" + _Y_SEP + _YEAR + r")?\b"
+        r"|\b(?:the\s+)?(?P<unit2>week|weekend)\s+of\s+" + _MONTH.replace("month", "m2")
+        + r"\s*(?P<d2>\d{1,2})(?:st|nd|rd|th)?(?:" + _Y_SEP + _YEAR.replace("y", "y2") + r")?\b"
+    )  # fmt: skip
+    def _week_of_day(m: re.Match[str]) -> TimeWindow | None:
+        unit = m.group("unit") or m.group("unit2")
+        month = MONTHS[m.group("month") or m.group("m2")]
+        day_s = m.group("d") or m.group("d2")
+        year_s = m.group("y") or m.group("y2")
+        d = _date_of(r, month, int(day_s), year_s)
+        if d is None:
+            return None
+        if unit == "week":
+            return r.days(r.week_start(d), 7, m.group(0))
+        # A Saturday or Sunday: its own weekend; a weekday: the weekend after it.
+        sat = d + timedelta(days=5 - d.weekday())
+        return r.days(sat, 2, m.group(0))
+
+    # --- relative to today ------------------------------------------------------------------
     @add(r"\b(?:the\s+)?day\s+before\s+yesterday\b")
     def _dby(m: re.Match[str]) -> TimeWindow:
         return r.days(r.today - timedelta(days=2), 1, m.group(0))
@@ -211,9 +347,10 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
     @add(r"\b(?P<which>last|this)\s+year\b")
     def _year(m: re.Match[str]) -> TimeWindow:
         y = r.today.year - (m.group("which") == "last")
-        return TimeWindow(r.at(date(y, 1, 1)), r.at(date(y + 1, 1, 1)), m.group(0))
+        return r.span(date(y, 1, 1), _year_end(y), m.group(0))
 
-    @add(r"\b(?P<y>\d{4})-(?P<mo>\d{1,2})-(?P<d>\d{1,2})\b")
+    # --- calendar dates -----------------------------------------------------------------------
+    @add(r"\b(?P<y>\d{4})[-/.](?P<mo>\d{1,2})[-/.](?P<d>\d{1,2})\b")
     def _iso(m: re.Match[str]) -> TimeWindow | None:
         try:
             d = date(int(m.group("y")), int(m.group("mo")), int(m.group("d")))
@@ -222,20 +359,12 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
         return r.days(d, 1, m.group(0))
 
     def _dated(month: int, day: int, year: str | None, label: str) -> TimeWindow | None:
-        y = int(year) if year else r.today.year
-        try:
-            d = date(y, month, day)
-        except ValueError:
-            return None
-        if not year and d > r.today:
-            d = d.replace(year=y - 1)
-        return r.days(d, 1, label)
+        d = _date_of(r, month, day, year)
+        return None if d is None else r.days(d, 1, label)
 
     @add(
         r"\b(?:between|from)\s+(?:the\s+)?(?P<d1>\d{1,2})(?:st|nd|rd|th)?\s+(?:and|to|until|-)\s+"
-        r"(?:the\s+)?(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?"
-        + _MONTH
-        + r"(?:,?\s+(?P<y>\d{4}))?\b"
+        r"(?:the\s+)?" + _DAY + _DM_SEP + _MONTH + r"(?:" + _Y_SEP + _YEAR + r")?\b"
     )
     def _day_range(m: re.Match[str]) -> TimeWindow | None:
         # "between 1 and 5 June" is the five days, not only the last one
@@ -247,26 +376,27 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
         start = last.start.astimezone(r.tz).date() - timedelta(days=span - 1)
         return r.days(start, span, m.group(0))
 
-    @add(r"\b(?P<d>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH + r"(?:,?\s+(?P<y>\d{4}))?\b")
+    @add(r"\b" + _DAY + _DM_SEP + _MONTH + r"(?:" + _Y_SEP + _YEAR + r")?\b")
     def _day_month(m: re.Match[str]) -> TimeWindow | None:
         return _dated(MONTHS[m.group("month")], int(m.group("d")), m.group("y"), m.group(0))
 
-    @add(r"\b" + _MONTH + r"\s+(?P<d>\d{1,2})(?:st|nd|rd|th)?(?:,?\s+(?P<y>\d{4}))?\b")
+    @add(r"\b" + _MONTH + r"\s*-?\s*" + _DAY + r"(?:" + _Y_SEP + _YEAR + r")?\b")
     def _month_day(m: re.Match[str]) -> TimeWindow | None:
         return _dated(MONTHS[m.group("month")], int(m.group("d")), m.group("y"), m.group(0))
 
-    @add(r"\b(?:in|during|of)\s+" + _MONTH_FULL + r"(?:\s+(?P<y>\d{4}))?\b")
+    @add(r"\b(?:(?:in|during|of)\s+)?" + _MONTH_FULL + r"(?:" + _Y_SEP + _YEAR + r")\b")
+    def _month_year(m: re.Match[str]) -> TimeWindow:
+        return r.month(int(m.group("y")), MONTHS[m.group("month")], m.group(0))
+
+    @add(r"\b(?:in|during|of)\s+" + _MONTH_FULL + r"\b(?!\s*-?\s*\d)")  # not "of May 3"
     def _in_month(m: re.Match[str]) -> TimeWindow:
         month = MONTHS[m.group("month")]
-        year = int(m.group("y")) if m.group("y") else r.today.year
-        if not m.group("y") and month > r.today.month:
-            year -= 1
-        return r.month(year, month, m.group(0))
+        return r.month(r.month_year(month, None), month, m.group(0))
 
-    @add(r"\b(?:in|during)\s+(?P<y>(?:19|20)\d{2})\b")
+    @add(r"\b(?:in|during|of|since|before|after|until|till|by|to|at)\s+" + _YEAR + r"\b")
     def _in_year(m: re.Match[str]) -> TimeWindow:
         y = int(m.group("y"))
-        return TimeWindow(r.at(date(y, 1, 1)), r.at(date(y + 1, 1, 1)), m.group(0))
+        return r.span(date(y, 1, 1), _year_end(y), m.group(0))
 
     @add(r"\b(?P<which>last|this|past|previous|on)?\s*" + _WD + _PART + r"\b")
     def _weekday(m: re.Match[str]) -> TimeWindow:
@@ -283,6 +413,21 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
     return [(re.compile(p, re.IGNORECASE), fn) for p, fn in rules]
 
 
+def _date_of(r: _Resolver, month: int, day: int, year: str | None) -> date | None:
+    """A day of a named month; without a year, the latest such day not after today."""
+    y = int(year) if year else r.today.year
+    try:
+        d = date(y, month, day)
+    except ValueError:
+        return None
+    if not year and d > r.today:
+        try:
+            d = d.replace(year=y - 1)
+        except ValueError:  # 29 February
+            return None
+    return d
+
+
 @dataclass(frozen=True, slots=True)
 class TimeParse:
     """What the time words of a question resolved to."""
@@ -292,14 +437,18 @@ class TimeParse:
     """A phrase that names a time we cannot resolve ("the day before my birthday")."""
     rest: str = ""
     """The question with the time words taken out (for topic matching)."""
+    event: str = ""
+    """The event an unresolved phrase hangs on ("move" in "after the move"): a soft hint."""
 
 
 _DATED = re.compile(
-    r"\b(?:(?P<d1>\d{1,2})(?:st|nd|rd|th)?\s+(?:of\s+)?" + _MONTH.replace("month", "m1")
-    + r"|" + _MONTH.replace("month", "m2") + r"\s+(?P<d2>\d{1,2})(?:st|nd|rd|th)?)"
-    r",?\s+(?P<y>(?:19|20)\d{2})\b"
+    r"\b(?:(?P<d1>\d{1,2})(?:st|nd|rd|th)?" + _DM_SEP + _MONTH.replace("month", "m1")
+    + r"|" + _MONTH.replace("month", "m2") + r"\s*(?P<d2>\d{1,2})(?:st|nd|rd|th)?)"
+    + _Y_SEP + r"(?P<y>(?:19|20)\d{2})\b"
 )  # fmt: skip
-"""A calendar date with its year ("23 January, 2022", "August 3, 2023")."""
+"""A calendar date with its year ("23 January, 2022", "August 3, 2023", "May 3,2024")."""
+_HOLDING = re.compile(r"\b(?:week|weekend)\s+of\s+(?:the\s+)?$")
+"""'the week of 3 May': the week holding that day, not a week before it."""
 _BEFORE = re.compile(
     r"\b(?:the\s+|last\s+|a\s+)?(?:" + _NUM + r"\s+)?"
     r"(?P<unit>days?|weeks?|weekends?|months?|(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
@@ -316,7 +465,7 @@ def _anchored(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse | None:
     time to the end of the named day, so what was said on that day about it is inside too.
     """
     m = _DATED.search(lowered)
-    if m is None:
+    if m is None or _HOLDING.search(lowered[: m.start()]):
         return None
     month = MONTHS[m.group("m1") or m.group("m2")]
     try:
@@ -333,7 +482,7 @@ def _anchored(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse | None:
         label = before.group(0) + m.group(0)
         return TimeParse(TimeWindow(start, end, label), None, lowered.replace(label, " "))
     rest = lowered[: m.start()] + " " + lowered[m.end() :]
-    relative = parse_time(rest, end - timedelta(seconds=1), tz)
+    relative = _resolve(rest, end - timedelta(seconds=1), tz)
     if relative.window is None:
         return None
     window = TimeWindow(
@@ -342,38 +491,111 @@ def _anchored(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse | None:
     return TimeParse(window, None, relative.rest)
 
 
+def _event_words(phrase: re.Match[str]) -> str:
+    """The event's own words ("the big move" -> "big move"), for a soft topic hint."""
+    raw = phrase.group("e1") or phrase.group("e2") or phrase.group("e3") or ""
+    words = [w for w in re.findall(r"[a-z][a-z'-]*", raw.lower()) if w not in _EVENT_STOP]
+    return " ".join(words)
+
+
 def parse_time(text: str, now: datetime, tz: ZoneInfo) -> TimeParse:
-    """Find the first time expression in ``text`` and resolve it; see the module doc."""
+    """Find the time expression in ``text`` and resolve it; see the module doc."""
     lowered = text.lower()
     bad = UNRESOLVED.search(lowered)
-    if bad is not None:
-        return TimeParse(None, bad.group(0).strip(), lowered.replace(bad.group(0), " "))
+    if bad is None:
+        return _resolve(lowered, now, tz)
+    phrase = bad.group(0).strip()
+    event = _event_words(bad)
+    # The event's words stay in the question: they are its topic ("during the charity event").
+    rest = lowered.replace(bad.group(0), f" {event} ")
+    dated = _resolve(rest, now, tz)
+    if dated.window is None:
+        return TimeParse(None, phrase, rest, event)
+    # "after the meeting yesterday": the event happened inside the dated window, so the
+    # time asked about lies inside the window widened on the side the phrase points to.
+    window = _around_event(phrase, dated.window, _Resolver(now, tz))
+    return TimeParse(window, None, dated.rest, event)
+
+
+_EVENT_SIDE = re.compile(r"\b(?P<dir>before|after|since|until|till)\b")
+_EVENT_UNIT = {"day": 1, "night": 1, "morning": 1, "evening": 1, "week": 7, "weekend": 7}
+
+
+def _around_event(phrase: str, window: TimeWindow, r: _Resolver) -> TimeWindow:
+    """The window of an event phrase whose event is dated by ``window`` (see parse_time)."""
+    side = _EVENT_SIDE.search(phrase)
+    direction = side.group("dir") if side else "during"
+    first = phrase.removeprefix("the ").split(maxsplit=1)[0]
+    reach = timedelta(days=_EVENT_UNIT.get(first, 31 if first in ("month", "year") else 0))
+    label = f"{phrase} ({window.label})"
+    if direction == "since" or (direction == "after" and not reach):
+        return TimeWindow(window.start, max(window.end, r.at(r.today + timedelta(days=1))), label)
+    if direction == "after":
+        return TimeWindow(window.start, window.end + reach, label)
+    if direction in ("before", "until", "till"):
+        return TimeWindow(window.start - (reach or window.end - window.start), window.end, label)
+    return TimeWindow(window.start, window.end, label)
+
+
+_LEADING = re.compile(r"^(?:of|since|before|after|until|till|by|to|at)\s+")
+"""A bound word a rule took as its own ("of May 2024", "since 2019")."""
+_SINCE = re.compile(r"\b(?:since|ever\s+since|from)\s*$")
+_UP_TO = re.compile(r"\b(?:as\s+(?:of|at)|by|until|till|til|up\s+(?:un)?til|up\s+to)\s*$")
+_BEFORE_AFTER = re.compile(r"\b(?P<dir>before|prior\s+to|after)\s*$")
+
+
+def _resolve(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse:
+    """The resolvable time of ``lowered`` (no event phrases): see the module doc."""
     anchored = _anchored(lowered, now, tz)
     if anchored is not None and anchored.window is not None and anchored.window.start <= now:
         return anchored
     resolver = _Resolver(now, tz)
-    best: tuple[int, TimeWindow, str] | None = None
+    best: tuple[int, int, TimeWindow, str] | None = None
     for pattern, build in _rules(resolver):
         for m in pattern.finditer(lowered):
             window = build(m)
-            if window is not None and (best is None or m.start() < best[0]):
-                best = (m.start(), window, m.group(0))
+            if window is None:
+                continue
+            key = (m.start(), -len(m.group(0)))
+            if best is None or key < (best[0], best[1]):
+                best = (m.start(), -len(m.group(0)), window, m.group(0))
             break
     if best is None:
         return TimeParse(None, None, lowered)
-    window = best[1]
+    at, _, window, label = best
+    head = lowered[:at]
+    lead = _LEADING.match(label)
+    core = label
+    if lead is not None:
+        # "as of May 2024": the month rule took the "of" a bound word needs
+        head, core = head + lead.group(0), label[lead.end() :]
+    bounded = _bounded(head, window, core, resolver)
+    if bounded is not None:
+        return TimeParse(bounded, None, lowered.replace(bounded.label, " "))
     if window.start > now:
-        return TimeParse(None, f"{best[2]} (that is in the future)", lowered)
-    since = _SINCE.search(lowered[: best[0]])
-    if since is not None:
+        return TimeParse(None, f"{label} (that is in the future)", lowered)
+    return TimeParse(window, None, lowered.replace(label, " "))
+
+
+def _bounded(head: str, window: TimeWindow, label: str, r: _Resolver) -> TimeWindow | None:
+    """The window a bound word before the time makes of it ("since", "as of", "before")."""
+    to_now = r.at(r.today + timedelta(days=1))
+    since = _SINCE.search(head)
+    if since is not None and window.start <= r.now:
         # "since Monday" runs from Monday to now, not Monday alone
-        label = since.group(0) + best[2]
-        window = TimeWindow(window.start, resolver.at(resolver.today + timedelta(days=1)), label)
-        return TimeParse(window, None, lowered.replace(label, " "))
-    return TimeParse(window, None, lowered.replace(best[2], " "))
-
-
-_SINCE = re.compile(r"\b(?:since|ever\s+since|from)\s*$")
+        return TimeWindow(window.start, to_now, since.group(0) + label)
+    up_to = _UP_TO.search(head)
+    if up_to is not None:
+        # "as of May 2024": what held up to the end of May, from whenever it began
+        return TimeWindow(OPEN_START, window.end, up_to.group(0) + label, open_start=True)
+    edge = _BEFORE_AFTER.search(head)
+    if edge is None:
+        return None
+    if edge.group("dir") == "after":
+        if window.end > r.now:
+            return None
+        return TimeWindow(window.end, to_now, edge.group(0) + label)
+    return TimeWindow(OPEN_START, window.start, edge.group(0) + label, open_start=True)
 
 
 _MENTION_HINT = re.compile(
@@ -388,11 +610,13 @@ def mentioned_span(text: str, said_at: float) -> tuple[float, float] | None:
 
     "We went camping last weekend", said on Monday 10 July, talks about 8-9 July. Used at
     index time so that a question about a date also finds what was said about it later.
+    Open windows ("as of May") name no time of their own and are left out.
     """
     if not _MENTION_HINT.search(text):
         return None
     now = datetime.fromtimestamp(said_at, UTC)
     parsed = parse_time(text, now, ZoneInfo("UTC"))
-    if parsed.window is None:
+    window = parsed.window
+    if window is None or window.open_start:
         return None
-    return parsed.window.start.timestamp(), parsed.window.end.timestamp()
+    return window.start.timestamp(), window.end.timestamp()

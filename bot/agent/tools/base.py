@@ -34,6 +34,8 @@ class ToolContext:
     """The stored inbound message this turn answers (tools cite it as the fact's source)."""
     sources: SourceLedger = field(default_factory=SourceLedger)
     """This turn's numbered sources: every stored item a tool shows is numbered here."""
+    owner: bool = False
+    """The user is lifebot's owner (some tools, such as MCP servers, are the owner's only)."""
 
     @property
     def tz(self) -> ZoneInfo:
@@ -90,10 +92,15 @@ class Tool:
     """The intent group the tool serves (tasks, reminders, calendar, memory, journal,
     location, time); the router's intent picks which groups are offered. Ungrouped tools
     are always offered."""
+    schema: dict[str, Any] | None = None
+    """The arguments' JSON schema when it comes from outside (an MCP server's tool): offered
+    as it is, and ``params`` then only checks that the arguments are a JSON object."""
+    audience: Callable[[ToolContext], bool] | None = None
+    """Who may be offered and run it (None: everyone); to anyone else it does not exist."""
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI ``tools`` entry for this tool."""
-        schema = self.params.model_json_schema()
+        schema = dict(self.schema) if self.schema is not None else self.params.model_json_schema()
         schema.pop("title", None)
         return {
             "type": "function",
@@ -112,6 +119,9 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool]) -> None:
         self._guards: list[Guard] = []
         self._tools: dict[str, Tool] = {}
+        self.intent_words: dict[str, str] = {}
+        """Tool group -> the words that ask for it (a regular expression; "" when the group
+        is picked by the question's kind). Filled from the features' declarations."""
         for tool in tools:
             if tool.name in self._tools:
                 raise ValueError(f"two tools are named {tool.name}")
@@ -120,6 +130,20 @@ class ToolRegistry:
     def add(self, tool: Tool) -> None:
         """Register one more tool."""
         self._tools[tool.name] = tool
+
+    def add_intent(self, group: str, words: str) -> None:
+        """Route messages using ``words`` to the tools of ``group`` (a feature's intent)."""
+        if self.intent_words.get(group, words) != words:
+            raise ValueError(f"two features declare the words of intent {group!r}")
+        self.intent_words[group] = words
+
+    def remove_intent(self, group: str) -> None:
+        """Stop routing to ``group`` (an MCP server with words of its own went away)."""
+        self.intent_words.pop(group, None)
+
+    def remove(self, name: str) -> None:
+        """Withdraw a tool (an MCP server that went away); unknown names are ignored."""
+        self._tools.pop(name, None)
 
     def add_guard(self, guard: Guard) -> None:
         """Check every state-changing call with ``guard`` before it runs."""
@@ -146,14 +170,20 @@ class ToolRegistry:
         """The tools that change nothing (the only ones offered in a tainted turn)."""
         return [n for n, t in self._tools.items() if t.read_only]
 
-    async def call(self, ctx: ToolContext, name: str, raw_args: str) -> tuple[str, bool]:
-        """Run a tool; returns (result text, ok). Model-fixable problems come back as text."""
+    def allowed(self, ctx: ToolContext, name: str) -> bool:
+        """True when the tool exists and this turn's user may use it."""
         tool = self._tools.get(name)
-        if tool is None:
-            return (
-                f"error: there is no tool named {name!r}; available: {', '.join(self._tools)}",
-                False,
-            )
+        return tool is not None and (tool.audience is None or tool.audience(ctx))
+
+    async def call(self, ctx: ToolContext, name: str, raw_args: str) -> tuple[str, bool]:
+        """Run a tool; returns (result text, ok). Model-fixable problems come back as text.
+
+        A tool this user may not use answers exactly as one that does not exist.
+        """
+        tool = self._tools.get(name)
+        if tool is None or not self.allowed(ctx, name):
+            available = ", ".join(n for n in self._tools if self.allowed(ctx, n))
+            return f"error: there is no tool named {name!r}; available: {available}", False
         args = _parse_args(tool, raw_args)
         if isinstance(args, str):
             return args, False

@@ -19,6 +19,7 @@ from bot.app.cli.data import register_data_cli
 from bot.app.cli.device import register_device_cli
 from bot.app.cli.jobs import register_jobs_cli
 from bot.app.cli.journal import register_journal_cli
+from bot.app.cli.mcp import register_mcp_cli
 from bot.app.cli.memory import register_memory_cli
 from bot.app.cli.runtime import (
     find_user,
@@ -45,6 +46,7 @@ register_device_cli(app)  # lifebot device add|revoke|status, lifebot device-sim
 register_memory_cli(app)  # lifebot memory search|facts|forget|reindex, lifebot import
 register_journal_cli(app)  # lifebot journal rescore
 register_web_cli(app)  # lifebot web login --user U
+register_mcp_cli(app)  # lifebot mcp serve|list
 
 NO_LLM_HINT = (
     "No language model is configured, so I can only run commands (/help). Set OPENAI_API_KEY "
@@ -53,29 +55,40 @@ NO_LLM_HINT = (
 )
 
 
-async def run_console(application: App, *, with_jobs: bool = False) -> None:
-    """Chat with the owner in this terminal until EOF, /quit or Ctrl-C.
+async def run_console(
+    application: App, *, with_jobs: bool = False, as_user: str | None = None
+) -> bool:
+    """Chat in this terminal until EOF, /quit or Ctrl-C; True after /quit.
 
-    ``with_jobs`` starts memory's background pass and the scheduled jobs too, with the
-    console as a channel, so reminders, briefings and proposals arrive while you chat.
+    The console chats as ``as_user`` (a name or id) when given, else as whoever it chatted
+    as last (the owner at first). ``with_jobs`` starts memory's background pass and the
+    scheduled jobs too, with the console as a channel, so reminders, briefings and proposals
+    arrive while you chat.
     """
     from bot.adapters.console import ConsoleAdapter
     from bot.dispatch.identity import ensure_console_owner
 
+    chosen = await find_user(application, as_user) if as_user is not None else None
     async with application.db.session() as s:
-        await ensure_console_owner(s, application.settings.default_timezone)
+        who = await ensure_console_owner(s, application.settings.default_timezone, chosen)
     console = ConsoleAdapter(application.clock)
     application.add_channel(console)
     if with_jobs:
+        await application.mcp.start_clients()  # the configured MCP servers' tools
         application.memory.start()
         if application.settings.jobs_enabled:
             await application.jobs.service.start()
     if console.interactive:
-        console.write("lifebot console. Type a message, /help for commands, /quit to leave.\n")
+        console.write(
+            f"lifebot console, chatting as {who.display_name} (user {who.id}; "
+            "`lifebot chat --user NAME` chats as someone else). Type a message, /help for "
+            "commands, /quit to leave.\n"
+        )
     if not application.settings.llm_configured:
         console.write(f"note: {NO_LLM_HINT}\n")
     await console.start(application.dispatcher.handle)
     await wait_for(console.finished.wait())
+    return console.quit_asked
 
 
 def where(settings: Settings, channel: str) -> str:
@@ -90,7 +103,17 @@ def where(settings: Settings, channel: str) -> str:
         return "slack (Socket Mode)"
     if channel == "device":
         return f"pendant (ws://{settings.device_host}:{settings.device_port}/v1/device)"
+    if channel == "wyoming":
+        return f"Home Assistant (tcp://{settings.wyoming_host}:{settings.wyoming_port})"
     return channel
+
+
+def _web_page(application: App) -> str | None:
+    """Where the web page listens, when this process serves it."""
+    if not application.settings.web_enabled:
+        return None
+    server = application.web.server
+    return f"web page (http://{server.host}:{server.bound_port})"
 
 
 async def run_serve(application: App, logfile: Path | None = None) -> None:
@@ -105,18 +128,29 @@ async def run_serve(application: App, logfile: Path | None = None) -> None:
         log.warning(NO_LLM_HINT)
     started = await start_channels(application)
     jobs = "on" if settings.jobs_enabled else "off (LIFEBOT_JOBS_ENABLED=false)"
+    page = _web_page(application)
     if not started:
         typer.echo(
-            f"lifebot: no channel is configured, so you chat here. Database "
+            f"lifebot: no chat channel is configured, so you chat here"
+            f"{f' (and on the {page})' if page else ''}. Database "
             f"{application.db.safe_url}; scheduled jobs {jobs}; logs in "
             f"{settings.log_file or _console_log_file(settings)}.",
             err=True,
         )
-        await run_console(application)
+        if await run_console(application) or page is None:
+            return  # /quit, or nothing else to serve
+        # The input ended (a container's stdin, a pipe): the page and its webhooks stay up.
+        typer.echo(
+            f"lifebot: the terminal's input ended; still serving the {page}. Ctrl-C or "
+            "SIGTERM stops it.",
+            err=True,
+        )
+        await wait_for(asyncio.Event().wait())
         return
     # Said whatever the log level: the operator must see what runs and where.
+    serving = [where(settings, c) for c in started] + ([page] if page else [])
     typer.echo(
-        f"lifebot is running: {', '.join(where(settings, c) for c in started)}. "
+        f"lifebot is running: {', '.join(serving)}. "
         f"Database {application.db.safe_url}; scheduled jobs {jobs}"
         f"{f'; logs in {logfile}' if logfile else ''}. Ctrl-C stops it "
         "(`lifebot chat` talks to it from a terminal).",
@@ -148,27 +182,45 @@ def serve() -> None:
 
 
 @app.command()
-def chat() -> None:
-    """Chat with lifebot in this terminal, as its owner (reminders arrive here too)."""
+def chat(
+    user: Annotated[
+        str | None,
+        typer.Option("--user", "-u", help="Chat as this user (name or id); default: as last time"),
+    ] = None,
+) -> None:
+    """Chat with lifebot in this terminal (reminders arrive here too).
+
+    It chats as the owner at first; --user chats as another user from then on.
+    """
     from bot.app.logs import setup_logging
 
     settings = settings_or_exit()
     logfile = setup_logging(settings, to_file=_console_log_file(settings))
     if logfile is not None and sys.stdin.isatty():
         typer.echo(f"(logs go to {logfile})", err=True)
-    run_with_app(lambda application: run_console(application, with_jobs=True), settings)
+    run_with_app(
+        lambda application: run_console(application, with_jobs=True, as_user=user), settings
+    )
 
 
 @app.command()
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON")] = False,
+    fix: Annotated[
+        bool, typer.Option("--fix", help="Repair what can be repaired, saying each change")
+    ] = False,
+    migrate: Annotated[
+        bool, typer.Option("--migrate", help="With --fix: apply pending database migrations")
+    ] = False,
 ) -> None:
-    """Check configuration, database, models and tokens; say how to fix problems.
+    """Check configuration, database, models, ports and tokens; say how to fix problems.
 
-    It changes nothing: pending database migrations are counted, not applied.
+    Without --fix it changes nothing: pending database migrations are counted, not applied.
+    --fix creates the data folder, makes folders 0700 and files 0600, and with --migrate
+    applies pending migrations; each change is printed as it is made.
     """
+    from bot.app.doctor import FixOptions, collect_fixed, healthy, run_doctor
     from bot.app.doctor import as_json as report_json
-    from bot.app.doctor import collect, healthy, run_doctor
     from bot.config import load_settings
     from bot.errors import ConfigError
 
@@ -184,11 +236,13 @@ def doctor(
             for problem in exc.problems:
                 typer.echo(f"  - {problem}")
         raise typer.Exit(1) from exc
+    options = FixOptions(fix=fix or migrate, migrate=migrate)
     if as_json:
-        checks = asyncio.run(collect(settings))
-        typer.echo(report_json(checks))
+        repairs: list[str] = []
+        checks = asyncio.run(collect_fixed(settings, options, repairs.append))
+        typer.echo(report_json(checks, repairs if options.fix else None))
         raise typer.Exit(0 if healthy(checks) else 1)
-    ok = asyncio.run(run_doctor(settings, typer.echo))
+    ok = asyncio.run(run_doctor(settings, typer.echo, options))
     raise typer.Exit(0 if ok else 1)
 
 

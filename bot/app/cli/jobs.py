@@ -137,6 +137,7 @@ def export(
     ] = None,
 ) -> None:
     """Write a user's calendar as an ICS file any calendar app can import."""
+    from bot.clock import zone
     from bot.jobs.calendar import to_ics
     from storage.repos.calendar import CalendarRepo
 
@@ -145,7 +146,12 @@ def export(
         assert found.id is not None
         async with application.db.session() as s:
             events = await CalendarRepo(s).all_events(found.id)
-        ics = to_ics(events, name=f"lifebot: {found.display_name}", now=application.clock.now())
+        ics = to_ics(
+            events,
+            name=f"lifebot: {found.display_name}",
+            now=application.clock.now(),
+            tz=zone(found.timezone),
+        )
         if out is not None and str(out) == "-":
             typer.echo(ics, nl=False)
             return

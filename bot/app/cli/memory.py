@@ -51,10 +51,14 @@ def search(
         typer.Option(
             "--kinds", help="Comma-separated: message, image, document, episode, fact, journal"
         ),
-    ] = "message,image,document",
+    ] = "message,image,document,fact",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list")] = False,
 ) -> None:
-    """Ranked hits with their source ids, times and scores (messages unless --kinds widens)."""
+    """Ranked hits with their source ids, times and scores.
+
+    It searches what was said, pictures, documents and facts; --kinds widens to episodes and
+    the journal.
+    """
     wanted = tuple(k.strip() for k in kinds.split(",") if k.strip())
     known = ("message", "image", "document", "episode", "fact", "journal")
     if not wanted or any(k not in known for k in wanted):
@@ -93,6 +97,13 @@ def search(
         if not hits:
             # out.note is written for the model ("do not guess"): a person gets plain words.
             print(f"Nothing in {who.display_name}'s memory matches {query!r}.")
+            left = [k for k in known if k not in wanted]
+            print(
+                f"(searched: {', '.join(wanted)}"
+                + (f"; --kinds {','.join([*wanted, *left])} searches everything" if left else "")
+                + "; new messages are found by their words at once, by meaning once "
+                "`lifebot memory status` shows no vectors waiting)"
+            )
             return
         for n, ev in enumerate(out.evidence, 1):
             when = ev.item.ts.astimezone(tz)
@@ -153,6 +164,49 @@ def facts(user: UserOpt) -> None:
             print("No facts yet.")
         for f in rows:
             print(f"#{f.id} [{f.category}] {f.text}  ({f.origin}, {f.updated_at:%Y-%m-%d})")
+
+    run_with_app(go)
+
+
+@memory_app.command("file")
+def memory_file(
+    user: UserOpt,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write MEMORY.md here (default: print)")
+    ] = None,
+    apply_file: Annotated[
+        Path | None,
+        typer.Option("--apply", help="Read an edited MEMORY.md back: add, change and forget"),
+    ] = None,
+) -> None:
+    """A user's facts and rules as MEMORY.md, or an edited copy read back (--apply FILE)."""
+    if out is not None and apply_file is not None:
+        typer.echo("Give --out (write the file) or --apply (read one back), not both.", err=True)
+        raise typer.Exit(2)
+
+    async def go(app: App) -> None:
+        from bot.agent.memory.memory_file import MemoryFileError, apply_text, write_for
+
+        who = await _user(app, user)
+        keeper = app.memory.keeper
+        if apply_file is None:
+            text = await write_for(keeper, who.id or 0, who.display_name, app.clock.now())
+            if out is None:
+                print(text)
+                return
+            out.write_text(text, encoding="utf-8")
+            out.chmod(0o600)  # what a person's memory says is private
+            print(f"Wrote {out} ({text.count(chr(10) + '- ')} facts and rules).")
+            return
+        try:
+            edited = apply_file.read_text(encoding="utf-8")
+            report = await apply_text(keeper, who.id or 0, edited, app.clock.now())
+        except (OSError, UnicodeDecodeError, MemoryFileError) as exc:
+            typer.echo(f"error: cannot read {apply_file}: {exc}", err=True)
+            raise typer.Exit(1) from exc
+        print(report.describe())
+        if report.conflicts:
+            raise typer.Exit(3)  # applied the rest; the conflicts need the person
 
     run_with_app(go)
 

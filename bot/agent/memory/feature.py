@@ -1,0 +1,47 @@
+"""Memory's declaration: facts, episodes, the search index and counts of what the user did."""
+
+from __future__ import annotations
+
+from bot.feature import Access, Feature, FileKind, IntentWords, Route
+
+FEATURE = Feature(
+    name="memory",
+    about="Facts, episodes and the search index over everything said; answers cite it.",
+    tables=("fact", "episode", "memoryitem", "memorycursor"),
+    files=(
+        FileKind(
+            "search-cache",
+            "words of each user's searchable items, so a cold search need not re-read them",
+            derived=True,
+        ),
+    ),
+    intents=(
+        IntentWords(
+            "memory",
+            r"\b(remember|forget|facts?|know about me|did i|have i|when did|what did|"
+            r"who is|who's|notes?|said|told|tell me about|search|find|conversations?|talked|"
+            r"mentioned|yesterday|last week|how many times|how often)\b",
+        ),
+        # Counts and comparisons are routed by the question's kind, not by words.
+        IntentWords("count", ""),
+    ),
+    tools=(
+        "search_memory",
+        "get_conversations",
+        "get_recent",
+        "get_episode",
+        "list_facts",
+        "remember_fact",
+        "forget_fact",
+        "count_times",
+    ),
+    commands=("remember", "facts", "forget", "sources", "memoryfile"),
+    jobs=("memory.extract",),
+    routes=(
+        Route("/api/v1/memory", Access.BEARER),
+        Route("/api/v1/facts", Access.BEARER),
+        Route("/memory", Access.SESSION),
+        Route("/memory/file", Access.SESSION, max_body=1_000_000),
+        Route("/facts", Access.SESSION),
+    ),
+)

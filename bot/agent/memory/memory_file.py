@@ -1,0 +1,341 @@
+"""MEMORY.md: one user's facts and rules as a Markdown file they can read, edit and give back.
+
+The file (``render``)::
+
+    # What lifebot remembers about Ana
+    <!-- lifebot memory file; written 2026-03-10T12:00:00Z. ... how to edit ... -->
+
+    ## Rules
+    - Never book meetings before 10 <!-- #14 v2026-03-01T10:00:00Z -->
+
+    ## People
+    - My sister is Ana <!-- #3 v2026-02-11T09:12:00Z -->
+
+Each fact is one list item under the heading of its category; the comment at its end is its
+marker: the fact's id and version (when it last changed). The person edits the words of a
+line to change a fact, deletes a line to forget it, and writes a new "- ..." line under a
+heading (no marker) to teach one. ``parse`` reads a file back; ``plan`` compares it with the
+user's facts now (pure: no I/O); ``apply`` carries the plan out.
+
+A fact changed or forgotten in chat after the file was written is never overwritten by the
+file: if the file edits or removes it too, that is a ``Conflict``, shown with both versions;
+everything else in the file is applied. Without the "written" line, removals are not applied
+(a missing line then means nothing certain).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from bot.agent.memory.facts import CATEGORIES, FactKeeper, guess_category
+from bot.agent.rules import RULE_CATEGORY
+from storage.models import Fact
+from storage.repos.facts import FactRepo
+
+HEADINGS = {
+    RULE_CATEGORY: "Rules",
+    "people": "People",
+    "preferences": "Preferences",
+    "events": "Events",
+    "work": "Work",
+    "health": "Health",
+    "notes": "Notes",
+}
+"""Category -> its heading, in the file's order (rules first: they are hard rules)."""
+_BY_HEADING = {v.lower(): k for k, v in HEADINGS.items()}
+_STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"
+_MARKER = re.compile(r"\s*<!--\s*#(?P<id>\d+)\s+v(?P<version>" + _STAMP + r")\s*-->\s*$")
+_WRITTEN = re.compile(r"<!--\s*lifebot memory file; written (?P<at>" + _STAMP + ")")
+_ITEM = re.compile(r"^\s*[-*+]\s+(?P<text>.*\S)\s*$")
+_HEADING = re.compile(r"^\s*##\s+(?P<name>.+?)\s*#*\s*$")
+MAX_FILE_CHARS = 200_000
+"""A memory file longer than this is refused (a person's facts fit in far less)."""
+
+
+class MemoryFileError(ValueError):
+    """The file cannot be read as a memory file; the message says why in plain words."""
+
+
+def version(fact: Fact) -> str:
+    """The fact's version as written in its marker (its last change, to the second, UTC)."""
+    return _stamp(fact.updated_at)
+
+
+def _stamp(at: datetime, *, exact: bool = False) -> str:
+    at = at if at.tzinfo else at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ" if exact else "%Y-%m-%dT%H:%M:%SZ")
+
+
+def _when(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def render(facts: Sequence[Fact], *, name: str, written_at: datetime) -> str:
+    """The memory file of these (active) facts, grouped by category."""
+    lines = [
+        f"# What lifebot remembers about {name}",
+        f"<!-- lifebot memory file; written {_stamp(written_at, exact=True)}. "
+        "Edit the words of a line to change a fact, delete a line to forget it, add a line "
+        "starting with '- ' under a heading to teach a new one. Keep the marker at the end of "
+        "each line (#id and version): it says which fact the line is. -->",
+        "",
+    ]
+    by_category: dict[str, list[Fact]] = {}
+    for f in facts:
+        key = f.category if f.category in HEADINGS else "notes"
+        by_category.setdefault(key, []).append(f)
+    for category, heading in HEADINGS.items():
+        lines.append(f"## {heading}")
+        for f in by_category.get(category, []):
+            text = " ".join(f.text.split())
+            lines.append(f"- {text} <!-- #{f.id} v{version(f)} -->")
+        lines.append("")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class FileLine:
+    """One fact line of a memory file."""
+
+    line: int
+    """Its line number (1-based), for messages."""
+    text: str
+    category: str
+    fact_id: int | None = None
+    """The marker's fact id; None for a line the person added."""
+    version: str | None = None
+
+
+@dataclass(slots=True)
+class MemoryFile:
+    """What a memory file says."""
+
+    lines: list[FileLine] = field(default_factory=list)
+    written_at: datetime | None = None
+    """When lifebot wrote it (None: the line saying so was removed)."""
+
+
+def parse(text: str) -> MemoryFile:
+    """Read a memory file; anything but headings and list items is ignored (notes, blanks)."""
+    if len(text) > MAX_FILE_CHARS:
+        raise MemoryFileError(f"the file is longer than {MAX_FILE_CHARS} characters")
+    out = MemoryFile()
+    written = _WRITTEN.search(text)
+    if written is not None:
+        try:
+            out.written_at = _when(written.group("at"))
+        except ValueError as exc:
+            raise MemoryFileError(
+                f"the 'written' date {written.group('at')!r} is not a date"
+            ) from exc
+    category = "notes"
+    for n, raw in enumerate(text.splitlines(), start=1):
+        heading = _HEADING.match(raw)
+        if heading is not None:
+            name = heading.group("name").strip().lower()
+            category = _BY_HEADING.get(name, name if name in CATEGORIES else "")
+            continue
+        item = _ITEM.match(raw)
+        if item is None:
+            continue
+        body = item.group("text")
+        marker = _MARKER.search(body)
+        fact_id = fact_version = None
+        if marker is not None:
+            fact_id, fact_version = int(marker.group("id")), marker.group("version")
+            body = body[: marker.start()]
+        body = " ".join(body.split())
+        if not body:
+            continue  # an emptied line: the same as a deleted one
+        cat = category or guess_category(body)
+        out.lines.append(FileLine(n, body, cat, fact_id, fact_version))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """A fact the file and the chat both changed since the file was written."""
+
+    fact_id: int
+    in_file: str | None
+    """What the file says now (None: the file removed it)."""
+    now: str | None
+    """What lifebot holds now, after the change made in chat (None: forgotten in chat)."""
+
+    def describe(self) -> str:
+        """Both versions in plain words."""
+        file_side = f'the file says "{self.in_file}"' if self.in_file else "the file removes it"
+        chat_side = f'in chat it became "{self.now}"' if self.now else "in chat it was forgotten"
+        return f"#{self.fact_id}: {file_side}, but since the file was written {chat_side}."
+
+
+@dataclass(slots=True)
+class Plan:
+    """What applying a memory file will do."""
+
+    add: list[FileLine] = field(default_factory=list)
+    change: list[tuple[Fact, FileLine]] = field(default_factory=list)
+    remove: list[Fact] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    kept_new: list[Fact] = field(default_factory=list)
+    """Facts added in chat after the file was written (not in it, and kept)."""
+    removals_skipped: bool = False
+    """The file has no "written" line, so lines missing from it were not taken as removals."""
+
+
+def _current(fact: Fact, by_id: dict[int | None, Fact]) -> Fact | None:
+    """The active fact a superseded one became (None when the chain ends forgotten)."""
+    seen: set[int] = set()
+    while fact.superseded_by is not None and fact.superseded_by not in seen:
+        seen.add(fact.superseded_by)
+        nxt = by_id.get(fact.superseded_by)
+        if nxt is None:
+            return None
+        fact = nxt
+    return fact if fact.forgotten_at is None and fact.superseded_by is None else None
+
+
+def plan(parsed: MemoryFile, facts: Sequence[Fact]) -> Plan:
+    """Compare a memory file with every fact of its user (forgotten and superseded too)."""
+    by_id: dict[int | None, Fact] = {f.id: f for f in facts if f.id is not None}
+    out = Plan()
+    seen = _plan_lines(parsed, by_id, out)
+    if parsed.written_at is None:
+        out.removals_skipped = True
+    else:
+        _plan_missing(parsed.written_at, facts, by_id, seen, out)
+    return out
+
+
+def _plan_lines(parsed: MemoryFile, by_id: dict[int | None, Fact], out: Plan) -> set[int]:
+    """Adds, changes and conflicts from the file's lines; the ids of the facts they name."""
+    seen: set[int] = set()
+    for line in parsed.lines:
+        fact = by_id.get(line.fact_id) if line.fact_id is not None else None
+        if fact is None:
+            out.add.append(line)  # a new line, or a marker naming no fact of this user
+            continue
+        seen.add(fact.id or 0)
+        active = fact.forgotten_at is None and fact.superseded_by is None
+        edited = line.text != " ".join(fact.text.split()) or line.category != fact.category
+        if not edited:
+            continue  # unchanged in the file: whatever chat did since stands
+        if active and line.version in (None, version(fact)):
+            out.change.append((fact, line))
+            continue
+        # changed in the file and, since it was written, in chat: both are shown
+        now = fact if active else _current(fact, by_id)
+        out.conflicts.append(Conflict(fact.id or 0, line.text, now.text if now else None))
+        if now is not None:
+            seen.add(now.id or 0)
+    return seen
+
+
+def _plan_missing(
+    written: datetime,
+    facts: Sequence[Fact],
+    by_id: dict[int | None, Fact],
+    seen: set[int],
+    out: Plan,
+) -> None:
+    """Facts not in the file: removed by the person, or learned in chat after it was written."""
+    for fact in facts:
+        if fact.id is None or fact.id in seen:
+            continue
+        existed = _aware(fact.created_at) <= written
+        active = fact.forgotten_at is None and fact.superseded_by is None
+        if active:
+            (out.remove if existed else out.kept_new).append(fact)
+        elif existed and fact.superseded_by is not None and _aware(fact.updated_at) > written:
+            # removed from the file, but changed in chat since: keep the change, show both
+            now = _current(fact, by_id)
+            if now is not None and now.id not in seen:
+                out.conflicts.append(Conflict(fact.id, None, now.text))
+                seen.add(now.id or 0)
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo else at.replace(tzinfo=UTC)
+
+
+@dataclass(slots=True)
+class ApplyReport:
+    """What applying a memory file did, for the person."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[tuple[str, str]] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    conflicts: list[Conflict] = field(default_factory=list)
+    kept_new: list[str] = field(default_factory=list)
+    not_added: list[str] = field(default_factory=list)
+    """New lines not stored, with why ("already known", "too long", "forgotten before")."""
+    removals_skipped: bool = False
+
+    @property
+    def nothing(self) -> bool:
+        """The file matched lifebot's memory already."""
+        return not (self.added or self.changed or self.removed or self.conflicts)
+
+    def describe(self) -> str:
+        """The report in plain words, one line per change."""
+        out: list[str] = []
+        if self.nothing:
+            out.append("Nothing to change: the file says what I already remember.")
+        out += [f"Added: {t}" for t in self.added]
+        out += [f'Changed: "{a}" is now "{b}"' for a, b in self.changed]
+        out += [f"Forgotten: {t}" for t in self.removed]
+        out += [f"Not added ({why})" for why in self.not_added]
+        out += [f"Kept (learned in chat after the file was written): {t}" for t in self.kept_new]
+        if self.removals_skipped:
+            out.append(
+                "The line saying when the file was written is missing, so lines missing from "
+                "the file were not forgotten."
+            )
+        if self.conflicts:
+            out.append("Not applied, changed in chat since the file was written:")
+            out += [f"- {c.describe()}" for c in self.conflicts]
+            out.append("Edit the fact again (in the file or in chat) to settle it.")
+        return "\n".join(out)
+
+
+async def apply(keeper: FactKeeper, user_id: int, todo: Plan, now: datetime) -> ApplyReport:
+    """Carry out a plan for ``user_id``: the file's edits as if the person made them in chat."""
+    report = ApplyReport(
+        conflicts=list(todo.conflicts),
+        kept_new=[f.text for f in todo.kept_new],
+        removals_skipped=todo.removals_skipped,
+    )
+    for fact, line in todo.change:
+        new = await keeper.replace(user_id, fact.id or 0, line.text, line.category, now)
+        if new is not None:
+            report.changed.append((fact.text, new.text))
+    for fact in todo.remove:
+        if await keeper.forget(user_id, fact.id or 0, now) is not None:
+            report.removed.append(fact.text)
+    for line in todo.add:
+        decision = await keeper.remember(user_id, line.text, now=now, category=line.category)
+        if decision.action in ("added", "superseded") and decision.fact is not None:
+            report.added.append(decision.fact.text)
+        elif decision.action == "known":
+            report.not_added.append(f"already known: {line.text}")
+        else:
+            report.not_added.append(f"{decision.action}: {line.text}")
+    return report
+
+
+async def write_for(keeper: FactKeeper, user_id: int, name: str, now: datetime) -> str:
+    """The memory file of one user now."""
+    async with keeper.db.session() as s:
+        facts = await FactRepo(s).active(user_id)
+    return render(facts, name=name, written_at=now)
+
+
+async def apply_text(keeper: FactKeeper, user_id: int, text: str, now: datetime) -> ApplyReport:
+    """Read an edited memory file and apply it to one user's facts (MemoryFileError if bad)."""
+    parsed = parse(text)
+    async with keeper.db.session() as s:
+        facts = await FactRepo(s).every(user_id)
+    return await apply(keeper, user_id, plan(parsed, facts), now)

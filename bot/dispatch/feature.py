@@ -1,0 +1,59 @@
+"""The spine's declaration: people, their channels, conversations, tasks and questions back."""
+
+from __future__ import annotations
+
+from bot.feature import Feature, IntentWords, Secret
+
+FEATURE = Feature(
+    name="conversations",
+    about="Who people are on each channel, their conversations and messages, tasks, the "
+    "questions lifebot asks back and the agent's language model.",
+    tables=(
+        "channelidentity",
+        "conversation",
+        "message",
+        "delivery",
+        "pairingrequest",
+        "pendinganswer",
+        "task",
+    ),
+    secrets=(
+        Secret("language model API key", setting="openai_api_key"),
+        Secret("database password", setting="database_url_setting"),
+        # postgresql://user:password@host: the password part of any address with credentials.
+        Secret("password in an address", shape=r"(://[^/\s:@]+:)[^@\s/]+(?=@)"),
+    ),
+    intents=(
+        IntentWords("tasks", r"\b(tasks?|todos?|to-dos?|to do list|tick (it |that )?off)\b"),
+        IntentWords("time", r"\b(time ?zone|what time|what's the time|what day is it)\b"),
+    ),
+    tools=(
+        "current_time",
+        "set_timezone",
+        "create_task",
+        "list_tasks",
+        "complete_task",
+        "ask_user",
+    ),
+    always_offered=("ask_user",),
+    commands=(
+        "start",
+        "help",
+        "link",
+        "approve",
+        "tasks",
+        "task",
+        "tz",
+        "retry",
+        "answer",
+        "new",
+        "threads",
+        "settings",
+        "dates",
+        "voice",
+        "channel",
+        "quiet",
+    ),
+    jobs=("ask.timeouts", "outbox.reconcile"),
+    metrics=(),
+)

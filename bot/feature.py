@@ -1,0 +1,210 @@
+"""What a feature declares: the one shape every feature of lifebot takes (issue 28).
+
+A feature is a package plus one ``FEATURE = Feature(...)`` in its ``feature.py``, registered
+once in ``bot/app/features.py``. The declaration is data, read without building anything:
+the shared machinery iterates every registered feature instead of lists kept by hand.
+
+- export, import, delete-my-data, backup and restore walk every feature's ``tables`` and
+  ``files``;
+- the file store refuses a kind of file no feature declared, and keeps every kind with the
+  same modes (0700 folders, 0600 files) on the same backend;
+- log redaction is built from every feature's ``secrets`` (setting values and text shapes);
+- the request layer reads each feature's ``routes``: who may call them (checked before the
+  body is read) and how big a body may be;
+- the agent's tool offer is routed by every feature's ``intents``; a tool whose group no
+  feature declares fails the contract tests;
+- ``tools``, ``commands``, ``jobs`` and ``metrics`` name what the feature registers at run
+  time, so the contract tests can tell which feature owns what, and what a feature lacks.
+
+This module is core vocabulary: it imports nothing from the rooms, so a feature at any layer
+can declare itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+@dataclass(frozen=True, slots=True)
+class FileKind:
+    """A kind of file a feature keeps (photos, documents, device audio, charts)."""
+
+    name: str
+    """The store's name for the kind (``photos``); also its folder in exports and backups."""
+    about: str
+    """What the files are, in a few words (shown by ``lifebot doctor`` and in the docs)."""
+    per_user: bool = True
+    """Keys start with the owner's user id: export and delete-my-data take a user's own."""
+    derived: bool = False
+    """Rebuilt from the database when missing (a cache): deleted with its user, never
+    exported or backed up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """Something that must never reach a log line, at any level, from any logger."""
+
+    name: str
+    """What it is, in a few words (``Telegram bot token``)."""
+    setting: str | None = None
+    """The ``Settings`` field holding it; its value is replaced wherever it appears."""
+    shape: str | None = None
+    """A regular expression of how it looks in text (a token prefix, a link). The text of
+    the first group, if the pattern has one, is kept: ``(lbd_)[\\w-]{8,}`` logs ``lbd_…``."""
+
+    def pattern(self) -> re.Pattern[str] | None:
+        """The compiled shape, or None when the secret is known only by its setting."""
+        return re.compile(self.shape) if self.shape else None
+
+
+@dataclass(frozen=True, slots=True)
+class IntentWords:
+    """Words that ask for a group of tools ("remind" asks for the reminders group)."""
+
+    group: str
+    """The tool group (``Tool.group``) these words route to."""
+    words: str
+    """A regular expression (matched case-insensitively, anywhere in the message). Empty:
+    the router picks the group by the question's kind (counts and comparisons), not words."""
+
+
+class Access(StrEnum):
+    """Who may call a route; the request layer checks it before reading the body."""
+
+    PUBLIC = "public"
+    """Anyone (health checks, the sign-in page, static files); answers carry no personal data."""
+    SESSION = "session"
+    """A signed-in browser (the session cookie); forms also carry the CSRF token."""
+    OWNER = "owner"
+    """A signed-in browser of the owner."""
+    BEARER = "bearer"
+    """A personal API token in ``Authorization: Bearer``."""
+    PATH_TOKEN = "path_token"  # noqa: S105  # a name, not a secret
+    """A secret in the path itself (webhooks of apps that cannot send headers: Omi, the
+    calendar feed, sign-in links); the route's own handler checks it, bodies stay small."""
+    HEADER_TOKEN = "header_token"  # noqa: S105  # a name, not a secret
+    """A device or app token in a header or basic auth (OwnTracks, Overland)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Paths a feature serves over HTTP and the limits the request layer enforces on them."""
+
+    prefix: str
+    """A route's path template, or the start of several (``/api/v1/places`` covers
+    ``/api/v1/places/{place_id}``). A route belongs to the longest prefix that matches its
+    template whole or up to a ``/``."""
+    access: Access
+    """Who may call it."""
+    max_body: int = 64_000
+    """Bytes a request body may hold (declared or streamed); more is refused with 413."""
+    max_body_setting: str | None = None
+    """A ``Settings`` field (bytes) that sets the limit instead, when the operator may change
+    it (the largest upload); a multipart form gets a little room for its envelope."""
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """One feature's declaration: what it brings, for the shared machinery to act on."""
+
+    name: str
+    """Short name (``location``); unique among registered features."""
+    about: str
+    """One sentence a newcomer reads first."""
+    tables: tuple[str, ...] = ()
+    """Tables holding its users' data (each has a ``user_id`` column): exported, imported,
+    deleted and backed up with the user. Every such table belongs to exactly one feature."""
+    files: tuple[FileKind, ...] = ()
+    """Kinds of file it keeps through the file store."""
+    secrets: tuple[Secret, ...] = ()
+    """Credentials and token shapes never to be logged."""
+    intents: tuple[IntentWords, ...] = ()
+    """The tool groups it serves and the words that ask for them."""
+    tools: tuple[str, ...] = ()
+    """Names of the agent tools it registers."""
+    always_offered: tuple[str, ...] = ()
+    """Its tools offered whatever the message asks (no group): kept to the few that must be."""
+    commands: tuple[str, ...] = ()
+    """Chat commands it registers (without the slash)."""
+    jobs: tuple[str, ...] = ()
+    """Scheduled jobs it registers (``location.proposals``)."""
+    routes: tuple[Route, ...] = ()
+    """HTTP paths it serves (API, pages, webhooks)."""
+    metrics: tuple[str, ...] = ()
+    """Prometheus metric names it exports."""
+
+
+class Registry:
+    """Every registered feature, and the questions the shared machinery asks of them all."""
+
+    def __init__(self, features: tuple[Feature, ...]) -> None:
+        names = [f.name for f in features]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two features share a name: {sorted(names)}")
+        self.features = features
+        """In registration order."""
+        self._table_owner: dict[str, Feature] = {}
+        for feature in features:
+            for table in feature.tables:
+                if table in self._table_owner:
+                    other = self._table_owner[table].name
+                    raise ValueError(f"table {table!r} is declared by {other} and {feature.name}")
+                self._table_owner[table] = feature
+
+    def user_tables(self) -> frozenset[str]:
+        """Every table declared to hold users' data."""
+        return frozenset(self._table_owner)
+
+    def owner_of_table(self, table: str) -> Feature | None:
+        """The feature that declared ``table``, if any."""
+        return self._table_owner.get(table)
+
+    def file_kinds(self) -> tuple[FileKind, ...]:
+        """Every declared kind of stored file."""
+        return tuple(kind for f in self.features for kind in f.files)
+
+    def file_kind(self, name: str) -> FileKind:
+        """The declared kind called ``name``; KeyError for a kind no feature declared."""
+        for kind in self.file_kinds():
+            if kind.name == name:
+                return kind
+        raise KeyError(f"no registered feature declares the file kind {name!r}")
+
+    def secrets(self) -> tuple[Secret, ...]:
+        """Every declared secret."""
+        return tuple(s for f in self.features for s in f.secrets)
+
+    def intents(self) -> tuple[IntentWords, ...]:
+        """Every declared intent (tool group and its words)."""
+        return tuple(i for f in self.features for i in f.intents)
+
+    def always_offered(self) -> frozenset[str]:
+        """Tools declared to be offered whatever the message asks."""
+        return frozenset(t for f in self.features for t in f.always_offered)
+
+    def routes(self) -> tuple[Route, ...]:
+        """Every declared route."""
+        return tuple(r for f in self.features for r in f.routes)
+
+    def route_for(self, template: str) -> Route | None:
+        """The declaration covering a route's path template (the longest prefix), or None."""
+        best: Route | None = None
+        for route in self.routes():
+            p = route.prefix
+            covers = (
+                template == p
+                or (p == "/" and template == "/")
+                or (p != "/" and template.startswith(p.rstrip("/") + "/"))
+            )
+            if covers and (best is None or len(p) > len(best.prefix)):
+                best = route
+        return best
+
+    def owner_of(self, kind: str, name: str) -> Feature | None:
+        """The feature that declared a tool, command, job or metric (``kind`` names which)."""
+        for feature in self.features:
+            if name in getattr(feature, kind):
+                return feature
+        return None

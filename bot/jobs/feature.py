@@ -1,0 +1,77 @@
+"""Declarations of the features that speak first (issue 28).
+
+Reminders, briefings, proposed events, the user's own calendars and meeting transcripts.
+"""
+
+from __future__ import annotations
+
+from bot.feature import Access, Feature, IntentWords, Route, Secret
+
+REMINDERS = Feature(
+    name="reminders",
+    about="Reminders, once or repeating, pushed at the right local time through the outbox.",
+    tables=("reminder",),
+    intents=(IntentWords("reminders", r"\b(remind(ers?)?|alarm)\b"),),
+    tools=("set_reminder", "list_reminders", "cancel_reminder"),
+    commands=("remind", "reminders"),
+    jobs=("reminders.fire",),
+    routes=(Route("/api/v1/reminders", Access.BEARER), Route("/reminders", Access.SESSION)),
+)
+"""Reminders' declaration."""
+
+BRIEFINGS = Feature(
+    name="briefings",
+    about="A morning briefing in each person's own time zone: the day's events, reminders, news.",
+    commands=("briefing",),
+    jobs=("briefings.plan",),
+    routes=(Route("/briefing", Access.SESSION),),
+)
+"""Briefings' declaration (their settings are columns of the user)."""
+
+PROPOSALS = Feature(
+    name="proposals",
+    about="Events lifebot noticed in chats, transcripts and stays, proposed for a yes or no.",
+    tables=("proposal",),
+    commands=("proposal",),
+    jobs=("proposals.scan", "proposals.expire"),
+    routes=(Route("/api/v1/proposals", Access.BEARER), Route("/proposals", Access.SESSION)),
+)
+"""Proposed events' declaration."""
+
+CALENDAR = Feature(
+    name="calendar",
+    about="Events: lifebot's own, imported ICS files, subscribed feeds and linked CalDAV "
+    "calendars, and the private feed of them a person can subscribe to.",
+    tables=("calendarevent", "calendarsource", "icstoken"),
+    secrets=(
+        Secret("calendar password key", setting="calendar_key"),
+        # Subscribed feeds carry their secret in the address (Google's private-…/basic.ics).
+        Secret("calendar feed address", shape=r"((?:webcals?|https?)://)\S+\.ics\b\S*"),
+        Secret("the private calendar feed", shape=r"(/calendar/)[A-Za-z0-9_\-]{16,}(?=\.ics)"),
+    ),
+    intents=(
+        IntentWords(
+            "calendar",
+            r"\b(calendar|events?|meetings?|appointments?|schedule[ds]?|book(ed)?|agenda)\b",
+        ),
+    ),
+    tools=("list_events", "add_event", "cancel_event"),
+    commands=("calendar",),
+    jobs=("calendars.refresh",),
+    routes=(
+        Route("/api/v1/events", Access.BEARER),
+        Route("/api/v1/calendars", Access.BEARER),
+        Route("/calendars", Access.SESSION),
+        Route("/calendar", Access.SESSION),
+        Route("/calendar/{secret}.ics", Access.PATH_TOKEN),
+    ),
+)
+"""Calendars' declaration."""
+
+MEETINGS = Feature(
+    name="meetings",
+    about="Meeting transcripts posted by other apps become memory, action items and events.",
+    tables=("ingestjob",),
+    routes=(Route("/api/v1/ingest", Access.BEARER, max_body=5_000_000),),
+)
+"""Meeting transcripts' declaration (the worker is a task of the web room)."""

@@ -1,0 +1,336 @@
+"""One MCP server lifebot uses: connected by a supervisor task, called under a deadline.
+
+The supervisor owns the SDK client (its task groups must be entered and left by one task):
+it connects (bounded), lists the tools, then watches: a call that fails because the server
+went away, or a health ping that fails or hangs, ends the connection; the supervisor then
+reconnects after a backoff of 1, 2, 4 ... 60 seconds (reset once a connection has lived a
+minute). Calls come from turns (other tasks) and are each bounded by the server's deadline:
+a server that hangs, crashes or answers garbage costs at most that long, and the caller gets
+a plain error instead of a result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+import httpx2
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, Tool
+from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from bot.mcp.client.config import ServerSpec
+
+log = logging.getLogger(__name__)
+
+CONNECT_SECONDS = 20.0
+"""Starting a server and the handshake may take this long at most."""
+PING_EVERY = 30.0
+"""Seconds between health checks of a connected server."""
+BACKOFF_FIRST, BACKOFF_MAX, STABLE = 1.0, 60.0, 60.0
+"""Reconnect after 1 s, doubling to 60 s; a connection that lived STABLE seconds resets it."""
+MAX_TOOLS = 100
+"""At most this many tools are taken from one server (its listing is paged)."""
+
+
+class McpUnavailable(Exception):
+    """The server cannot answer now (down, restarting, too slow): the message says so."""
+
+
+class McpCallFailed(Exception):
+    """The server answered the call with a protocol error (unknown tool, bad arguments)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """What ``lifebot mcp list`` and ``doctor`` show of one server."""
+
+    name: str
+    state: str
+    """``up``, ``starting``, ``down`` (retrying), ``waiting`` (a secret is missing), ``off``."""
+    detail: str
+    tools: tuple[str, ...] = ()
+    restarts: int = 0
+
+
+ToolsChanged = Callable[["ServerConnection", list[Tool]], None]
+"""Told each time the server's tools come (after a connection) or go (an empty list)."""
+
+
+class ServerConnection:
+    """The supervisor, the deadline and the health of one configured server."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        *,
+        deadline: float,
+        log_dir: Path,
+        on_tools: ToolsChanged,
+        ping_every: float = PING_EVERY,
+        connect_seconds: float = CONNECT_SECONDS,
+    ) -> None:
+        self.spec = spec
+        self.deadline = spec.timeout or deadline
+        """Seconds one call may take."""
+        self.log_dir = log_dir
+        self.on_tools = on_tools
+        self.ping_every = ping_every
+        self.connect_seconds = connect_seconds
+        self.state = "waiting" if spec.missing else "starting"
+        self.detail = f"needs {', '.join(spec.missing)}" if spec.missing else "starting"
+        self.tools: list[Tool] = []
+        self.restarts = 0
+        self.first_attempt = asyncio.Event()
+        """Set once the first connection attempt has ended (up or not)."""
+        self._client: Client | None = None
+        self._broken = False
+        """The connection failed under a call: reconnect."""
+        self._check = False
+        """A call timed out: check the server's health now."""
+        self._wake: anyio.Event | None = None
+        """Wakes the watcher (anyio's: the watcher runs inside the SDK's cancel scopes)."""
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def status(self) -> Status:
+        """The server's state now."""
+        return Status(
+            self.spec.name,
+            self.state,
+            self.detail,
+            tuple(t.name for t in self.tools),
+            self.restarts,
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the supervisor (a server missing a secret is not started at all)."""
+        if self.spec.missing:
+            self.first_attempt.set()
+            return
+        if self._task is None:
+            self._task = asyncio.create_task(self._supervise(), name=f"mcp-{self.spec.name}")
+
+    async def stop(self) -> None:
+        """Stop the supervisor and the server (a stdio process is ended by the SDK)."""
+        self._stopping.set()
+        self._poke(broken=True)
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, timeout=15)
+            except TimeoutError:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._task
+            self._task = None
+
+    async def _supervise(self) -> None:
+        delay = BACKOFF_FIRST
+        while not self._stopping.is_set():
+            began = time.monotonic()
+            try:
+                await self._connected_once()
+            except Exception as exc:  # noqa: BLE001  (any failure of a server is its own)
+                self.detail = describe(exc)
+                log.warning("MCP server %s: %s", self.spec.name, self.detail)
+            finally:
+                self._withdraw()
+                self.first_attempt.set()
+            if self._stopping.is_set():
+                break
+            if time.monotonic() - began >= STABLE:
+                delay = BACKOFF_FIRST
+            self.state = "down"
+            self.restarts += 1
+            log.info("MCP server %s: reconnecting in %.0f s", self.spec.name, delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), timeout=delay)
+            delay = min(delay * 2, BACKOFF_MAX)
+        self.state = "off"
+
+    async def _connected_once(self) -> None:
+        """Connect, take the tools, and serve calls until the connection breaks.
+
+        The connect deadline is a cancel scope around the client's whole life (the SDK's task
+        groups must nest inside it), lifted once the tools are listed.
+        """
+        with anyio.CancelScope(deadline=anyio.current_time() + self.connect_seconds) as scope:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(self._client_for(stack))
+                tools = await listed_tools(client, self.spec)
+                scope.deadline = math.inf
+                self._broken = self._check = False
+                self._client = client
+                self.tools = tools
+                self.state, self.detail = "up", f"{len(tools)} tool(s)"
+                self.on_tools(self, tools)
+                self.first_attempt.set()
+                log.info("MCP server %s is up with %d tool(s)", self.spec.name, len(tools))
+                await self._watch(client)
+                self._withdraw()  # before the SDK takes its time to end the process
+        if scope.cancelled_caught:
+            raise TimeoutError(f"not ready within {self.connect_seconds:g} s")
+
+    def _withdraw(self) -> None:
+        """No more calls through this connection; its tools leave the agent's offer."""
+        self._client = None
+        if self.state == "up":
+            self.state = "down"
+        if self.tools:
+            self.tools = []
+            self.on_tools(self, [])
+
+    def _poke(self, *, broken: bool = False, check: bool = False) -> None:
+        """Tell the watcher the connection broke, or that a health check is due."""
+        self._broken = self._broken or broken
+        self._check = self._check or check
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _watch(self, client: Client) -> None:
+        """Return when the connection is broken, the server fails a check, or on stop."""
+        while not self._stopping.is_set():
+            if not (self._broken or self._check):
+                self._wake = anyio.Event()
+                with anyio.move_on_after(self.ping_every):
+                    await self._wake.wait()
+            if self._broken or self._stopping.is_set():
+                self.detail = self.detail if self.state != "up" else "connection lost"
+                return
+            self._check = False
+            try:
+                with anyio.fail_after(self.deadline):
+                    await health_check(client)
+            except Exception as exc:  # noqa: BLE001  (a hung or dead server: reconnect it)
+                self.detail = f"did not answer a health check ({describe(exc)})"
+                return
+
+    @asynccontextmanager
+    async def _client_for(self, stack: AsyncExitStack) -> AsyncIterator[Client]:
+        spec = self.spec
+        if spec.command:
+            errlog = stack.enter_context(_server_log(self.log_dir, spec.name))
+            params = StdioServerParameters(
+                command=spec.command, args=list(spec.args), env=dict(spec.env)
+            )
+            transport = stdio_client(params, errlog=errlog)
+        else:
+            assert spec.url is not None
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=dict(spec.headers), timeout=self.deadline + 5)
+            )
+            transport = streamable_http_client(spec.url, http_client=http)
+        async with Client(transport) as client:
+            yield client
+
+    # --- calls -----------------------------------------------------------------------------------
+    async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
+        """Call one tool within the deadline; McpUnavailable or McpCallFailed in plain words."""
+        client = self._client
+        name = self.spec.name
+        if client is None:
+            raise McpUnavailable(f"the {name} server is not available right now ({self.detail})")
+        try:
+            with anyio.fail_after(self.deadline):
+                return await client.call_tool(tool, arguments)
+        except TimeoutError as exc:
+            self._poke(check=True)  # hung, or only slow? a check under the same deadline tells
+            raise McpUnavailable(
+                f"the {name} server did not answer within {self.deadline:g} s"
+            ) from exc
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:  # the process died or the stream ended
+                self._poke(check=True)  # a check on a closed connection fails: reconnect
+                raise McpUnavailable(
+                    f"the {name} server closed the connection; it is being restarted"
+                ) from exc
+            raise McpCallFailed(f"the {name} server refused the call: {exc}") from exc
+        except Exception as exc:
+            self.detail = describe(exc)
+            self._poke(broken=True)
+            raise McpUnavailable(
+                f"the {name} server failed ({describe(exc)}); it is being restarted"
+            ) from exc
+
+
+async def health_check(client: Client) -> None:
+    """One round trip to the server: a ping before 2026-07-28, else an uncached tools/list.
+
+    The 2026-07-28 revision of the protocol removed ``ping`` (the SDK refuses it outside the
+    legacy mode), so a modern server is asked for its first page of tools instead.
+    """
+    if client.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+        await client.send_ping()
+    else:
+        await client.list_tools(cache_mode="bypass")
+
+
+async def listed_tools(client: Client, spec: ServerSpec) -> list[Tool]:
+    """The server's tools (every page, at most MAX_TOOLS), only those the operator allowed."""
+    tools: list[Tool] = []
+    cursor: str | None = None
+    for _ in range(10):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor or len(tools) >= MAX_TOOLS:
+            break
+    if spec.tools is not None:
+        tools = [t for t in tools if t.name in spec.tools]
+    return tools[:MAX_TOOLS]
+
+
+async def probe(spec: ServerSpec, deadline: float, log_dir: Path) -> Status:
+    """Connect once, list the tools and disconnect (``lifebot mcp list``, ``doctor``)."""
+    if spec.missing:
+        return Status(spec.name, "waiting", f"needs {', '.join(spec.missing)}")
+    conn = ServerConnection(spec, deadline=deadline, log_dir=log_dir, on_tools=lambda *_: None)
+    tools: list[Tool] = []
+    try:
+        with anyio.move_on_after(max(conn.deadline, CONNECT_SECONDS)) as scope:
+            async with AsyncExitStack() as stack:
+                client = await stack.enter_async_context(conn._client_for(stack))
+                tools = await listed_tools(client, spec)
+    except Exception as exc:  # noqa: BLE001  (report any failure of the server)
+        return Status(spec.name, "down", describe(exc))
+    if scope.cancelled_caught:
+        return Status(spec.name, "down", "did not start and list its tools in time")
+    return Status(spec.name, "up", f"{len(tools)} tool(s)", tuple(t.name for t in tools))
+
+
+def describe(exc: BaseException) -> str:
+    """A failure in a few plain words (the innermost of an exception group)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc).strip() or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+@contextlib.contextmanager
+def _server_log(log_dir: Path, name: str) -> Iterator[TextIO]:
+    """The server's stderr goes to ``log_dir/NAME.log`` (owner-only), appended."""
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = log_dir / f"{name}.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    handle: TextIO = os.fdopen(fd, "a", encoding="utf-8")
+    try:
+        yield handle
+    finally:
+        handle.close()

@@ -1,0 +1,113 @@
+"""Builds the MCP room from the app's collaborators (the composition root calls ``build_mcp``).
+
+One function, typed collaborators, no globals, so the room can be declared as one feature:
+it serves ``/mcp`` on the web port (when LIFEBOT_MCP_HTTP is on), makes stdio servers for
+``lifebot mcp serve``, and owns the clients of the MCP servers the operator configured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+from bot.agent.tools.base import ToolRegistry
+from bot.mcp.client.config import Environment, ServerFile, load_servers
+from bot.mcp.client.hub import McpClients
+from bot.mcp.data import LifebotData
+from bot.mcp.http import PATH, McpHttp
+from bot.mcp.principal import Principal, fixed, from_http
+from bot.mcp.server import build_server
+from bot.web.room import Endpoint, WebRoom
+
+
+def lifebot_version() -> str:
+    """The installed lifebot's version (what the server reports to clients)."""
+    try:
+        return version("lifebot")
+    except PackageNotFoundError:
+        return "0"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """Where the operator's MCP servers are configured and how long a call may take."""
+
+    servers_file: Path | None
+    """LIFEBOT_MCP_SERVERS (None: no servers)."""
+    deadline: float
+    """LIFEBOT_MCP_CALL_TIMEOUT: seconds per call unless a server sets its own."""
+    log_dir: Path
+    """Where each stdio server's stderr is kept (``NAME.log``)."""
+    environment: Environment
+    """Reads the environment variables the file names (``bot.config.environment``)."""
+    known_intents: frozenset[str]
+    """The intent groups the registered features declare (a server may serve any of them)."""
+
+    def load(self) -> ServerFile:
+        """Read and check the servers file (blocking: call it off the event loop)."""
+        return load_servers(self.servers_file, self.environment, self.known_intents)
+
+
+@dataclass
+class McpRoom:
+    """lifebot as an MCP server (stdio and HTTP), and the clients of the operator's servers."""
+
+    data: LifebotData
+    """Every read and change the server offers, per principal."""
+    http: McpHttp | None
+    """The ``/mcp`` endpoint on the web port (None when LIFEBOT_MCP_HTTP is off)."""
+    client_settings: ClientSettings
+    """Where the servers lifebot uses are configured."""
+    tools: ToolRegistry
+    """The agent's registry, where the servers' tools and their intent words go."""
+    clients: McpClients | None = None
+    """The servers' connections, once started."""
+
+    def stdio_server(self, principal: Principal) -> MCPServer:
+        """A server whose every request acts for ``principal`` (``lifebot mcp serve``)."""
+        return build_server(self.data, fixed(principal), lifebot_version())
+
+    async def start_clients(self) -> McpClients:
+        """Read the servers file and start every server's connection (returns at once)."""
+        if self.clients is None:
+            config = await asyncio.to_thread(self.client_settings.load)
+            self.clients = McpClients(
+                config,
+                tools=self.tools,
+                deadline=self.client_settings.deadline,
+                log_dir=self.client_settings.log_dir,
+            )
+            self.clients.start()
+        return self.clients
+
+    async def close(self) -> None:
+        """Stop the servers lifebot started."""
+        if self.clients is not None:
+            await self.clients.stop()
+
+
+def build_mcp(
+    *,
+    web: WebRoom,
+    tools: ToolRegistry,
+    serve_http: bool,
+    client_settings: ClientSettings,
+) -> McpRoom:
+    """Wire the MCP room (no I/O); with ``serve_http`` the web page serves it at ``/mcp``."""
+    data = LifebotData(web.service, tools)
+    http: McpHttp | None = None
+    if serve_http:
+        service = web.service
+
+        async def user_exists(user_id: int) -> bool:
+            return await service.user(user_id) is not None
+
+        http = McpHttp(
+            build_server(data, from_http, lifebot_version()), web.auth.api_token, user_exists
+        )
+        web.add_endpoint(Endpoint(PATH, http, http.running))
+    return McpRoom(data, http, client_settings, tools)

@@ -1,0 +1,123 @@
+"""The feature contract (issue 28): whatever a feature brings is declared, so nothing skips a seam.
+
+These tests walk the built app and the registry: a table, tool, command, job or route that no
+feature declares fails here with the name of what is missing, before a user meets the seam it
+skipped (an export without its rows, a log with its token, a tool offered for every message).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fastapi.routing import APIRoute
+from sqlmodel import SQLModel
+from starlette.routing import Mount
+
+import storage.models  # noqa: F401  # registers every table in the metadata
+from bot.app.build import App, build_app
+from bot.app.features import REGISTRY
+from bot.feature import Feature, Registry
+from tests.support.app import make_settings
+
+
+@pytest.fixture
+def full_app(tmp_path: Path) -> App:
+    """An app built with every optional tool switched on (nothing started)."""
+    settings = make_settings(
+        tmp_path,
+        web_search_backend="searxng",
+        searxng_url="http://127.0.0.1:9/search",
+    )
+    return build_app(settings)
+
+
+def _tables_with_user_id() -> set[str]:
+    return {t.name for t in SQLModel.metadata.sorted_tables if "user_id" in t.c}
+
+
+def test_every_table_of_users_data_is_declared_by_exactly_one_feature() -> None:
+    undeclared = _tables_with_user_id() - REGISTRY.user_tables()
+    assert not undeclared, (
+        f"tables no feature declares (export/delete would miss them): {undeclared}"
+    )
+    phantom = REGISTRY.user_tables() - _tables_with_user_id()
+    assert not phantom, f"declared tables that do not exist or have no user_id: {phantom}"
+
+
+def test_two_features_cannot_claim_one_table() -> None:
+    a = Feature("a", "first", tables=("fact",))
+    b = Feature("b", "second", tables=("fact",))
+    with pytest.raises(ValueError, match="declared by a and b"):
+        Registry((a, b))
+
+
+def test_every_tool_is_declared_and_routed_by_an_intent(full_app: App) -> None:
+    groups = {i.group for i in REGISTRY.intents()}
+    always = REGISTRY.always_offered()
+    problems = []
+    for tool in full_app.tools.tools():
+        if REGISTRY.owner_of("tools", tool.name) is None:
+            problems.append(f"{tool.name}: no feature declares it")
+        if not tool.group and tool.name not in always:
+            problems.append(f"{tool.name}: no intent group, so it would join every tool list")
+        elif tool.group and tool.group not in groups:
+            problems.append(f"{tool.name}: group {tool.group!r} has no declared words")
+    assert not problems, problems
+
+
+def test_every_declared_tool_and_intent_exists(full_app: App) -> None:
+    names = set(full_app.tools.names())
+    declared = {t for f in REGISTRY.features for t in f.tools}
+    assert declared <= names, f"declared but never registered: {declared - names}"
+    groups = {t.group for t in full_app.tools.tools()}
+    idle = {i.group for i in REGISTRY.intents()} - groups
+    assert not idle, f"intents that route to no tool: {idle}"
+
+
+def test_the_web_search_tool_is_not_offered_for_a_reminder(full_app: App) -> None:
+    from bot.agent.intent import Confidence, Visibility, classify_intent
+
+    intent = classify_intent("remind me at 5pm to call mum", full_app.tools)
+    assert intent.confidence is Confidence.HIGH
+    assert "web_search" not in Visibility(full_app.tools, intent).names()
+    weather = classify_intent("what's the weather in Porto tomorrow?", full_app.tools)
+    assert "web_search" in Visibility(full_app.tools, weather).names()
+
+
+def test_every_command_and_job_is_declared(full_app: App) -> None:
+    commands = {name for name, _help in full_app.commands.menu()}
+    missing = {c for c in commands if REGISTRY.owner_of("commands", c) is None}
+    assert not missing, f"commands no feature declares: {missing}"
+    jobs = set(full_app.jobs.service.jobs)
+    missing_jobs = {j for j in jobs if REGISTRY.owner_of("jobs", j) is None}
+    assert not missing_jobs, f"jobs no feature declares: {missing_jobs}"
+
+
+def _templates(routes: list[object]) -> list[str]:
+    """Every path template the app serves (FastAPI keeps included routers as one route)."""
+    found: list[str] = []
+    for route in routes:
+        contexts = getattr(route, "effective_route_contexts", None)
+        if contexts is not None:  # an included router: its routes with their full paths
+            found.extend(str(c.path) for c in contexts())
+        elif isinstance(route, APIRoute | Mount):
+            found.append(route.path)
+    return found
+
+
+def test_every_http_route_is_declared(full_app: App) -> None:
+    templates = _templates(list(full_app.web.app.routes))
+    assert len(templates) > 50
+    missing = [t for t in templates if REGISTRY.route_for(t) is None]
+    assert not missing, f"routes no feature declares (no access rule, no body limit): {missing}"
+
+
+def test_a_route_belongs_to_its_longest_declaration() -> None:
+    feed = REGISTRY.route_for("/calendar/{secret}.ics")
+    assert feed is not None
+    assert feed.prefix == "/calendar/{secret}.ics"
+    page = REGISTRY.route_for("/calendar/feed")
+    assert page is not None
+    assert page.prefix == "/calendar"
+    assert REGISTRY.route_for("/calendarx") is None
