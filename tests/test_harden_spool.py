@@ -11,7 +11,6 @@ from sqlmodel import select
 
 from bot.app.build import App
 from bot.app.doctor import run_doctor
-from bot.device.storage_notice import notice_text
 from storage.models import Delivery
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM
@@ -70,8 +69,11 @@ async def test_an_unwritable_spool_tells_the_owner_once_through_the_outbox(app: 
 
     [push] = await _pushes(app)
     assert push.status == "delivered"
-    assert channel(app).texts("ana") == [notice_text("pendant-o", "storage_unavailable")]
-    assert "cannot store its audio" in channel(app).texts("ana")[0]
+    assert channel(app).texts("ana") == [
+        "Your pendant pendant-o is connected, but I cannot store its audio right now (the "
+        "folder it goes to cannot be written). It was told to keep its recordings and send them "
+        "again later. Whoever runs lifebot can see what is wrong with `lifebot doctor`."
+    ]
 
 
 async def test_a_full_spool_refuses_audio_and_tells_the_owner_once(
@@ -96,8 +98,11 @@ async def test_a_full_spool_refuses_audio_and_tells_the_owner_once(
 
     assert codes == ["storage_full"] * 5
     assert len(await _pushes(app)) == 1
-    assert channel(app).texts("ana") == [notice_text("pendant-full", "storage_full")]
-    assert "no room left" in channel(app).texts("ana")[0]
+    assert channel(app).texts("ana") == [
+        "Your pendant pendant-full is connected, but I cannot store its audio right now (there "
+        "is no room left for it). It was told to keep its recordings and send them again later. "
+        "Whoever runs lifebot can see what is wrong with `lifebot doctor`."
+    ]
 
 
 async def test_doctor_reports_a_spool_at_its_cap(tmp_path: Path) -> None:
