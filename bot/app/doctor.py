@@ -109,8 +109,8 @@ def _check_data_dir(settings: Settings) -> Check:
                 "LIFEBOT_DEVICE_SPOOL_MAX_MB"
             ),
         )
-    spool = f"; spool {used / 1e6:.0f} of {cap / 1e6:.0f} MB" if cap else ""
-    return Check("data dir", ok=True, detail=f"{root.resolve()}{free}{spool}")
+    use = f"; spool {used / 1e6:.0f} of {cap / 1e6:.0f} MB" if cap else ""
+    return Check("data dir", ok=True, detail=f"{root.resolve()}{free}{use}")
 
 
 def _folder_bytes(root: Path) -> int:
