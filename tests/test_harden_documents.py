@@ -39,8 +39,7 @@ async def _send(app: App, name: str, data: bytes) -> tuple[str, float]:
 
 
 async def _nothing_stored(app: App) -> None:
-    root = app.settings.data_dir / "documents"
-    assert not root.exists() or not [p for p in root.rglob("*") if p.is_file()]
+    assert await app.files.listing("documents") == []
     async with app.db.session() as s:
         assert (await s.exec(select(DocumentChunk))).all() == []
         for msg in (await s.exec(select(Message))).all():
@@ -101,11 +100,10 @@ async def test_reading_past_its_time_or_memory_is_stopped_and_nothing_is_kept(ap
     user = await add_user(app, "ana")
     assert user.id is not None
     lease = Attachment("document", name="lease.pdf", data=pdf("The rent is 950 EUR"))
-    root = app.settings.data_dir / "documents"
 
     slow = Documents(
         db=app.db,
-        root=root,
+        files=app.files,
         index=None,
         bounds=Bounds(seconds=0.01, memory_bytes=512_000_000, output_bytes=1_000_000),
     )
@@ -117,7 +115,7 @@ async def test_reading_past_its_time_or_memory_is_stopped_and_nothing_is_kept(ap
 
     small = Documents(
         db=app.db,
-        root=root,
+        files=app.files,
         index=None,
         bounds=Bounds(seconds=30, memory_bytes=100_000_000, output_bytes=1_000_000),
     )

@@ -1,9 +1,10 @@
 """Documents people send (PDF): kept with their message, read page by page, searchable by page.
 
-The file goes to ``<data dir>/documents/<user id>/`` and is listed in its message's
-``meta["documents"]`` (path, name, pages, searchable chunks). Its text is read with pypdf (off
-the event loop), cut into chunks of about ``CHUNK_CHARS`` characters that never cross a page,
-stored as ``documentchunk`` rows, and indexed as memory items of kind ``document`` whose
+The file goes to the file store (kind ``documents``, key ``<user id>/<message>-<n>-<name>``;
+the database on PostgreSQL, so every process has it) and is listed in its message's
+``meta["documents"]`` (path, name, pages, searchable chunks). Its text is read with pypdf (in a
+bounded child, below), cut into chunks of about ``CHUNK_CHARS`` characters that never cross a
+page, stored as ``documentchunk`` rows, and indexed as memory items of kind ``document`` whose
 reference is "name p. N", so an answer cites the page. A scanned PDF without a text layer is
 kept and the person is told it has no text; a damaged or encrypted one is kept and they are
 told it cannot be read.
@@ -21,13 +22,13 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from bot.agent.memory.index import MemoryIndex
 from bot.feature import Feature, FileKind
 from bot.isolated import Bounds, ChildFailed, OverBound, run_bounded
 from bot.messages import Attachment
 from storage.db import Database
+from storage.files import FileStore
 from storage.models import DocumentChunk
 from storage.repos.messages import MessageRepo
 from storage.repos.senses import DocumentRepo
@@ -41,6 +42,8 @@ READ_BOUNDS = Bounds(seconds=30.0, memory_bytes=512_000_000, output_bytes=64_000
 address space for the child (Python and pypdf take about 60), 64 MB of text back."""
 READING_AT_ONCE = 2
 """Documents read at the same time (each in its own bounded child)."""
+KIND = "documents"
+"""The file store's kind for documents."""
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -129,12 +132,12 @@ class Documents:
         self,
         *,
         db: Database,
-        root: Path,
+        files: FileStore,
         index: MemoryIndex | None,
         bounds: Bounds = READ_BOUNDS,
     ) -> None:
         self.db = db
-        self.root = root
+        self.files = files
         self.index = index
         self.bounds = bounds
         """What reading one document may cost."""
@@ -144,7 +147,7 @@ class Documents:
         """Read one document; store it and index its chunks (nothing when it is refused)."""
         assert att.data is not None
         name = att.name or "document.pdf"
-        rel = Path(str(user_id)) / f"{message_id}-{n}-{_SAFE.sub('_', name)[-80:]}"
+        rel = f"{int(user_id)}/{int(message_id)}-{n}-{_SAFE.sub('_', name)[-80:]}"
         try:
             async with self._reading:
                 pages = await pages_of(att.data, self.bounds)
@@ -152,10 +155,10 @@ class Documents:
             log.info("document %s of message %s refused: %s", n, message_id, exc)
             return ReadDocument(name, 0, 0, refused=str(exc))
         except UnreadableDocument as exc:
-            await asyncio.to_thread(_write, self.root / rel, att.data)
+            await self.files.put(KIND, rel, att.data)
             await self._note(user_id, message_id, rel, name, 0, 0)
             return ReadDocument(name, 0, 0, str(exc))
-        await asyncio.to_thread(_write, self.root / rel, att.data)
+        await self.files.put(KIND, rel, att.data)
         pieces = chunks_of(pages)
         async with self.db.session() as s:
             rows = await DocumentRepo(s).add(
@@ -171,24 +174,19 @@ class Documents:
         return ReadDocument(name, len(pages), len(pieces))
 
     async def _note(
-        self, user_id: int, message_id: int, rel: Path, name: str, pages: int, chunks: int
+        self, user_id: int, message_id: int, rel: str, name: str, pages: int, chunks: int
     ) -> None:
         async with self.db.session() as s:
             row = await MessageRepo(s).get(user_id, message_id)
             listed = list(((row.meta or {}) if row else {}).get("documents") or [])
-            listed.append({"path": rel.as_posix(), "name": name, "pages": pages, "chunks": chunks})
+            listed.append({"path": rel, "name": name, "pages": pages, "chunks": chunks})
             await MessageRepo(s).set_meta(user_id, message_id, documents=listed)
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
 
 
 FEATURE = Feature(
     name="documents",
     about="PDFs people send: kept, read page by page and searchable with page citations.",
     tables=("documentchunk",),
-    files=(FileKind("documents", "PDF files people sent, by user and message"),),
+    files=(FileKind(KIND, "PDF files people sent, by user and message"),),
 )
 """Documents' declaration (issue 28)."""

@@ -41,10 +41,15 @@ async def decide(request: Request, who: Owner, code: str, decision: str) -> Resp
         raise HTTPException(404)
     req = await ctx(request).service.decide_pairing(code, decision == "approve")
     if req is None:
-        return back("/owner", error=f"{code} is not a pending pairing code (it may have expired).")
+        return await back(
+            request,
+            who,
+            "/owner",
+            error=f"{code} is not a pending pairing code (it may have expired).",
+        )
     who_ = req.display_name or req.sender_id
     verb = "Approved" if decision == "approve" else "Refused"
-    return back("/owner", note=f"{verb} {who_} on {req.channel}.")
+    return await back(request, who, "/owner", note=f"{verb} {who_} on {req.channel}.")
 
 
 @router.post("/outbox/{delivery_id}/retry")
@@ -52,5 +57,7 @@ async def retry(request: Request, who: Owner, delivery_id: int) -> Response:
     """Queue a failed push again."""
     await checked_form(request, who)
     if not await ctx(request).service.retry_delivery(delivery_id):
-        return back("/owner", error=f"Push #{delivery_id} is not a failed push.")
-    return back("/owner", note=f"Push #{delivery_id} is queued again.")
+        return await back(
+            request, who, "/owner", error=f"Push #{delivery_id} is not a failed push."
+        )
+    return await back(request, who, "/owner", note=f"Push #{delivery_id} is queued again.")
