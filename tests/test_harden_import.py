@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from bot.app.build import App
 from bot.app.importer import ImportRecord, import_file, read_records
+from bot.messages import Address
+from storage.repos.messages import ConversationRepo, MessageRepo
 from tests.support.app import add_user
 
 GOOD = {"ts": "2024-03-01T10:00:00+00:00", "speaker": "Ben", "text": "hello"}
@@ -130,4 +132,141 @@ def test_fuzz_the_line_parser_never_crashes_and_accounts_for_every_line(
             rec.text.encode("utf-8")
         else:
             assert isinstance(rec, str) and rec
-    assert {int(w.split()[1]) for w in where} <= set(numbered)
+    assert [int(w.split()[1]) for w in where] == numbered  # one entry per line: counts add up
+
+
+async def test_two_files_reusing_a_conversation_and_id_both_keep_their_messages(
+    any_db_app: App, tmp_path: Path
+) -> None:
+    """Ids restart per export: ``id 1`` of this month's file is not ``id 1`` of last month's."""
+    user = await add_user(any_db_app, "ana")
+    assert user.id is not None
+    march, april = tmp_path / "march.jsonl", tmp_path / "april.jsonl"
+    march.write_text(_line(id="1", text="the boiler code is 4421") + "\n", encoding="utf-8")
+    april.write_text(
+        _line(id="1", ts="2024-04-01T09:00:00+00:00", text="the gate code is 7788")
+        + "\n"
+        + _line(id="2", ts="2024-04-01T09:05:00+00:00", text="bring the ladder")
+        + "\n",
+        encoding="utf-8",
+    )
+
+    first = await import_file(any_db_app.db, user.id, march)
+    second = await import_file(any_db_app.db, user.id, april)
+    again = await import_file(any_db_app.db, user.id, april)
+
+    assert (first.added, second.added) == (1, 2)  # the old key dropped "the gate code"
+    assert (again.added, again.duplicates) == (0, 2)  # the same file twice adds nothing
+    async with any_db_app.db.session() as s:
+        texts = await MessageRepo(s).texts_by_dedupe_key(
+            user.id, [f"import:{user.id}:{r.key}" for r in _records(march) + _records(april)]
+        )
+    assert sorted(texts.values()) == [
+        "bring the ladder",
+        "the boiler code is 4421",
+        "the gate code is 7788",
+    ]
+
+
+def _records(path: Path) -> list[ImportRecord]:
+    return [r for _, r in read_records(path, ZoneInfo("UTC")) if isinstance(r, ImportRecord)]
+
+
+async def test_messages_imported_under_the_old_key_are_not_imported_twice(
+    app: App, tmp_path: Path
+) -> None:
+    """A file imported before content keys, imported again after: nothing doubles."""
+    user = await add_user(app, "ana")
+    assert user.id is not None
+    path = tmp_path / "old.jsonl"
+    path.write_text(_line(id="7", text="hello from before") + "\n", encoding="utf-8")
+    [rec] = _records(path)
+    async with app.db.session() as s:  # what the previous importer stored for this line
+        conv = await ConversationRepo(s).get_or_create(
+            user.id, Address("import", "jsonl", "default")
+        )
+        await MessageRepo(s).add_new_rows(
+            [
+                {
+                    "user_id": user.id,
+                    "conversation_id": conv.id,
+                    "direction": "in",
+                    "role": "user",
+                    "channel": "import",
+                    "account": "jsonl",
+                    "chat_id": "default",
+                    "sender_id": "Ben",
+                    "external_id": "7",
+                    "dedupe_key": f"import:{user.id}:jsonl:default:7",
+                    "text": "hello from before",
+                    "status": "stored",
+                    "meta": {"import_id": "7"},
+                    "created_at": rec.ts,
+                }
+            ]
+        )
+
+    report = await import_file(app.db, user.id, path)
+
+    assert (report.added, report.duplicates) == (0, 1)
+
+
+async def test_every_cleaned_or_refused_line_is_reported_and_the_counts_add_up(
+    app: App, tmp_path: Path
+) -> None:
+    user = await add_user(app, "ana")
+    assert user.id is not None
+    path = tmp_path / "mixed.jsonl"
+    lines = [
+        _line(id="ok1"),  # 1
+        _line(id="nul", text="a nul \u0000 inside"),  # 2
+        "",  # 3: blank, not a record
+        '{"id": "sur", "ts": "2024-03-01T10:00:00+00:00", "text": "half \\ud83d emoji"}',  # 4
+        "not json",  # 5
+        _line(id="x" * 250, text="a very long id"),  # 6
+        _line(id="ok2", text="fine"),  # 7
+    ]
+    path.write_bytes("\n".join(lines).encode() + b'\n{"id": "bin", "text": "\xff"}\n')  # 8
+
+    report = await import_file(app.db, user.id, path)
+
+    assert report.lines == 7
+    assert (report.read, len(report.cleaned), len(report.bad)) == (2, 3, 2)
+    assert report.read + len(report.cleaned) + len(report.bad) == report.lines
+    assert report.added == 5
+    assert report.problems() == [
+        "mixed.jsonl, line 2: kept after cleaning: NUL characters removed from 'text'",
+        "mixed.jsonl, line 4: kept after cleaning: a broken character (lone surrogate) "
+        "replaced in 'text'",
+        "mixed.jsonl, line 5: refused: not valid JSON (Expecting value)",
+        "mixed.jsonl, line 6: kept after cleaning: 'id' cut to 200 characters",
+        "mixed.jsonl, line 8: refused: not valid UTF-8 (byte 24)",
+    ]
+
+
+async def test_a_telegram_export_accounts_for_every_message(app: App, tmp_path: Path) -> None:
+    user = await add_user(app, "ana")
+    assert user.id is not None
+    export = {
+        "name": "Carlos",
+        "id": 1,
+        "messages": [
+            {"id": 1, "type": "service", "date_unixtime": "1704189900", "actor": "Carlos"},
+            {"id": 2, "type": "message", "date_unixtime": "1704189900", "text": "a\u0000b"},
+            {"id": 3, "type": "message", "date_unixtime": "1704189901", "text": ""},
+            {"id": 4, "type": "message", "date_unixtime": "x", "text": "when?"},
+            {"id": 5, "type": "message", "date_unixtime": "1704189902", "text": "plain"},
+        ],
+    }
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(export), encoding="utf-8")
+
+    report = await import_file(app.db, user.id, path)
+
+    assert (report.lines, report.read, report.skipped, report.added) == (5, 1, 2, 2)
+    assert report.problems() == [
+        "result.json, message 2 of chat 'Carlos': kept after cleaning: NUL characters "
+        "removed from 'text'",
+        "result.json, message 4 of chat 'Carlos': refused: invalid literal for int() with "
+        "base 10: 'x'",
+    ]

@@ -33,7 +33,7 @@ async def test_schedule_settings_are_commands_with_plain_errors(tmp_path: Path) 
 
         replies = [
             await say("/tz new york"),
-            await say("/tz Atlantis"),
+            await say("/tz Xyzzyplugh"),
             await say("/briefing at 25:00"),
             await say("/briefing at 6:15"),
             await say("/quiet 23:30-06:00"),
@@ -46,7 +46,10 @@ async def test_schedule_settings_are_commands_with_plain_errors(tmp_path: Path) 
         async with app.db.session() as s:
             user = await UserRepo(s).find_by_name("ana")
     assert replies[0].startswith("Time zone set to America/New_York (local time 08:00).")
-    assert replies[1] == "Atlantis is not a time zone I know. Try e.g. /tz Europe/Lisbon."
+    assert replies[1] == (
+        "Xyzzyplugh is neither a time zone nor a town I know. Try a bigger town nearby, or a "
+        "zone such as /tz Europe/Lisbon."
+    )
     assert (
         replies[2]
         == "'25:00' is not a time of day; write it like 07:30. Example: /briefing at 07:30"

@@ -135,9 +135,11 @@ async def test_cli_import_search_facts_forget_reindex(tmp_path: Path) -> None:
 
     code, out, err = await run_cli("import", str(path), "--user", "alice", cwd=tmp_path, env=env)
     assert code == 0, err
-    assert "Imported 3 messages (0 already there, 3 bad lines skipped)" in out
+    assert "chat.jsonl: 6 records: 3 read, 0 cleaned, 3 refused." in out
+    assert "Imported 3 messages (0 already there)" in out
     assert "searchable by their words now" in out
-    assert "skipped line 2: not valid JSON" in err and "skipped line 5" in err
+    assert "chat.jsonl, line 2: refused: not valid JSON" in err
+    assert "chat.jsonl, line 5: refused" in err
     code, out, err = await run_cli("memory", "status", "--user", "alice", cwd=tmp_path, env=env)
     assert code == 0, err
     assert "message: 3 indexed" in out and "waiting" not in out

@@ -136,4 +136,34 @@ async def test_an_undatable_event_still_finds_the_topic(
     out = await app.memory.retriever.search(user.id, question, now=NOW, tz=TZ, kinds=("message",))
     texts = [e.item.text for e in out.evidence]
     assert "Bought a green sofa for the living room" in texts, (texts, out.note)
+    # The move is dated by what was said about it, and the answer is told which day that was.
+    assert out.note is not None and "as after Sat 01 Jun 2024" in out.note.replace("since", "after")
+    assert "Finally moved into the new flat" in out.note
+    assert "Finally moved into the new flat. The move was exhausting" not in texts
+    assert all(e.item.ts >= datetime(2024, 6, 1, tzinfo=UTC) for e in out.evidence)
+
+
+async def test_before_an_event_searches_up_to_the_day_it_was_mentioned(
+    app: App, tmp_path: Path
+) -> None:
+    user = await add_user(app, "u1")
+    assert user.id is not None
+    await _import(app, user.id, tmp_path, DOGS)
+    out = await app.memory.retriever.search(
+        user.id, "where did my sister live before the move?", now=NOW, tz=TZ, kinds=("message",)
+    )
+    texts = [e.item.text for e in out.evidence]
+    assert "My sister lives in Porto now" in texts, (texts, out.note)
+    assert all(e.item.ts < datetime(2024, 6, 1, tzinfo=UTC) for e in out.evidence)
+
+
+async def test_an_event_memory_never_mentions_stays_a_soft_hint(app: App, tmp_path: Path) -> None:
+    user = await add_user(app, "u1")
+    assert user.id is not None
+    await _import(app, user.id, tmp_path, DOGS)
+    out = await app.memory.retriever.search(
+        user.id, "what did I buy after the wedding?", now=NOW, tz=TZ, kinds=("message",)
+    )
+    texts = [e.item.text for e in out.evidence]
+    assert "Bought a green sofa for the living room" in texts, (texts, out.note)
     assert out.note is not None and "by topic alone" in out.note

@@ -2,23 +2,30 @@
 
 The file goes to the file store (kind ``documents``, key ``<user id>/<message>-<n>-<name>``;
 the database on PostgreSQL, so every process has it) and is listed in its message's
-``meta["documents"]`` (path, name, pages, searchable chunks). Its text is read with pypdf (off
-the event loop), cut into chunks of about ``CHUNK_CHARS`` characters that never cross a page,
-stored as ``documentchunk`` rows, and indexed as memory items of kind ``document`` whose
+``meta["documents"]`` (path, name, pages, searchable chunks). Its text is read with pypdf (in a
+bounded child, below), cut into chunks of about ``CHUNK_CHARS`` characters that never cross a
+page, stored as ``documentchunk`` rows, and indexed as memory items of kind ``document`` whose
 reference is "name p. N", so an answer cites the page. A scanned PDF without a text layer is
-kept and the person is told it has no text.
+kept and the person is told it has no text; a damaged or encrypted one is kept and they are
+told it cannot be read.
+
+Reading runs in a bounded child process (``bot.isolated``, ``bot.agent.pdf_text``): at most
+``READ_BOUNDS`` of time and memory, at most ``pdf_text.MAX_PAGES`` pages, no part unpacking
+to more than ``pdf_text.MAX_STREAM_BYTES``. A document over a limit is refused in words that
+name the limit, and nothing of it is stored: the file is written only once its text was read.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
+import json
 import logging
 import re
 from dataclasses import dataclass
 
 from bot.agent.memory.index import MemoryIndex
 from bot.feature import Feature, FileKind
+from bot.isolated import Bounds, ChildFailed, OverBound, run_bounded
 from bot.messages import Attachment
 from storage.db import Database
 from storage.files import FileStore
@@ -30,7 +37,11 @@ log = logging.getLogger(__name__)
 
 CHUNK_CHARS = 1200
 """About a paragraph or two: small enough for a precise page citation, big enough for context."""
-MAX_PAGES = 500
+READ_BOUNDS = Bounds(seconds=30.0, memory_bytes=512_000_000, output_bytes=64_000_000)
+"""What reading one document may cost: 30 s (a 500-page book takes about 2), 512 MB of
+address space for the child (Python and pypdf take about 60), 64 MB of text back."""
+READING_AT_ONCE = 2
+"""Documents read at the same time (each in its own bounded child)."""
 KIND = "documents"
 """The file store's kind for documents."""
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -42,21 +53,31 @@ def is_document(attachment: Attachment) -> bool:
 
 
 class UnreadableDocument(ValueError):
-    """The file is not a PDF pypdf can open (damaged, encrypted)."""
+    """The file is not a PDF pypdf can open (damaged, encrypted): kept, not searchable."""
 
 
-def pages_of(data: bytes) -> list[str]:
-    """The text of each page (blocking: run it in a thread)."""
-    from pypdf import PdfReader  # noqa: PLC0415  (pypdf loads only when a document arrives)
-    from pypdf.errors import PdfReadError  # noqa: PLC0415
+class RefusedDocument(ValueError):
+    """The file is over a limit (pages, unpacked size, time, memory): nothing is kept."""
 
+
+async def pages_of(data: bytes, bounds: Bounds = READ_BOUNDS) -> list[str]:
+    """The text of each page, read in a bounded child process.
+
+    RefusedDocument (over a limit) or UnreadableDocument, in words that finish a sentence.
+    """
     try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted:
-            raise UnreadableDocument("it is password-protected")
-        return [(page.extract_text() or "") for page in reader.pages[:MAX_PAGES]]
-    except PdfReadError as exc:
-        raise UnreadableDocument(f"it is not a PDF I can open ({exc})") from exc
+        raw = await run_bounded("bot.agent.pdf_text", data, bounds)
+    except OverBound as exc:
+        raise RefusedDocument(f"{exc.limit}, my limit") from exc
+    except ChildFailed as exc:
+        log.warning("reading a document failed: %s", exc)
+        raise UnreadableDocument("it is not a PDF I can open") from exc
+    answer = json.loads(raw)
+    if "refused" in answer:
+        raise RefusedDocument(str(answer["refused"]))
+    if "unreadable" in answer:
+        raise UnreadableDocument(str(answer["unreadable"]))
+    return [str(page) for page in answer["pages"]]
 
 
 def chunks_of(pages: list[str], size: int = CHUNK_CHARS) -> list[tuple[int, str]]:
@@ -84,9 +105,13 @@ class ReadDocument:
     chunks: int
     problem: str | None = None
     """Why it could not be read, in words that finish "I kept <name>, but ..."."""
+    refused: str | None = None
+    """Why it was not kept at all (over a limit), in words that finish "... because ..."."""
 
     def reply(self) -> str:
         """The words for the person."""
+        if self.refused is not None:
+            return f"I did not keep {self.name}: {self.refused}. Nothing of it was stored."
         if self.problem is not None:
             return f"I kept {self.name}, but {self.problem}, so I can't search it."
         if not self.chunks:
@@ -103,22 +128,37 @@ class ReadDocument:
 class Documents:
     """Keeps, reads and indexes the documents of messages."""
 
-    def __init__(self, *, db: Database, files: FileStore, index: MemoryIndex | None) -> None:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        files: FileStore,
+        index: MemoryIndex | None,
+        bounds: Bounds = READ_BOUNDS,
+    ) -> None:
         self.db = db
         self.files = files
         self.index = index
+        self.bounds = bounds
+        """What reading one document may cost."""
+        self._reading = asyncio.Semaphore(READING_AT_ONCE)
 
     async def keep(self, user_id: int, message_id: int, att: Attachment, n: int) -> ReadDocument:
-        """Store one document, read it and index its chunks."""
+        """Read one document; store it and index its chunks (nothing when it is refused)."""
         assert att.data is not None
         name = att.name or "document.pdf"
         rel = f"{int(user_id)}/{int(message_id)}-{n}-{_SAFE.sub('_', name)[-80:]}"
-        await self.files.put(KIND, rel, att.data)
         try:
-            pages = await asyncio.to_thread(pages_of, att.data)
+            async with self._reading:
+                pages = await pages_of(att.data, self.bounds)
+        except RefusedDocument as exc:
+            log.info("document %s of message %s refused: %s", n, message_id, exc)
+            return ReadDocument(name, 0, 0, refused=str(exc))
         except UnreadableDocument as exc:
+            await self.files.put(KIND, rel, att.data)
             await self._note(user_id, message_id, rel, name, 0, 0)
             return ReadDocument(name, 0, 0, str(exc))
+        await self.files.put(KIND, rel, att.data)
         pieces = chunks_of(pages)
         async with self.db.session() as s:
             rows = await DocumentRepo(s).add(

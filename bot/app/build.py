@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -71,7 +72,7 @@ from storage.files import FileStore
 from storage.files.adopt import adopt_legacy
 from storage.files.private import private_dir
 from storage.locks import AdvisoryKeyedLocks
-from storage.notify import PushListener
+from storage.notify import PUSH_CHANNEL, REVOKED_CHANNEL, NotifyListener
 from storage.portable import UserData
 from storage.repos.devices import DeviceRepo
 
@@ -133,8 +134,9 @@ class App:
     """Adapters in the order they started (stopped in reverse)."""
     conversation_locks: AdvisoryKeyedLocks | None = None
     """PostgreSQL: the per-conversation lock every process shares (None on SQLite)."""
-    push_listener: PushListener | None = None
-    """PostgreSQL with a pendant channel: takes pushes the leader hands over (else None)."""
+    push_listener: NotifyListener | None = None
+    """PostgreSQL with a pendant channel: takes pushes the leader hands over and hears of
+    revoked pendants (else None)."""
 
     def add_channel(self, adapter: ChannelAdapter) -> None:
         """Make ``adapter`` the way back to its channel and stop it with the app."""
@@ -550,7 +552,7 @@ async def start_device_channel(app: App) -> bool:
     await app.transcriber.warm_up()  # load the model now, not on the first utterance
     app.add_channel(adapter)
     await adapter.start(app.dispatcher.handle)
-    await start_push_handover(app)
+    await start_push_handover(app, adapter.server.revoked)
     return True
 
 
@@ -587,10 +589,21 @@ async def start_wyoming(app: App, speech: FairTranscriber) -> None:
     await service.start(app.dispatcher.handle)
 
 
-async def start_push_handover(app: App) -> None:
-    """PostgreSQL: take pushes for pendants connected here that the leader hands over."""
+async def start_push_handover(
+    app: App, on_revoked: Callable[[int], Awaitable[None]] | None = None
+) -> None:
+    """PostgreSQL: hear what other processes tell the pendants connected here.
+
+    Pushes the leader hands over are taken here; a pendant revoked elsewhere is closed at
+    once (``on_revoked``, when the pendant channel runs here).
+    """
     if app.db.is_sqlite or app.push_listener is not None:
         return
-    listener = PushListener(app.settings.database_url, app.jobs.outbox.take_over)
+    handlers: dict[str, Callable[[int], Awaitable[None]]] = {
+        PUSH_CHANNEL: app.jobs.outbox.take_over
+    }
+    if on_revoked is not None:
+        handlers[REVOKED_CHANNEL] = on_revoked
+    listener = NotifyListener(app.settings.database_url, handlers)
     await listener.start()
     app.push_listener = listener

@@ -94,7 +94,35 @@ def _check_data_dir(settings: Settings) -> Check:
             detail=f"{root.resolve()}{free}: too little free space",
             fix="free some disk space: pendant audio and the database need room to grow",
         )
-    return Check("data dir", ok=True, detail=f"{root.resolve()}{free}")
+    cap = int(settings.device_spool_max_mb * 1_000_000)
+    used = _folder_bytes(root / "spool")
+    if cap and used >= cap:
+        return Check(
+            "data dir",
+            ok=False,
+            detail=(
+                f"{root.resolve()}{free}: the audio spool is full ({used / 1e6:.0f} "
+                f"of {cap / 1e6:.0f} MB, LIFEBOT_DEVICE_SPOOL_MAX_MB): pendants' audio is refused"
+            ),
+            fix=(
+                "let `lifebot serve` transcribe what waits (`lifebot device status`), or raise "
+                "LIFEBOT_DEVICE_SPOOL_MAX_MB"
+            ),
+        )
+    use = f"; spool {used / 1e6:.0f} of {cap / 1e6:.0f} MB" if cap else ""
+    return Check("data dir", ok=True, detail=f"{root.resolve()}{free}{use}")
+
+
+def _folder_bytes(root: Path) -> int:
+    """Bytes of every file under ``root`` (0 when it does not exist)."""
+    total = 0
+    for path in root.rglob("*"):
+        try:
+            if path.is_file():
+                total += path.stat().st_size
+        except OSError:
+            continue  # gone while we looked
+    return total
 
 
 async def check_file_modes(settings: Settings) -> Check:

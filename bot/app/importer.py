@@ -1,11 +1,20 @@
 """``lifebot import``: JSON Lines and Telegram Desktop exports into a user's memory.
 
-Idempotent: every imported message gets the dedupe key ``import:<user>:<source key>`` (JSON Lines:
-conversation + id, since ids often restart per conversation; Telegram: chat id + message id), so
-a second run adds nothing and distinct records are never merged. A bad line or value (not JSON,
-invalid UTF-8, a time out of range) is reported by number and skipped; text is cleaned of what
-no database stores (NULs, lone surrogates); a UTF-8 BOM is ignored; the rest is imported.
-Imported text is untrusted data: it is stored and indexed, never read as instructions.
+Idempotent, and nothing distinct is ever merged: every imported message gets the dedupe key
+``import:<user>:<source>:<hash>``, the hash of everything the record says (conversation, id,
+time, speaker, text). Re-importing a file, or a later export that repeats earlier messages,
+adds nothing twice; two files that reuse a conversation and message id for different messages
+(ids restart per export) both keep theirs. Messages imported before this key (``import:<user>:
+jsonl:<conversation>:<id>`` and ``...:tg:<chat>:<id>``) count as already there when that key
+holds the same text.
+
+Every line is accounted for: ``read`` (kept as it was) + ``cleaned`` (kept, after removing what
+no database stores: NULs, lone surrogates; or an id, name or conversation cut to 200
+characters) + ``refused`` (not JSON, invalid UTF-8, no text, a time out of range) = ``lines``
+(non-blank lines; in a Telegram export, messages, where stickers, photos without a caption and
+service messages are ``skipped``). Each cleaned or refused line is reported by file and line
+number. A UTF-8 BOM is ignored. Imported text is untrusted data: it is stored and indexed,
+never read as instructions.
 
 JSON Lines, one message per line::
 
@@ -17,6 +26,7 @@ Telegram Desktop: ``result.json`` of one chat, or of a full export (``chats.list
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -46,26 +56,88 @@ class ImportRecord:
     source: str
     """``jsonl`` or ``telegram``."""
     link: str | None = None
+    cleaned: list[str] = field(default_factory=list)
+    """What had to change to store it ("a NUL removed from 'text'"); empty: kept as it was."""
 
     @property
     def key(self) -> str:
-        """What makes this record distinct within its user's imports."""
+        """What makes this record distinct within its user's imports: all it says, hashed."""
+        said = [self.source, self.conversation, self.id, _utc(self.ts), self.speaker, self.text]
+        digest = hashlib.sha256(json.dumps(said, ensure_ascii=False).encode()).hexdigest()
+        return f"{self.source}:{digest[:32]}"
+
+    @property
+    def legacy_key(self) -> str:
+        """The key imports used before (conversation and id only): such rows are already here."""
         return (
             self.id if self.source == "telegram" else f"{self.source}:{self.conversation}:{self.id}"
         )
 
 
+class Skipped(str):
+    """Not a message someone said (a sticker, a photo without caption, a service message)."""
+
+    __slots__ = ()
+
+
 @dataclass(slots=True)
 class ImportReport:
-    """The outcome of one import."""
+    """The outcome of one import: ``read + cleaned + refused + skipped == lines``."""
 
-    total: int = 0
-    added: int = 0
-    duplicates: int = 0
+    file: str = ""
+    """The imported file's name, for the report's lines."""
+    lines: int = 0
+    """Records in the file: non-blank lines, or a Telegram export's messages."""
+    read: int = 0
+    """Kept as they were."""
+    cleaned: list[tuple[str, str]] = field(default_factory=list)
+    """(where, what changed) of records kept after cleaning."""
     bad: list[tuple[str, str]] = field(default_factory=list)
-    """(where, why): "line 12", "message 40"."""
+    """(where, why) of refused records: "line 12", "message 40 of chat 'Ana'"."""
+    skipped: int = 0
+    """Telegram messages that are not text (stickers, service messages)."""
+    added: int = 0
+    """Kept records that were new."""
+    duplicates: int = 0
+    """Kept records already imported (this run or an earlier one)."""
     conversations: set[int] = field(default_factory=set)
     message_ids: list[int] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """Records seen (the same as ``lines``)."""
+        return self.lines
+
+    def problems(self) -> list[str]:
+        """One line per cleaned or refused record, by file and line, in file order."""
+        out = [(w, f"{self.file}, {w}: refused: {why}") for w, why in self.bad]
+        out += [(w, f"{self.file}, {w}: kept after cleaning: {what}") for w, what in self.cleaned]
+        return [text for _, text in sorted(out, key=lambda item: _position(item[0]))]
+
+
+def _position(where: str) -> tuple[str, int]:
+    """Sort key of "line 12" / "message 40 of chat 'Ana'": by chat, then number."""
+    head, _, rest = where.partition(" of ")
+    number = head.rsplit(" ", 1)[-1]
+    return rest, int(number) if number.isdigit() else 0
+
+
+def _utc(ts: datetime) -> str:
+    return ts.astimezone(UTC).isoformat()
+
+
+def _clean(value: str, name: str, notes: list[str], limit: int | None = None) -> str:
+    """``value`` as a database stores it; what changed is added to ``notes``."""
+    out = clean_text(value)
+    if out != value:
+        if "\x00" in value:
+            notes.append(f"NUL characters removed from '{name}'")
+        if out != value.replace("\x00", ""):
+            notes.append(f"a broken character (lone surrogate) replaced in '{name}'")
+    if limit is not None and len(out) > limit:
+        out = out[:limit]
+        notes.append(f"'{name}' cut to {limit} characters")
+    return out
 
 
 def _parse_ts(value: Any, tz: tzinfo) -> datetime:
@@ -103,16 +175,19 @@ def _jsonl_record(line: str, tz: ZoneInfo) -> ImportRecord:
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ValueError("'text' is missing or empty")
-    text = clean_text(text).strip()
+    notes: list[str] = []
+    text = _clean(text, "text", notes).strip()
     if not text:
         raise ValueError("'text' is missing or empty")
+    ts = _parse_ts(data.get("ts"), tz)
     return ImportRecord(
-        id=clean_text(str(rid))[:200],
-        ts=_parse_ts(data.get("ts"), tz),
-        speaker=clean_text(str(data.get("speaker") or "unknown"))[:200],
+        id=_clean(str(rid), "id", notes, 200),
+        ts=ts,
+        speaker=_clean(str(data.get("speaker") or "unknown"), "speaker", notes, 200),
         text=text,
-        conversation=clean_text(str(data.get("conversation") or "default"))[:200],
+        conversation=_clean(str(data.get("conversation") or "default"), "conversation", notes, 200),
         source="jsonl",
+        cleaned=notes,
     )
 
 
@@ -135,8 +210,8 @@ def _telegram_chats(data: dict[str, Any]) -> list[dict[str, Any]]:
     )
 
 
-def read_records(path: Path, tz: ZoneInfo) -> Iterator[tuple[str, ImportRecord | str]]:
-    """(where, record or error) for every message in the file, in file order."""
+def read_records(path: Path, tz: ZoneInfo) -> Iterator[tuple[str, ImportRecord | Skipped | str]]:
+    """(where, record, skipped or why refused) for every record in the file, in file order."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError as exc:
@@ -171,7 +246,9 @@ def read_records(path: Path, tz: ZoneInfo) -> Iterator[tuple[str, ImportRecord |
             yield f"line {n}", str(exc)
 
 
-def _telegram_records(data: dict[str, Any]) -> Iterator[tuple[str, ImportRecord | str]]:
+def _telegram_records(
+    data: dict[str, Any],
+) -> Iterator[tuple[str, ImportRecord | Skipped | str]]:
     for chat in _telegram_chats(data):
         chat_id = str(chat.get("id", chat.get("name", "chat")))
         name = str(chat.get("name") or chat_id)
@@ -181,10 +258,14 @@ def _telegram_records(data: dict[str, Any]) -> Iterator[tuple[str, ImportRecord 
                 yield where, "not a JSON object"
                 continue
             if msg.get("type", "message") != "message":
-                continue  # service messages (joins, pins) are not things people said
-            text = clean_text(_telegram_text(msg.get("text"))).strip()
+                # Service messages (joins, pins) are not things people said.
+                yield where, Skipped("a service message")
+                continue
+            notes: list[str] = []
+            text = _clean(_telegram_text(msg.get("text")), "text", notes).strip()
             if not text:
-                continue  # stickers, photos without caption
+                yield where, Skipped("no text (a sticker or a photo without caption)")
+                continue
             try:
                 ts = _parse_ts(
                     int(msg["date_unixtime"]) if "date_unixtime" in msg else msg.get("date"), UTC
@@ -195,12 +276,15 @@ def _telegram_records(data: dict[str, Any]) -> Iterator[tuple[str, ImportRecord 
             yield (
                 where,
                 ImportRecord(
-                    id=clean_text(f"tg:{chat_id}:{msg.get('id', n)}")[:200],
+                    id=_clean(f"tg:{chat_id}:{msg.get('id', n)}", "id", notes, 200),
                     ts=ts,
-                    speaker=clean_text(str(msg.get("from") or msg.get("actor") or "unknown")),
+                    speaker=_clean(
+                        str(msg.get("from") or msg.get("actor") or "unknown"), "from", notes
+                    ),
                     text=text,
-                    conversation=clean_text(name),
+                    conversation=_clean(name, "chat name", notes),
                     source="telegram",
+                    cleaned=notes,
                 ),
             )
 
@@ -216,13 +300,20 @@ async def import_file(
 ) -> ImportReport:
     """Store every good record of ``path`` as the user's messages; see the module doc."""
     tz = ZoneInfo(timezone)
-    report = ImportReport()
+    report = ImportReport(file=path.name)
     pending: list[ImportRecord] = []
     for where, rec in read_records(path, tz):
-        report.total += 1
+        report.lines += 1
+        if isinstance(rec, Skipped):
+            report.skipped += 1
+            continue
         if isinstance(rec, str):
             report.bad.append((where, rec))
             continue
+        if rec.cleaned:
+            report.cleaned.append((where, "; ".join(rec.cleaned)))
+        else:
+            report.read += 1
         pending.append(rec)
         if len(pending) >= batch:
             await _store(db, user_id, pending, report)
@@ -240,9 +331,15 @@ async def _store(
     db: Database, user_id: int, recs: list[ImportRecord], report: ImportReport
 ) -> None:
     async with db.session() as s:
+        earlier = await MessageRepo(s).texts_by_dedupe_key(
+            user_id, [f"import:{user_id}:{rec.legacy_key}" for rec in recs]
+        )
         convs: dict[tuple[str, str], int] = {}
         rows: list[dict[str, Any]] = []
         for rec in recs:
+            if earlier.get(f"import:{user_id}:{rec.legacy_key}") == rec.text:
+                report.duplicates += 1  # imported before content keys, the same message
+                continue
             key = (rec.source, rec.conversation)
             if key not in convs:
                 conv = await ConversationRepo(s).get_or_create(

@@ -113,6 +113,11 @@ class DeviceHub:
             row = await DeviceRepo(s).get(device.id)
             return row is not None and row.revoked_at is None
 
+    async def token_hashes(self, device_ids: list[int]) -> dict[int, str]:
+        """The current token digest of each device (``""`` once revoked)."""
+        async with self.db.session() as s:
+            return await DeviceRepo(s).token_hashes(device_ids)
+
     async def active_device(self, device_id: int) -> DeviceInfo | None:
         """The device with this id, or None when it is unknown or revoked."""
         async with self.db.session() as s:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import time
 import urllib.parse
 import uuid
 from http import HTTPStatus
-from typing import Any
+from typing import Any, cast
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -21,23 +20,30 @@ from websockets.http11 import Request, Response
 
 from bot.device import protocol as p
 from bot.device.audio import Decoder
+from bot.device.gate import RefusalLog, Socket, SocketGate
 from bot.device.hub import DeviceHub
 from bot.device.options import DeviceInfo
 from bot.device.session import SessionPipeline
+from bot.device.storage_notice import tell_owner
 from bot.errors import ChannelError
+from storage.repos.devices import hash_token
 
 log = logging.getLogger(__name__)
 
 CLOSE_TRY_AGAIN_LATER = 1013
-"""The standard WebSocket code for "overloaded": too many sockets wait to authenticate."""
+"""The standard WebSocket code for "overloaded": too many pendants are connected."""
+ACCEPT_BATCH = 16
+"""Sockets accepted per wake-up of the event loop, and the kernel's queue of them."""
 
 
 class WsConnection:
     """A device's WebSocket, as the hub's ``Connection``."""
 
-    def __init__(self, ws: ServerConnection, device: DeviceInfo) -> None:
+    def __init__(self, ws: ServerConnection, device: DeviceInfo, token_hash: str) -> None:
         self.ws = ws
         self.device = device
+        self.token_hash = token_hash
+        """The digest of the token it authenticated with: revoked or replaced, it is closed."""
         self.speak = False
         """Set by the latest ``hello``: the device wants spoken answers."""
 
@@ -60,6 +66,28 @@ class WsConnection:
         await self.ws.close(code, reason)
 
 
+def _gated(gate: SocketGate) -> type[ServerConnection]:
+    """A ServerConnection class that reports to ``gate`` from the TCP accept on."""
+
+    class GatedConnection(ServerConnection):
+        """A pendant socket counted by the gate before any byte of the upgrade is read."""
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # starts websockets' handler task
+            peer = transport.get_extra_info("peername")
+            gate.admit(self, str(peer[0]) if peer else "?")
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            super().connection_lost(exc)
+            gate.release(self)
+
+        def abort(self) -> None:
+            """Drop the TCP connection now, freeing its descriptor (no closing handshake)."""
+            self.transport.abort()
+
+    return GatedConnection
+
+
 class DeviceServer:
     """Accepts pendants on ``ws://HOST:PORT/v1/device``."""
 
@@ -68,10 +96,17 @@ class DeviceServer:
         self.host = host
         self.port = port
         self._server: Server | None = None
-        self._waiting: dict[str, int] = {}
-        """Sockets per remote address still waiting for their auth frame."""
-        self._refused = 0
-        self._refused_logged = float("-inf")
+        opts = hub.options
+        self.gate = SocketGate(
+            max_waiting=opts.max_unauthenticated,
+            max_waiting_per_address=opts.max_unauthenticated_per_address,
+            max_devices=opts.max_devices,
+            refusals=RefusalLog(opts.refusal_log_seconds),
+        )
+        """Counts every socket from its accept: a flood cannot exhaust the descriptors."""
+        self._live: set[WsConnection] = set()
+        """Authenticated connections of this process."""
+        self._watch: asyncio.Task[None] | None = None
 
     @property
     def bound_port(self) -> int:
@@ -81,13 +116,19 @@ class DeviceServer:
         return int(sock.getsockname()[1])
 
     async def start(self) -> None:
-        """Listen."""
+        """Listen, and watch connected pendants for revocation."""
         opts = self.hub.options
+        # The options may have been replaced since __init__ (tests tune the caps).
+        self.gate.max_waiting = opts.max_unauthenticated
+        self.gate.max_waiting_per_address = opts.max_unauthenticated_per_address
+        self.gate.max_devices = opts.max_devices
+        self.gate.refusals.interval = opts.refusal_log_seconds
         self._server = await serve(
             self._handle,
             self.host,
             self.port,
-            process_request=self._check_path,
+            process_request=self._check_request,
+            create_connection=_gated(self.gate),
             max_size=opts.max_frame_bytes,
             max_queue=16,  # frames buffered per connection before TCP pushes back
             compression=None,  # audio does not compress; save the CPU
@@ -95,25 +136,76 @@ class DeviceServer:
             ping_timeout=20,
             close_timeout=5,
             open_timeout=max(1.0, opts.auth_timeout),  # the HTTP upgrade, bounded like auth
+            # Sockets accepted per wake-up of the event loop (and the kernel's queue): small, so
+            # a pendant's request is read before a burst of newcomers could push it out.
+            backlog=ACCEPT_BATCH,
         )
+        self._watch = asyncio.create_task(self._watch_tokens(), name="pendant-revocations")
         log.info("pendant endpoint listening on ws://%s:%s%s", self.host, self.port, p.PATH)
 
     async def stop(self) -> None:
         """Close every connection and stop listening."""
+        if self._watch is not None:
+            self._watch.cancel()
+            await asyncio.gather(self._watch, return_exceptions=True)
+            self._watch = None
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
             self._server = None
+        self.gate.refusals.close()
 
-    @staticmethod
-    def _check_path(conn: ServerConnection, request: Request) -> Response | None:
+    # --- revocation ---------------------------------------------------------------------------
+
+    async def _watch_tokens(self) -> None:
+        """Every ``revoke_check_seconds``: close connections whose token no longer holds.
+
+        ``device revoke`` and the web page's Revoke may run in another process; on PostgreSQL
+        a notification (``revoked``) closes the socket at once, and this poll is the safety
+        net. An idle pendant sends nothing, so a check per received frame would never see it.
+        """
+        while True:
+            await asyncio.sleep(max(0.05, self.hub.options.revoke_check_seconds))
+            try:
+                await self.close_revoked()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("checking connected pendants for revocation failed")
+
+    async def revoked(self, device_id: int) -> None:
+        """Another process revoked ``device_id`` (a PostgreSQL notification): check now."""
+        if any(c.device.id == device_id for c in self._live):
+            await self.close_revoked()
+
+    async def close_revoked(self) -> int:
+        """Close every connection whose device was revoked or got a new token; how many."""
+        live = list(self._live)
+        if not live:
+            return 0
+        tokens = await self.hub.token_hashes(sorted({c.device.id for c in live}))
+        gone = [c for c in live if tokens.get(c.device.id, "") != c.token_hash]
+        for conn in gone:
+            self._live.discard(conn)
+            log.warning("pendant %s was revoked: closing its connection", conn.device.name)
+        await asyncio.gather(
+            *(c.close(p.CLOSE_UNAUTHORIZED, "this device was revoked") for c in gone),
+            return_exceptions=True,
+        )
+        return len(gone)
+
+    def _check_request(self, conn: ServerConnection, request: Request) -> Response | None:
+        """Before the upgrade: the right path; a token in the request is checked first."""
         if request.path.split("?", 1)[0] != p.PATH:
             return conn.respond(HTTPStatus.NOT_FOUND, f"the pendant endpoint is {p.PATH}\n")
+        if request.headers.get("Authorization") or _url_token(request.path):
+            self.gate.presenting(cast(Socket, conn))
         return None
 
     # --- one connection ---------------------------------------------------------------------
 
-    async def _authenticate(self, ws: ServerConnection) -> DeviceInfo | None:
+    async def _authenticate(self, ws: ServerConnection) -> tuple[DeviceInfo, str] | None:
+        """The device and its token's digest, or None (the socket closed with the reason)."""
         header = ws.request.headers.get("Authorization", "") if ws.request else ""
         in_url = _url_token(ws.request.path) if ws.request else None
         if in_url is not None:
@@ -131,6 +223,7 @@ class DeviceServer:
             except TimeoutError:
                 await ws.close(p.CLOSE_UNAUTHORIZED, "no token: send an auth frame first")
                 return None
+            self.gate.presenting(cast(Socket, ws))
             frame: Any = None
             if isinstance(first, str):
                 try:
@@ -144,52 +237,21 @@ class DeviceServer:
         device = await self.hub.authenticate(token.strip())
         if device is None:
             await ws.close(p.CLOSE_UNAUTHORIZED, "unknown or revoked device token")
-        return device
-
-    def _admit(self, ws: ServerConnection) -> str | None:
-        """The address to count this socket under, or None when it must be refused.
-
-        A socket with an Authorization header is checked at once and never waits, so it is
-        always let through: a flood of idle sockets cannot lock a real pendant out.
-        """
-        addr = str(ws.remote_address[0]) if ws.remote_address else "?"
-        if ws.request is not None and (
-            ws.request.headers.get("Authorization") or _url_token(ws.request.path)
-        ):
-            return addr
-        opts = self.hub.options
-        if (
-            self._waiting.get(addr, 0) >= opts.max_unauthenticated_per_address
-            or sum(self._waiting.values()) >= opts.max_unauthenticated
-        ):
             return None
-        return addr
+        return device, hash_token(token.strip())
 
     async def _handle(self, ws: ServerConnection) -> None:
-        addr = self._admit(ws)
-        if addr is None:
-            self._refused += 1
-            if time.monotonic() - self._refused_logged >= 60:  # one line a minute in a flood
-                self._refused_logged = time.monotonic()
-                log.warning(
-                    "refused %d pendant connection(s): too many waiting to authenticate",
-                    self._refused,
-                )
-                self._refused = 0
-            await ws.close(CLOSE_TRY_AGAIN_LATER, "too many unauthenticated connections")
-            return
-        self._waiting[addr] = self._waiting.get(addr, 0) + 1
         try:
-            device = await self._authenticate(ws)
+            found = await self._authenticate(ws)
         except ConnectionClosed:
             return
-        finally:
-            self._waiting[addr] -= 1
-            if not self._waiting[addr]:
-                del self._waiting[addr]
-        if device is None:
+        if found is None:
             return
-        conn = WsConnection(ws, device)
+        if not self.gate.authenticated(cast(Socket, ws)):
+            await ws.close(CLOSE_TRY_AGAIN_LATER, "too many pendants are connected")
+            return
+        conn = WsConnection(ws, *found)
+        self._live.add(conn)
         await self.hub.connect(conn)
         handler = _Session(self.hub, conn)
         try:
@@ -197,6 +259,7 @@ class DeviceServer:
         except ConnectionClosed:
             pass
         finally:
+            self._live.discard(conn)
             await self.hub.disconnect(conn, handler.pipeline)
 
 
@@ -229,12 +292,13 @@ class _Session:
                 self.conn.device.name,
                 exc,
             )
+            # Once per session here; the outbox key makes it once a day per pendant and code.
+            await tell_owner(self.hub.db, self.hub.clock, self.conn.device, code)
         await self.error(code, "lifebot cannot store audio right now; keep it and retry later")
 
     async def run(self) -> None:
         """Receive until the device leaves or goes quiet for too long."""
         ws, opts = self.conn.ws, self.hub.options
-        checked = time.monotonic()
         while True:
             try:
                 async with asyncio.timeout(opts.idle_timeout):
@@ -242,12 +306,8 @@ class _Session:
             except TimeoutError:
                 await ws.close(p.CLOSE_IDLE, f"nothing received for {opts.idle_timeout:g} s")
                 return
-            if time.monotonic() - checked >= opts.revoke_check_seconds:
-                # `lifebot device revoke` runs in another process: notice it here.
-                checked = time.monotonic()
-                if not await self.hub.still_active(self.conn.device):
-                    await ws.close(p.CLOSE_UNAUTHORIZED, "this device was revoked")
-                    return
+            # Revocation is watched by DeviceServer._watch_tokens, idle or not; what a
+            # revoked device sent is dropped by the hub before anything is stored or asked.
             if isinstance(msg, bytes):
                 await self.audio(msg)
             else:

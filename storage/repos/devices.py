@@ -13,6 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address
 from storage.models import AudioSegment, ChannelIdentity, Device, DeviceSession, Message
+from storage.notify import notify_revoked
 from storage.repos._upsert import insert_ignore
 from storage.repos.messages import ConversationRepo
 
@@ -122,7 +123,26 @@ class DeviceRepo:
         for sess in sessions.all():
             sess.closed_at = now
             self.s.add(sess)
+        if self.s.bind is not None and self.s.bind.dialect.name == "postgresql":
+            # Delivered at commit: the process holding its socket closes it at once.
+            assert device.id is not None
+            await notify_revoked(self.s, device.id)
         return device
+
+    async def token_hashes(self, device_ids: list[int]) -> dict[int, str]:
+        """The current token digest of each device; revoked ones map to ``""``."""
+        if not device_ids:
+            return {}
+        res = await self.s.exec(
+            select(Device.id, Device.token_hash, Device.revoked_at).where(
+                col(Device.id).in_(device_ids)
+            )
+        )
+        return {
+            int(i): (digest if revoked is None else "")
+            for i, digest, revoked in res.all()
+            if i is not None
+        }
 
     async def authenticate(self, token: str) -> Device | None:
         """The active device this token belongs to, or None."""

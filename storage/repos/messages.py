@@ -56,6 +56,17 @@ class MessageRepo:
         row = (await self.s.exec(stmt)).first()
         return int(row[0]) if row is not None else None
 
+    async def texts_by_dedupe_key(self, user_id: int, keys: list[str]) -> dict[str, str]:
+        """Dedupe key → text of the user's messages with one of ``keys``."""
+        if not keys:
+            return {}
+        res = await self.s.exec(
+            select(Message.dedupe_key, Message.text).where(
+                Message.user_id == user_id, col(Message.dedupe_key).in_(keys)
+            )
+        )
+        return {str(k): str(t) for k, t in res.all() if k is not None}
+
     async def add_new_rows(self, rows: list[dict[str, Any]]) -> list[int]:
         """Insert message rows in one statement, skipping seen dedupe keys; the new rows' ids."""
         if not rows:

@@ -1,6 +1,9 @@
-"""A loopback HTTP server serving one ICS feed whose body and status a test changes."""
+"""A loopback HTTP server serving one ICS feed whose body, status and pace a test changes."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
 
 from aiohttp import web
 
@@ -16,6 +19,8 @@ class FakeFeed:
         """The next GET's status."""
         self.hits = 0
         """How many times the feed was fetched."""
+        self.drip: float | None = None
+        """Set: the feed sends one byte of ``body`` every this many seconds (a slow server)."""
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -37,9 +42,17 @@ class FakeFeed:
         if self._runner is not None:
             await self._runner.cleanup()
 
-    async def _feed(self, _request: web.Request) -> web.Response:
+    async def _feed(self, request: web.Request) -> web.StreamResponse:
         self.hits += 1
-        return web.Response(body=self.body, status=self.status, content_type="text/calendar")
+        if self.drip is None:
+            return web.Response(body=self.body, status=self.status, content_type="text/calendar")
+        slow = web.StreamResponse(status=self.status, headers={"Content-Type": "text/calendar"})
+        await slow.prepare(request)
+        with contextlib.suppress(ConnectionError):  # the client gave up
+            for i in range(len(self.body)):
+                await slow.write(self.body[i : i + 1])
+                await asyncio.sleep(self.drip)
+        return slow
 
     async def _moved(self, _request: web.Request) -> web.Response:
         raise web.HTTPFound("/cal.ics")

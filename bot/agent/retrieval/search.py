@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -26,6 +26,7 @@ from bot.agent.retrieval.learned import Forest, shipped_forest
 from bot.agent.retrieval.people import known_people
 from bot.agent.retrieval.query import QueryPlan, is_known, understand
 from bot.agent.retrieval.rank import Ranking, RankTuning, rank
+from bot.agent.retrieval.timeparse import OPEN_START, TimeWindow
 from storage.models import MemoryItem
 from storage.repos.memory_index import OWN_SPEAKERS, MemoryIndexRepo
 from storage.search.base import SearchFilter
@@ -111,6 +112,10 @@ def _names_in(item: MemoryItem, names: Sequence[str]) -> int:
 _ABOUT_ME = re.compile(r"\b(I|me|my|mine)\b")
 
 
+_EVENT_RELATIONS = frozenset({"after", "since", "before"})
+"""How a question ties a time to an event ("after the move"); other ties stay undated."""
+
+
 def _undated(outcome: SearchOutcome) -> SearchOutcome:
     """A topic search whose time words named no date: the answer must say so."""
     plan = outcome.plan
@@ -153,13 +158,74 @@ class Retriever:
         """Search; see the module doc for the steps."""
         plan = understand(query, now, tz, start=start, end=end, people=people)
         if plan.unresolved and plan.window is None:
-            # An undatable time ("after the move") is a soft hint, not a filter: the topic
-            # is still searched, and the answer is told the time could not be checked.
+            # An undatable time ("after the move"): first date the event from what was said
+            # about it, and search the topic on the right side of that day; failing that, it
+            # is a soft hint, not a filter: the topic is searched in any time, and the answer
+            # is told the time could not be checked.
+            dated = await self._after_dated_event(
+                user_id, plan, query, now, tz, limit, kinds, exclude_message_ids
+            )
+            if dated is not None:
+                return dated
             outcome = await self._search(
                 user_id, plan, query, tz, limit, kinds, exclude_message_ids
             )
             return _undated(outcome)
         return await self._search(user_id, plan, query, tz, limit, kinds, exclude_message_ids)
+
+    async def _after_dated_event(
+        self,
+        user_id: int,
+        plan: QueryPlan,
+        query: str,
+        now: datetime,
+        tz: ZoneInfo,
+        limit: int,
+        kinds: tuple[str, ...],
+        exclude_message_ids: Sequence[int],
+    ) -> SearchOutcome | None:
+        """Date "the move" by the best turn about it, then search the topic beside that day.
+
+        "after/since the move" searches from the day of the turn that talks about the move
+        most, "before the move" up to it; the topic's own words (the event's left out) rank
+        the hits. None when the event cannot be found or nothing of the topic is on the
+        right side of it (the caller falls back to the topic in any time).
+        """
+        relation = (plan.unresolved or "").split(" ", 1)[0].lower()
+        event_words = set(plan.event.split())
+        if relation not in _EVENT_RELATIONS or not event_words:
+            return None
+        event_plan = replace(plan, terms=[t for t in plan.terms if t in event_words], event="")
+        if not event_plan.terms:
+            return None
+        about = await self._search(
+            user_id, event_plan, plan.event, tz, 1, ("message", "journal"), exclude_message_ids
+        )
+        if not about.evidence or about.evidence[0].matched == "time":
+            return None
+        marker = about.evidence[0].item
+        day = marker.ts.astimezone(tz).replace(hour=0, minute=0, second=0, microsecond=0)
+        if relation == "before":
+            window = TimeWindow(OPEN_START, day, plan.unresolved or "", open_start=True)
+        else:
+            window = TimeWindow(day, now, plan.unresolved or "")
+        topic = [t for t in plan.terms if t not in event_words]
+        topic_plan = replace(plan, terms=topic, window=window, unresolved=None, event="")
+        # The turn that dated the event is not an answer to what happened beside it.
+        skip = [*exclude_message_ids, *([marker.source_id] if marker.kind == "message" else [])]
+        found = await self._search(user_id, topic_plan, query, tz, limit, kinds, skip)
+        found.evidence = [e for e in found.evidence if e.item.id != marker.id]
+        if not found.evidence:
+            return None
+        when = f"{marker.ts.astimezone(tz):%a %d %b %Y}"
+        said = (
+            f"I read '{plan.unresolved}' as {relation} {when}, when you said "
+            f"\u201c{marker.text[:80]}\u201d."
+        )
+        note = f"{said} If that is not the event meant, say so rather than guess."
+        if found.note:
+            note += " " + found.note
+        return SearchOutcome(topic_plan, found.evidence, note, said)
 
     async def _search(
         self,

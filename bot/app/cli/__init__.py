@@ -119,8 +119,10 @@ def _web_page(application: App) -> str | None:
 
 async def run_serve(application: App, logfile: Path | None = None) -> None:
     """Start every configured channel (the console when none is) and run until stopped."""
+    from bot.app.accept_log import throttle_accept_errors
     from bot.app.build import start_channels
 
+    throttle_accept_errors()  # a process out of descriptors logs a count, not tracebacks
     settings = application.settings
     log = logging.getLogger("lifebot.serve")
     if not settings.llm_configured:

@@ -87,7 +87,7 @@ def device_revoke(name: Annotated[str, typer.Argument(help="The pendant's name")
             raise typer.Exit(1)
         typer.echo(
             f"Revoked {name}: new connections are refused now; a connected pendant is "
-            "disconnected within 30 seconds. Its transcripts stay."
+            "disconnected within 2 seconds. Its transcripts stay."
         )
 
     run_with_app(go)

@@ -361,8 +361,8 @@ def _import_history(file: Path, user: str) -> None:
         except ImportFileError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
-        for where, why in report.bad:
-            typer.echo(f"skipped {where}: {why}", err=True)
+        for problem in report.problems():
+            typer.echo(problem, err=True)
         with _progress("indexing") as bar:
             task = bar.add_task("index", total=report.added or None)
             await app.memory.after_import(
@@ -371,9 +371,12 @@ def _import_history(file: Path, user: str) -> None:
                 progress=lambda n: bar.advance(task, n),
                 embed=False,
             )
+        skipped = f", {report.skipped} not text (skipped)" if report.skipped else ""
         print(
-            f"Imported {report.added} messages ({report.duplicates} already there, "
-            f"{len(report.bad)} bad lines skipped); searchable by their words now."
+            f"{report.file}: {report.lines} records: {report.read} read, "
+            f"{len(report.cleaned)} cleaned, {len(report.bad)} refused{skipped}. "
+            f"Imported {report.added} messages ({report.duplicates} already there); "
+            "searchable by their words now."
         )
         # Vectors last, in committed batches: stopping here (Ctrl-C) loses nothing, and
         # `lifebot memory status` shows what waits for `lifebot serve` to finish.
