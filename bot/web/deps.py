@@ -21,6 +21,7 @@ from bot.jobs.calendars import OwnCalendars
 from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WRITE, WebAuth
+from bot.web.control import ControlPanel
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.models import User, WebSession
@@ -72,6 +73,8 @@ class WebContext:
     """The user's own calendars (ICS feeds, CalDAV): the same service /calendar add uses."""
     uploads: Uploads
     """Documents and photos sent from the page or the API (through dispatch)."""
+    control: ControlPanel
+    """The owner's control page: processes, jobs, outbox, logs, configuration."""
 
 
 @dataclass(slots=True)

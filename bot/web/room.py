@@ -21,6 +21,7 @@ from bot.jobs.service import Jobs
 from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
 from bot.web.commands import register_web_commands
+from bot.web.control import ControlPanel
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.db import Database
@@ -74,6 +75,8 @@ class WebRoom:
     """Where the Omi endpoint stores audio chunks."""
     uploads: Uploads
     """Files sent from the page and the API, handed to dispatch as web messages."""
+    control: ControlPanel
+    """What the owner's control page reads: processes, jobs, outbox, logs, configuration."""
     endpoints: list[Endpoint] = field(default_factory=list)
     """Other rooms' ASGI apps served on the same port (added before the app is made)."""
     _app: FastAPI | None = None
@@ -98,6 +101,7 @@ class WebRoom:
                 omi=self.omi,
                 calendars=self.service.jobs.calendars,
                 uploads=self.uploads,
+                control=self.control,
             )
             self._app = create_app(context)
             from starlette.routing import Route  # noqa: PLC0415
@@ -111,6 +115,14 @@ class WebRoom:
         if self._app is not None:
             raise RuntimeError("endpoints are added before the web app is made")
         self.endpoints.append(endpoint)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the page listens on while it is served; empty otherwise."""
+        server = self._server
+        if server is None or not server.serving:
+            return ""
+        return f"{server.host}:{server.bound_port}"
 
     @property
     def server(self) -> WebServer:
@@ -159,6 +171,7 @@ def build_web(
     journal: JournalService,
     meetings: MeetingIngest,
     omi: OmiInbox,
+    control: ControlPanel,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
@@ -171,4 +184,4 @@ def build_web(
     service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
-    return WebRoom(auth, service, settings, location, meetings, omi, uploads)
+    return WebRoom(auth, service, settings, location, meetings, omi, uploads, control)
