@@ -4,21 +4,33 @@ live log tail and the effective configuration, for the owner only and never a se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
 import secrets
-from datetime import datetime
+import time
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
 
 from bot.app.build import App
 from bot.app.features import REGISTRY
+from bot.clock import SystemClock
 from bot.config import Settings
 from bot.jobs.leader import LeaseLock
 from bot.jobs.scheduler import JobService, JobSpec
+from bot.web.auth import KeySource, WebAuth
+from storage.db import Database
 from storage.repos.outbox import OutboxRepo, Push
+from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM
+from tests.fakes.telegram_api import FakeTelegram
 from tests.support.app import AppFactory, add_user
+from tests.support.serve import Cluster, free_port, leader_pid, serve_env
 from tests.support.web import client_for, sign_in
 
 log = logging.getLogger("lifebot.test.control")
@@ -159,3 +171,68 @@ def _section(html: str, section_id: str) -> str:
 def _row(html: str, row_id: str) -> str:
     start = html.index(f'id="{row_id}"')
     return html[start : html.index("</tr>", start)]
+
+
+@pytest.mark.postgres
+async def test_a_page_served_by_one_process_shows_every_process_and_their_logs(
+    tmp_path: Path, postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
+) -> None:
+    """Two real ``lifebot serve`` processes on one PostgreSQL database, each with its page."""
+    web_ports = [free_port(), free_port()]
+    cluster = Cluster(tmp_path, serve_env(postgres_url, fake_llm, tg))
+    db = Database(postgres_url)
+    try:
+        await cluster.start(
+            2,
+            lambda i: {
+                "LIFEBOT_WEB_ENABLED": "true",
+                "LIFEBOT_WEB_PORT": str(web_ports[i]),
+                "LIFEBOT_JOBS_HEARTBEAT": "0.5",
+            },
+        )
+        await cluster.wait_listening(ports=web_ports)
+        async with db.session() as s:
+            owner = await UserRepo(s).create("Ann", is_owner=True)
+        assert owner.id is not None
+        links = WebAuth(
+            db, SystemClock(), KeySource(None, tmp_path / "k"), "http://x", timedelta(days=1)
+        )
+        secret = (await links.issue_link(owner.id)).rsplit("/", 1)[1]
+        first, second = (cluster.procs[0].pid, cluster.procs[1].pid)
+        second_said = f"web page on http://127.0.0.1:{web_ports[1]}"
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_ports[0]}") as web:
+            await web.get(f"/login/{secret}")
+            assert (await web.post("/login", data={"secret": secret})).status_code == 303
+
+            async def tail() -> list[dict[str, Any]]:
+                answer = await web.get("/owner/log")
+                assert answer.status_code == 200
+                return list(answer.json()["lines"])
+
+            deadline = time.monotonic() + 30
+            while not any(second_said in line["text"] for line in await tail()):
+                assert time.monotonic() < deadline, cluster.tails()
+                await asyncio.sleep(0.3)
+            lines = await tail()
+            said = next(line for line in lines if second_said in line["text"])
+            assert said["process"].endswith(f":{second}") and not said["here"]
+            mine = [line for line in lines if line["here"]]
+            assert mine and all(line["process"].endswith(f":{first}") for line in mine)
+            page = (await web.get("/owner")).text
+            processes = _section(page, "processes")
+            assert processes.count("<td>running</td>") == 2, processes
+            assert f":{first} (this process)" in processes
+            assert f"127.0.0.1:{web_ports[1]}" in processes  # the other one's page
+            leader = await leader_pid(db)
+            assert leader in (first, second)
+            assert f":{leader}" in processes.split("<strong>leader</strong>")[0].rsplit("<tr", 1)[1]
+
+            # The second stops cleanly: the first's page says so, with its last lines.
+            cluster.procs[1].terminate()
+            await cluster.procs[1].wait()
+            page = (await web.get("/owner")).text
+            row = next(r for r in _section(page, "processes").split("<tr")[1:] if f":{second}" in r)
+            assert "<td>stopped" in row
+    finally:
+        await cluster.close()
+        await db.dispose()
