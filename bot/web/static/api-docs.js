@@ -9,7 +9,7 @@ window.addEventListener("DOMContentLoaded", function () {
     url: "/api/openapi.json",
     dom_id: "#swagger-ui",
     validatorUrl: null,
-    deepLinking: true,
+    deepLinking: false,  // its links sit inside the operation buttons (nested controls)
     persistAuthorization: false,
     tryItOutEnabled: false,
   });
