@@ -6,12 +6,14 @@ TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: serve chat check lint test bench clean
+.PHONY: serve chat check lint test bench ranker clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt tests/a11y/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	# axe-core for the browser tests' accessibility check (test only; needs npm).
+	if command -v npm >/dev/null; then npm ci --prefix tests/a11y --no-audit --no-fund --silent; fi
 	touch $(STAMP)
 
 serve: $(STAMP)
@@ -33,6 +35,13 @@ check: lint test
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Retrain the learned ranking from ../shared/data/locomo-dev, deterministically, and record
+# what it was made from beside it (bot/agent/retrieval/ranker.inputs.json). Commit first:
+# the record names the commit and any retrieval code that differed from it.
+ranker: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[train]'
+	$(BIN)/python -m bench._train_ranker --write
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

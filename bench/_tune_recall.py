@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 import bot.agent.retrieval.query as query_rules
-from bench.recall import DEFAULT_DATA, UTC_ZONE, _refs, load
+from bench.recall import DEFAULT_DATA, UTC_ZONE, Conversation, _refs, load
 from bot.agent.memory.embeddings import MiniLMEmbedder
 from bot.agent.memory.service import MemoryService
 from bot.agent.retrieval.query import QueryPlan, understand
@@ -81,6 +81,36 @@ def start_config() -> Config:
     }
 
 
+def ask(
+    corpus: Corpus,
+    user_id: int,
+    name: str,
+    conv: Conversation,
+    qvecs: npt.NDArray[np.float32],
+) -> list[Asked]:
+    """Every question of one imported conversation, ready to be ranked (as search would)."""
+    out = []
+    for (question, category, evidence), qvec in zip(conv.questions, qvecs, strict=True):
+        plan = understand(question, conv.now, UTC_ZONE)
+        window = plan.window
+        flt = SearchFilter(
+            user_id,
+            window.start if window else None,
+            window.end if window else None,
+            ("message",),
+            frozenset(),
+        )
+        # As ``Retriever._choose`` does: names offered as alternatives count as speakers too.
+        people = {p.lower() for p in (*plan.people, *plan.candidates)}
+        speakers = [
+            code
+            for who, code in corpus.speaker_names.items()
+            if any(who == p or (len(p) >= 3 and who.startswith(p)) for p in people)
+        ]
+        out.append(Asked(name, plan, qvec, _mask(corpus, flt), speakers, evidence, category))
+    return out
+
+
 async def prepare(
     data: Path, names: list[str]
 ) -> tuple[dict[str, Corpus], dict[str, list[str]], list[Asked]]:
@@ -106,25 +136,7 @@ async def prepare(
             corpora[name] = corpus
             refs[name] = await _refs(db, user.id, [int(i) for i in corpus.arrays().ids])
             qvecs = embedder.embed_sync([q for q, _, _ in conv.questions])
-            for (question, category, evidence), qvec in zip(conv.questions, qvecs, strict=True):
-                plan = understand(question, conv.now, UTC_ZONE)
-                window = plan.window
-                flt = SearchFilter(
-                    user.id,
-                    window.start if window else None,
-                    window.end if window else None,
-                    ("message",),
-                    frozenset(),
-                )
-                people = {p.lower() for p in plan.people}
-                speakers = [
-                    code
-                    for who, code in corpus.speaker_names.items()
-                    if any(who == p or (len(p) >= 3 and who.startswith(p)) for p in people)
-                ]
-                asked.append(
-                    Asked(name, plan, qvec, _mask(corpus, flt), speakers, evidence, category)
-                )
+            asked.extend(ask(corpus, user.id, name, conv, qvecs))
         await db.dispose()
     return corpora, refs, asked
 

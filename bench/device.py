@@ -3,6 +3,8 @@
 Everything runs in this process over loopback: the real WebSocket server, the real pipeline
 (spool, Silero VAD, SQLite) and the bundled tiny.en model (int8, CPU), fed espeak-ng speech.
 
+0. Served against direct word error rate: the test clips (some with a pause VAD cuts at)
+   through a pendant in ambient mode, against the model on each clip alone, same run.
 1. Latency, push-to-talk: ``audio-stop`` sent -> final transcript received, per utterance,
    against a direct ``WhisperModel.transcribe`` of the same audio in this run (the ratio is
    what the pipeline adds: spool read, queueing, database, frames).
@@ -37,6 +39,7 @@ from bench._stats import pct, summary
 from bot.app.build import App, build_app, build_device_adapter, start_app
 from bot.device.adapter import DeviceAdapter
 from bot.speech.transcribe import FasterWhisperTranscriber
+from tests.support import served
 from tests.support.app import make_settings
 from tests.support.device import add_device
 from tests.support.speech import read_wav, speak
@@ -200,6 +203,22 @@ async def _streams(bench: Bench, tag: str) -> int:
     return best
 
 
+async def served_wer(bench: Bench) -> None:
+    """Word error rate through the pendant (ambient, VAD) against the model on each clip."""
+    all_clips = served.clips(bench.tmp)
+    refs = [c.text for c in all_clips]
+    alone = [await asyncio.to_thread(served.direct, bench.stt, c) for c in all_clips]
+    pieces = await served.served(bench.url, await bench.token("bench-wer"), all_clips, pace=0.005)
+    heard = [" ".join(p) for p in pieces]
+    direct_wer, served_wer = wer.wer(refs, alone), wer.wer(refs, heard)
+    print(
+        f"\nserved vs direct WER ({len(refs)} espeak-ng clips, "
+        f"{len(served.PAUSED)} with a {served.PAUSE_MS} ms pause VAD cuts at):"
+    )
+    print(f"  served {served_wer:.3f}  direct {direct_wer:.3f}  ratio "
+          f"{served_wer / max(direct_wer, 1e-9):.2f}x  (target <= 1.2x)")  # fmt: skip
+
+
 async def _until(ws: Any, want: Any) -> dict[str, Any]:
     async with asyncio.timeout(120):
         while True:
@@ -236,6 +255,8 @@ async def run() -> None:
                 f"  ratio    : p50 {pct(pipeline, 50) / pct(direct, 50):.2f}x  "
                 f"p95 {pct(pipeline, 95) / pct(direct, 95):.2f}x  (target p50 <= 1.15x)"
             )
+
+            await served_wer(bench)
 
             silence = bench.app.settings.device_vad_silence_ms if bench.app else 600
             assert bench.adapter is not None

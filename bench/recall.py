@@ -31,12 +31,28 @@ from bench._bm25 import BM25
 from bot.agent.memory.embeddings import MiniLMEmbedder
 from bot.agent.memory.service import MemoryService
 from bot.agent.retrieval import RetrievalTuning, Retriever
+from bot.agent.retrieval.learned import Forest, load_forest
 from bot.app.importer import import_file
 from bot.clock import SystemClock
 from storage.db import Database
 from storage.repos.users import UserRepo
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev"
+
+def _default_data() -> Path:
+    """``shared/data/locomo-dev`` beside the nearest folder above this checkout that has it.
+
+    The main checkout sits at ``/work/main`` and helpers' worktrees one level deeper
+    (``/work/wt/<branch>``): both find ``/work/shared``.
+    """
+    here = Path(__file__).resolve()
+    for parent in here.parents[1:]:
+        candidate = parent / "shared" / "data" / "locomo-dev"
+        if candidate.is_dir():
+            return candidate
+    return here.parents[2] / "shared" / "data" / "locomo-dev"
+
+
+DEFAULT_DATA = _default_data()
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 UTC_ZONE = ZoneInfo("UTC")
 
@@ -110,10 +126,85 @@ def load(path: Path) -> Conversation:
     return Conversation(path.stem, records, questions, last + timedelta(days=1))
 
 
+@dataclass
+class Imported:
+    """One conversation imported as one user, and what the baselines need of it."""
+
+    conv: Conversation
+    user_id: int
+    bm25: BM25
+    refs: list[str]
+    """The import id of each corpus item, in corpus order."""
+    qvecs: np.ndarray
+
+
+async def fold_forests(memory: MemoryService, imported: dict[str, Imported]) -> dict[str, Forest]:
+    """Trees trained on every conversation but one, for each one (needs the ``train`` extra).
+
+    Empty when LightGBM is not installed: the leave-one-out row is then left out.
+    """
+    try:
+        import lightgbm  # noqa: F401, PLC0415
+    except ImportError:
+        return {}
+    from bench._train_ranker import build, export, train  # noqa: PLC0415 (circular)
+    from bench._tune_recall import ask  # noqa: PLC0415
+
+    corpora = {n: await memory.index.corpus(i.user_id) for n, i in imported.items()}
+    asked = [a for n, i in imported.items() for a in ask(corpora[n], i.user_id, n, i.conv, i.qvecs)]
+    rows = build(corpora, {n: i.refs for n, i in imported.items()}, asked)
+    conv = np.array([a.conversation for a in asked])
+    return {held: load_forest(export(train(rows, conv != held))) for held in imported}
+
+
+async def import_all(
+    db: Database,
+    memory: MemoryService,
+    embedder: MiniLMEmbedder,
+    data: Path,
+    names: list[str],
+    tmp: Path,
+) -> dict[str, Imported]:
+    """Each conversation imported through ``lifebot import`` as one user, and indexed."""
+    imported: dict[str, Imported] = {}
+    for name in names:
+        conv = load(data / f"{name}.json")
+        async with db.session() as s:
+            user = await UserRepo(s).create(f"locomo-{name}", timezone="UTC")
+        assert user.id is not None
+        path = tmp / f"{name}.jsonl"
+        path.write_text("\n".join(json.dumps(r) for r in conv.records), encoding="utf-8")
+        report = await import_file(db, user.id, path, timezone="UTC")
+        await memory.after_import(user.id, report.conversations)
+        bm25 = BM25([f"{r['speaker']}: {r['text']}" for r in conv.records])
+        corpus = await memory.index.corpus(user.id)
+        refs = await _refs(db, user.id, [int(i) for i in corpus.arrays().ids])
+        qvecs = embedder.embed_sync([q for q, _, _ in conv.questions])
+        imported[name] = Imported(conv, user.id, bm25, refs, qvecs)
+    return imported
+
+
+def report(scores: dict[str, Scores], questions: int, names: list[str]) -> None:
+    """The recall table."""
+    print(f"LoCoMo dev ({', '.join(names)}): {questions} questions, categories 1-4, R@5 / R@10")
+    print(
+        "(in-sample: the shipped trees were trained on these conversations; the leave-one-out "
+        "row scores each with trees trained on the other four. BM25 and vectors fit nothing: "
+        "their figures are the same either way.)"
+    )
+    header = ["system", "all", *CATEGORIES.values()]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for system, sc in scores.items():
+        cells = [sc.cell(c) for c in (0, *CATEGORIES)]
+        print("| " + " | ".join([system, *cells]) + " |")
+
+
 async def run(data: Path, names: list[str]) -> None:
     embedder = MiniLMEmbedder()
     scores = {
         "lifebot": Scores(),
+        "lifebot, leave one conversation out": Scores(),
         "lifebot, no learned stage": Scores(),
         "BM25": Scores(),
         "vectors": Scores(),
@@ -127,50 +218,46 @@ async def run(data: Path, names: list[str]) -> None:
         memory = MemoryService(db, None, embedder, SystemClock())
         first_stage = Retriever(memory.index, RetrievalTuning(learned=False))
         t0 = time.perf_counter()
-        for name in names:
-            conv = load(data / f"{name}.json")
-            async with db.session() as s:
-                user = await UserRepo(s).create(f"locomo-{name}", timezone="UTC")
-            assert user.id is not None
-            path = Path(tmp) / f"{name}.jsonl"
-            path.write_text("\n".join(json.dumps(r) for r in conv.records), encoding="utf-8")
-            report = await import_file(db, user.id, path, timezone="UTC")
-            await memory.after_import(user.id, report.conversations)
+        imported = await import_all(db, memory, embedder, data, names, Path(tmp))
+        folds = await fold_forests(memory, imported)
+        if not folds:
+            del scores["lifebot, leave one conversation out"]
+        for name, imp in imported.items():
+            conv, user_id = imp.conv, imp.user_id
             ids = [r["id"] for r in conv.records]
-            bm25 = BM25([f"{r['speaker']}: {r['text']}" for r in conv.records])
-            corpus = await memory.index.corpus(user.id)
-            refs = await _refs(db, user.id, [int(i) for i in corpus.arrays().ids])
-            qvecs = embedder.embed_sync([q for q, _, _ in conv.questions])
-            for (question, cat, evidence), qvec in zip(conv.questions, qvecs, strict=True):
+            corpus = await memory.index.corpus(user_id)
+            held_out = Retriever(memory.index, RetrievalTuning(forest=folds.get(name)))
+            for (question, cat, evidence), qvec in zip(conv.questions, imp.qvecs, strict=True):
                 questions += 1
                 t1 = time.perf_counter()
                 out = await memory.retriever.search(
-                    user.id, question, now=conv.now, tz=UTC_ZONE, limit=10, kinds=("message",)
+                    user_id, question, now=conv.now, tz=UTC_ZONE, limit=10, kinds=("message",)
                 )
                 latency.append((time.perf_counter() - t1) * 1000)
                 scores["lifebot"].add(cat, evidence, [e.item.ref for e in out.evidence])
                 t1 = time.perf_counter()
                 out = await first_stage.search(
-                    user.id, question, now=conv.now, tz=UTC_ZONE, limit=10, kinds=("message",)
+                    user_id, question, now=conv.now, tz=UTC_ZONE, limit=10, kinds=("message",)
                 )
                 latency_first.append((time.perf_counter() - t1) * 1000)
                 scores["lifebot, no learned stage"].add(
                     cat, evidence, [e.item.ref for e in out.evidence]
                 )
-                scores["BM25"].add(cat, evidence, [ids[i] for i in bm25.top(question, 10)])
+                if folds:
+                    out = await held_out.search(
+                        user_id, question, now=conv.now, tz=UTC_ZONE, limit=10, kinds=("message",)
+                    )
+                    scores["lifebot, leave one conversation out"].add(
+                        cat, evidence, [e.item.ref for e in out.evidence]
+                    )
+                scores["BM25"].add(cat, evidence, [ids[i] for i in imp.bm25.top(question, 10)])
                 cosine = corpus.cosine(qvec)
                 assert cosine is not None
                 near = np.argsort(-cosine)[:10]
-                scores["vectors"].add(cat, evidence, [refs[int(i)] for i in near])
+                scores["vectors"].add(cat, evidence, [imp.refs[int(i)] for i in near])
         total_s = time.perf_counter() - t0
         await db.dispose()
-    print(f"LoCoMo dev ({', '.join(names)}): {questions} questions, categories 1-4, R@5 / R@10")
-    header = ["system", "all", *CATEGORIES.values()]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for system, sc in scores.items():
-        cells = [sc.cell(c) for c in (0, *CATEGORIES)]
-        print("| " + " | ".join([system, *cells]) + " |")
+    report(scores, questions, names)
     for label, times in (("lifebot", latency), ("no learned stage", latency_first)):
         print(
             f"{label} search latency (query embedding included): p50 "

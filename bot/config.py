@@ -202,6 +202,8 @@ class Settings(BaseSettings):
     """Other users per satellite: ``satellite_id=user,...`` (the rest go to the user above)."""
     wyoming_trusted: bool = Field(default=False, validation_alias=_env("LIFEBOT_WYOMING_TRUSTED"))
     """Off: answers through Home Assistant never change anything (anyone may speak nearby)."""
+    wyoming_zeroconf: bool = Field(default=True, validation_alias=_env("LIFEBOT_WYOMING_ZEROCONF"))
+    """Announce the service over zeroconf (``_wyoming._tcp``) when it listens beyond loopback."""
     tts_engine: Literal["off", "espeak-ng"] = Field(
         "off", validation_alias=_env("LIFEBOT_TTS_ENGINE")
     )

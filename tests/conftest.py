@@ -146,6 +146,15 @@ def postgres_url() -> Iterator[str]:
     _run_apart(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture
+def another_postgres_url(postgres_url: str) -> Iterator[str]:
+    """A second throwaway PostgreSQL database beside ``postgres_url`` (a restore's target)."""
+    name = f"lifebot_t_{uuid.uuid4().hex[:12]}"
+    _run_apart(_pg_admin(f'CREATE DATABASE "{name}"'))
+    yield f"{postgres_url.rsplit('/', 1)[0]}/{name}"
+    _run_apart(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def postgres_or_sqlite_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database URL: a SQLite file, then a throwaway PostgreSQL database."""
@@ -236,3 +245,24 @@ async def http(
     await add_user(slack.app, ANA, channel_name="slack", account=TEAM_ID)
     yield slack
     await slack.adapter.stop()
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    """Headless chromium, the system one (no browser download); Playwright drives it."""
+    from playwright.async_api import async_playwright  # browser tests only
+
+    from tests.support.browser import ARGS, CHROMIUM
+
+    async with async_playwright() as pw:
+        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield chromium
+        await chromium.close()
+
+
+@pytest.fixture
+async def served(app_factory: AppFactory, fake_llm: FakeLLM) -> tuple[App, str]:
+    """An app whose web page listens on a free loopback port (stopped when the app closes)."""
+    application = await app_factory(fake_llm, web_port=0)
+    await application.web.start()
+    return application, f"http://127.0.0.1:{application.web.server.bound_port}"

@@ -18,6 +18,7 @@ from bot.agent.tools.base import Tool, ToolContext, ToolRegistry
 from bot.app.build import App
 from storage.db import Database
 from storage.repos.facts import FactRepo
+from storage.repos.users import UserRepo
 from tests.fakes.channel import StreamingRecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, Step, call, say
@@ -257,11 +258,28 @@ async def test_tz_command_and_tool_change_the_users_zone(app: App, fake_llm: Fak
     await add_user(app)
     bad = await app.dispatcher.handle(make_inbound("/tz Mars/Olympus"))
     assert bad.reply is not None
-    assert "not a time zone" in bad.reply
+    assert "neither a time zone nor a town I know" in bad.reply
     await app.dispatcher.handle(make_inbound("/tz Europe/Lisbon"))
     fake_llm.add(call("current_time", {}), say("It's late."))
     await app.dispatcher.handle(make_inbound("what time is it?"))
     assert "(Europe/Lisbon)" in tool_results(fake_llm)[0]
+
+
+async def test_tz_knows_towns_that_name_no_zone(app: App) -> None:
+    # Porto, Boston and Munich are in no zone's name: the town list and the zone boundaries
+    # find them (issue 31); "Portland, Maine" is not the bigger Portland, in Oregon.
+    user = await add_user(app)
+    for town, zone_name, words in (
+        ("Porto", "Europe/Lisbon", "Porto, Portugal"),
+        ("boston", "America/New_York", "Boston, Massachusetts, United States"),
+        ("Munich", "Europe/Berlin", "Munich, Germany"),
+        ("Portland, Maine", "America/New_York", "Portland, Maine, United States"),
+    ):
+        said = await app.dispatcher.handle(make_inbound(f"/tz {town}"))
+        assert said.reply is not None and f"Time zone set to {zone_name} ({words})" in said.reply
+        async with app.db.session() as s:
+            stored = await UserRepo(s).get(user.id or 0)
+        assert stored is not None and stored.timezone == zone_name
 
 
 def test_history_is_trimmed_to_the_token_budget_without_orphan_tool_results() -> None:

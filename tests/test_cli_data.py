@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from bot.app.build import App, build_app, start_app
 from bot.app.cli import app as cli
-from bot.app.portability import backup_sqlite
+from bot.app.features import REGISTRY
+from storage.backup import backup
 from storage.models import DeviceSession, Fact, LocationPoint, Message, User
 from storage.repos.devices import DeviceRepo
 from storage.repos.userdata import UserDataRepo
@@ -98,11 +99,11 @@ def test_export_delete_import_brings_everything_back(
     assert refused.exit_code == 1 and "Nothing deleted." in refused.output
     assert _with_app(tmp_path, _counts) == before
 
-    cache = tmp_path / "data" / "search-cache"
-    had = set(cache.glob("*.npz"))
+    cache = tmp_path / "data" / "files" / "search-cache"
+    had = set(cache.rglob("*.npz"))
     searched = runner.invoke(cli, ["memory", "search", "red gate", "--user", "ana"], env=env)
     assert searched.exit_code == 0, searched.output
-    anas = set(cache.glob("*.npz")) - had  # her tokenised words, kept for the next search
+    anas = set(cache.rglob("*.npz")) - had  # her tokenised words, kept for the next search
     assert len(anas) == 1
 
     deleted = runner.invoke(cli, ["users", "delete", "ana", "--yes"], env=env)
@@ -158,12 +159,12 @@ async def test_dump_load_delete_on_sqlite_and_postgres(any_db_app: App) -> None:
     ana = await make_user(any_db_app, "ana")
     await any_db_app.dispatcher.handle(make_inbound("/remember I like tea", sender="ana"))
     async with any_db_app.db.session() as s:
-        data = await UserDataRepo(s).dump(ana.id or 0)
+        data = await UserDataRepo(s, REGISTRY.user_tables()).dump(ana.id or 0)
     async with any_db_app.db.session() as s:
-        counts = await UserDataRepo(s).delete(ana.id or 0)
+        counts = await UserDataRepo(s, REGISTRY.user_tables()).delete(ana.id or 0)
     assert counts["user"] == 1 and counts["fact"] == 1
     async with any_db_app.db.session() as s:
-        assert await UserDataRepo(s).load(data) == ana.id
+        assert await UserDataRepo(s, REGISTRY.user_tables()).load(data) == ana.id
     async with any_db_app.db.session() as s:
         facts = (await s.exec(select(Fact).where(Fact.user_id == ana.id))).all()
         # New rows still get fresh ids after ids were inserted by hand (PostgreSQL sequences).
@@ -188,9 +189,12 @@ async def test_backup_is_consistent_while_the_database_is_written(tmp_path: Path
 
     task = asyncio.create_task(writer())
     await asyncio.sleep(0.3)
-    db_file = Path(app.settings.database_url.split(":///", 1)[1])
-    done = await asyncio.to_thread(
-        backup_sqlite, db_file, app.settings.data_dir, tmp_path / "bk", datetime.now(UTC)
+    done = await backup(
+        db=app.db,
+        files=app.files,
+        target_root=tmp_path / "bk",
+        now=datetime.now(UTC),
+        spool_dir=app.settings.data_dir / "spool",
     )
     stop.set()
     written = await task
@@ -233,11 +237,11 @@ async def test_export_and_delete_cover_location_history(any_db_app: App) -> None
     ]
     assert await any_db_app.location.ingest(ana.id, fixes, "test") == 30
     async with any_db_app.db.session() as s:
-        data = await UserDataRepo(s).dump(ana.id)
+        data = await UserDataRepo(s, REGISTRY.user_tables()).dump(ana.id)
     assert len(data["locationpoint"]) == 30
     assert len(data["stay"]) == 1
     async with any_db_app.db.session() as s:
-        counts = await UserDataRepo(s).delete(ana.id)
+        counts = await UserDataRepo(s, REGISTRY.user_tables()).delete(ana.id)
     assert counts["locationpoint"] == 30 and counts["stay"] == 1
     async with any_db_app.db.session() as s:
         left = (

@@ -150,7 +150,7 @@ async def test_wrong_revoked_and_malformed_posts_are_refused_and_store_nothing(
             await DeviceRepo(s).revoke("omi-x", app.clock.now())
         revoked = await post_chunk(web, token, audio, 16000, key="c")
         assert revoked.status_code == 401
-    assert app.omi.pending() == []
+    assert await app.omi.pending() == []
 
 
 async def test_a_chunk_left_half_fed_by_a_crash_is_fed_exactly_once(
@@ -165,8 +165,8 @@ async def test_a_chunk_left_half_fed_by_a_crash_is_fed_exactly_once(
             await post_chunk(web, token, pcm.astype("<i2").tobytes(), 16000, key="x")
         ).status_code == 200
     # A crash right after the chunk was marked as being appended, before the append.
-    [chunk] = app.omi.pending()
-    app.omi.claim(chunk, "deadbeef", 0)
+    [chunk] = await app.omi.pending()
+    await app.omi.claim(chunk, "deadbeef", 0)
     async with running_device(app):
         for _ in range(600):
             if await _ambient(app, user.id or 0, "lumber"):
@@ -174,7 +174,7 @@ async def test_a_chunk_left_half_fed_by_a_crash_is_fed_exactly_once(
             await asyncio.sleep(0.1)
         await asyncio.sleep(0.5)
     assert len(await _ambient(app, user.id or 0, "lumber")) == 1
-    assert app.omi.pending() == [] and app.omi.claimed() == []
+    assert await app.omi.pending() == [] and await app.omi.claimed() == []
 
 
 async def test_after_a_restart_an_answer_for_an_omi_device_still_goes_to_the_linked_channel(

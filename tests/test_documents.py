@@ -37,9 +37,10 @@ async def hits(app: App, channel_name: str, account: str, sender: str, query: st
     return [e.item.ref for e in out.evidence]
 
 
-def kept(app: App) -> list[bytes]:
-    root = app.settings.data_dir / "documents"
-    return [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
+async def kept(app: App) -> list[bytes]:
+    """The documents kept in the file store."""
+    files = await app.files.listing("documents")
+    return [await app.files.get("documents", f.key) for f in files]
 
 
 async def test_a_pdf_on_telegram_is_read_and_found_by_page(
@@ -51,7 +52,7 @@ async def test_a_pdf_on_telegram_is_read_and_found_by_page(
 
     [reply] = await tg.wait_texts(CHAT, 1)
     assert reply == "I read lease.pdf (2 pages). Ask me about it any time; I'll cite the page."
-    assert kept(app) == [LEASE]
+    assert await kept(app) == [LEASE]
     refs = await hits(app, "telegram", str(BOT_ID), str(CHAT), "how much is the monthly rent")
     assert refs[0] == "lease.pdf p. 2"
 

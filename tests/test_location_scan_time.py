@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -81,3 +82,39 @@ async def test_scan_time_is_per_user_local_and_quiet_hours_hold_the_push(tmp_pat
         assert p.title == "Time at Climbing hall, 14:00\u201315:40"
         # Back to the default.
         assert "at 21:30 your time" in await say("/location scan default")
+
+
+async def test_the_evening_scan_fires_at_the_set_time_not_on_the_next_poll(
+    tmp_path: Path,
+) -> None:
+    day = datetime(2026, 3, 24, tzinfo=NEW_YORK)
+    clock = ManualClock(day + timedelta(hours=12))
+    async with jobs_app(tmp_path, clock) as app:
+        ana = await add_user(app, "ana", timezone="America/New_York")
+        assert ana.id is not None
+        await app.dispatcher.handle(make_inbound("/location on", sender="ana"))
+        await app.dispatcher.handle(make_inbound("/location scan 20:15", sender="ana"))
+        fixes = stay_at(HALL, day + timedelta(hours=14), 100)
+        fixes += stay_at(HOME, day + timedelta(hours=16), 120)
+        await app.location.ingest(ana.id, fixes, "owntracks")
+        timer = app.jobs.service.timer
+        assert timer is not None
+        # The leader's timer sleeps until 20:15 her time exactly.
+        assert await timer.next_due(clock.now()) == day + timedelta(hours=20, minutes=15)
+        runner = asyncio.create_task(timer.run_forever())
+        try:
+            clock.set(day + timedelta(hours=20, minutes=15, seconds=1))
+            async with asyncio.timeout(10):  # the poll would take up to 300 s
+                while True:
+                    async with app.db.session() as s:
+                        made = (await s.exec(select(Proposal))).all()
+                    if made:
+                        break
+                    await asyncio.sleep(0.05)
+        finally:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+        assert made and {p.source for p in made} == {"location"}
+        # Done for today: the next scan is tomorrow's.
+        tomorrow = await timer.next_due(clock.now())
+        assert tomorrow == day + timedelta(days=1, hours=20, minutes=15)

@@ -18,9 +18,11 @@ from storage.models import Episode, Fact, IngestJob, Message, Task
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.support.app import AppFactory, add_user
+from tests.support.device import add_device
 from tests.support.web import client_for
 
 URL = "/api/v1/ingest/transcript"
+OMI_HEADERS = {"Content-Type": "application/json"}
 SUMMARY = {
     "title": "Release planning",
     "summary": "Ana and the user planned the 2.0 release.",
@@ -81,6 +83,11 @@ async def ready(
     _, token = await app.web.auth.new_api_token(user.id, "recorder", "write")
     app.meetings.start()
     return app, {"Authorization": f"Bearer {token}"}
+
+
+async def user_named(app: App, name: str) -> Any:
+    async with app.db.session() as s:
+        return await UserRepo(s).find_by_name(name)
 
 
 async def rows(app: App, model: Any) -> list[Any]:
@@ -146,7 +153,7 @@ async def test_omis_conversation_webhook_is_accepted(
     app_factory: AppFactory, fake_llm: FakeLLM
 ) -> None:
     Model(fake_llm)
-    app, auth = await ready(app_factory, fake_llm)
+    app, _ = await ready(app_factory, fake_llm)
     omi = {
         "id": "b3f1c2",
         "created_at": "2026-11-20T15:31:00Z",
@@ -180,8 +187,19 @@ async def test_omis_conversation_webhook_is_accepted(
             },
         ],
     }
+    _, device_token = await add_device(app, "omi", await user_named(app, "ana"))
+    # Exactly as Omi's backend posts it (backend/utils/webhooks.py): the configured URL with
+    # "?uid=<omi user>" appended, the conversation as JSON, Content-Type and nothing else.
+    body = json.dumps(omi).encode()
+    omi_url = f"/omi/{device_token}/conversation?uid=omi-user"
     async with client_for(app) as client:
-        answer = await client.post(f"{URL}?uid=omi-user", json=omi, headers=auth)
+        bearer_only = await client.post(f"{URL}?uid=omi-user", content=body, headers=OMI_HEADERS)
+        wrong = await client.post(
+            "/omi/lbd_nope/conversation?uid=u", content=body, headers=OMI_HEADERS
+        )
+        answer = await client.post(omi_url, content=body, headers=OMI_HEADERS)
+    assert bearer_only.status_code == 401  # the old README step: every conversation refused
+    assert wrong.status_code == 401
     assert answer.status_code == 202, answer.text
     assert answer.json()["meeting_id"] == "omi:b3f1c2"
 

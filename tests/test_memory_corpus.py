@@ -126,7 +126,10 @@ async def test_a_corpus_topped_up_in_batches_holds_what_a_cold_load_holds(
     cold = await _memory(app).index.corpus(user.id)
     assert len(corpus) == len(cold) == first
     a, b = corpus.arrays(), cold.arrays()
-    for name in ("ids", "ts", "kinds", "hidden", "speaker", "session", "lengths", "near"):
+    for name in (
+        "ids", "ts", "kinds", "hidden", "speaker", "session", "lengths", "near", "asks",
+        "self_words",
+    ):  # fmt: skip
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert np.array_equal(a.mentioned, b.mentioned, equal_nan=True)
     assert len(set(a.session.tolist())) > 10  # the two-hour gaps cut sessions

@@ -124,3 +124,52 @@ async def test_episode_hits_carry_the_messages_they_rest_on(
             assert sources == [item.ref]
         else:
             assert set(sources) >= {"c1", "c3"}
+
+
+ASKED_AND_TOLD = {
+    "pets": [
+        ("Sam", "Do you have any pets at the moment?"),
+        ("me", "Yes, a rescue greyhound called Biscuit, I adopted him in March"),
+        ("Sam", "Lovely! What does he like to do?"),
+        ("me", "He loves long walks on the beach and chewing my shoes"),
+    ],
+    "trip": [
+        ("Sam", "Where did you go on holiday this summer?"),
+        ("me", "We drove to the Algarve and stayed in a little house by the sea"),
+        ("Sam", "Which beach did you like most?"),
+        ("me", "Praia da Marinha, the water was so clear"),
+    ],
+}
+
+
+async def test_the_answer_comes_before_the_question_that_asked_for_it(
+    any_db_app: App, tmp_path: Path
+) -> None:
+    # A question turn repeats the words of a later question ("pets", "holiday") but holds
+    # no answer: the learned stage reads which turns ask and which tell about oneself.
+    user = await add_user(any_db_app, "u1")
+    assert user.id is not None
+    rows = [
+        {
+            "id": f"{conv}{i}",
+            "ts": f"2024-05-{10 + day:02d}T09:{i:02d}:00+00:00",
+            "speaker": who,
+            "text": text,
+            "conversation": conv,
+        }
+        for day, (conv, turns) in enumerate(ASKED_AND_TOLD.items())
+        for i, (who, text) in enumerate(turns)
+    ]
+    path = tmp_path / "asked.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    report = await import_file(any_db_app.db, user.id, path)
+    memory: MemoryService = any_db_app.memory
+    await memory.after_import(user.id, report.conversations)
+    for question, answer, asked in (
+        ("What pets do I have?", "pets1", "pets0"),
+        ("Where did I go on holiday?", "trip1", "trip0"),
+        ("What does my dog like to do?", "pets3", "pets2"),
+    ):
+        refs = await _refs(memory, user.id, question)
+        assert answer in refs and asked in refs, (question, refs)
+        assert refs.index(answer) < refs.index(asked), (question, refs)

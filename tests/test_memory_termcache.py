@@ -126,6 +126,30 @@ async def test_a_cold_search_reuses_saved_terms_and_finds_the_same(
     assert fourth.index.corpora.last_load[alice.id].analysed == 1
 
 
+async def test_whether_a_turn_asks_or_tells_comes_back_from_the_cache(
+    any_db_app: App, tmp_path: Path
+) -> None:
+    # The learned ranking reads, per turn, whether it asks something and how much it speaks
+    # in the first person: a cold process reusing the cache must see what tokenising saw.
+    app = any_db_app
+    user = await add_user(app, "u1")
+    assert user.id is not None
+    texts = [
+        "Do you still have the greyhound?",
+        "Yes! I adopted him in March and my kids walk him every morning",
+        "That sounds lovely",
+    ]
+    await _import(app, user.id, tmp_path, "pets", texts)
+    first = await _cold(app).index.corpus(user.id)
+    second_memory = _cold(app)
+    second = await second_memory.index.corpus(user.id)
+    assert second_memory.index.corpora.last_load[user.id].analysed == 0  # all from the file
+    for corpus in (first, second):
+        arr = corpus.arrays()
+        assert arr.asks.tolist() == [True, False, False]
+        assert arr.self_words.tolist() == [0, 2, 0]  # "I", "my"
+
+
 async def test_another_users_cache_file_is_never_used(any_db_app: App, tmp_path: Path) -> None:
     app = any_db_app
     alice = await add_user(app, "a1", name="alice")
@@ -139,6 +163,7 @@ async def test_another_users_cache_file_is_never_used(any_db_app: App, tmp_path:
     assert store is not None and store.path(alice.id).exists()
 
     # Alice's file put where Bob's belongs (a bug, a restore gone wrong): it is ignored.
+    store.path(bob.id).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(store.path(alice.id), store.path(bob.id))
     cold = _cold(app)
     assert await _found(cold, bob.id, "pottery kiln") == []

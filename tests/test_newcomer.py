@@ -236,7 +236,9 @@ def test_memory_search_speaks_to_a_person_not_the_model(tmp_path: Path) -> None:
     assert runner.invoke(cli, ["users", "add", "Alice"], env=env).exit_code == 0
     result = runner.invoke(cli, ["memory", "search", "kayak", "--user", "alice"], env=env)
     assert result.exit_code == 0, result.output
-    assert result.output.strip() == "Nothing in Alice's memory matches 'kayak'."
+    first, hint = result.output.strip().splitlines()
+    assert first == "Nothing in Alice's memory matches 'kayak'."
+    assert hint.startswith("(searched: message, image, document, fact; --kinds ")
     assert "guess" not in result.output and "score" not in result.output
 
 

@@ -19,7 +19,6 @@ from bot.agent.llm import data_url, image_parts
 from bot.agent.photos import NO_VISION
 from bot.app.build import App
 from bot.app.doctor import check_vision
-from bot.app.portability import delete_user, export_user
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack, dm_event
@@ -76,10 +75,9 @@ async def found(app: App, channel: str, account: str, sender: str, query: str) -
     return [e.item.text for e in out.evidence]
 
 
-def stored(app: App) -> list[bytes]:
-    """The picture files kept in the data dir."""
-    root = app.settings.data_dir / "images"
-    return [p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()]
+async def stored(app: App) -> list[bytes]:
+    """The pictures kept in the file store."""
+    return [await app.files.get("photos", f.key) for f in await app.files.listing("photos")]
 
 
 DATA_URL = "data:image/jpeg;base64," + base64.b64encode(PHOTO).decode()
@@ -97,7 +95,7 @@ async def test_a_telegram_photo_is_described_and_found_by_memory_search(
     assert "sticky note with the home wifi password" in reply
     assert "sunflower42" in reply
     assert pictures_sent(fake_llm) == [DATA_URL]  # the largest size, not the thumbnail
-    assert stored(app) == [PHOTO]
+    assert await stored(app) == [PHOTO]
     hits = await found(app, "telegram", str(BOT_ID), str(CHAT), "the photo of the wifi password")
     assert "sunflower42" in hits[0]
 
@@ -156,7 +154,7 @@ async def test_an_image_file_on_telegram_is_kept_too(
     [reply] = await tg.wait_texts(CHAT, 1)
     assert "sunflower42" in reply
     assert pictures_sent(fake_llm) == ["data:image/png;base64," + base64.b64encode(PHOTO).decode()]
-    assert stored(app) == [PHOTO]
+    assert await stored(app) == [PHOTO]
 
 
 async def test_an_oversized_photo_is_refused_in_plain_words_and_not_fetched(
@@ -181,7 +179,7 @@ async def test_without_vision_the_photo_is_kept_and_described_later_by_reindex(
 
     [reply] = await tg.wait_texts(CHAT, 1)
     assert reply == NO_VISION.replace("`", "")  # the command is shown as code
-    assert stored(app) == [PHOTO]
+    assert await stored(app) == [PHOTO]
     assert await found(app, "telegram", str(BOT_ID), str(CHAT), "wifi password") == []
 
     vision_model(fake_llm)
@@ -225,7 +223,7 @@ async def test_a_slack_image_is_described_and_found_by_memory_search(
     assert "sunflower42" in reply
     assert slack.fake.file_downloads == [(file["id"], f"Bearer {BOT_TOKEN}")]
     assert pictures_sent(fake_llm) == [DATA_URL]
-    assert stored(slack.app) == [PHOTO]
+    assert await stored(slack.app) == [PHOTO]
     hits = await found(slack.app, "slack", TEAM_ID, ANA, "photo of the wifi password")
     assert "sunflower42" in hits[0]
 
@@ -241,13 +239,13 @@ async def test_photos_leave_with_an_export_and_go_with_the_user(
         ident = await UserRepo(s).find_identity("telegram", str(BOT_ID), str(CHAT))
     assert ident is not None
 
-    await export_user(app, ident.user_id, tmp_path / "ana.zip")
+    await app.userdata.export(ident.user_id, tmp_path / "ana.zip")
     with zipfile.ZipFile(tmp_path / "ana.zip") as zf:
-        [name] = [n for n in zf.namelist() if n.startswith("images/")]
+        [name] = [n for n in zf.namelist() if n.startswith("files/photos/")]
         assert zf.read(name) == PHOTO
-    await delete_user(app, ident.user_id)
+    await app.userdata.delete(ident.user_id)
 
-    assert stored(app) == []
+    assert await stored(app) == []
 
 
 def test_a_big_photo_costs_the_context_budget_a_flat_amount() -> None:
@@ -268,7 +266,7 @@ async def test_a_strangers_photo_is_not_downloaded(
     [reply] = await tg.wait_texts(stranger, 1)
     assert "code" in reply.lower()  # the pairing answer, nothing about the picture
     assert tg.calls_to("getFile") == []
-    assert stored(app) == []
+    assert await stored(app) == []
     assert fake_llm.chat_requests == []
 
 

@@ -4,8 +4,6 @@ server on a loopback port. Screenshots of each page land in tmp/screenshots (not
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -18,57 +16,13 @@ from storage.repos.pairing import PairingRepo
 from tests.fakes.ics_feed import FakeFeed
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user
+from tests.support.browser import CHROMIUM, confirm, go, shot, signed_in_page
 from tests.support.calendars import ics_body
 from tests.support.documents import pdf
 from tests.support.web import seed
 
-playwright_api = pytest.importorskip("playwright.async_api")
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SHOTS = Path(__file__).resolve().parent.parent / "tmp" / "screenshots"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-
+pytest.importorskip("playwright.async_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
-
-
-@pytest.fixture
-async def served(app_factory: AppFactory, fake_llm: FakeLLM) -> tuple[App, str]:
-    """An app whose web page listens on a free loopback port (stopped when the app closes)."""
-    application = await app_factory(fake_llm, web_port=0)
-    await application.web.start()
-    return application, f"http://127.0.0.1:{application.web.server.bound_port}"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    """Headless chromium (the system one: no browser download)."""
-    async with playwright_api.async_playwright() as pw:
-        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield chromium
-        await chromium.close()
-
-
-async def signed_in_page(application: App, base: str, browser: Any, user_id: int) -> Any:
-    """A new browser context signed in through a one-time link, on a phone-sized screen."""
-    context = await browser.new_context(viewport={"width": 420, "height": 900})
-    page = await context.new_page()
-    link = await application.web.auth.issue_link(user_id)
-    await page.goto(f"{base}/login/{link.rsplit('/', 1)[1]}")
-    await page.click("#signin")
-    await page.wait_for_url(f"{base}/")
-    return page
-
-
-async def shot(page: Any, name: str) -> None:
-    """Save a full-page screenshot for reviewers."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
 async def test_a_person_manages_memory_reminders_events_and_devices(
@@ -108,6 +62,7 @@ async def test_a_person_manages_memory_reminders_events_and_devices(
     await page.click(f"#fact-{seeded.fact_id} button:has-text('Forget')")
     assert "Forgotten" in await page.inner_text(".note")
     assert await page.locator(f"#fact-{seeded.fact_id}").count() == 0
+    assert page.url == f"{base}/facts"  # the fact's words are not in the URL
 
     # Create a reminder in words, then cancel it.
     await page.goto(f"{base}/reminders")
@@ -115,7 +70,7 @@ async def test_a_person_manages_memory_reminders_events_and_devices(
     await page.click("button:has-text('Remind me')")
     assert "call mom" in await page.inner_text("ul.cards")
     await shot(page, "reminders")
-    await page.click("ul.cards button:has-text('Cancel')")
+    await confirm(page, "ul.cards", "Cancel")
     assert "Cancelled" in await page.inner_text(".note")
     assert await page.locator("ul.cards").count() == 0
 
@@ -128,7 +83,7 @@ async def test_a_person_manages_memory_reminders_events_and_devices(
     qr_width = await page.locator("img.qr").evaluate("img => img.naturalWidth")
     assert qr_width > 0  # the QR code renders (a data: URI the page's CSP allows)
     await shot(page, "devices")
-    await page.click("ul.cards button:has-text('Revoke')")
+    await confirm(page, "ul.cards", "Revoke")
     assert "no longer works" in await page.inner_text(".note")
     assert await application.web.service.devices(ann) and all(
         d.revoked_at is not None for d in await application.web.service.devices(ann)
@@ -193,18 +148,17 @@ async def test_a_person_renames_marks_and_deletes_places(
     gym = await application.location.add_place(ann.id, "gym", 52.5150, 13.3800)
     home = await application.location.add_place(ann.id, "home", 52.5200, 13.4050)
     page = await signed_in_page(application, base, browser, ann.id)
-    await page.click("nav a:has-text('Places')")
+    await go(page, "Places")
     await page.wait_for_url(f"{base}/places")
     await page.fill(f"#place-{gym.id} input[name=name]", "climbing gym")
     await page.click(f"#place-{gym.id} button:has-text('Rename')")
-    await page.wait_for_url(f"{base}/places?note=*")
-    assert "Saved: climbing gym" in await page.inner_text("body")
+    assert "Saved: climbing gym" in await page.inner_text(".note")
     await page.click(f"#place-{home.id} button:has-text('Home-like')")
-    await page.wait_for_url(f"{base}/places?note=*")
+    await page.wait_for_selector(".note")
     assert "(home-like)" in await page.inner_text(f"#place-{home.id}")
     await shot(page, "places")
-    await page.click(f"#place-{gym.id} button:has-text('Delete')")
-    await page.wait_for_url(f"{base}/places?note=*")
+    await confirm(page, f"#place-{gym.id}", "Delete")
+    await page.wait_for_selector(".note")
     assert await page.locator(f"#place-{gym.id}").count() == 0
     names = [p.name for p in await application.location.places(ann.id)]
     kinds = [p.kind for p in await application.location.places(ann.id)]
@@ -225,24 +179,22 @@ async def test_a_person_adds_a_calendar_feed_and_removes_it_with_its_events(
         ann = await add_user(application, "ann", name="Ann")
         assert ann.id is not None
         page = await signed_in_page(application, base, browser, ann.id)
-        await page.click("nav a:has-text('Your calendars')")
+        await go(page, "Your calendars")
         await page.wait_for_url(f"{base}/calendars")
         assert "no calendars linked yet" in await page.inner_text("main")
         await page.fill("input[name=url]", f"{feed.url}?key=hunter2hunter2")
         await page.fill("input[name=name]", "Climbing club")
         await page.click("button:has-text('Add calendar')")
-        await page.wait_for_url(f"{base}/calendars?note=*")
         assert "Subscribed to Climbing club" in await page.inner_text(".note")
         card = await page.inner_text("ul.cards li")
         assert "Climbing club" in card and "1 event(s)" in card and "?key=…" in card
         assert "hunter2" not in await page.content()
         await shot(page, "calendars")
-        await page.click("nav a[href='/calendar']")
+        await go(page, "Calendar")
         assert "Climbing with Ana" in await page.inner_text("main")
 
         await page.goto(f"{base}/calendars")
-        await page.click("ul.cards li button:has-text('Remove')")
-        await page.wait_for_url(f"{base}/calendars?note=*")
+        await confirm(page, "ul.cards li", "Remove")
         assert "Removed Climbing club and its 1 event(s)" in await page.inner_text(".note")
         assert await page.locator("ul.cards li").count() == 0
         await page.goto(f"{base}/calendar")
@@ -261,7 +213,7 @@ async def test_a_person_uploads_a_pdf_and_finds_it_in_memory(
     lease = tmp_path / "lease.pdf"
     lease.write_bytes(pdf("Flat lease of Ann", "The monthly rent is 950 EUR"))
     page = await signed_in_page(application, base, browser, ann.id)
-    await page.click("nav a:has-text('Upload')")
+    await go(page, "Upload")
     await page.wait_for_url(f"{base}/upload")
     await page.set_input_files("#upload-file", str(lease))
     await page.click("#upload-send")

@@ -59,7 +59,7 @@ async def test_journal_page_shows_entries_and_charts_only_to_their_owner(
         await sign_in(app, client, bob)
         page = await client.get("/journal")
         assert "No journal entries yet." in page.text and newest.text[:30] not in page.text
-        assert "<img" not in page.text and "too little to tell" in page.text
+        assert '<img class="chart"' not in page.text and "too little to tell" in page.text
         theirs = await client.get("/journal/chart.png", params={"metric": "stress"})
         assert theirs.status_code == 404
 

@@ -6,7 +6,6 @@ as a chat's, and is refused (nothing stored) when too big or of another kind.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,10 +27,12 @@ PNG = b"\x89PNG\r\n\x1a\n a picture of a whiteboard " + bytes(range(256)) * 4
 SEEN = {"description": "A whiteboard with the sprint plan.", "text": "ship uploads friday"}
 
 
-def files_in(app: App) -> list[Path]:
-    """Every file kept in the data dir's documents and images folders."""
-    root = app.settings.data_dir
-    return sorted(p for d in ("documents", "images") for p in (root / d).rglob("*") if p.is_file())
+async def kept(app: App) -> list[bytes]:
+    """Every document and picture kept in the file store."""
+    out = []
+    for kind in ("documents", "photos"):
+        out += [await app.files.get(kind, f.key) for f in await app.files.listing(kind)]
+    return out
 
 
 async def chunks_of(app: App, user: User) -> int:
@@ -77,7 +78,7 @@ async def test_a_pdf_uploaded_on_the_page_is_read_said_and_found_by_memory_searc
         found = await client.get("/memory", params={"q": "monthly rent"})
         assert "950 EUR" in found.text
     # The same Documents service as a chat: the file is kept and read by page, no model call.
-    assert [p.read_bytes() for p in files_in(app)] == [LEASE]
+    assert await kept(app) == [LEASE]
     assert await chunks_of(app, ann) == 3
     assert fake_llm.chat_requests == []
 
@@ -188,7 +189,7 @@ async def test_a_file_over_the_limit_is_refused_and_nothing_is_stored(
             "/upload", data={"csrf": csrf}, files={"file": ("huge.pdf", huge, "application/pdf")}
         )
         assert "That file is too big for me" in (await client.get(sent.headers["location"])).text
-    assert files_in(app) == []
+    assert await kept(app) == []
     assert await chunks_of(app, ann) == 0
     assert await app.web.service.recent_days(ann) == []  # no message was stored either
 
@@ -209,7 +210,7 @@ async def test_a_wrong_kind_of_file_is_refused_whatever_its_name_says(app: App) 
             assert f"{name} is none of those" in answer.json()["detail"]
         empty = await client.post("/api/v1/uploads", data={"note": "hi"}, headers=headers)
         assert empty.status_code == 422
-    assert files_in(app) == []
+    assert await kept(app) == []
     assert await app.web.service.recent_days(ann) == []
 
 
@@ -221,7 +222,7 @@ async def test_the_form_without_its_csrf_token_is_refused_and_stores_nothing(app
             "/upload", data={"csrf": "forged"}, files={"file": ("lease.pdf", LEASE)}
         )
         assert sent.status_code == 403
-    assert files_in(app) == []
+    assert await kept(app) == []
 
 
 async def test_a_photo_is_kept_and_described_like_one_sent_in_chat(
@@ -260,7 +261,7 @@ async def test_a_photo_is_kept_and_described_like_one_sent_in_chat(
             "/api/v1/memory/search", params={"q": "sprint plan whiteboard"}, headers=headers
         )
         assert any("ship uploads friday" in t for t in hit_texts(found))
-    assert [p.read_bytes() for p in files_in(app)] == [PNG]
+    assert await kept(app) == [PNG]
 
 
 async def test_without_a_vision_model_a_photo_is_kept_and_the_page_says_so(app: App) -> None:
@@ -273,4 +274,4 @@ async def test_without_a_vision_model_a_photo_is_kept_and_the_page_says_so(app: 
         page = await client.get(sent.headers["location"])
     assert "I saved your photo, but I can&#39;t see pictures" in page.text
     assert "not described yet" in page.text
-    assert [p.read_bytes() for p in files_in(app)] == [PNG]
+    assert await kept(app) == [PNG]

@@ -1,6 +1,7 @@
 """Documents people send (PDF): kept with their message, read page by page, searchable by page.
 
-The file goes to ``<data dir>/documents/<user id>/`` and is listed in its message's
+The file goes to the file store (kind ``documents``, key ``<user id>/<message>-<n>-<name>``;
+the database on PostgreSQL, so every process has it) and is listed in its message's
 ``meta["documents"]`` (path, name, pages, searchable chunks). Its text is read with pypdf (off
 the event loop), cut into chunks of about ``CHUNK_CHARS`` characters that never cross a page,
 stored as ``documentchunk`` rows, and indexed as memory items of kind ``document`` whose
@@ -15,12 +16,12 @@ import io
 import logging
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from bot.agent.memory.index import MemoryIndex
 from bot.feature import Feature, FileKind
 from bot.messages import Attachment
 from storage.db import Database
+from storage.files import FileStore
 from storage.models import DocumentChunk
 from storage.repos.messages import MessageRepo
 from storage.repos.senses import DocumentRepo
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 CHUNK_CHARS = 1200
 """About a paragraph or two: small enough for a precise page citation, big enough for context."""
 MAX_PAGES = 500
+KIND = "documents"
+"""The file store's kind for documents."""
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -100,17 +103,17 @@ class ReadDocument:
 class Documents:
     """Keeps, reads and indexes the documents of messages."""
 
-    def __init__(self, *, db: Database, root: Path, index: MemoryIndex | None) -> None:
+    def __init__(self, *, db: Database, files: FileStore, index: MemoryIndex | None) -> None:
         self.db = db
-        self.root = root
+        self.files = files
         self.index = index
 
     async def keep(self, user_id: int, message_id: int, att: Attachment, n: int) -> ReadDocument:
         """Store one document, read it and index its chunks."""
         assert att.data is not None
         name = att.name or "document.pdf"
-        rel = Path(str(user_id)) / f"{message_id}-{n}-{_SAFE.sub('_', name)[-80:]}"
-        await asyncio.to_thread(_write, self.root / rel, att.data)
+        rel = f"{int(user_id)}/{int(message_id)}-{n}-{_SAFE.sub('_', name)[-80:]}"
+        await self.files.put(KIND, rel, att.data)
         try:
             pages = await asyncio.to_thread(pages_of, att.data)
         except UnreadableDocument as exc:
@@ -131,24 +134,19 @@ class Documents:
         return ReadDocument(name, len(pages), len(pieces))
 
     async def _note(
-        self, user_id: int, message_id: int, rel: Path, name: str, pages: int, chunks: int
+        self, user_id: int, message_id: int, rel: str, name: str, pages: int, chunks: int
     ) -> None:
         async with self.db.session() as s:
             row = await MessageRepo(s).get(user_id, message_id)
             listed = list(((row.meta or {}) if row else {}).get("documents") or [])
-            listed.append({"path": rel.as_posix(), "name": name, "pages": pages, "chunks": chunks})
+            listed.append({"path": rel, "name": name, "pages": pages, "chunks": chunks})
             await MessageRepo(s).set_meta(user_id, message_id, documents=listed)
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
 
 
 FEATURE = Feature(
     name="documents",
     about="PDFs people send: kept, read page by page and searchable with page citations.",
     tables=("documentchunk",),
-    files=(FileKind("documents", "PDF files people sent, by user and message"),),
+    files=(FileKind(KIND, "PDF files people sent, by user and message"),),
 )
 """Documents' declaration (issue 28)."""

@@ -1,7 +1,8 @@
 """Photos people send: kept in the data dir with their message, described by a vision model.
 
 A picture arrives as an ``Attachment`` of kind ``image`` carrying its (size-capped) bytes. It is
-written under ``<data dir>/images/<user id>/`` and listed in its message's ``meta["images"]``,
+kept in the file store (kind ``photos``, key ``<user id>/<message id>-<n>.<ext>``: the
+database on PostgreSQL, so every process finds it) and listed in its message's ``meta["images"]``,
 so it belongs to the message (export and erase follow the message's user). When the smart
 model accepts images (the ``vision`` setting), each picture is described through OpenAI-style
 ``image_url`` content parts (a base64 data URL: the endpoint never fetches anything), and the
@@ -11,11 +12,9 @@ pictures wait; ``lifebot memory reindex --images`` describes them once a vision 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from bot.agent.llm import LLM, data_url, image_parts, parse_json_object
@@ -24,6 +23,7 @@ from bot.errors import AgentError
 from bot.feature import Feature, FileKind
 from bot.messages import Attachment
 from storage.db import Database
+from storage.files import FileStore
 from storage.repos.messages import MessageRepo
 
 log = logging.getLogger(__name__)
@@ -67,31 +67,30 @@ class Seen:
         return out
 
 
-class PhotoStore:
-    """Picture files under one root (``<data dir>/images``), named by user and message."""
+KIND = "photos"
+"""The file store's kind for pictures."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+
+class PhotoStore:
+    """Pictures in the file store, named by user and message."""
+
+    def __init__(self, files: FileStore) -> None:
+        self.files = files
 
     async def save(
         self, user_id: int, message_id: int, index: int, data: bytes, mime_type: str
     ) -> dict[str, Any]:
-        """Write one picture; the entry for its message's ``meta["images"]``."""
-        rel = Path(str(user_id)) / f"{message_id}-{index}{_SUFFIX.get(mime_type, '.img')}"
-        await asyncio.to_thread(_write, self.root / rel, data)
-        return {"path": rel.as_posix(), "mime_type": mime_type, "size": len(data)}
+        """Store one picture; the entry for its message's ``meta["images"]``."""
+        key = f"{int(user_id)}/{int(message_id)}-{index}{_SUFFIX.get(mime_type, '.img')}"
+        await self.files.put(KIND, key, data)
+        return {"path": key, "mime_type": mime_type, "size": len(data)}
 
-    async def load(self, rel: str) -> bytes:
-        """The bytes of a stored picture (its path as listed in the message)."""
-        path = (self.root / rel).resolve()
-        if not path.is_relative_to(self.root.resolve()):
-            raise ValueError(f"{rel!r} is not inside the picture folder")
-        return await asyncio.to_thread(path.read_bytes)
+    async def load(self, key: str) -> bytes:
+        """The bytes of a stored picture (its key as listed in the message).
 
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+        MissingFile when it is not stored; BadKey (a ValueError) for a key that is not one.
+        """
+        return await self.files.get(KIND, key)
 
 
 class Photos:
@@ -205,6 +204,6 @@ def saw(seen: Sequence[Seen]) -> str:
 FEATURE = Feature(
     name="photos",
     about="Pictures people send: kept with their message, described by a vision model, searchable.",
-    files=(FileKind("photos", "pictures people sent, by user and message"),),
+    files=(FileKind(KIND, "pictures people sent, by user and message"),),
 )
 """Photos' declaration (issue 28): the pictures live in their messages' ``meta``."""

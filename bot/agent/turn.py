@@ -101,6 +101,8 @@ def history_to_openai(rows: list[Message]) -> list[dict[str, Any]]:
             if row.tool_calls:
                 msg["tool_calls"] = row.tool_calls
             out.append(msg)
+        elif row.role == "notice":
+            continue  # lifebot's fixed words (a restart's /retry offer): never the person's
         elif row.text:
             out.append({"role": "user", "content": row.text})
     return out

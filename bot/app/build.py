@@ -33,7 +33,7 @@ from bot.agent.tools import default_registry
 from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
 from bot.agent.websearch import build_web_search, web_search_tool
-from bot.app.features import route_by_intent
+from bot.app.features import REGISTRY, open_files, route_by_intent
 from bot.app.logsafe import redactor_for
 from bot.app.memory_root import build_memory
 from bot.app.settings_view import effective_settings
@@ -72,8 +72,12 @@ from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
 from bot.web.control import ControlPanel
 from bot.web.room import WebRoom, build_web
 from storage.db import Database
+from storage.files import FileStore
+from storage.files.adopt import adopt_legacy
+from storage.files.private import private_dir
 from storage.locks import AdvisoryKeyedLocks
 from storage.notify import PushListener
+from storage.portable import UserData
 from storage.repos.devices import DeviceRepo
 
 if TYPE_CHECKING:
@@ -92,6 +96,10 @@ class App:
     """The one source of "now"."""
     db: Database
     """Storage (SQLite or PostgreSQL)."""
+    files: FileStore
+    """Every file a feature keeps, by declared kind (the database's on PostgreSQL)."""
+    userdata: UserData
+    """Export, import and delete-my-data over every registered feature."""
     llm: OpenAILLM
     """The language model client (fast and smart models)."""
     transcriber: Transcriber
@@ -181,14 +189,8 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
     # One speech model for every channel (pendant, voice notes); it loads on first use.
     stt = transcriber or FasterWhisperTranscriber.from_settings(settings)
     memory = build_memory(settings, db, llm, clock)
-    photos = Photos(
-        db=db,
-        llm=llm,
-        store=PhotoStore(settings.data_dir / "images"),
-        index=memory.index,
-        vision=settings.vision,
-    )
-    documents = Documents(db=db, root=settings.data_dir / "documents", index=memory.index)
+    files, userdata = build_storage(settings, db, clock, memory)
+    photos, documents = build_senses(settings, db, llm, memory, files)
     # The fast model scores journal entries when one is configured; else the offline lexicon.
     scorer: Scorer = LLMScorer(llm, llm.fast_model) if llm.configured else LexiconScorer()
     summaries = Summaries(db, llm, configured=llm.configured, model_name=llm.model)
@@ -299,6 +301,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
                 300,
                 propose_from_stays,
                 "propose events from the day's stays (each user's local 21:30)",
+                next_due=stay_proposals.next_due,  # at the set time, not on the next poll
             ),
         ],
     )
@@ -324,7 +327,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         # Segments that name a day become proposed events through the usual scan.
         after=lambda: jobs.service.run_soon(PROPOSAL_SCAN),
     )
-    omi = OmiInbox(db, clock, settings.data_dir / "spool" / "omi")
+    omi = OmiInbox(db, clock, files)
     # This process's newest log lines, cleaned of every declared secret before they are kept.
     ring = process_ring()
     ring.redact = redactor_for(settings).clean
@@ -351,6 +354,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         location=location,
         journal=journal,
         meetings=meetings,
+        userdata=userdata,
         control=control,
     )
 
@@ -401,6 +405,8 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         settings=settings,
         clock=clock,
         db=db,
+        files=files,
+        userdata=userdata,
         llm=llm,
         transcriber=stt,
         tools=tools,
@@ -423,17 +429,53 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
     )
 
 
+def build_senses(
+    settings: Settings, db: Database, llm: OpenAILLM, memory: MemoryService, files: FileStore
+) -> tuple[Photos, Documents]:
+    """Pictures and PDFs people send: kept in the file store, indexed as memory."""
+    photos = Photos(
+        db=db, llm=llm, store=PhotoStore(files), index=memory.index, vision=settings.vision
+    )
+    return photos, Documents(db=db, files=files, index=memory.index)
+
+
+def build_storage(
+    settings: Settings, db: Database, clock: Clock, memory: MemoryService
+) -> tuple[FileStore, UserData]:
+    """The file store of every registered kind, and the user data service over it.
+
+    The service exports, imports and deletes every registered feature's tables and files.
+    """
+    files = open_files(settings, db)
+    corpora = memory.index.corpora
+
+    async def forget_words(user_id: int) -> None:
+        corpora.forget(user_id)  # the in-memory copy; the files went with the user's
+
+    return files, UserData(
+        db=db,
+        files=files,
+        tables=sorted(REGISTRY.user_tables()),
+        clock=clock,
+        spool_dir=settings.data_dir / "spool",
+        work_dir=settings.data_dir / "tmp",
+        # Rows imported without vectors are embedded; a deleted user's words are forgotten.
+        after_import=[memory.index_pending],
+        after_delete=[forget_words],
+    )
+
+
 async def start_app(app: App) -> None:
-    """Prepare storage (data dir, migrations); only the owner may read the data."""
-    await asyncio.to_thread(_private_dir, app.settings.data_dir)
+    """Prepare storage (data dir, migrations, the file store); only the owner may read it.
+
+    Files older versions kept in their own folders (photos, documents, Omi's inbox) move
+    into the file store here: into the database on PostgreSQL, so every host sees them.
+    """
+    await asyncio.to_thread(private_dir, app.settings.data_dir)  # 0700, also if it was 0755
     await app.db.migrate()
     if app.db.path is not None:
         await asyncio.to_thread(_private_files, app.db.path)
-
-
-def _private_dir(path: Path) -> None:
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path.chmod(0o700)  # also when it existed from an older version with 0755
+    await adopt_legacy(app.files, app.settings.data_dir)
 
 
 def _private_files(db_path: Path) -> None:
@@ -516,6 +558,7 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
         clock=app.clock,
         options=DeviceOptions.from_settings(app.settings),
         memory=app.memory,
+        files=app.files,
     )
     jobs = app.jobs
 
@@ -567,6 +610,7 @@ async def start_wyoming(app: App, speech: FairTranscriber) -> None:
         satellites=WyomingOptions.parse_satellites(s.wyoming_satellites),
         trusted=s.wyoming_trusted,
         model=s.stt_model,
+        zeroconf=s.wyoming_zeroconf,
     )
     service = WyomingService(
         options,

@@ -12,6 +12,7 @@ from bot.agent import documents, people, photos, websearch
 from bot.agent.journal import feature as journal
 from bot.agent.memory import feature as memory
 from bot.agent.tools.base import ToolRegistry
+from bot.config import Settings
 from bot.device import feature as devices
 from bot.dispatch import feature as conversations
 from bot.feature import Registry
@@ -19,6 +20,8 @@ from bot.jobs import feature as jobs
 from bot.location import feature as location
 from bot.mcp import feature as mcp
 from bot.web import feature as web
+from storage.db import Database
+from storage.files import FileStore
 
 REGISTRY = Registry(
     (
@@ -45,6 +48,14 @@ REGISTRY = Registry(
     )
 )
 """Every feature of this lifebot, in the order they are described to newcomers."""
+
+
+def open_files(settings: Settings, db: Database) -> FileStore:
+    """The file store of every registered kind (no I/O).
+
+    Lasting kinds live in the database on PostgreSQL, else in the data folder's ``files``.
+    """
+    return FileStore.open(db, settings.data_dir, REGISTRY.file_kinds())
 
 
 def route_by_intent(tools: ToolRegistry) -> ToolRegistry:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from bot import logctx
 from bot.app import logsafe
+from storage.files.private import open_private, private_dir
 
 if TYPE_CHECKING:
     from bot.config import Settings
@@ -77,7 +79,11 @@ def setup_logging(
     target = settings.log_file or to_file
     handler: logging.Handler
     if target is not None:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        # Log lines name people and quote them: the file is the owner's alone (0600), like
+        # the database, even when it existed before with looser modes.
+        if not target.parent.exists():
+            private_dir(target.parent)
+        os.close(open_private(target, "a"))
         handler = logging.FileHandler(target, encoding="utf-8")
     else:
         handler = logging.StreamHandler(stream or sys.stderr)

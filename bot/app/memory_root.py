@@ -7,6 +7,7 @@ only (no channels, scheduler, web page or journal): the command answers in about
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from bot.agent.llm import LLM
@@ -15,6 +16,8 @@ from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
 from bot.config import Settings
 from storage.db import Database
+from storage.files.local import local_folder
+from storage.files.private import private_dir
 
 
 def build_memory(
@@ -37,7 +40,8 @@ def build_memory(
         quiet_minutes=settings.extraction_quiet_minutes,
         every_messages=settings.extraction_every_messages,
         # Tokenised text of past searches: a cold `memory search` does not stem it all again.
-        cache_dir=settings.data_dir / "search-cache",
+        # A derived kind of the file store: always this host's folder (memory's FileKind).
+        cache_dir=local_folder(settings.data_dir, "search-cache"),
     )
 
 
@@ -62,7 +66,7 @@ class MemoryApp:
 
     async def start(self) -> None:
         """Prepare storage, as ``start_app`` does."""
-        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(private_dir, self.settings.data_dir)
         await self.db.migrate()
 
     async def close(self) -> None:

@@ -108,13 +108,13 @@ class DeviceAdapter:
         return self.omi is not None and name in self.omi.names and name not in self.hub.connections
 
     async def _heard_through_omi(self, name: str) -> bool:
-        """Like ``is_omi``, also after a restart (the device's Omi inbox folder exists)."""
+        """Like ``is_omi``, also after a restart (the device has chunks in Omi's inbox)."""
         if self.is_omi(name):
             return True
         if self.omi is None or name in self.hub.connections:
             return False
         device = await self.hub.active_device_named(name)
-        return device is not None and self.omi.inbox.is_omi(device.id)
+        return device is not None and await self.omi.inbox.is_omi(device.id)
 
     async def send(self, msg: OutboundMessage) -> Receipt:
         """Send a whole message as a ``reply`` frame (and speech); buttons offered in words."""

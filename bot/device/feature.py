@@ -4,11 +4,18 @@ from __future__ import annotations
 
 from bot.feature import Access, Feature, FileKind, Route, Secret
 
+DEVICE_AUDIO = FileKind(
+    "device-audio",
+    "audio of finished pendant sessions kept with LIFEBOT_DEVICE_KEEP_AUDIO (live audio is in "
+    "this host's spool until transcribed)",
+)
+"""Kept session audio, ``<user id>/<session id>.pcm``."""
+
 PENDANT = Feature(
     name="pendant",
     about="Voice devices on lifebot's own WebSocket protocol: ask, listen ambiently, hear back.",
     tables=("device", "devicesession", "audiosegment"),
-    files=(FileKind("device-audio", "audio of pendant sessions, kept until transcribed"),),
+    files=(DEVICE_AUDIO,),
     secrets=(Secret("device token", shape=r"(lbd_)[A-Za-z0-9_\-]{8,}"),),
     routes=(Route("/api/v1/devices", Access.BEARER), Route("/devices", Access.SESSION)),
 )
@@ -24,7 +31,11 @@ OMI = Feature(
             per_user=False,
         ),
     ),
-    routes=(Route("/omi", Access.PATH_TOKEN, max_body=8 * 1024 * 1024),),
+    routes=(
+        Route("/omi", Access.PATH_TOKEN, max_body=8 * 1024 * 1024),
+        # The conversation ("memory created") webhook: a transcript, not audio.
+        Route("/omi/{token}/conversation", Access.PATH_TOKEN, max_body=5_000_000),
+    ),
 )
 """Omi's declaration (its device tokens are the pendant's)."""
 

@@ -17,6 +17,7 @@ from bot.clock import Clock
 from bot.device import protocol as p
 from bot.device.audio import TARGET_RATE
 from bot.device.choices import SpokenChoices
+from bot.device.feature import DEVICE_AUDIO
 from bot.device.options import Connection, DeviceInfo, DeviceOptions
 from bot.device.session import SessionDeps, SessionPipeline
 from bot.device.spool import Spool
@@ -25,6 +26,7 @@ from bot.errors import ChannelError
 from bot.messages import Address, InboundMessage
 from bot.speech.transcribe import Transcriber
 from storage.db import Database
+from storage.files import FileStore
 from storage.models import AudioSegment, DeviceSession
 from storage.repos.devices import DEVICE_ACCOUNT, DEVICE_CHANNEL, DeviceRepo, SessionRepo
 
@@ -52,6 +54,7 @@ class DeviceHub:
         clock: Clock,
         options: DeviceOptions,
         memory: Any = None,
+        files: FileStore | None = None,
     ) -> None:
         self.db = db
         self.transcriber = transcriber
@@ -59,6 +62,9 @@ class DeviceHub:
         self.options = options
         self.memory = memory
         """The memory index (``index_pending``) when the memory feature is present."""
+        self.files = files
+        """Where a finished session's audio goes with ``keep_audio`` (shared by every host on
+        PostgreSQL); None: it stays in this host's spool."""
         self.spool = Spool(options.spool_dir)
         # Several utterances may wait in the transcriber at once: it packs short ones that wait
         # together into one model window. The bound keeps audio held in memory small.
@@ -276,8 +282,11 @@ class DeviceHub:
         await self._delete_if_done(pipeline.id)
 
     async def _delete_if_done(self, session_id: str) -> None:
-        """Delete a closed session's audio once every utterance in it is transcribed."""
-        if self.options.keep_audio or session_id in self.sessions:
+        """Take a closed, fully transcribed session's audio out of the spool.
+
+        It is deleted, or with ``keep_audio`` moved into the file store (kind device-audio).
+        """
+        if session_id in self.sessions or (self.options.keep_audio and self.files is None):
             return
         async with self.db.session() as s:
             repo = SessionRepo(s)
@@ -286,6 +295,11 @@ class DeviceHub:
                 return
             waiting, _ = await repo.count_unfinished(session_id)
         if waiting == 0 and self.spool.samples(session_id) <= row.vad_cursor:
+            if self.options.keep_audio and self.files is not None:
+                path = self.spool.path(session_id)
+                if path.exists():
+                    key = f"{row.user_id}/{session_id}.pcm"
+                    await self.files.put_file(DEVICE_AUDIO.name, key, path)
             self.spool.delete(session_id)
 
     async def recover(self) -> int:

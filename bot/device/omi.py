@@ -1,11 +1,13 @@
-"""The Omi inbox: "Realtime audio bytes" chunks, on disk before the webhook is answered.
+"""The Omi inbox: "Realtime audio bytes" chunks, stored before the webhook is answered.
 
 Omi's cloud backend POSTs raw PCM16 little-endian mono to ``/omi/<token>?sample_rate=..&uid=..``
 every N seconds and only waits 15 s for an answer, retrying a chunk that was not answered. So a
-chunk is written here (one file, renamed into place, synced) and answered at once; the device
-channel's feeder (``omi_feed.py``) turns chunks into session audio afterwards, in arrival order.
+chunk is stored here (one file of the file store: a synced rename in a folder with SQLite, one
+transaction with PostgreSQL, so the web page and the pendant channel may run on two hosts) and
+answered at once; the device channel's feeder (``omi_feed.py``) turns chunks into session audio
+afterwards, in arrival order.
 
-A chunk file moves through names, so a crash at any point is recovered without loss or double:
+A chunk moves through names, so a crash at any point is recovered without loss or double:
 
 * ``<arrival>-<key>-<rate>.chunk``: received, not yet in a session's spool;
 * ``….fed-<session>-<offset>``: being appended to that session's spool at that sample offset
@@ -22,17 +24,15 @@ import asyncio
 import errno
 import hashlib
 import logging
-import os
 import re
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from pathlib import Path
 
 from bot.clock import Clock
 from storage.db import Database
+from storage.files import FileStore
 from storage.repos.devices import DeviceRepo
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,8 @@ MIN_RATE = 8000
 MAX_RATE = 48000
 MAX_CHUNK_BYTES = 8 * 1024 * 1024
 """About 4 minutes of 16 kHz audio: far above Omi's "every x seconds" chunks."""
+KIND = "omi-audio"
+"""The file store's kind for the inbox (declared by the Omi feature)."""
 TOMBSTONE_SECONDS = 3600.0
 """How long a processed chunk's key is remembered (Omi retries within about a minute)."""
 
@@ -71,19 +73,26 @@ class OmiRefused(Exception):
 class Chunk:
     """One received chunk waiting in the inbox."""
 
-    path: Path
+    key: str
+    """Its key in the file store (``<device id>/<arrival>-<digest>-<rate>.chunk``)."""
     device_id: int
     sample_rate: int
     """The rate Omi named in the query string (8000 on old devices, 16000 on current ones)."""
 
-    def read(self) -> bytes:
-        """The raw PCM16 bytes (blocking file I/O)."""
-        return self.path.read_bytes()
+    @property
+    def name(self) -> str:
+        """The file name part of the key (the arrival time, the digest, the rate, the state)."""
+        return self.key.rsplit("/", 1)[-1]
 
     @property
     def arrived_at(self) -> datetime:
         """When the chunk was received: its audio ends then (the name starts with the time)."""
-        return datetime.fromtimestamp(int(self.path.name[:20]) / 1e9, UTC)
+        return datetime.fromtimestamp(int(self.name[:20]) / 1e9, UTC)
+
+    def renamed(self, suffix: str) -> Chunk:
+        """The same chunk under another state (``.chunk``, ``.fed-...``, ``.done``)."""
+        stem = self.name.split(".", 1)[0]
+        return Chunk(f"{self.device_id}/{stem}.{suffix}", self.device_id, self.sample_rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +105,17 @@ class Claimed:
 
 
 class OmiInbox:
-    """Receives Omi chunks (the web route) and hands them out in order (the feeder)."""
+    """Receives Omi chunks (the web route) and hands them out in order (the feeder).
 
-    def __init__(self, db: Database, clock: Clock, root: Path) -> None:
+    The chunks live in the file store (kind ``omi-audio``): on PostgreSQL the process that
+    answers Omi's webhook and the one that feeds the pendant channel may run on two hosts.
+    """
+
+    def __init__(self, db: Database, clock: Clock, files: FileStore) -> None:
         self.db = db
         self.clock = clock
-        self.root = root
-        """``<data_dir>/spool/omi``: one folder per device id."""
+        self.files = files
+        """Where chunks are kept: one key prefix per device id."""
         self.arrived = asyncio.Event()
         """Set when a chunk was stored (the feeder also looks every second: another process
         may run the web page)."""
@@ -133,25 +146,24 @@ class OmiInbox:
         async with lock:  # a retry racing its own first try is still one chunk
             keys = self._keys.get(device.id)
             if keys is None:
-                keys = await asyncio.to_thread(self._scan_keys, device.id)
+                keys = await self._scan_keys(device.id)
                 self._keys[device.id] = keys
             if digest in keys:
                 return Received.DUPLICATE
             stamp = self._stamp()
-            await asyncio.to_thread(self._write, device.id, digest, rate, body, stamp)
+            # Stored whole or not at all (a synced rename, or one transaction): answered
+            # 2xx means kept, even through a power cut.
+            name = f"{stamp:020d}-{digest}-{rate}"
+            await self.files.put(KIND, f"{device.id}/{name}.chunk", body)
             keys.add(digest)
         self.arrived.set()
         return Received.STORED
 
-    def _scan_keys(self, device_id: int) -> set[str]:
-        folder = self.root / str(device_id)
-        if not folder.is_dir():
-            return set()
-        # A ``.part`` is a write that was never answered: its retry must be stored, not refused.
+    async def _scan_keys(self, device_id: int) -> set[str]:
         return {
             m.group(1)
-            for p in folder.iterdir()
-            if not p.name.endswith(".part") and (m := _ANY.match(p.name))
+            for info in await self.files.listing(KIND, f"{device_id}/")
+            if (m := _ANY.match(info.key.rsplit("/", 1)[-1]))
         }
 
     def _stamp(self) -> int:
@@ -160,105 +172,90 @@ class OmiInbox:
         self._last_stamp = max(now, self._last_stamp + 1)  # two chunks never share a name
         return self._last_stamp
 
-    def _write(self, device_id: int, digest: str, rate: int, body: bytes, stamp: int) -> None:
-        folder = self.root / str(device_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        name = f"{stamp:020d}-{digest}-{rate}"
-        tmp = folder / f"{name}.part"
-        with tmp.open("wb") as f:
-            f.write(body)
-            f.flush()
-            os.fsync(f.fileno())  # answered 2xx means kept, even through a power cut
-        tmp.rename(folder / f"{name}.chunk")
-        _sync_dir(folder)
-
     # --- the feeder side --------------------------------------------------------------------
 
-    def is_omi(self, device_id: int) -> bool:
+    async def is_omi(self, device_id: int) -> bool:
         """True when this device has sent audio through Omi (its answers go elsewhere)."""
-        return (self.root / str(device_id)).is_dir()
+        return bool(await self.files.listing(KIND, f"{int(device_id)}/"))
 
-    def pending(self) -> list[Chunk]:
-        """Every received chunk not yet fed, oldest first (blocking directory scan)."""
+    async def pending(self) -> list[Chunk]:
+        """Every received chunk not yet fed, oldest first."""
         out: list[Chunk] = []
-        for folder in self._folders():
-            for p in folder.iterdir():
-                m = _CHUNK.match(p.name)
-                if m:
-                    out.append(Chunk(p, int(folder.name), int(m.group(3))))
-        out.sort(key=lambda c: c.path.name)
+        for device_id, name in await self._names():
+            m = _CHUNK.match(name)
+            if m:
+                out.append(Chunk(f"{device_id}/{name}", device_id, int(m.group(3))))
+        out.sort(key=lambda c: c.name)
         return out
 
-    def claimed(self) -> list[Claimed]:
-        """Chunks a crashed run was appending (blocking directory scan)."""
+    async def claimed(self) -> list[Claimed]:
+        """Chunks a crashed run was appending."""
         out: list[Claimed] = []
-        for folder in self._folders():
-            for p in folder.iterdir():
-                m = _FED.match(p.name)
-                if m:
-                    chunk = Chunk(p, int(folder.name), int(m.group(3)))
-                    out.append(Claimed(chunk, m.group(4), int(m.group(5))))
-        out.sort(key=lambda c: c.chunk.path.name)
+        for device_id, name in await self._names():
+            m = _FED.match(name)
+            if m:
+                chunk = Chunk(f"{device_id}/{name}", device_id, int(m.group(3)))
+                out.append(Claimed(chunk, m.group(4), int(m.group(5))))
+        out.sort(key=lambda c: c.chunk.name)
         return out
 
-    @staticmethod
-    def claim(chunk: Chunk, session_id: str, offset: int) -> Chunk:
-        """Mark a chunk as being appended to ``session_id`` at ``offset`` (blocking)."""
-        stem = chunk.path.name.split(".", 1)[0]
-        target = chunk.path.with_name(f"{stem}.fed-{session_id}-{offset}")
-        chunk.path.rename(target)
-        return Chunk(target, chunk.device_id, chunk.sample_rate)
+    async def read(self, chunk: Chunk) -> bytes:
+        """The raw PCM16 bytes of a chunk."""
+        return await self.files.get(KIND, chunk.key)
 
-    @staticmethod
-    def unclaim(chunk: Chunk) -> Chunk:
-        """Put a chunk whose append never happened back in the queue (blocking)."""
-        stem = chunk.path.name.split(".", 1)[0]
-        target = chunk.path.with_name(f"{stem}.chunk")
-        chunk.path.rename(target)
-        return Chunk(target, chunk.device_id, chunk.sample_rate)
+    async def claim(self, chunk: Chunk, session_id: str, offset: int) -> Chunk:
+        """Mark a chunk as being appended to ``session_id`` at ``offset``."""
+        target = chunk.renamed(f"fed-{session_id}-{offset}")
+        await self.files.rename(KIND, chunk.key, target.key)
+        return target
 
-    @staticmethod
-    def done(chunk: Chunk) -> None:
-        """The chunk is in a session's spool: keep only an empty tombstone (blocking)."""
-        stem = chunk.path.name.split(".", 1)[0]
-        tomb = chunk.path.with_name(f"{stem}.done")
-        tomb.touch()
-        chunk.path.unlink()
+    async def unclaim(self, chunk: Chunk) -> Chunk:
+        """Put a chunk whose append never happened back in the queue."""
+        target = chunk.renamed("chunk")
+        await self.files.rename(KIND, chunk.key, target.key)
+        return target
 
-    def drop(self, chunk: Chunk) -> None:
-        """Discard a chunk that must not be kept (its device was revoked) (blocking)."""
-        self.done(chunk)
+    async def done(self, chunk: Chunk) -> None:
+        """The chunk is in a session's spool: keep only an empty tombstone."""
+        await self.files.put(KIND, chunk.renamed("done").key, b"")
+        await self.files.delete(KIND, chunk.key)
 
-    def sweep(self, now: float | None = None) -> int:
-        """Forget tombstones older than an hour and leftovers of torn writes (blocking)."""
-        now = time.time() if now is None else now
+    async def drop(self, chunk: Chunk) -> None:
+        """Discard a chunk that must not be kept (its device was revoked)."""
+        await self.done(chunk)
+
+    async def sweep(self, now: datetime | None = None) -> int:
+        """Forget tombstones older than an hour (by the wall clock the store dates files with)."""
+        now = now or datetime.now(UTC)
         removed = 0
-        for folder in self._folders():
-            for p in folder.iterdir():
-                if not p.name.endswith((".done", ".part")):
-                    continue
-                try:
-                    if now - p.stat().st_mtime > TOMBSTONE_SECONDS:
-                        p.unlink()
-                        removed += 1
-                except FileNotFoundError:
-                    continue
-        self._keys.clear()  # rebuilt from the folder on the next POST
+        for info in await self.files.listing(KIND):
+            if not info.key.endswith((".done", ".part")):
+                continue
+            if (now - info.modified).total_seconds() > TOMBSTONE_SECONDS:
+                removed += int(await self.files.delete(KIND, info.key))
+        self._keys.clear()  # rebuilt from the store on the next POST
         return removed
 
-    def waiting_bytes(self, device_id: int) -> int:
-        """Bytes of received chunks not yet in a session (``device status``; blocking)."""
-        folder = self.root / str(device_id)
-        if not folder.is_dir():
-            return 0
+    async def waiting_bytes(self, device_id: int) -> int:
+        """Bytes of received chunks not yet in a session (``device status``)."""
         return sum(
-            p.stat().st_size for p in folder.iterdir() if _CHUNK.match(p.name) or _FED.match(p.name)
+            info.size
+            for info in await self.files.listing(KIND, f"{int(device_id)}/")
+            if (name := info.key.rsplit("/", 1)[-1]) and (_CHUNK.match(name) or _FED.match(name))
         )
 
-    def _folders(self) -> list[Path]:
-        if not self.root.is_dir():
-            return []
-        return [p for p in self.root.iterdir() if p.is_dir() and p.name.isdigit()]
+    async def stored_bytes(self) -> int:
+        """Bytes of everything in the inbox (the spool's cap counts them)."""
+        return await self.files.total(KIND)
+
+    async def _names(self) -> list[tuple[int, str]]:
+        """(device id, file name) of everything in the inbox."""
+        out = []
+        for info in await self.files.listing(KIND):
+            device, _, name = info.key.partition("/")
+            if device.isdigit() and "/" not in name:
+                out.append((int(device), name))
+        return out
 
 
 def _rate(raw: str | None) -> int:
@@ -268,15 +265,3 @@ def _rate(raw: str | None) -> int:
     if not MIN_RATE <= rate <= MAX_RATE:
         raise OmiRefused(400, f"sample_rate must be {MIN_RATE} to {MAX_RATE}, not {rate}.")
     return rate
-
-
-def _sync_dir(folder: Path) -> None:
-    """Make a rename durable (a no-op where directories cannot be opened)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

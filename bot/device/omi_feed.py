@@ -104,11 +104,11 @@ class OmiFeed:
     async def recover(self) -> int:
         """A chunk marked as being appended: done if the spool grew past its offset, else again."""
         settled = 0
-        for item in await asyncio.to_thread(self.inbox.claimed):
+        for item in await self.inbox.claimed():
             if self.hub.spool.samples(item.session_id) > item.offset:
-                await asyncio.to_thread(self.inbox.done, item.chunk)
+                await self.inbox.done(item.chunk)
             else:
-                await asyncio.to_thread(self.inbox.unclaim, item.chunk)
+                await self.inbox.unclaim(item.chunk)
             settled += 1
         return settled
 
@@ -125,7 +125,7 @@ class OmiFeed:
                 await self.close_idle()
                 if time.monotonic() - self._swept >= SWEEP_EVERY:
                     self._swept = time.monotonic()
-                    await asyncio.to_thread(self.inbox.sweep)
+                    await self.inbox.sweep()
             except asyncio.CancelledError:
                 raise
             except OSError as exc:
@@ -139,7 +139,7 @@ class OmiFeed:
     async def feed_pending(self) -> int:
         """Feed every waiting chunk; return how many were fed."""
         fed = 0
-        for chunk in await asyncio.to_thread(self.inbox.pending):
+        for chunk in await self.inbox.pending():
             if await self._feed(chunk):
                 fed += 1
         return fed
@@ -149,7 +149,7 @@ class OmiFeed:
         if device is None:
             # Revoked after the chunk came in: nothing a revoked token sent is kept.
             log.warning("dropped Omi audio of a revoked device (id %s)", chunk.device_id)
-            await asyncio.to_thread(self.inbox.drop, chunk)
+            await self.inbox.drop(chunk)
             stream = self._streams.pop(chunk.device_id, None)
             if stream is not None:
                 await self.hub.disconnect(stream.link, stream.pipeline)
@@ -161,17 +161,15 @@ class OmiFeed:
             await self._add(stream, await asyncio.to_thread(stream.decoder.flush))
             stream.decoder = Decoder("pcm16", chunk.sample_rate, 1)
             stream.rate = chunk.sample_rate
-        data = await asyncio.to_thread(chunk.read)
-        claimed = await asyncio.to_thread(
-            self.inbox.claim, chunk, stream.pipeline.id, stream.pipeline.spool.samples
-        )
+        data = await self.inbox.read(chunk)
+        claimed = await self.inbox.claim(chunk, stream.pipeline.id, stream.pipeline.spool.samples)
         try:
             pcm = await asyncio.to_thread(stream.decoder.decode, data)
             await self._add(stream, pcm, chunk.arrived_at)
         except BaseException:
-            await asyncio.to_thread(self.inbox.unclaim, claimed)
+            await self.inbox.unclaim(claimed)
             raise
-        await asyncio.to_thread(self.inbox.done, claimed)
+        await self.inbox.done(claimed)
         now = time.monotonic()
         stream.gap, stream.last = now - stream.last, now
         if stream.pipeline.spool.seconds >= self.hub.options.max_session_seconds:

@@ -41,6 +41,13 @@ CURSOR_EVERY = TARGET_RATE * 30
 SYNC_EVERY_SECONDS = 1.0
 PARTIAL_EVERY = TARGET_RATE
 """Samples of new speech between two partial transcripts of the utterance in progress."""
+CONTEXT_GAP = int(TARGET_RATE * 2.0)
+"""An utterance that starts this soon after the previous one ended is heard in its context."""
+CONTEXT_MAX = int(TARGET_RATE * 6.0)
+"""At most this much of the previous utterance goes to the model as context. A sentence cut
+in two at a pause lost words when each half was transcribed alone (espeak-ng sentences with
+a 700 ms pause: "Call the dentist | to move my appointment"); with the speech before it the
+model hears the second half as the continuation it is (see ``Transcriber.transcribe_pcm``)."""
 
 
 class SessionOutcomes(Protocol):
@@ -115,11 +122,15 @@ class SessionPipeline:
         self._heard_ambient = False
         self.next_seq = row.next_seq
         """The ``seq`` the next utterance will get (partials carry its ``segment_id``)."""
-        self._guess: tuple[tuple[int, int], asyncio.Task[Transcript]] | None = None
+        self._guess: tuple[tuple[int, int], asyncio.Task[Transcript | None]] | None = None
         """The likely next utterance (start, end), transcribing before VAD decided it ended."""
-        self._early: dict[tuple[int, int], asyncio.Task[Transcript]] = {}
+        self._early: dict[tuple[int, int], asyncio.Task[Transcript | None]] = {}
         """Guesses that proved right: cut utterances whose transcription already started."""
         self._partial: asyncio.Task[None] | None = None
+        self._last_cut: Cut | None = None
+        """The latest utterance cut in this session (its audio is context for the next)."""
+        self._context: dict[tuple[int, int], int] = {}
+        """Cut utterances (start, end) -> where their context begins in the spool."""
         self._partial_at = 0
         self._work = 0
         self._idle = asyncio.Event()
@@ -148,7 +159,7 @@ class SessionPipeline:
 
     async def _end_of_stream(self) -> None:
         if self._ptt_start is not None:
-            await self._cut(Cut(self._ptt_start, self.spool.samples))
+            await self._cut(Cut(self._ptt_start, self.spool.samples), contextual=False)
             self._ptt_start = None
         else:
             cut = self.vad.flush()
@@ -274,7 +285,7 @@ class SessionPipeline:
                     p.Error("not_recording", "audio-stop without audio-start was ignored")
                 )
                 return
-            await self._cut(Cut(self._ptt_start, self.spool.samples))
+            await self._cut(Cut(self._ptt_start, self.spool.samples), contextual=False)
             self._ptt_start = None
             self.vad.skip_to(self.spool.samples)
             await self.send_quietly(p.Vad("silence"))
@@ -302,7 +313,12 @@ class SessionPipeline:
                 base_off, base_at = off, at
         return base_at + timedelta(seconds=(sample - base_off) / TARGET_RATE)
 
-    async def _cut(self, cut: Cut) -> None:
+    async def _cut(self, cut: Cut, *, contextual: bool = True) -> None:
+        """Record an utterance and queue it.
+
+        ``contextual``: it may be heard after the last one (not for push-to-talk: the button
+        starts a new question, and the audio before it in the spool may be from minutes ago).
+        """
         if cut.end <= cut.start:
             return
         async with self.deps.db.session() as s:
@@ -315,6 +331,9 @@ class SessionPipeline:
             assert seg.id is not None
             utt = Utterance(seg.id, seg.seq, cut.start, cut.end, seg.mode, seg.spoken_at)
         self.next_seq = max(self.next_seq, seg.seq + 1)
+        context = self._context_start(cut.start) if contextual else cut.start
+        self._context[(cut.start, cut.end)] = context
+        self._last_cut = cut
         if self._guess is not None:
             key, task = self._guess
             self._guess = None
@@ -330,6 +349,13 @@ class SessionPipeline:
         self._queue(utt)
         # An empty partial announces the utterance: the device knows a final will follow.
         await self.send_quietly(self._transcript_frame(utt, "", final=False))
+
+    def _context_start(self, start: int) -> int:
+        """Where the context of an utterance starting at ``start`` begins (``start``: none)."""
+        prev = self._last_cut
+        if prev is None or prev.end > start or start - prev.end > CONTEXT_GAP:
+            return start
+        return max(prev.start, start - CONTEXT_MAX)
 
     async def _save_cursor(self, cursor: int) -> None:
         if cursor <= self.cursor_saved:
@@ -392,7 +418,8 @@ class SessionPipeline:
         if not self.deps.options.early_final or not self.deps.transcriber.idle:
             return
         task = asyncio.create_task(
-            self._read_and_transcribe(cut.start, cut.end), name=f"stt-early-{self.id}"
+            self._read_and_speculate(cut.start, cut.end, self._context_start(cut.start)),
+            name=f"stt-early-{self.id}",
         )
         self._guess = ((cut.start, cut.end), task)
 
@@ -412,10 +439,12 @@ class SessionPipeline:
     async def _send_partial(self, speaking: Cut) -> None:
         seq = self.next_seq
         try:
-            heard = await self._read_and_transcribe(speaking.start, speaking.end)
+            heard = await self._read_and_speculate(
+                speaking.start, speaking.end, self._context_start(speaking.start)
+            )
         except TranscriptionError:
             return  # a partial is a courtesy; the final will report a real failure
-        if heard.text.strip() and self.next_seq == seq:
+        if heard is not None and heard.text.strip() and self.next_seq == seq:
             frame = p.Transcript(
                 heard.text.strip(),
                 final=False,
@@ -425,10 +454,21 @@ class SessionPipeline:
             )
             await self.send_quietly(frame)
 
-    async def _read_and_transcribe(self, start: int, end: int) -> Transcript:
+    async def _read_and_transcribe(self, start: int, end: int, context: int) -> Transcript:
         async with self.deps.stt_slots:
-            audio = await asyncio.to_thread(read_samples, self.spool.path, start, end)
-            return await self.deps.transcriber.transcribe_pcm(audio, language=self.language)
+            audio = await asyncio.to_thread(read_samples, self.spool.path, context, end)
+            return await self.deps.transcriber.transcribe_pcm(
+                audio, language=self.language, lead=start - context
+            )
+
+    async def _read_and_speculate(self, start: int, end: int, context: int) -> Transcript | None:
+        """Optional work: None when the model was busy (a final always goes first)."""
+        if not self.deps.transcriber.idle:
+            return None
+        audio = await asyncio.to_thread(read_samples, self.spool.path, context, end)
+        return await self.deps.transcriber.speculate(
+            audio, language=self.language, lead=start - context
+        )
 
     # --- workers ----------------------------------------------------------------------------
 
@@ -446,11 +486,13 @@ class SessionPipeline:
 
     async def _transcribe(self, utt: Utterance) -> None:
         early = self._early.pop((utt.start, utt.end), None)
+        context = self._context.pop((utt.start, utt.end), utt.start)
         try:
+            guessed = None
             if early is not None and not early.cancelled():
-                heard: Transcript = await early  # started during the silence that ended it
-            else:
-                heard = await self._read_and_transcribe(utt.start, utt.end)
+                guessed = await early  # started during the silence that ended it
+            # None: the guess never ran (the model got busy): transcribe it now.
+            heard = guessed or await self._read_and_transcribe(utt.start, utt.end, context)
         except TranscriptionError as exc:
             log.warning("could not transcribe %s:%s: %s", self.id, utt.seq, exc)
             await self.deps.outcomes.finish(utt, "failed", "", str(exc))

@@ -1,6 +1,8 @@
 """The durable audio spool: every received sample is on disk before anything else happens.
 
-One file per session under ``<data_dir>/spool/``, raw 16 kHz mono int16, append-only. A sample's
+One file per session under ``<data_dir>/spool/`` (a host-local working folder, 0700, files
+0600: only the process holding the pendant's socket writes and reads it; see
+docs/architecture.md), raw 16 kHz mono int16, append-only. A sample's
 offset in the file is its time in the session, so an utterance is just (start, end) offsets and
 the database only ever stores offsets. Writes go to the OS at once (a killed process loses
 nothing); ``sync`` forces them to the disk (for power loss) and runs in a worker thread.
@@ -17,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bot.device.audio import TARGET_RATE
+from storage.files.private import open_private, private_dir
 
 BYTES_PER_SAMPLE = 2
 _SESSION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -37,8 +40,8 @@ class Spool:
         return self.root / f"{session_id}.pcm"
 
     def open(self, session_id: str) -> SpoolFile:
-        """Open (or create) a session's audio file for appending."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Open (or create) a session's audio file for appending (0700 folder, 0600 file)."""
+        private_dir(self.root)
         return SpoolFile(self.path(session_id))
 
     def samples(self, session_id: str) -> int:
@@ -77,7 +80,7 @@ class SpoolFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._file: BinaryIO = path.open("ab")
+        self._file: BinaryIO = os.fdopen(open_private(path, "ab"), "ab")
         size = self._file.tell()
         if size % BYTES_PER_SAMPLE:
             # A torn write from a crash: drop the half sample so offsets stay aligned.

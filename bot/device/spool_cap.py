@@ -1,9 +1,10 @@
 """The spool's disk cap: processed audio goes first, unprocessed audio never, a warning early.
 
-Every ``check_seconds`` the keeper adds up ``DATA_DIR/spool`` (session audio and the Omi
-inbox). Over the cap, it deletes audio that is fully processed, oldest session first: files of
-closed sessions whose every utterance is transcribed (these exist with
-``LIFEBOT_DEVICE_KEEP_AUDIO``, or when a deletion was missed). Audio not yet transcribed is
+Every ``check_seconds`` the keeper adds up ``DATA_DIR/spool`` (session audio), the Omi
+inbox and the audio kept with ``LIFEBOT_DEVICE_KEEP_AUDIO`` (both in the file store). Over the
+cap, it deletes audio that is fully processed, oldest session first: spool files of closed
+sessions whose every utterance is transcribed (left when a deletion was missed), then kept
+audio. Audio not yet transcribed is
 never deleted: if the cap is still reached, new audio is refused (pendants get
 ``storage_full`` and keep it; Omi's backend gets 503 and retries) until there is room again.
 A warning is logged once the spool passes ``warn_ratio`` of the cap, before anything is refused.
@@ -16,6 +17,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot.device.feature import DEVICE_AUDIO
 from bot.device.hub import DeviceHub
 from bot.device.omi import OmiInbox
 from storage.repos.devices import SessionRepo
@@ -102,6 +104,11 @@ class SpoolKeeper:
         """Measure, free processed audio when over the cap, warn, and set the full flags."""
         root = self.hub.spool.root
         used = await asyncio.to_thread(spool_bytes, root)
+        if self.inbox is not None:
+            used += await self.inbox.stored_bytes()
+        files = self.hub.files
+        if files is not None:
+            used += await files.total(DEVICE_AUDIO.name)
         freed = 0
         if self.cap > 0 and used > self.cap:
             freed = await self._free(used - int(self.cap * 0.9))
@@ -140,6 +147,21 @@ class SpoolKeeper:
             log.info(
                 "spool cap: deleted %d bytes of transcribed audio (session %s)", size, session_id
             )
+        return freed + await self._free_kept(wanted - freed)
+
+    async def _free_kept(self, wanted: int) -> int:
+        """Delete kept session audio from the file store, oldest first."""
+        files = self.hub.files
+        if files is None or wanted <= 0:
+            return 0
+        freed = 0
+        kept = sorted(await files.listing(DEVICE_AUDIO.name), key=lambda f: f.modified)
+        for info in kept:
+            if freed >= wanted:
+                break
+            if await files.delete(DEVICE_AUDIO.name, info.key):
+                freed += info.size
+                log.info("spool cap: deleted %d bytes of kept audio (%s)", info.size, info.key)
         return freed
 
     def _report(self, usage: SpoolUsage) -> None:

@@ -1,20 +1,17 @@
 """A Wyoming service for Home Assistant: speech to text, lifebot's agent, and speech out.
 
 Home Assistant's ``wyoming`` integration opens one TCP connection per request and speaks the
-``wyoming`` package's events (newline-delimited JSON headers, binary payloads):
-
-* ``describe`` → ``info``: exactly what is offered (``asr`` and ``handle``; ``tts`` only when a
-  synthesizer is configured). Streaming transcripts and streaming handling are not offered.
-* ``transcribe``, ``audio-start``, ``audio-chunk``…, ``audio-stop`` → ``transcript``.
-* ``transcript`` (the ``handle`` domain) → ``handled`` with lifebot's answer, or
-  ``not-handled`` with a plain reason.
-* ``synthesize`` → ``audio-start``, ``audio-chunk``…, ``audio-stop``.
+``wyoming`` package's events (newline-delimited JSON headers, binary payloads); the event
+flows, streaming in all three directions, are in ``wyoming_handler``. ``describe`` → ``info``
+says exactly what is offered: ``asr`` and ``handle`` (``tts`` only when a synthesizer is
+configured), each with streaming, and no home control.
 
 Wyoming has no authentication and names no user: the service listens on loopback unless told
 otherwise, and every request is taken as one configured lifebot user's (optionally another
-user per ``satellite_id``). The audio of an ``asr`` request is transcribed straight away and not
-spooled: Home Assistant waits on that very connection, and nobody could receive a transcript
-finished after a restart.
+user per ``satellite_id``). Bound beyond loopback it announces itself over zeroconf
+(``_wyoming._tcp``) so Home Assistant lists it under "Discovered". The audio of an ``asr``
+request is transcribed straight away and not spooled: Home Assistant waits on that very
+connection, and nobody could receive a transcript finished after a restart.
 """
 
 from __future__ import annotations
@@ -25,30 +22,23 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-from wyoming.asr import Transcribe, Transcript
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
-from wyoming.event import Event
-from wyoming.handle import Handled, NotHandled
 from wyoming.info import (
     AsrModel,
     AsrProgram,
     Attribution,
-    Describe,
     HandleModel,
     HandleProgram,
     Info,
     TtsProgram,
     TtsVoice,
 )
-from wyoming.server import AsyncEventHandler, AsyncTcpServer
-from wyoming.tts import Synthesize
+from wyoming.server import AsyncTcpServer
 
 from bot.adapters.base import MessageHandler
 from bot.clock import Clock
-from bot.device.audio import TARGET_RATE, Decoder, Int16, to_float
-from bot.device.protocol import ProtocolError
-from bot.errors import ConfigError, SynthesisError, TranscriptionError
+from bot.device.announce import Announcement, announce
+from bot.device.wyoming_handler import HandledStream, WyomingHandler
+from bot.errors import ConfigError
 from bot.messages import Address, InboundMessage, OutboundMessage, Receipt
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import Synthesizer
@@ -60,10 +50,6 @@ log = logging.getLogger(__name__)
 WYOMING_CHANNEL = "wyoming"
 WYOMING_ACCOUNT = "default"
 DEFAULT_SENDER = "home-assistant"
-MAX_SECONDS = 60.0
-"""Longest audio one ``transcribe`` may send; Home Assistant's commands are a few seconds."""
-CHUNK_SAMPLES = 1024
-"""Samples per ``audio-chunk`` of synthesized speech."""
 _ATTRIBUTION = Attribution(name="lifebot", url="https://github.com/")
 
 
@@ -81,6 +67,8 @@ class WyomingOptions:
     """False: answers never change anything (anyone near a satellite may speak)."""
     model: str = "tiny.en"
     """The speech model's name, as ``info`` reports it."""
+    zeroconf: bool = True
+    """Announce the service over zeroconf when it listens beyond loopback."""
 
     @staticmethod
     def parse_satellites(raw: str) -> dict[str, str]:
@@ -121,6 +109,10 @@ class WyomingService:
         self._server: AsyncTcpServer | None = None
         self._senders: dict[str, str] = {}
         """satellite_id → the sender id its user's identity carries."""
+        self._streams: dict[str, HandledStream] = {}
+        """Questions being answered (message id → where the answer streams)."""
+        self.announcement: Announcement | None = None
+        """The zeroconf announcement, while there is one."""
 
     @property
     def bound_port(self) -> int:
@@ -140,12 +132,14 @@ class WyomingService:
             await self._link(sender, who)
             self._senders[sat] = sender
         self._server = AsyncTcpServer(self.options.host, self.options.port)
-        await self._server.start(lambda r, w: _Handler(self, r, w))
+        await self._server.start(lambda r, w: WyomingHandler(self, r, w))
         log.info(
             "Wyoming service on tcp://%s:%s (no authentication: anyone who reaches it may use it)",
             self.options.host,
             self.bound_port,
         )
+        if self.options.zeroconf:
+            self.announcement = await announce(self.options.host, self.bound_port)
 
     async def _link(self, sender: str, who: str) -> None:
         """Make ``sender`` an identity of the user ``who`` (never a target of pushes)."""
@@ -166,7 +160,10 @@ class WyomingService:
                 await users.add_identity(user.id, WYOMING_CHANNEL, WYOMING_ACCOUNT, sender)
 
     async def stop(self) -> None:
-        """Stop listening."""
+        """Stop listening (and announcing)."""
+        if self.announcement is not None:
+            await self.announcement.close()
+            self.announcement = None
         if self._server is not None:
             await self._server.stop()
             self._server = None
@@ -193,7 +190,7 @@ class WyomingService:
                     languages=["en"],
                 )
             ],
-            supports_transcript_streaming=False,
+            supports_transcript_streaming=True,
         )
         handle = HandleProgram(
             name="lifebot",
@@ -211,7 +208,8 @@ class WyomingService:
                     languages=["en"],
                 )
             ],
-            supports_handled_streaming=False,
+            supports_handled_streaming=True,
+            supports_home_control=False,  # it answers; it never switches a light
         )
         tts: list[TtsProgram] = []
         if self.synthesizer is not None:
@@ -231,7 +229,7 @@ class WyomingService:
                     description=f"lifebot speech output ({self.synthesizer.engine}, local)",
                     version=None,
                     voices=[voice],
-                    supports_synthesize_streaming=False,
+                    supports_synthesize_streaming=True,
                 )
             )
         return Info(asr=[asr], handle=[handle], tts=tts)
@@ -241,15 +239,27 @@ class WyomingService:
         sat = str((context or {}).get("satellite_id") or "")
         return self._senders.get(sat, DEFAULT_SENDER)
 
-    async def ask(self, text: str, context: dict[str, Any] | None) -> str | None:
-        """Hand a question to the dispatcher; its answer text (None: not answered)."""
+    async def ask(
+        self, text: str, context: dict[str, Any] | None, stream: HandledStream | None = None
+    ) -> str | None:
+        """Hand a question to the dispatcher; its answer text (None: not answered).
+
+        With ``stream`` the answer is sent to it as it is written (``open_stream``).
+        """
         if self.on_message is None:
             return None
         sender = self.sender_for(context)
+        # Tells the owner which satellite_id their satellites send (for LIFEBOT_WYOMING_SATELLITES).
+        log.info(
+            "Wyoming question (satellite_id %r, answered as %s)",
+            (context or {}).get("satellite_id"),
+            sender,
+        )
+        message_id = stream.message_id if stream is not None else uuid.uuid4().hex
         msg = InboundMessage(
             address=Address(WYOMING_CHANNEL, WYOMING_ACCOUNT, sender),
             sender_id=sender,
-            message_id=uuid.uuid4().hex,
+            message_id=message_id,
             text=text,
             received_at=self.clock.now(),
             sender_name="Home Assistant",
@@ -257,115 +267,38 @@ class WyomingService:
             overheard=not self.options.trusted,
             raw={"context": context or {}},
         )
-        result = await self.on_message(msg)
+        if stream is not None:
+            self._streams[message_id] = stream
+        try:
+            result = await self.on_message(msg)
+        finally:
+            self._streams.pop(message_id, None)
         reply = getattr(result, "reply", None)
         return str(reply) if reply else None
 
+    def open_stream(self, address: Address, reply_to: str | None) -> WyomingReplyStream:
+        """The answer to the question ``reply_to`` streams to its connection."""
+        return WyomingReplyStream(self, self._streams.get(reply_to or ""), address)
 
-class _Handler(AsyncEventHandler):
-    """One Home Assistant connection: a flat ladder of event types."""
+
+class WyomingReplyStream:
+    """The dispatcher's reply stream for a question asked over Wyoming."""
 
     def __init__(
-        self,
-        service: WyomingService,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        self, service: WyomingService, target: HandledStream | None, address: Address
     ) -> None:
-        super().__init__(reader, writer)
         self.service = service
-        self.language: str | None = None
-        self.context: dict[str, Any] | None = None
-        self.decoder: Decoder | None = None
-        self.audio: list[Int16] = []
-        self.samples = 0
+        self.target = target
+        self.address = address
 
-    async def handle_event(self, event: Event) -> bool:
-        """One event in; False ends the connection."""
-        if Describe.is_type(event.type):
-            await self.write_event(self.service.info().event())
-        elif Transcribe.is_type(event.type):
-            request = Transcribe.from_event(event)
-            self.language, self.context = request.language, request.context
-        elif AudioStart.is_type(event.type):
-            return await self._audio_start(AudioStart.from_event(event))
-        elif AudioChunk.is_type(event.type):
-            self._audio_chunk(AudioChunk.from_event(event))
-        elif AudioStop.is_type(event.type):
-            await self._transcribe()
-        elif Transcript.is_type(event.type):
-            await self._handle(Transcript.from_event(event))
-        elif Synthesize.is_type(event.type):
-            await self._synthesize(Synthesize.from_event(event))
-        else:
-            log.debug("Wyoming: ignored a %s event", event.type)
-        return True
+    async def progress(self, label: str) -> None:
+        """Wyoming has no progress event: Home Assistant just waits for the chunks."""
 
-    async def _audio_start(self, start: AudioStart) -> bool:
-        problem = "send 16-bit audio (width 2)" if start.width != 2 else None
-        if problem is None:
-            try:
-                self.decoder = Decoder("pcm16", start.rate, start.channels)
-            except ProtocolError as exc:
-                problem = exc.message
-        if problem is not None:
-            # Home Assistant reads only a transcript: an empty one, and the reason in the log.
-            log.warning("Wyoming: refused audio: %s", problem)
-            await self.write_event(Transcript(text="").event())
-            return False
-        self.audio, self.samples = [], 0
-        return True
+    async def delta(self, text: str) -> None:
+        """More of the answer, as a ``handled-chunk``."""
+        if self.target is not None:
+            await self.target.delta(text)
 
-    def _audio_chunk(self, chunk: AudioChunk) -> None:
-        if self.decoder is None or self.samples >= MAX_SECONDS * TARGET_RATE:
-            return  # no audio-start yet, or past the limit: the rest is not kept
-        pcm = self.decoder.decode(chunk.audio)
-        self.audio.append(pcm)
-        self.samples += int(pcm.size)
-
-    async def _transcribe(self) -> None:
-        if self.decoder is not None:
-            self.audio.append(self.decoder.flush())
-        pcm = np.concatenate(self.audio) if self.audio else np.zeros(0, dtype=np.int16)
-        self.audio, self.samples, self.decoder = [], 0, None
-        text = ""
-        if pcm.size:
-            speech = self.service.transcriber.for_user(
-                f"wyoming:{self.service.sender_for(self.context)}"
-            )
-            try:
-                heard = await speech.transcribe_pcm(to_float(pcm), language=self.language)
-                text = heard.text.strip()
-            except TranscriptionError as exc:
-                log.warning("Wyoming: could not transcribe: %s", exc)
-        await self.write_event(Transcript(text=text, language=self.language).event())
-
-    async def _handle(self, transcript: Transcript) -> None:
-        text = transcript.text.strip()
-        if not text:
-            await self.write_event(NotHandled(text="I did not hear a question.").event())
-            return
-        reply = await self.service.ask(text, transcript.context)
-        if reply is None:
-            await self.write_event(
-                NotHandled(text="lifebot could not answer that right now.").event()
-            )
-            return
-        await self.write_event(Handled(text=reply, context=transcript.context).event())
-
-    async def _synthesize(self, request: Synthesize) -> None:
-        synth = self.service.synthesizer
-        if synth is None:
-            log.warning("Wyoming: synthesize asked, but speech output is off")
-            return
-        try:
-            speech = await synth.synthesize(request.text)
-        except SynthesisError as exc:
-            log.warning("Wyoming: could not synthesize: %s", exc)
-            return
-        fmt = {"rate": speech.rate, "width": 2, "channels": 1}
-        await self.write_event(AudioStart(**fmt).event())
-        raw = speech.samples.astype("<i2").tobytes()
-        step = CHUNK_SAMPLES * 2
-        for i in range(0, len(raw), step):
-            await self.write_event(AudioChunk(audio=raw[i : i + step], **fmt).event())
-        await self.write_event(AudioStop().event())
+    async def finish(self, msg: OutboundMessage) -> Receipt:
+        """The whole answer goes back with ``handled`` (see ``WyomingHandler._handle``)."""
+        return await self.service.send(msg)

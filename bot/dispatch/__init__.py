@@ -162,19 +162,37 @@ class Dispatcher:
                     continue
             offered += 1
             snippet = row.text if len(row.text) <= 80 else row.text[:79] + "…"
-            await self._send_quietly(
-                OutboundMessage(
-                    Address(row.channel, row.account, row.chat_id),
-                    f"Sorry, lifebot restarted while answering your message “{snippet}”. "
-                    "Send /retry (or press the button) and I'll answer it now.",
-                    buttons=[Button("Answer it now", "/retry")],
-                    reply_to=row.external_id,
-                    kind="notice",
-                )
+            notice = OutboundMessage(
+                Address(row.channel, row.account, row.chat_id),
+                f"Sorry, lifebot restarted while answering your message “{snippet}”. "
+                "Send /retry (or press the button) and I'll answer it now.",
+                buttons=[Button("Answer it now", f"/retry {row.id}")],
+                reply_to=row.external_id,
+                kind="notice",
             )
+            if await self._send_quietly(notice) is None:
+                # Nobody to tell right now (the web page is closed): the notice waits in the
+                # conversation, where the page shows it with the message's Retry button.
+                await self._keep_notice(row, notice.text)
         if offered:
             log.warning("offered %d message(s) left unanswered by a restart for /retry", offered)
         return offered
+
+    async def _keep_notice(self, row: Message, text: str) -> None:
+        """Store a notice about ``row`` in its conversation (shown by pages that read it)."""
+        if row.user_id is None or row.conversation_id is None:
+            return
+        async with self.db.session() as s:
+            await MessageRepo(s).add(
+                row.user_id,
+                row.conversation_id,
+                role="notice",
+                text=text,
+                direction="out",
+                channel=row.channel,
+                chat_id=row.chat_id,
+                reply_to_id=row.id,
+            )
 
     def register(self, adapter: ChannelAdapter) -> None:
         """Make an adapter the way back to its channel."""

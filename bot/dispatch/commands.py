@@ -99,7 +99,7 @@ class Commands:
             ("tasks", self._tasks, "list your open tasks"),
             ("task", self._task, "add or finish a task: /task add buy milk | /task done ID"),
             ("tz", self._tz, "set your time zone (/tz Europe/Lisbon)"),
-            ("retry", self._retry, "answer your last unanswered message again"),
+            ("retry", self._retry, "answer your last unanswered message again (or /retry ID)"),
         ):
             self.register(name, fn, help_text)
 
@@ -306,8 +306,21 @@ class Commands:
         return CommandReply(f"Time zone set to {ctx.args}.")
 
     async def _retry(self, ctx: CommandContext) -> CommandReply:
+        """/retry: the newest message here that waits; /retry ID: that one (a page's button)."""
+        wanted = int(ctx.args) if ctx.args.strip().isdigit() else None
         async with self.db.session() as s:
-            pending = await MessageRepo(s).latest_pending(ctx.user_id, ctx.conversation_id)
+            repo = MessageRepo(s)
+            if wanted is None:
+                pending = await repo.latest_pending(ctx.user_id, ctx.conversation_id)
+            else:
+                pending = await repo.get(ctx.user_id, wanted)
+                if not (
+                    pending is not None
+                    and pending.conversation_id == ctx.conversation_id
+                    and pending.direction == "in"
+                    and pending.status == "pending_retry"
+                ):
+                    pending = None
         if pending is None or pending.id is None:
             return CommandReply("There is nothing waiting to be answered.")
         return CommandReply("", retry_message_id=pending.id)

@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo
 
 from bot.clock import Clock, zone
 from bot.dispatch.commands import CommandContext, CommandReply, Commands
@@ -18,6 +19,7 @@ from bot.jobs.localtime import day_first, hhmm, in_quiet_hours, local_instant, p
 from bot.jobs.phrases import PhraseError
 from bot.jobs.proposals import proposal_buttons
 from bot.jobs.service import Jobs
+from bot.jobs.zones import ZONES
 from storage.db import Database
 from storage.models import User
 from storage.repos.calendar import CalendarRepo
@@ -25,26 +27,6 @@ from storage.repos.outbox import OutboxRepo
 from storage.repos.users import UserRepo
 
 _QUIET = re.compile(r"^\s*(\S+?)\s*(?:-|\u2013|to)\s*(\S+)\s*$")
-
-
-def resolve_zone(text: str) -> str | None:
-    """An IANA zone from ``Europe/Lisbon``, ``europe/lisbon`` or a city (``new york``)."""
-    name = text.strip()
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        pass
-    else:
-        return name
-    wanted = name.lower().replace(" ", "_")
-    zones = sorted(available_timezones())
-    for z in zones:
-        if z.lower() == wanted:
-            return z
-    for z in zones:
-        if "/" in z and z.lower().rsplit("/", 1)[1] == wanted and not z.startswith("Etc/"):
-            return z
-    return None
 
 
 def settings_text(user: User) -> str:
@@ -202,17 +184,19 @@ class JobCommands:
                 f"Your time zone is {ctx.user.timezone} (local time {local:%H:%M}). "
                 "Change it with /tz Area/City or a city name."
             )
-        found = resolve_zone(ctx.args)
+        # A town name loads the town list once (about two seconds): not on the event loop.
+        found = await asyncio.to_thread(ZONES.find, ctx.args)
         if found is None:
             return CommandReply(
-                f"{ctx.args} is not a time zone I know. Try e.g. /tz Europe/Lisbon."
+                f"{ctx.args} is neither a time zone nor a town I know. Try a bigger town "
+                "nearby, or a zone such as /tz Europe/Lisbon."
             )
         now = self.clock.now()
-        await self._update(ctx.user_id, timezone=found, briefing_set_at=now)
-        ctx.user.timezone = found
-        local = now.astimezone(ZoneInfo(found))
+        await self._update(ctx.user_id, timezone=found.zone, briefing_set_at=now)
+        ctx.user.timezone = found.zone
+        local = now.astimezone(ZoneInfo(found.zone))
         return CommandReply(
-            f"Time zone set to {found} (local time {local:%H:%M}). "
+            f"Time zone set to {found.words} (local time {local:%H:%M}). "
             f"Your briefing comes at {ctx.user.briefing_time} local time."
         )
 

@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 JobFn = Callable[[datetime], Awaitable[str]]
 
 
+DueFn = Callable[[datetime], Awaitable[datetime | None]]
+
+
 @dataclass(frozen=True, slots=True)
 class JobSpec:
     """A periodic job: its id, how often, and its body (takes ``now``, returns a summary)."""
@@ -47,6 +50,9 @@ class JobSpec:
     every: float
     fn: JobFn
     description: str
+    next_due: DueFn | None = None
+    """When the job next has work at an exact time (None: the poll is enough). The leader's
+    due timer then runs it at that time; the poll every ``every`` seconds stays a backstop."""
 
 
 class _Active:

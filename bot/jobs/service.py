@@ -166,6 +166,6 @@ def build_jobs(
         lock=lock or leader_lock(db, timedelta(seconds=cfg.lease_seconds)),
         jobs=specs,
         heartbeat=cfg.heartbeat,
-        timer=DueTimer(db=db, clock=clock, reminders=reminders, outbox=outbox),
+        timer=DueTimer(db=db, clock=clock, reminders=reminders, outbox=outbox, timed=specs),
     )
     return Jobs(outbox, briefings, reminders, proposals, service, calendars, reviews)

@@ -77,6 +77,27 @@ class StayProposals:
             made += await self.scan_user(user, now, scan_time(setting.scan_at))
         return f"proposed {made} from stays"
 
+    async def next_due(self, now: datetime) -> datetime | None:
+        """The soonest instant a user's evening scan is due (now or past: due now).
+
+        The leader's due timer sleeps until it, so proposals come at the time the person set,
+        not up to one poll later.
+        """
+        async with self.db.session() as s:
+            soonest: datetime | None = None
+            for setting in await LocationRepo(s).enabled_settings():
+                user = await UserRepo(s).get(setting.user_id)
+                if user is None:
+                    continue
+                tz = zone(user.timezone)
+                today = now.astimezone(tz).date()
+                done = await JobStateRepo(s).cursor(_cursor_id(setting.user_id) + ":day")
+                scanned = done is not None and done >= today.toordinal()
+                day = today + timedelta(days=1) if scanned else today
+                due = local_instant(day, scan_time(setting.scan_at), tz)
+                soonest = due if soonest is None else min(soonest, due)
+        return soonest
+
     async def scan_user(self, user: User, now: datetime, at: time = SCAN_AT) -> int:
         """The user's scan if due (once per local day, from ``at``); how many were proposed."""
         assert user.id is not None

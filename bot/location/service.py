@@ -21,7 +21,7 @@ from bot.location.areas import AreaNames
 from bot.location.geo import Fix
 from bot.location.places import KINDS, NamedPlace, match_place, norm, parse_aliases
 from bot.location.proposing import scan_time, stay_title
-from bot.location.stays import StayParams, detect_stays
+from bot.location.stays import DetectedStay, StayParams, detect_runs, merge
 from storage.db import Database
 from storage.models import Place, Proposal, Stay
 from storage.repos.calendar import CalendarRepo, title_key
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 SKEW = timedelta(minutes=1)
 """Points up to this long before /location on still count (clock skew, whole seconds)."""
 TOKEN_PREFIX = "lbl_"  # noqa: S105  # a prefix, not a secret
+IMPORT_BATCH = 5000
+"""Points stored per transaction when a history file is imported."""
 
 
 class LocationOff(Exception):
@@ -104,6 +106,8 @@ class LocationService:
         """Names unnamed places after the nearest town (None: they stay unnamed)."""
         """Raw points older than this are deleted (stays are kept)."""
         self._pruned_at: datetime | None = None
+        self._refresh_locks: dict[int, asyncio.Lock] = {}
+        """One refresh per user at a time: two interleaved would store a stale detection."""
 
     # --- the switch and the token ---
 
@@ -173,6 +177,28 @@ class LocationService:
         await self._prune_hourly()
         return new
 
+    async def import_history(self, user_id: int, fixes: Sequence[Fix], source: str) -> int:
+        """Store past fixes (a history file) and detect stays over them; how many were new.
+
+        Unlike live points, fixes from before ``/location on`` are kept: importing history is
+        a deliberate act. Raises LocationOff when location is off for the user.
+        """
+        if not await self.enabled(user_id):
+            raise LocationOff
+        new = 0
+        ordered = sorted(fixes, key=lambda f: f.ts)
+        for i in range(0, len(ordered), IMPORT_BATCH):  # bounded transactions
+            batch = ordered[i : i + IMPORT_BATCH]
+            async with self.db.session() as s:
+                new += await LocationRepo(s).add_points(
+                    user_id, [(f.ts, f.lat, f.lon, f.accuracy_m) for f in batch], source
+                )
+        if ordered:
+            # One refresh over the whole span: the same stays as if the points came live.
+            await self.refresh_stays(user_id, ordered[0].ts, ordered[-1].ts)
+        log.info("imported %d new location point(s) for user %s from %s", new, user_id, source)
+        return new
+
     async def _prune_hourly(self) -> None:
         # Retention rides on ingest (at most hourly per process): no points, nothing to prune.
         now = self.clock.now()
@@ -184,31 +210,52 @@ class LocationService:
             log.info("deleted %d location point(s) past the %s retention", gone, self.retention)
 
     async def refresh_stays(self, user_id: int, start: datetime, end: datetime) -> None:
-        """Re-detect the user's stays around [start, end] from the stored points."""
-        async with self.db.session() as s:
+        """Re-detect the user's stays after new points in [start, end], exactly.
+
+        Whatever order points arrive in, the stored stays are what one detection over all
+        points finds (a property test holds it to that). Detection is greedy from the oldest
+        fix; a run's decisions depend on no fix later than its last fix + ``max_gap``, and a
+        run that is not a stay lasts under ``min_duration``. So everything before a stored
+        stay starting at least ``min_duration + max_gap`` before the new points is as it was,
+        and detection starts again at that stay (the stay before it seeds the merging, which
+        the first new stay may join). It runs forward to the first silence longer than
+        ``max_gap`` after the new points, past which nothing depends on them. A live share
+        re-reads the last few hours; a late batch from the middle of a week re-reads the rest
+        of its run of tracking. (Re-detecting only a window around each batch lost a stored
+        stay reaching outside the window when points came out of order.)
+        """
+        p = self.params
+        lock = self._refresh_locks.setdefault(user_id, asyncio.Lock())
+        async with lock, self.db.session() as s:
             repo = LocationRepo(s)
-            # Read back to the start of any stay the new points may extend (and forward to the
-            # end of any they may join), plus a margin: a live share re-reads one stay, not days.
-            margin = self.params.max_gap
-            near = await repo.stays_between(user_id, start - margin, end + margin)
-            lo_read = min([start, *(st.start for st in near)]) - margin
-            hi_read = max([end, *(st.end for st in near)]) + margin
-            points = await repo.points_between(user_id, lo_read, hi_read)
-            places = [named(p) for p in await repo.places(user_id)]
-            fixes = [Fix(p.ts, p.lat, p.lon, p.accuracy_m) for p in points]
-            # Detection is CPU work (a long night is thousands of fixes): off the event loop.
-            found = await asyncio.to_thread(detect_stays, fixes, self.params)
-            touched = [d for d in found if d.start <= end and d.end >= start]
-            lo = min([start, *(d.start for d in touched)])
-            hi = max([end, *(d.end for d in touched)])
+            anchor = await repo.stay_starting_before(user_id, start - p.min_duration - p.max_gap)
+            seed = None
+            if anchor is not None:
+                before = await repo.stay_starting_before(
+                    user_id, anchor.start - timedelta(microseconds=1)
+                )
+                seed = _detected(before) if before is not None else None
+                head = await repo.points_between(user_id, anchor.start, start)
+            else:  # early history: from the silence before the new points
+                head = await repo.run_before(user_id, start, p.max_gap)
+                head += await repo.points_between(user_id, start, start)
+            middle = await repo.points_between(user_id, start, end)
+            tail = await repo.run_after(user_id, end, p.max_gap)
+            points = {pt.ts: pt for pt in [*head, *middle, *tail]}
+            if not points:
+                return
+            fixes = [Fix(pt.ts, pt.lat, pt.lon, pt.accuracy_m) for pt in points.values()]
+            # Detection is CPU work (a long run of tracking is thousands of fixes): off the loop.
+            runs = await asyncio.to_thread(detect_runs, fixes, p)
+            found = merge(runs, p, seed)
+            places = [named(pl) for pl in await repo.places(user_id)]
             rows = []
             for d in found:
-                if d.start <= hi and d.end >= lo:
-                    place = match_place(d.lat, d.lon, places)
-                    rows.append(
-                        (d.start, d.end, d.lat, d.lon, place.id if place else None, d.points)
-                    )
-            await repo.replace_stays(user_id, lo, hi + timedelta(microseconds=1), rows)
+                place = match_place(d.lat, d.lon, places)
+                rows.append((d.start, d.end, d.lat, d.lon, place.id if place else None, d.points))
+            lo = seed.start if seed is not None else min(points)
+            hi = max(points) + timedelta(microseconds=1)
+            await repo.replace_stays(user_id, lo, hi, rows)
 
     async def prune(self, retention: timedelta) -> int:
         """Delete raw points older than the retention (stays are kept)."""
@@ -371,6 +418,11 @@ class LocationService:
                 elif next_unknown is None:
                     next_unknown = p
         return NamedFromStay(place, renamed, next_unknown)
+
+
+def _detected(stay: Stay) -> DetectedStay:
+    """A stored stay as the detector made it."""
+    return DetectedStay(stay.start, stay.end, stay.lat, stay.lon, stay.points)
 
 
 def _unnamed_stay(stays: Sequence[Stay], p: Proposal) -> Stay | None:

@@ -104,11 +104,17 @@ class UserTranscriber:
         return self.fair.inner.idle
 
     async def transcribe_pcm(
-        self, samples: npt.NDArray[np.float32], *, language: str | None = None
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None, lead: int = 0
     ) -> Transcript:
         """Transcribe 16 kHz mono float32 samples when this person's turn comes."""
         async with self.fair.turns.turn(self.key):
-            return await self.fair.inner.transcribe_pcm(samples, language=language)
+            return await self.fair.inner.transcribe_pcm(samples, language=language, lead=lead)
+
+    async def speculate(
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None, lead: int = 0
+    ) -> Transcript | None:
+        """Optional work, only while the shared model is idle (it takes no turn from anyone)."""
+        return await self.fair.inner.speculate(samples, language=language, lead=lead)
 
     async def transcribe_file(self, path: Path, *, language: str | None = None) -> Transcript:
         """Decode, cut into pieces, transcribe each piece in turn; one joined transcript."""

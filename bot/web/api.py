@@ -15,8 +15,9 @@ from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import Response
+from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
+from starlette.background import BackgroundTask
 
 from bot.jobs.phrases import PhraseError
 from bot.web.deps import api_user, ctx
@@ -602,17 +603,20 @@ async def revoke_token(request: Request, user: Me, token_id: int) -> Response:
     responses={
         200: {
             "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
-            "description": "A zip with one JSON file per kind of data.",
+            "description": "A zip of all your data and files (what `lifebot export` writes).",
         }
     },
 )
 async def export(request: Request, user: Me) -> Response:
-    """All your data as a zip of JSON files."""
-    data = await ctx(request).service.export_zip(user)
-    return Response(
-        data,
+    """All your data and files as a zip (the one ``lifebot export`` writes)."""
+    service = ctx(request).service
+    path = await service.export_file(user)
+    return FileResponse(
+        path,
         media_type="application/zip",
-        headers={"Content-Disposition": 'attachment; filename="lifebot-export.zip"'},
+        filename="lifebot-export.zip",
+        headers={"Cache-Control": "no-store"},
+        background=BackgroundTask(service.forget_export, path),
     )
 
 

@@ -6,13 +6,14 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from bot.web import (
     api,
     api_docs,
     calendars,
+    chat_routes,
     contacts,
     health,
     ingest,
@@ -26,7 +27,7 @@ from bot.web import (
     public,
     upload_routes,
 )
-from bot.web.deps import WebContext
+from bot.web.deps import WebContext, page_csp
 
 STATIC = Path(__file__).parent / "static"
 API_DESCRIPTION = (
@@ -42,11 +43,7 @@ _HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",
-    # Pages use no script at all; inline images are the device QR code.
-    "Content-Security-Policy": (
-        "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'none'; "
-        "frame-ancestors 'none'; form-action 'self'"
-    ),
+    "Content-Security-Policy": page_csp(),  # a page with a script of ours sets its own
 }
 
 
@@ -68,6 +65,7 @@ def create_app(context: WebContext) -> FastAPI:
     app.include_router(public.router)
     app.include_router(api.router)
     app.include_router(ingest.router)
+    app.include_router(ingest.omi_router)
     app.include_router(location.router)
     app.include_router(places.api_router)
     app.include_router(places.router)
@@ -79,8 +77,14 @@ def create_app(context: WebContext) -> FastAPI:
     app.include_router(upload_routes.api_router)
     app.include_router(upload_routes.router)
     app.include_router(owner.router)
+    app.include_router(chat_routes.router)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        # Browsers ask for it at the root whatever the page says.
+        return FileResponse(STATIC / "favicon.ico", headers={"Cache-Control": "max-age=86400"})
 
     problems.install(app, context.templates)  # one error shape: problem details or the page
 

@@ -13,6 +13,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from bot.clock import Clock
 from storage.db import Database
@@ -136,6 +137,19 @@ class WebAuth:
         Every process of a deployment shares the key, so a cursor made by one is good on all.
         """
         return self._sign("cursor:" + text)
+
+    async def flash(self, session_id: int, value: dict[str, Any] | None) -> None:
+        """Keep a form post's result for the session's next page (None: it was shown)."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).set_flash(session_id, value)
+
+    def page_token(self, nonce: str, link_secret: str) -> str:
+        """The token the sign-in page of one link carries, bound to that browser's nonce.
+
+        A page elsewhere cannot make it: it knows neither the server's key nor the nonce,
+        which lives in a SameSite=Strict, HttpOnly cookie of the sign-in page's own.
+        """
+        return self._sign(f"login:{nonce}:{link_secret}")
 
     def _sign(self, secret: str) -> str:
         return hmac.new(self._key.key(), secret.encode(), hashlib.sha256).hexdigest()[:32]

@@ -99,12 +99,14 @@ async def add(request: Request, who: Who) -> Response:
     form = await checked_form(request, who)
     url = form.get("url", "").strip()
     if not url:
-        return back(PAGE, error="Paste your calendar's ICS address (https:// or webcal://).")
+        return await back(
+            request, who, PAGE, error="Paste your calendar's ICS address (https:// or webcal://)."
+        )
     try:
         said = await ctx(request).calendars.subscribe(who.user, url, form.get("name"))
     except CalendarError as exc:
-        return back(PAGE, error=_refused(exc))
-    return back(PAGE, note=said)
+        return await back(request, who, PAGE, error=_refused(exc))
+    return await back(request, who, PAGE, note=said)
 
 
 @router.post(PAGE + "/{source_id}/refresh")
@@ -115,8 +117,8 @@ async def refresh(request: Request, who: Who, source_id: int) -> Response:
     if source is None:
         raise HTTPException(404)
     if source.last_error:
-        return back(PAGE, error=_read_words(source))
-    return back(PAGE, note=_read_words(source))
+        return await back(request, who, PAGE, error=_read_words(source))
+    return await back(request, who, PAGE, note=_read_words(source))
 
 
 @router.post(PAGE + "/{source_id}/delete")
@@ -126,7 +128,9 @@ async def delete(request: Request, who: Who, source_id: int) -> Response:
     done = await ctx(request).calendars.drop(who.user_id, source_id)
     if done is None:
         raise HTTPException(404)
-    return back(PAGE, note=f"Removed {done.source.name} and its {done.events} event(s).")
+    return await back(
+        request, who, PAGE, note=f"Removed {done.source.name} and its {done.events} event(s)."
+    )
 
 
 # --- the API ----------------------------------------------------------------------------------

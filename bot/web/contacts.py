@@ -82,7 +82,9 @@ async def add(request: Request, who: Who) -> Response:
     form = await checked_form(request, who)
     name = form.get("name", "").strip()
     if not name or len(name) > 80:
-        return back("/contacts", error="A contact needs a name (at most 80 characters).")
+        return await back(
+            request, who, "/contacts", error="A contact needs a name (at most 80 characters)."
+        )
     async with ctx(request).service.db.session() as s:
         saved = await ContactRepo(s).add(
             who.user_id,
@@ -91,7 +93,7 @@ async def add(request: Request, who: Who) -> Response:
             relationship=form.get("relationship", "").strip(),
             reach=form.get("reach", "").strip(),
         )
-    return back("/contacts", note=f"Saved: {saved.name}")
+    return await back(request, who, "/contacts", note=f"Saved: {saved.name}")
 
 
 @router.post("/contacts/{contact_id}/edit")
@@ -100,15 +102,15 @@ async def edit(request: Request, who: Who, contact_id: int) -> Response:
     form = await checked_form(request, who)
     fields = {k: form[k] for k in FIELDS if k in form}
     if not fields.get("name", "x").strip():
-        return back("/contacts", error="A contact needs a name.")
+        return await back(request, who, "/contacts", error="A contact needs a name.")
     try:
         async with ctx(request).service.db.session() as s:
             saved = await ContactRepo(s).change(who.user_id, contact_id, **fields)
     except ValueError as exc:
-        return back("/contacts", error=str(exc))
+        return await back(request, who, "/contacts", error=str(exc))
     if saved is None:
         raise HTTPException(404)
-    return back("/contacts", note=f"Saved: {saved.name}")
+    return await back(request, who, "/contacts", note=f"Saved: {saved.name}")
 
 
 @router.post("/contacts/{contact_id}/delete")
@@ -119,7 +121,7 @@ async def delete(request: Request, who: Who, contact_id: int) -> Response:
         gone = await ContactRepo(s).remove(who.user_id, contact_id)
     if gone is None:
         raise HTTPException(404)
-    return back("/contacts", note=f"Deleted: {gone.name}")
+    return await back(request, who, "/contacts", note=f"Deleted: {gone.name}")
 
 
 # --- the API ----------------------------------------------------------------------------------

@@ -21,13 +21,35 @@ from bot.jobs.calendars import OwnCalendars
 from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WRITE, WebAuth
+from bot.web.chat import WebChat
 from bot.web.control import ControlPanel
 from bot.web.service import WebService
+from bot.web.sources import SourceView
 from bot.web.uploads import Uploads
 from storage.models import User, WebSession
 
 COOKIE = "lifebot_session"
 TEMPLATES = Path(__file__).parent / "templates"
+
+
+def page_csp(*, scripts: bool = False) -> str:
+    """The Content-Security-Policy of a page: nothing from other hosts, ever.
+
+    Pages use no script, except the few that load one of lifebot's own files from
+    ``/static`` (``scripts``): no inline script and no other host even then, and Trusted
+    Types required, so those scripts cannot write HTML from strings. Inline images are the
+    device QR code.
+    """
+    script = (
+        "script-src 'self'; require-trusted-types-for 'script'"
+        if scripts
+        else ("script-src 'none'")
+    )
+    return (
+        f"default-src 'self'; img-src 'self' data:; style-src 'self'; {script}; "
+        "connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'; "
+        "object-src 'none'"
+    )
 
 
 def highlight(text: str, terms: list[str]) -> Markup:
@@ -45,10 +67,35 @@ def highlight(text: str, terms: list[str]) -> Markup:
     return out + escape(text[i:])
 
 
+_CITED = re.compile(r"\[(\d{1,3})\]")
+
+
+def cite(text: str, sources: list[SourceView]) -> Markup:
+    """``text`` escaped, with each ``[n]`` a link that opens source n (where it has a page)."""
+    links = {s.index: s for s in sources if s.href}
+    out, i = Markup(""), 0
+    for m in _CITED.finditer(text):
+        found = links.get(int(m.group(1)))
+        if found is None:
+            continue
+        out += escape(text[i : m.start()])
+        out += Markup(
+            '<a class="cite" href="{}"{}>{}<span class="sr-only"> (source: {})</span></a>'
+        ).format(
+            found.href,
+            Markup(' rel="noopener noreferrer" target="_blank"') if found.external else "",
+            m.group(),
+            found.label,
+        )
+        i = m.end()
+    return out + escape(text[i:])
+
+
 def make_templates() -> Jinja2Templates:
     """The page templates with lifebot's filters."""
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.filters["highlight"] = highlight
+    templates.env.filters["cite"] = cite
     return templates
 
 
@@ -75,6 +122,8 @@ class WebContext:
     """Documents and photos sent from the page or the API (through dispatch)."""
     control: ControlPanel
     """The owner's control page: processes, jobs, outbox, logs, configuration."""
+    chat: WebChat
+    """The Chat page's messages, through the same dispatch."""
 
 
 @dataclass(slots=True)

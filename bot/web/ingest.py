@@ -1,7 +1,12 @@
-"""``POST /api/v1/ingest/transcript``: meeting recorders send transcripts with a personal token.
+"""Meeting transcripts in, from recorders and from Omi's conversation webhook.
 
-Acknowledged at once (202) with the job that will process it; the body is our JSON shape or
-Omi's conversation ("memory created") webhook (see ``bot.jobs.meeting_wire``).
+``POST /api/v1/ingest/transcript`` takes a personal API token (Bearer); Omi's conversation
+("memory created") webhook posts to ``POST /omi/<device token>/conversation``. Both are
+acknowledged at once (202) with the job that will process it; the body is our JSON shape or
+Omi's conversation (see ``bot.jobs.meeting_wire``). Omi's backend cannot send a header: it
+posts the conversation as JSON with only ``Content-Type`` and appends ``?uid=<omi user>`` to
+the URL as it is (a URL with its own query would break), so its token is in the path, as for
+the audio webhook, and the path sits under ``/omi/`` like that one: one public prefix for Omi.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from pydantic import BaseModel
 from bot.jobs.meeting_wire import BadTranscript, parse_meeting
 from bot.web.deps import api_user, ctx
 from storage.models import User
+from storage.repos.devices import DeviceRepo
 
 router = APIRouter(prefix="/api/v1/ingest", tags=["ingest"])
+omi_router = APIRouter(tags=["ingest"])
 Me = Annotated[User, Depends(api_user)]
 MAX_BODY = 5_000_000
 """Bytes: a three-hour meeting's transcript is well under a megabyte."""
@@ -52,7 +59,34 @@ class IngestOut(BaseModel):
 )
 async def transcript(request: Request, user: Me) -> IngestOut:
     """Queue a meeting transcript; a newer one for the same meeting replaces a pending one."""
-    raw = await request.body()
+    assert user.id is not None
+    return await _queue(request, user.id, await request.body())
+
+
+@omi_router.post("/omi/{token}/conversation", status_code=202)
+async def omi_conversation(token: str, request: Request) -> IngestOut:
+    """Omi's conversation webhook for the user whose Omi device this token is."""
+    async with ctx(request).service.db.session() as s:
+        device = await DeviceRepo(s).authenticate(token)
+    if device is None:
+        raise HTTPException(401, "Unknown or revoked device token.")
+    return await _queue(request, device.user_id, await _capped_body(request))
+
+
+async def _capped_body(request: Request) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
+        raise HTTPException(413, f"The transcript is larger than {MAX_BODY // 1_000_000} MB.")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise HTTPException(413, f"The transcript is larger than {MAX_BODY // 1_000_000} MB.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _queue(request: Request, user_id: int, raw: bytes) -> IngestOut:
     if len(raw) > MAX_BODY:
         raise HTTPException(413, f"The transcript is larger than {MAX_BODY // 1_000_000} MB.")
     try:
@@ -69,8 +103,7 @@ async def transcript(request: Request, user: Me) -> IngestOut:
             f"Not a transcript lifebot accepts ({exc}). Send meeting_id, start and segments, "
             "or Omi's conversation webhook; README: Meeting transcripts.",
         ) from None
-    assert user.id is not None
-    job = await ctx(request).meetings.submit(user.id, meeting)
+    job = await ctx(request).meetings.submit(user_id, meeting)
     assert job.id is not None
     return IngestOut(
         job_id=job.id,

@@ -1,26 +1,29 @@
 """Server-rendered pages of one signed-in user (no JavaScript needed).
 
 Every form posts back with the session's CSRF token and is answered by a redirect (303) to
-the page it came from, carrying a short plain-words note.
+the page it came from; what the post did waits in the session and the next page says it once
+(nothing personal goes into a URL).
 """
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+import asyncio
+from datetime import date, datetime, timedelta
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import segno
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.background import BackgroundTask
 
 from bot.agent.journal.analytics import METRIC_NAMES, Metric
 from bot.agent.memory.memory_file import MAX_FILE_CHARS, MemoryFileError
 from bot.clock import zone
 from bot.jobs.phrases import PhraseError
+from bot.jobs.zones import ZONES
 from bot.location.service import NamingError
 from bot.web.auth import READ, WRITE
-from bot.web.deps import COOKIE, Viewer, checked_form, ctx, viewer
+from bot.web.deps import COOKIE, Viewer, checked_form, ctx, page_csp, viewer
 from bot.web.service import JOURNAL_DAYS, SettingsChange
 
 router = APIRouter()
@@ -29,25 +32,80 @@ MAX_MEMORY_FILE_BYTES = 4 * MAX_FILE_CHARS
 Who = Annotated[Viewer, Depends(viewer)]
 
 
-def render(request: Request, who: Viewer, name: str, **values: Any) -> HTMLResponse:
-    """A page with the user, their CSRF token, their zone and the note of the last action."""
+FLASH_TTL = timedelta(minutes=5)
+"""A form post's result is shown by a page opened within this time, else dropped."""
+FLASH_CHARS = 600
+"""The longest note or error kept for the next page."""
+KNOWN_ERRORS = {
+    "expired": "That page had expired: please try again.",
+}
+"""The only errors a URL may ask a page to show (``?error=expired``): codes, never words."""
+
+
+def render(
+    request: Request, who: Viewer, name: str, *, script: str | None = None, **values: Any
+) -> HTMLResponse:
+    """A page with the user, their CSRF token, their zone and the result of the last post.
+
+    The result waits in the session (``back``) and is shown once: the page clears it after
+    it is sent. ``script``: a file of ``/static`` the page loads (its CSP then allows it).
+    """
     c = ctx(request)
+    flash = _fresh_flash(who, c.service.clock.now())
+    code = request.query_params.get("error", "")
     values.update(
         user=who.user,
         csrf=who.session.csrf,
         tz=zone(who.user.timezone),
-        note=request.query_params.get("note"),
-        error=request.query_params.get("error"),
+        note=flash.get("note"),
+        error=flash.get("error") or KNOWN_ERRORS.get(code),
+        undo=flash.get("undo"),
+        script=script,
+        here=request.url.path,
     )
-    return c.templates.TemplateResponse(request, name, values)
+    background = None
+    if who.session.flash is not None and who.session.id is not None:
+        background = BackgroundTask(c.auth.flash, who.session.id, None)
+    response = c.templates.TemplateResponse(request, name, values, background=background)
+    if script is not None:
+        response.headers["Content-Security-Policy"] = page_csp(scripts=True)
+    return response
 
 
-def back(path: str, *, note: str | None = None, error: str | None = None) -> RedirectResponse:
-    """Redirect after a form, with a note or an error in words."""
-    if note:
-        path += ("&" if "?" in path else "?") + "note=" + quote(note[:300])
-    if error:
-        path += ("&" if "?" in path else "?") + "error=" + quote(error[:300])
+def _fresh_flash(who: Viewer, now: datetime) -> dict[str, Any]:
+    """The session's waiting result, when recent enough to belong to this page."""
+    flash = who.session.flash or {}
+    try:
+        at = datetime.fromisoformat(str(flash.get("at")))
+    except ValueError:
+        return {}
+    return flash if now - at <= FLASH_TTL else {}
+
+
+async def back(
+    request: Request,
+    who: Viewer,
+    path: str,
+    *,
+    note: str | None = None,
+    error: str | None = None,
+    undo: tuple[str, str] | None = None,
+) -> RedirectResponse:
+    """Redirect after a form; its result waits in the session for the next page.
+
+    Never in the URL: browser history and proxy logs keep URLs.
+
+    ``undo``: (the form action that takes it back, the button's label), shown with the note.
+    """
+    if (note or error) and who.session.id is not None:
+        flash: dict[str, Any] = {"at": ctx(request).service.clock.now().isoformat()}
+        if note:
+            flash["note"] = note[:FLASH_CHARS]
+        if error:
+            flash["error"] = error[:FLASH_CHARS]
+        if undo:
+            flash["undo"] = {"action": undo[0], "label": undo[1]}
+        await ctx(request).auth.flash(who.session.id, flash)
     return RedirectResponse(path, status_code=303)
 
 
@@ -76,7 +134,17 @@ async def today(request: Request, who: Who) -> HTMLResponse:
         events=(await s.events(who.user, days=2))[:8],
         preview=preview,
         questions=await s.questions(who.user),
+        waiting=await s.waiting(who.user),
     )
+
+
+@router.post("/waiting/{message_id}/retry")
+async def retry_waiting(request: Request, who: Who, message_id: int) -> Response:
+    """Answer a message that waits for /retry; the answer goes where it was asked."""
+    await checked_form(request, who)
+    if not await ctx(request).service.retry(who.user, message_id):
+        return await back(request, who, "/", error="That message no longer waits.")
+    return await back(request, who, "/", note="Answered: my reply is in the chat where you asked.")
 
 
 @router.post("/questions/{message_id}/{choice}")
@@ -86,8 +154,8 @@ async def answer_question(request: Request, who: Who, message_id: int, choice: s
     if not (choice == "other" or choice.isdigit()):
         raise HTTPException(404)
     if not await ctx(request).service.answer_question(who.user, message_id, choice):
-        return back("/", error="That question no longer waits for an answer.")
-    return back("/", note="Answered: my reply is in the chat where I asked.")
+        return await back(request, who, "/", error="That question no longer waits for an answer.")
+    return await back(request, who, "/", note="Answered: my reply is in the chat where I asked.")
 
 
 @router.post("/proposals/{proposal_id}/rename")
@@ -106,10 +174,12 @@ async def rename_proposal(request: Request, who: Who, proposal_id: int) -> Respo
                 who.user.id, proposal_id, name, zone(who.user.timezone)
             )
         except NamingError as exc:
-            return back("/", error=str(exc))
-        return back("/", note=f"Saved the place {done.place.name}; later stays there use it.")
+            return await back(request, who, "/", error=str(exc))
+        return await back(
+            request, who, "/", note=f"Saved the place {done.place.name}; later stays there use it."
+        )
     said = await c.service.rename_proposal(who.user, proposal_id, name)
-    return back("/", note=said)
+    return await back(request, who, "/", note=said)
 
 
 @router.post("/proposals/{proposal_id}/{answer}")
@@ -121,7 +191,7 @@ async def answer_proposal(request: Request, who: Who, proposal_id: int, answer: 
     said = await ctx(request).service.answer_proposal(who.user, proposal_id, answer == "accept")
     if said is None:
         raise HTTPException(404)
-    return back("/", note=said)
+    return await back(request, who, "/", note=said)
 
 
 @router.post("/briefing/send")
@@ -129,7 +199,7 @@ async def send_briefing(request: Request, who: Who) -> Response:
     """Queue a briefing now."""
     await checked_form(request, who)
     await ctx(request).service.send_briefing(who.user)
-    return back("/", note="Your briefing is on its way to your chat.")
+    return await back(request, who, "/", note="Your briefing is on its way to your chat.")
 
 
 # --- Memory ----------------------------------------------------------------------------------
@@ -230,8 +300,10 @@ async def add_fact(request: Request, who: Who) -> Response:
     form = await checked_form(request, who)
     text = form.get("text", "").strip()
     if not text:
-        return back("/facts", error="Type something to remember.")
-    return back("/facts", note=await ctx(request).service.remember(who.user, text))
+        return await back(request, who, "/facts", error="Type something to remember.")
+    return await back(
+        request, who, "/facts", note=await ctx(request).service.remember(who.user, text)
+    )
 
 
 @router.post("/facts/{fact_id}/edit")
@@ -241,7 +313,7 @@ async def edit_fact(request: Request, who: Who, fact_id: int) -> Response:
     said = await ctx(request).service.edit_fact(who.user, fact_id, form.get("text", ""))
     if said is None:
         raise HTTPException(404)
-    return back("/facts", note=said)
+    return await back(request, who, "/facts", note=said)
 
 
 @router.post("/facts/{fact_id}/forget")
@@ -251,7 +323,23 @@ async def forget_fact(request: Request, who: Who, fact_id: int) -> Response:
     gone = await ctx(request).service.forget(who.user, fact_id)
     if gone is None:
         raise HTTPException(404)
-    return back("/facts", note=f"Forgotten: {gone.text}")
+    return await back(
+        request,
+        who,
+        "/facts",
+        note=f"Forgotten: {gone.text}",
+        undo=(f"/facts/{fact_id}/restore", "Undo"),
+    )
+
+
+@router.post("/facts/{fact_id}/restore")
+async def restore_fact(request: Request, who: Who, fact_id: int) -> Response:
+    """Undo a Forget."""
+    await checked_form(request, who)
+    back_again = await ctx(request).service.restore_fact(who.user, fact_id)
+    if back_again is None:
+        return await back(request, who, "/facts", error="That fact cannot come back any more.")
+    return await back(request, who, "/facts", note=f"Kept: {back_again.text}")
 
 
 # --- MEMORY.md -------------------------------------------------------------------------------
@@ -281,16 +369,20 @@ async def apply_memory_file(request: Request, who: Who) -> Response:
     """Read an edited copy back; conflicts with newer chat changes are shown, nothing lost."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_MEMORY_FILE_BYTES:
-        return back("/memory/file", error="That file is too long to be a memory file.")
+        return await back(
+            request, who, "/memory/file", error="That file is too long to be a memory file."
+        )
     form = await checked_form(request, who)
     text = form.get("text", "")
     s = ctx(request).service
     try:
         report = await s.apply_memory_file(who.user, text)
     except MemoryFileError as exc:
-        return back("/memory/file", error=f"I couldn't read that as your memory file: {exc}.")
+        return await back(
+            request, who, "/memory/file", error=f"I couldn't read that as your memory file: {exc}."
+        )
     if not report.conflicts:
-        return back("/memory/file", note=report.describe())
+        return await back(request, who, "/memory/file", note=report.describe())
     # The person's copy stays in the box beside what changed in chat, so nothing is lost.
     page = render(request, who, "memory_file.html", text=text, report=report)
     page.status_code = 409
@@ -312,8 +404,8 @@ async def add_reminder(request: Request, who: Who) -> Response:
     try:
         created = await ctx(request).service.add_reminder(who.user, form.get("text", ""))
     except PhraseError as exc:
-        return back("/reminders", error=str(exc))
-    return back("/reminders", note=created.text)
+        return await back(request, who, "/reminders", error=str(exc))
+    return await back(request, who, "/reminders", note=created.text)
 
 
 @router.post("/reminders/{reminder_id}/cancel")
@@ -323,7 +415,7 @@ async def cancel_reminder(request: Request, who: Who, reminder_id: int) -> Respo
     gone = await ctx(request).service.cancel_reminder(who.user, reminder_id)
     if gone is None:
         raise HTTPException(404)
-    return back("/reminders", note=f"Cancelled: {gone.text or 'reminder'}")
+    return await back(request, who, "/reminders", note=f"Cancelled: {gone.text or 'reminder'}")
 
 
 # --- Calendar --------------------------------------------------------------------------------
@@ -355,7 +447,9 @@ async def calendar_feed(request: Request, who: Who) -> Response:
     auth = ctx(request).auth
     if form.get("action") == "off":
         await auth.revoke_ics(who.user_id)
-        return back("/calendar", note="The calendar feed is off; old links no longer work.")
+        return await back(
+            request, who, "/calendar", note="The calendar feed is off; old links no longer work."
+        )
     # Shown in this answer only, never put in a URL of ours (history, logs).
     return await _calendar_page(request, who, await auth.new_ics_url(who.user_id))
 
@@ -383,7 +477,7 @@ async def add_device(request: Request, who: Who) -> Response:
     try:
         device, token = await s.add_device(who.user, form.get("name", ""))
     except ValueError as exc:
-        return back("/devices", error=str(exc))
+        return await back(request, who, "/devices", error=str(exc))
     qr = segno.make(token, error="m").svg_data_uri(scale=4, border=2)
     response = render(
         request,
@@ -404,7 +498,9 @@ async def revoke_device(request: Request, who: Who, device_id: int) -> Response:
     gone = await ctx(request).service.revoke_device(who.user, device_id)
     if gone is None:
         raise HTTPException(404)
-    return back("/devices", note=f"Revoked {gone.name}; its token no longer works.")
+    return await back(
+        request, who, "/devices", note=f"Revoked {gone.name}; its token no longer works."
+    )
 
 
 # --- Settings, tokens, export, delete ----------------------------------------------------------
@@ -423,6 +519,8 @@ async def _settings_page(
         request,
         who,
         "settings.html",
+        script="zones.js",
+        zones=ZONES.zones(),
         identities=await c.service.identities(who.user),
         link_questions=await c.service.link_questions(who.user),
         tokens=await c.auth.api_tokens(who.user_id),
@@ -444,8 +542,19 @@ async def save_settings(request: Request, who: Who) -> Response:
     )
     await ctx(request).service.change_settings(who.user, change)
     if change.errors:
-        return back("/settings", error=" ".join(change.errors))
-    return back("/settings", note="Settings saved.")
+        return await back(request, who, "/settings", error=" ".join(change.errors))
+    zone_words = f" Time zone: {change.found}." if change.found else ""
+    return await back(request, who, "/settings", note=f"Settings saved.{zone_words}")
+
+
+@router.get("/zones")
+async def zones(request: Request, who: Who, q: str = "") -> JSONResponse:
+    """The time-zone picker's suggestions: towns and zones starting like ``q``."""
+    found = await asyncio.to_thread(ZONES.suggest, q[:80])
+    return JSONResponse(
+        [{"value": s.value, "zone": s.zone} for s in found],
+        headers={"Cache-Control": "private, max-age=3600"},
+    )
 
 
 @router.post("/settings/link", response_class=HTMLResponse)
@@ -463,7 +572,7 @@ async def answer_link(request: Request, who: Who, code: str, answer: str) -> Res
     if answer not in ("yes", "no"):
         raise HTTPException(404)
     said = await ctx(request).service.answer_link(who.user, code, yes=answer == "yes")
-    return back("/settings", note=said)
+    return await back(request, who, "/settings", note=said)
 
 
 @router.post("/settings/tokens", response_class=HTMLResponse)
@@ -484,7 +593,7 @@ async def revoke_token(request: Request, who: Who, token_id: int) -> Response:
     await checked_form(request, who)
     if not await ctx(request).auth.revoke_api_token(who.user_id, token_id):
         raise HTTPException(404)
-    return back("/settings", note="Token revoked.")
+    return await back(request, who, "/settings", note="Token revoked.")
 
 
 @router.post("/signout")
@@ -503,15 +612,15 @@ async def sign_out(request: Request, who: Who) -> Response:
 
 @router.get("/export")
 async def export(request: Request, who: Who) -> Response:
-    """All my data as a zip of JSON files."""
-    data = await ctx(request).service.export_zip(who.user)
-    return Response(
-        data,
+    """All my data and files as a zip (the one ``lifebot export`` writes)."""
+    service = ctx(request).service
+    path = await service.export_file(who.user)
+    return FileResponse(
+        path,
         media_type="application/zip",
-        headers={
-            "Content-Disposition": 'attachment; filename="lifebot-export.zip"',
-            "Cache-Control": "no-store",
-        },
+        filename="lifebot-export.zip",
+        headers={"Cache-Control": "no-store"},
+        background=BackgroundTask(service.forget_export, path),
     )
 
 
@@ -526,7 +635,7 @@ async def delete_everything(request: Request, who: Who) -> Response:
     """Delete the user and all their data, then sign out."""
     form = await checked_form(request, who)
     if form.get("confirm", "").strip().upper() != "DELETE":
-        return back("/delete", error="Type DELETE to confirm.")
+        return await back(request, who, "/delete", error="Type DELETE to confirm.")
     await ctx(request).service.erase(who.user)
     response = RedirectResponse("/signin?deleted=1", status_code=303)
     response.delete_cookie(COOKIE, path="/")

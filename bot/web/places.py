@@ -91,7 +91,7 @@ async def delete(request: Request, who: Who, place_id: int) -> Response:
     assert who.user.id is not None
     if not await ctx(request).location.delete_place(who.user.id, place_id):
         raise HTTPException(404)
-    return back("/places", note="Deleted; its stays are unnamed again.")
+    return await back(request, who, "/places", note="Deleted; its stays are unnamed again.")
 
 
 async def _change(
@@ -108,11 +108,11 @@ async def _change(
             who.user.id, place_id, name=name, kind=kind
         )
     except NamingError as exc:
-        return back("/places", error=str(exc))
+        return await back(request, who, "/places", error=str(exc))
     if place is None:
         raise HTTPException(404)
     shown = {"home": " (home-like)", "ignored": " (ignored)"}.get(place.kind, "")
-    return back("/places", note=f"Saved: {place.name}{shown}")
+    return await back(request, who, "/places", note=f"Saved: {place.name}{shown}")
 
 
 # --- the API ----------------------------------------------------------------------------------

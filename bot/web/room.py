@@ -20,11 +20,13 @@ from bot.jobs.meetings import MeetingIngest
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
+from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
 from bot.web.control import ControlPanel
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.db import Database
+from storage.portable import UserData
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -77,6 +79,8 @@ class WebRoom:
     """Files sent from the page and the API, handed to dispatch as web messages."""
     control: ControlPanel
     """What the owner's control page reads: processes, jobs, outbox, logs, configuration."""
+    chat: WebChat
+    """Messages written on the Chat page, through the same dispatch."""
     endpoints: list[Endpoint] = field(default_factory=list)
     """Other rooms' ASGI apps served on the same port (added before the app is made)."""
     _app: FastAPI | None = None
@@ -102,6 +106,7 @@ class WebRoom:
                 calendars=self.service.jobs.calendars,
                 uploads=self.uploads,
                 control=self.control,
+                chat=self.chat,
             )
             self._app = create_app(context)
             from starlette.routing import Route  # noqa: PLC0415
@@ -147,9 +152,10 @@ class WebRoom:
             raise
 
     async def stop(self) -> None:
-        """Stop serving (nothing to do when it never started), then the endpoints' services."""
+        """Stop serving (if it started), let chat turns end, stop the endpoints' services."""
         if self._server is not None:
             await self._server.stop()
+        await self.chat.stop()
         await self._stop_running()
 
     async def _stop_running(self) -> None:
@@ -171,6 +177,7 @@ def build_web(
     journal: JournalService,
     meetings: MeetingIngest,
     omi: OmiInbox,
+    userdata: UserData,
     control: ControlPanel,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
@@ -181,7 +188,10 @@ def build_web(
         settings.web_url,
         timedelta(days=settings.web_session_days),
     )
-    service = WebService(db, clock, memory, jobs, channels, settings.default_timezone, journal)
+    service = WebService(
+        db, clock, memory, jobs, channels, settings.default_timezone, journal, userdata
+    )
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
-    return WebRoom(auth, service, settings, location, meetings, omi, uploads, control)
+    chat = WebChat(db, uploads)
+    return WebRoom(auth, service, settings, location, meetings, omi, uploads, control, chat)

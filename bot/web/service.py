@@ -6,13 +6,13 @@ False), so callers turn that into 404 and nobody learns what others have.
 
 from __future__ import annotations
 
-import io
-import json
+import asyncio
 import logging
-import zipfile
+import shutil
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
+from pathlib import Path
 
 from bot.adapters.base import ChannelAdapter
 from bot.agent.ask import OTHER, Waiting, waiting_questions
@@ -32,11 +32,12 @@ from bot.agent.memory.service import MemoryService
 from bot.clock import Clock, zone
 from bot.dispatch.identity import approve, confirm_link, issue_link_code
 from bot.errors import ChannelError
-from bot.jobs.commands import resolve_zone
 from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
 from bot.jobs.reminders import Created
 from bot.jobs.service import Jobs
+from bot.jobs.zones import ZONES
 from bot.messages import Address, InboundMessage
+from bot.web.sources import source_link
 from storage.db import Database
 from storage.models import (
     CalendarEvent,
@@ -54,6 +55,7 @@ from storage.models import (
     Reminder,
     User,
 )
+from storage.portable import UserData
 from storage.repos.calendar import CalendarRepo
 from storage.repos.devices import DeviceRepo
 from storage.repos.episodes import EpisodeRepo
@@ -105,6 +107,8 @@ class SettingsChange:
     preferred_channel: str | None = None
     """A linked channel name, or ``auto``."""
     errors: list[str] = field(default_factory=list)
+    found: str | None = None
+    """The zone the time zone field was read as, in words (``Europe/Lisbon (Porto, ...)``)."""
 
 
 JOURNAL_DAYS = 30
@@ -143,8 +147,11 @@ class WebService:
         channels: Mapping[str, ChannelAdapter],
         default_timezone: str,
         journal: JournalService,
+        userdata: UserData,
     ) -> None:
         self.db = db
+        self.userdata = userdata
+        """Export and delete-my-data over every registered feature (the CLI's own)."""
         self.journal = journal
         self.clock = clock
         self.memory = memory
@@ -190,6 +197,38 @@ class WebService:
         )
         return True
 
+    async def waiting(self, user: User) -> list[Message]:
+        """The user's messages that wait for /retry, newest first."""
+        assert user.id is not None
+        async with self.db.session() as s:
+            return await WebViewRepo(s).waiting(user.id, 20)
+
+    async def retry(self, user: User, message_id: int) -> bool:
+        """Answer a waiting message now, as its Retry button in the chat would.
+
+        The answer goes to the chat the message came from. False when it is not the user's
+        or no longer waits.
+        """
+        row = next((m for m in await self.waiting(user) if m.id == message_id), None)
+        if row is None or self.press is None:
+            return False
+        async with self.db.session() as s:
+            conv = await ConversationRepo(s).get(user.id or 0, row.conversation_id or 0)
+        thread = conv.thread_id if conv is not None and conv.thread_id else None
+        await self.press(
+            InboundMessage(
+                address=Address(row.channel, row.account, row.chat_id, thread),
+                sender_id=row.sender_id or "",
+                message_id=f"web-retry:{message_id}:{self.clock.now().timestamp():.0f}",
+                text="Retry",
+                received_at=self.clock.now(),
+                callback_data=f"/retry {message_id}",
+                # The web chat has no channel identity: its messages name their user.
+                user_id=user.id if row.channel == "web" else None,
+            )
+        )
+        return True
+
     async def user(self, user_id: int) -> User | None:
         """The user, or None when they were deleted."""
         async with self.db.session() as s:
@@ -203,6 +242,9 @@ class WebService:
         outcome = await self.memory.retriever.search(
             user.id, query, now=self.clock.now(), tz=zone(user.timezone), limit=limit
         )
+        pieces = [ev.item.source_id for ev in outcome.evidence if ev.item.kind == "document"]
+        async with self.db.session() as s:
+            chunks = await WebViewRepo(s).chunk_messages(user.id, pieces)
         hits = []
         for ev in outcome.evidence:
             item = ev.item
@@ -218,12 +260,11 @@ class WebService:
                     speaker=item.speaker,
                     text=item.text,
                     matched=ev.matched,
-                    link=source_link(item.kind, item.source_id),
+                    link=source_link(item.kind, str(item.source_id), chunks)[0] or "/memory",
                 )
             )
-        note = outcome.note if not hits or outcome.plan.unresolved else None
-        if note and "Tell the user" in note:
-            note = note.split(" Tell the user", 1)[0]
+        # ``outcome.note`` is written for the model ("do not guess"); people get ``said``.
+        note = outcome.said if not hits or outcome.plan.unresolved else None
         return SearchResult(hits, list(outcome.plan.terms), note)
 
     async def day(self, user: User, day: date) -> list[Message]:
@@ -318,6 +359,11 @@ class WebService:
         """Forget a fact; None when it is not the user's."""
         assert user.id is not None
         return await self.memory.keeper.forget(user.id, fact_id, self.clock.now())
+
+    async def restore_fact(self, user: User, fact_id: int) -> Fact | None:
+        """Undo forgetting a fact; None when it is not the user's or cannot come back."""
+        assert user.id is not None
+        return await self.memory.keeper.restore(user.id, fact_id, self.clock.now())
 
     async def memory_file(self, user: User) -> str:
         """The user's facts and rules as MEMORY.md (``bot/agent/memory/memory_file.py``)."""
@@ -456,11 +502,16 @@ class WebService:
         now = self.clock.now()
         values: dict[str, object] = {}
         if change.timezone:
-            found = resolve_zone(change.timezone)
+            found = await asyncio.to_thread(ZONES.find, change.timezone)
             if found is None:
-                change.errors.append(f"{change.timezone} is not a time zone I know.")
-            elif found != user.timezone:
-                values.update(timezone=found, briefing_set_at=now)
+                change.errors.append(
+                    f"{change.timezone} is neither a time zone nor a town I know: try a bigger "
+                    "town nearby, or a zone such as Europe/Lisbon."
+                )
+            else:
+                change.found = found.words
+                if found.zone != user.timezone:
+                    values.update(timezone=found.zone, briefing_set_at=now)
         if change.briefing_time:
             try:
                 at = hhmm(parse_hhmm(change.briefing_time))
@@ -582,22 +633,23 @@ class WebService:
         return image.data if image is not None else None
 
     # --- export and erase --------------------------------------------------------------------
-    async def export_zip(self, user: User) -> bytes:
-        """All the user's data: one JSON file per table in a zip."""
+    async def export_file(self, user: User) -> Path:
+        """All the user's data and files (the zip ``lifebot export`` writes), in a file.
+
+        The file is private and temporary: the caller deletes it (``forget_export``) once sent.
+        """
         assert user.id is not None
-        async with self.db.session() as s:
-            tables = await WebViewRepo(s).export(user.id)
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-            for name, rows in tables.items():
-                zf.writestr(f"{name}.json", json.dumps(rows, indent=1, ensure_ascii=False))
-        return buf.getvalue()
+        return await self.userdata.export_temporary(user.id)
+
+    @staticmethod
+    def forget_export(path: Path) -> None:
+        """Delete a sent export and its temporary folder (blocking; a background task)."""
+        shutil.rmtree(path.parent, ignore_errors=True)
 
     async def erase(self, user: User) -> None:
-        """Delete the user and everything that hangs off them."""
+        """Delete the user and everything of theirs: rows, files, audio, caches."""
         assert user.id is not None
-        async with self.db.session() as s:
-            await WebViewRepo(s).erase(user.id)
+        await self.userdata.delete(user.id)
 
     # --- owner -------------------------------------------------------------------------------
     async def pairings(self) -> list[PairingRequest]:
@@ -663,12 +715,3 @@ class WebService:
     def channel_names(self) -> list[str]:
         """Channels started in this process (the web page's own way back is not one)."""
         return sorted(name for name in self.channels if name != "web")
-
-
-def source_link(kind: str, source_id: int) -> str:
-    """The page that opens a source."""
-    if kind == "fact":
-        return f"/facts#fact-{source_id}"
-    if kind == "episode":
-        return f"/memory/episode/{source_id}"
-    return f"/memory/message/{source_id}#m{source_id}"

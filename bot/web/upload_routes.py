@@ -29,7 +29,7 @@ PAGE = "/upload"
 FORM_SLACK = 64 * 1024
 """Bytes a multipart body may carry beyond the file itself (boundaries, the note, the token)."""
 
-_STATUS = {"too_big": 413, "wrong_type": 415, "empty": 422, "note": 422, "unavailable": 503}
+STATUS = {"too_big": 413, "wrong_type": 415, "empty": 422, "note": 422, "unavailable": 503}
 
 
 class DocumentOut(BaseModel):
@@ -91,7 +91,7 @@ class UploadOut(BaseModel):
         )
 
 
-def _declared_too_big(request: Request, uploads: Uploads) -> UploadOutcome | None:
+def declared_too_big(request: Request, uploads: Uploads) -> UploadOutcome | None:
     """The refusal when the request says up front that its body is over the limit."""
     length = request.headers.get("content-length", "")
     if length.isdigit() and int(length) > uploads.max_bytes + FORM_SLACK:
@@ -134,9 +134,9 @@ async def upload_page(request: Request, who: Who, message: int | None = None) ->
 async def upload(request: Request, who: Who) -> Response:
     """Take a file (and a note) as if it was sent in chat; say what became of it."""
     uploads = ctx(request).uploads
-    early = _declared_too_big(request, uploads)
+    early = declared_too_big(request, uploads)
     if early is not None:
-        return back(PAGE, error=early.said[0])
+        return await back(request, who, PAGE, error=early.said[0])
     form = await request.form(max_files=1)
     try:
         await checked_form(request, who)
@@ -144,8 +144,10 @@ async def upload(request: Request, who: Who) -> Response:
     finally:
         await form.close()  # its file is spooled to a temporary file
     if not outcome.stored:
-        return back(PAGE, error=" ".join(outcome.said))
-    return back(f"{PAGE}?message={outcome.message_id}", note=" ".join(outcome.said))
+        return await back(request, who, PAGE, error=" ".join(outcome.said))
+    return await back(
+        request, who, f"{PAGE}?message={outcome.message_id}", note=" ".join(outcome.said)
+    )
 
 
 # --- the API -----------------------------------------------------------------------------------
@@ -185,7 +187,7 @@ async def upload_api(request: Request, me: Me) -> UploadOut:
     stored then.
     """
     uploads = ctx(request).uploads
-    outcome = _declared_too_big(request, uploads)
+    outcome = declared_too_big(request, uploads)
     if outcome is None:
         form = await request.form(max_files=1)
         try:
@@ -193,7 +195,7 @@ async def upload_api(request: Request, me: Me) -> UploadOut:
         finally:
             await form.close()
     if not outcome.stored:
-        raise HTTPException(_STATUS.get(outcome.problem or "", 422), " ".join(outcome.said))
+        raise HTTPException(STATUS.get(outcome.problem or "", 422), " ".join(outcome.said))
     return UploadOut.of(outcome)
 
 

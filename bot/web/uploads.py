@@ -5,7 +5,8 @@ carrying the signed-in user's id, so dispatch needs no channel identity) with th
 attachment and the optional note as its text. Dispatch then does what it does for a PDF or a
 photo sent on Telegram or Slack: ``Documents`` reads and indexes a PDF page by page, ``Photos``
 keeps a picture and describes it with a vision model, a note is answered as a question. What
-dispatch says back goes to ``WebChannel``, which hands it to the request that is waiting for it.
+dispatch says back goes to ``WebChannel`` (``bot/web/channel.py``), which hands it to the request
+that is waiting for it.
 
 Before that, the same limits as the chat channels: a file over ``image_max_bytes`` is refused
 with the chat's sentence (``bot.adapters.limits.too_big``), and only PDFs and JPEG, PNG, WebP or
@@ -17,25 +18,21 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.adapters.base import MessageHandler
 from bot.adapters.limits import too_big
 from bot.clock import Clock
 from bot.dispatch import Dispatcher, DispatchResult
-from bot.errors import ChannelError
-from bot.messages import Address, Attachment, InboundMessage, OutboundMessage, Receipt
+from bot.messages import Address, Attachment, InboundMessage, OutboundMessage
+from bot.web.channel import CHANNEL, WebChannel
 from storage.db import Database
 from storage.models import Message, User
 from storage.repos.messages import MessageRepo
 
 log = logging.getLogger(__name__)
 
-CHANNEL = "web"
-"""The channel name of messages sent from the web page (and the API)."""
 MAX_NOTE = 4000
 """The longest note or question sent with a file (characters)."""
 KINDS = "a PDF document or a JPEG, PNG, WebP or GIF picture"
@@ -57,6 +54,11 @@ def sniff(data: bytes) -> tuple[str, str] | None:
     return None
 
 
+def file_name(name: str) -> str:
+    """A sent file's name as kept: no folders, no runs of spaces, at most 120 characters."""
+    return " ".join(name.replace("/", " ").replace("\\", " ").split())[-120:]
+
+
 def address_of(user_id: int) -> Address:
     """The web conversation of one user."""
     return Address(CHANNEL, CHANNEL, f"user:{user_id}")
@@ -70,44 +72,6 @@ def worded(msg: OutboundMessage) -> str:
         snippet = snippet if len(snippet) <= 80 else snippet[:79] + "…"
         lines.append(f"[{c.index}] {c.channel or c.kind}" + (f": {snippet}" if snippet else ""))
     return "\n".join(lines)
-
-
-class WebChannel:
-    """The way back for messages sent from the web page: to the request waiting for them.
-
-    Every reply dispatch sends to an upload carries the upload's message id as ``reply_to``;
-    the request listening for that id collects them. Nothing listens after the request ended
-    (a restart's /retry offer, say): such a send is a ChannelError, as for an unreachable chat.
-    """
-
-    name = CHANNEL
-
-    def __init__(self) -> None:
-        self._waiting: dict[str, list[OutboundMessage]] = {}
-
-    async def start(self, on_message: MessageHandler) -> None:
-        """Nothing to start: the page hands its messages to dispatch itself."""
-
-    async def stop(self) -> None:
-        """Nothing to stop."""
-
-    async def send(self, msg: OutboundMessage) -> Receipt:
-        """Hand ``msg`` to the request waiting for answers to ``msg.reply_to``."""
-        said = self._waiting.get(msg.reply_to or "")
-        if said is None:
-            raise ChannelError("nobody is waiting on the web page for this message")
-        said.append(msg)
-        return Receipt(CHANNEL, f"{msg.reply_to}:{len(said)}", msg.address.chat_id)
-
-    @contextmanager
-    def listen(self, message_id: str) -> Iterator[list[OutboundMessage]]:
-        """Collect what is sent in answer to ``message_id`` while the block runs."""
-        said: list[OutboundMessage] = []
-        self._waiting[message_id] = said
-        try:
-            yield said
-        finally:
-            self._waiting.pop(message_id, None)
 
 
 @dataclass(slots=True)
@@ -199,6 +163,54 @@ class Uploads:
         self.dispatch = dispatcher.handle
         dispatcher.register(self.channel)
 
+    def message(
+        self,
+        user: User,
+        text: str,
+        file: tuple[str, bytes] | None = None,
+        *,
+        pressed: str | None = None,
+        prefix: str = "upload",
+    ) -> InboundMessage:
+        """A message from the signed-in ``user`` on the web channel (checked beforehand).
+
+        ``file``: (name, bytes) of one PDF or picture; ``pressed``: a button's data (then
+        ``text`` is its label), as when a button is pressed in a chat.
+        """
+        assert user.id is not None
+        attachments = []
+        if file is not None:
+            name, data = file
+            found = sniff(data)
+            assert found is not None  # check() refused anything else
+            kind, mime = found
+            if kind == "document" and not name.lower().endswith(".pdf"):
+                name = f"{name or 'document'}.pdf"
+            attachments.append(
+                Attachment(kind, mime_type=mime, size=len(data), name=name or None, data=data)
+            )
+        return InboundMessage(
+            address=address_of(user.id),
+            sender_id=f"user:{user.id}",
+            message_id=f"{prefix}-{secrets.token_hex(8)}",
+            text=text.strip(),
+            received_at=self.clock.now(),
+            sender_name=user.display_name,
+            attachments=attachments,
+            callback_data=pressed,
+            user_id=user.id,
+        )
+
+    async def run(self, msg: InboundMessage) -> tuple[DispatchResult, list[OutboundMessage]]:
+        """Dispatch ``msg`` and collect what is said in answer (for callers that wait)."""
+        assert self.dispatch is not None
+        listener = self.channel.listen(msg.message_id, msg.address.chat_id)
+        try:
+            result = await self.dispatch(msg)
+        finally:
+            self.channel.done(listener)
+        return result, listener.said
+
     def check(self, name: str, data: bytes, size: int | None = None) -> UploadOutcome | None:
         """The refusal of this file (``size``: its full size when ``data`` was cut short)."""
         found = sniff(data)
@@ -223,7 +235,7 @@ class Uploads:
         ``max_bytes + 1`` bytes of it (enough to know it is too big).
         """
         assert user.id is not None
-        name = " ".join(name.replace("/", " ").replace("\\", " ").split())[-120:]
+        name = file_name(name)
         if (problem := self.check(name, data, size)) is not None:
             return problem
         if len(note) > MAX_NOTE:
@@ -234,25 +246,8 @@ class Uploads:
             return refused(
                 "unavailable", "Uploads are not available in this process. I kept nothing."
             )
-        found = sniff(data)
-        assert found is not None
-        kind, mime = found
-        if kind == "document" and not name.lower().endswith(".pdf"):
-            name = f"{name or 'document'}.pdf"
-        msg = InboundMessage(
-            address=address_of(user.id),
-            sender_id=f"user:{user.id}",
-            message_id=f"upload-{secrets.token_hex(8)}",
-            text=note.strip(),
-            received_at=self.clock.now(),
-            sender_name=user.display_name,
-            attachments=[
-                Attachment(kind, mime_type=mime, size=len(data), name=name or None, data=data)
-            ],
-            user_id=user.id,
-        )
-        with self.channel.listen(msg.message_id) as said:
-            result = await self.dispatch(msg)
+        msg = self.message(user, note, (name, data))
+        result, said = await self.run(msg)
         async with self.db.session() as s:
             row = await MessageRepo(s).by_dedupe_key(user.id, msg.dedupe_key)
         if row is None or row.id is None:

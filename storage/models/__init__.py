@@ -16,6 +16,7 @@ from storage.models.core import (
     User,
 )
 from storage.models.device import AudioSegment, Device, DeviceSession
+from storage.models.files import StoredFile, StoredFileChunk
 from storage.models.jobs import (
     CalendarEvent,
     CalendarSource,
@@ -67,6 +68,8 @@ __all__ = [
     "Proposal",
     "Reminder",
     "Stay",
+    "StoredFile",
+    "StoredFileChunk",
     "Task",
     "UTCDateTime",
     "UsageCount",

@@ -6,8 +6,9 @@ Every secret is stored only as a SHA-256 hash: the value is shown to the person 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Column, UniqueConstraint
+from sqlalchemy import JSON, Column, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
 from storage.models._types import UTCDateTime, utcnow
@@ -48,6 +49,8 @@ class WebSession(SQLModel, table=True):
     revoked_at: datetime | None = Field(
         default=None, sa_column=Column(UTCDateTime(), nullable=True)
     )
+    flash: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON, nullable=True))
+    """What the last form post said, shown once by the next page (never put in a URL)."""
 
 
 class ApiToken(SQLModel, table=True):

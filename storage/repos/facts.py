@@ -99,3 +99,34 @@ class FactRepo:
         fact.updated_at = fact.forgotten_at
         self.s.add(fact)
         return fact
+
+    async def restore(self, user_id: int, fact_id: int, now: datetime) -> Fact | None:
+        """Take back forgetting one of this user's facts (an undo); None when there is none.
+
+        Not when the fact was replaced since, or the same words are known again.
+        """
+        res = await self.s.exec(
+            select(Fact).where(
+                Fact.id == fact_id,
+                Fact.user_id == user_id,
+                col(Fact.forgotten_at).is_not(None),
+                col(Fact.superseded_by).is_(None),
+            )
+        )
+        fact = res.first()
+        if fact is None:
+            return None
+        again = await self.s.exec(
+            select(Fact.id).where(
+                Fact.user_id == user_id,
+                Fact.text_hash == fact.text_hash,
+                col(Fact.forgotten_at).is_(None),
+                col(Fact.superseded_by).is_(None),
+            )
+        )
+        if again.first() is not None:
+            return None
+        fact.forgotten_at = None
+        fact.updated_at = now
+        self.s.add(fact)
+        return fact

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func
 from sqlmodel import col, select
@@ -34,6 +34,11 @@ class LocationRepo:
         """Whether the user records location now."""
         row = await self.setting(user_id)
         return row is not None and row.enabled
+
+    async def enabled_settings(self) -> list[LocationSetting]:
+        """Every user's setting with location on."""
+        res = await self.s.exec(select(LocationSetting).where(col(LocationSetting.enabled)))
+        return list(res.all())
 
     async def set_enabled(self, user_id: int, on: bool, now: datetime) -> LocationSetting:
         """Turn recording on or off."""
@@ -108,6 +113,36 @@ class LocationRepo:
             .order_by(col(LocationPoint.ts))
         )
         return list(res.all())
+
+    async def run_before(self, user_id: int, edge: datetime, gap: timedelta) -> list[LocationPoint]:
+        """The user's points before ``edge`` back to the first silence longer than ``gap``."""
+        return list(reversed(await self._walk(user_id, edge, gap, back=True)))
+
+    async def run_after(self, user_id: int, edge: datetime, gap: timedelta) -> list[LocationPoint]:
+        """The user's points after ``edge`` up to the first silence longer than ``gap``."""
+        return await self._walk(user_id, edge, gap, back=False)
+
+    async def _walk(
+        self, user_id: int, edge: datetime, gap: timedelta, *, back: bool, page: int = 2000
+    ) -> list[LocationPoint]:
+        """Points beyond ``edge`` (earlier when ``back``), nearest first, until a silence."""
+        out: list[LocationPoint] = []
+        last = edge
+        while True:
+            ts = col(LocationPoint.ts)
+            query = select(LocationPoint).where(
+                LocationPoint.user_id == user_id, ts < last if back else ts > last
+            )
+            rows = list(
+                (await self.s.exec(query.order_by(ts.desc() if back else ts).limit(page))).all()
+            )
+            for row in rows:
+                if abs(row.ts - last) > gap:
+                    return out
+                out.append(row)
+                last = row.ts
+            if len(rows) < page:
+                return out
 
     async def last_point(self, user_id: int) -> LocationPoint | None:
         """The user's newest point."""
@@ -191,6 +226,16 @@ class LocationRepo:
             .order_by(col(Stay.start))
         )
         return list(res.all())
+
+    async def stay_starting_before(self, user_id: int, before: datetime) -> Stay | None:
+        """The user's latest stay that starts at or before ``before``."""
+        res = await self.s.exec(
+            select(Stay)
+            .where(Stay.user_id == user_id, col(Stay.start) <= before)
+            .order_by(col(Stay.start).desc())
+            .limit(1)
+        )
+        return res.first()
 
     async def last_stays_at(
         self, user_id: int, place_id: int, before: datetime, limit: int = 5

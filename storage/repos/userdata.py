@@ -1,74 +1,94 @@
-"""All of one user's rows, as plain JSON-ready dicts: dump, load (same ids) and delete.
+"""All of one user's rows, as JSON-ready dicts: dump, load (same ids) and delete.
 
-Every table that holds personal data has a ``user_id`` column, so "everything of a user" is
-every such table filtered by it, plus the user row. Ids are kept on load: references between
-rows (and the sources memory cites) stay valid without remapping.
+The tables are the ones the registered features declare (``Registry.user_tables()``), handed
+in by the composition root: storage does not know the features, and a table no feature
+declares fails the contract tests instead of silently staying behind. Each such table has a
+``user_id`` column, so "everything of a user" is every declared table filtered by it, plus
+the user row. Ids are kept on load: references between rows (and the sources memory cites)
+stay valid without remapping. Values go through the one typed encoder (``storage.codec``).
 """
 
 from __future__ import annotations
 
-import base64
-from datetime import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Table, delete, func, insert, select, text
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import SQLModel
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 import storage.models  # noqa: F401  # registers every table in the metadata
+from storage.codec import column_kind, decode, encode
 from storage.models import User
 
-SKIPPED = {"pairingrequest"}
-"""Transient rows that mean nothing outside the running instance (codes expire in an hour)."""
+USER = "user"
+"""The user row's table, dumped first and deleted last."""
 
 
-def user_tables() -> list[Table]:
-    """Tables with a ``user_id`` column, parents before children."""
-    return [
-        t for t in SQLModel.metadata.sorted_tables if "user_id" in t.c and t.name not in SKIPPED
-    ]
+def user_tables(names: Iterable[str]) -> list[Table]:
+    """The named tables, parents before children; ValueError for a name with no such table."""
+    wanted = set(names)
+    known = {t.name: t for t in SQLModel.metadata.sorted_tables}
+    missing = wanted - set(known)
+    if missing:
+        raise ValueError(f"declared user tables that do not exist: {sorted(missing)}")
+    return [t for t in SQLModel.metadata.sorted_tables if t.name in wanted and t.name != USER]
 
 
-def _to_json(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return {"$dt": value.isoformat()}
-    if isinstance(value, bytes | bytearray | memoryview):
-        return {"$b64": base64.b64encode(bytes(value)).decode("ascii")}
-    return value
+def columns_of(tables: Iterable[Table]) -> dict[str, dict[str, str]]:
+    """``{table: {column: kind}}``: how each column's values are written (for a manifest)."""
+    return {t.name: {c.name: column_kind(c) for c in t.columns} for t in tables}
 
 
-def _from_json(value: Any) -> Any:
-    if isinstance(value, dict) and len(value) == 1:
-        if "$dt" in value:
-            return datetime.fromisoformat(value["$dt"])
-        if "$b64" in value:
-            return base64.b64decode(value["$b64"])
-    return value
+def encode_row(row: Any) -> dict[str, Any]:
+    """A result row as JSON-ready data."""
+    return {k: encode(v) for k, v in row._mapping.items()}
+
+
+def decode_rows(
+    table: Table, rows: list[dict[str, Any]], kinds: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Rows as ``encode_row`` wrote them, back to the column's Python values.
+
+    Columns the table does not have are dropped; each value is read by its column's kind
+    (``kinds``, as a manifest recorded them, else the table's own).
+    """
+    known = {c.name: column_kind(c) for c in table.columns}
+    kinds = {**known, **(kinds or {})}
+    return [{k: decode(kinds[k], v) for k, v in row.items() if k in known} for row in rows]
 
 
 class UserDataRepo:
-    """Dump, load and delete everything of one user."""
+    """Dump, load and delete everything of one user over the declared tables."""
 
-    def __init__(self, session: AsyncSession) -> None:
+    def __init__(self, session: AsyncSession, tables: Iterable[str]) -> None:
         self.s = session
+        self.tables = user_tables(tables)
+        """The declared tables, parents first."""
 
-    async def _execute(self, statement: Any, params: Any = None) -> Any:
+    @property
+    def user_table(self) -> Table:
+        """The user row's table."""
+        return User.__table__  # type: ignore[attr-defined, no-any-return]  # SQLModel's table
+
+    async def _conn(self) -> AsyncConnection:
         """Core statements run on the session's connection (SQLModel wants ORM selects)."""
-        conn = await self.s.connection()
-        return await conn.execute(statement, params)
+        return await self.s.connection()
 
     async def dump(self, user_id: int) -> dict[str, list[dict[str, Any]]]:
         """``{table name: [row, ...]}`` with the user row under ``user``."""
-        user_table = User.__table__  # type: ignore[attr-defined]  # SQLModel's table
+        conn = await self._conn()
+        users = self.user_table
         out: dict[str, list[dict[str, Any]]] = {}
-        rows = (await self._execute(select(user_table).where(user_table.c.id == user_id))).all()
-        out["user"] = [{k: _to_json(v) for k, v in r._mapping.items()} for r in rows]
-        for table in user_tables():
+        rows = (await conn.execute(select(users).where(users.c.id == user_id))).all()
+        out[USER] = [encode_row(r) for r in rows]
+        for table in self.tables:
             q = select(table).where(table.c.user_id == user_id)
-            if "id" in table.c:
-                q = q.order_by(table.c.id)
-            rows = (await self._execute(q)).all()
-            out[table.name] = [{k: _to_json(v) for k, v in r._mapping.items()} for r in rows]
+            pk = list(table.primary_key.columns)
+            if pk:
+                q = q.order_by(*pk)
+            out[table.name] = [encode_row(r) for r in (await conn.execute(q)).all()]
         return out
 
     async def load(self, data: dict[str, list[dict[str, Any]]]) -> int:
@@ -76,7 +96,7 @@ class UserDataRepo:
 
         Returns the user's id.
         """
-        users = data.get("user") or []
+        users = data.get(USER) or []
         if len(users) != 1:
             raise ValueError("the export holds no user")
         user_id = int(users[0]["id"])
@@ -85,46 +105,44 @@ class UserDataRepo:
                 f"this database already has a user {user_id}: import into a fresh data dir, "
                 f"or delete that user first (`lifebot users delete {user_id}`)"
             )
-        user_table = User.__table__  # type: ignore[attr-defined]  # SQLModel's table
-        ordered = [user_table, *user_tables()]
+        conn = await self._conn()
+        ordered = [self.user_table, *self.tables]
         for table in ordered:
             rows = data.get(table.name) or []
-            if not rows:
-                continue
-            known = set(table.c.keys())
-            values = [{k: _from_json(v) for k, v in row.items() if k in known} for row in rows]
-            await self._execute(insert(table), values)
-        await self._bump_sequences(ordered)
+            if table is not self.user_table and any(
+                int(r.get("user_id") or user_id) != user_id for r in rows
+            ):
+                raise ValueError(f"{table.name} holds rows of another user")
+            if rows:
+                await conn.execute(insert(table), decode_rows(table, rows))
+        await bump_sequences(conn, ordered)
         return user_id
-
-    async def _bump_sequences(self, tables: list[Table]) -> None:
-        """PostgreSQL: move each id sequence past the ids just inserted."""
-        conn = await self.s.connection()
-        if conn.dialect.name != "postgresql":
-            return
-        for table in tables:
-            col = table.c.get("id")
-            if col is None or not col.primary_key or col.type.python_type is not int:
-                continue
-            top = (await self._execute(select(func.max(col)))).scalar()
-            if top is None:
-                continue
-            await self._execute(
-                text("SELECT setval(pg_get_serial_sequence(:t, 'id'), :v)"),
-                {"t": table.name, "v": int(top)},
-            )
 
     async def delete(self, user_id: int) -> dict[str, int]:
         """Delete every row of the user (children first); ``{table: rows deleted}``."""
+        conn = await self._conn()
         counts: dict[str, int] = {}
-        for table in [*reversed(user_tables()), *_skipped_tables()]:
-            result = await self._execute(delete(table).where(table.c.user_id == user_id))
+        for table in reversed(self.tables):
+            result = await conn.execute(delete(table).where(table.c.user_id == user_id))
             counts[table.name] = int(getattr(result, "rowcount", 0) or 0)
-        user_table = User.__table__  # type: ignore[attr-defined]  # SQLModel's table
-        result = await self._execute(delete(user_table).where(user_table.c.id == user_id))
-        counts["user"] = int(getattr(result, "rowcount", 0) or 0)
+        users = self.user_table
+        result = await conn.execute(delete(users).where(users.c.id == user_id))
+        counts[USER] = int(getattr(result, "rowcount", 0) or 0)
         return {k: v for k, v in counts.items() if v}
 
 
-def _skipped_tables() -> list[Table]:
-    return [t for t in SQLModel.metadata.sorted_tables if t.name in SKIPPED]
+async def bump_sequences(conn: AsyncConnection, tables: Iterable[Table]) -> None:
+    """PostgreSQL: move each integer id's sequence past the ids just inserted by hand."""
+    if conn.dialect.name != "postgresql":
+        return
+    for table in tables:
+        col = table.c.get("id")
+        if col is None or not col.primary_key or col.type.python_type is not int:
+            continue
+        top = (await conn.execute(select(func.max(col)))).scalar()
+        if top is None:
+            continue
+        await conn.execute(
+            text("SELECT setval(pg_get_serial_sequence(:t, 'id'), :v)"),
+            {"t": f'"{table.name}"', "v": int(top)},
+        )

@@ -1,7 +1,8 @@
 """Queries of the web room: sign-in links, sessions, API and calendar tokens, listings.
 
-The listings are what its pages show (timeline, conversation around a turn, outbox, jobs,
-export and erase). Every user-facing query filters by the caller's user id.
+The listings are what its pages show (timeline, conversation around a turn, outbox, jobs).
+Export and delete-my-data are ``storage.portable``'s, shared with the CLI. Every user-facing
+query filters by the caller's user id.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import hashlib
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, text, update
-from sqlmodel import SQLModel, col, select
+from sqlalchemy import func, text, update
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.db import migration_chain
@@ -20,12 +21,12 @@ from storage.models import (
     AudioSegment,
     Delivery,
     Device,
+    DocumentChunk,
     Fact,
     IcsToken,
     JobLease,
     JobState,
     Message,
-    User,
     WebLoginLink,
     WebSession,
 )
@@ -110,6 +111,12 @@ class WebAuthRepo:
         """Sign one browser out."""
         await self.s.exec(
             update(WebSession).where(col(WebSession.id) == session_id).values(revoked_at=now)
+        )
+
+    async def set_flash(self, session_id: int, value: dict[str, Any] | None) -> None:
+        """Keep what a form post said for the session's next page (None clears it)."""
+        await self.s.exec(
+            update(WebSession).where(col(WebSession.id) == session_id).values(flash=value)
         )
 
     async def end_all_sessions(self, user_id: int, now: datetime) -> None:
@@ -260,6 +267,49 @@ class WebViewRepo:
         )
         return [*reversed(list(before.all())), *after.all()]
 
+    async def chat(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
+        """The last ``limit`` messages said in one conversation, oldest first (no tool traffic).
+
+        In the order stored (as ``MessageRepo.history``): a reply always follows its question.
+        """
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.conversation_id == conversation_id,
+                col(Message.direction).in_(("in", "out")),
+                col(Message.status) != "refused",
+            )
+            .order_by(col(Message.id).desc())
+            .limit(limit)
+        )
+        return list(reversed(res.all()))
+
+    async def waiting(self, user_id: int, limit: int) -> list[Message]:
+        """The user's messages waiting for /retry (model down, or a crash), newest first."""
+        res = await self.s.exec(
+            select(Message)
+            .where(
+                Message.user_id == user_id,
+                Message.direction == "in",
+                Message.status == "pending_retry",
+            )
+            .order_by(col(Message.id).desc())
+            .limit(limit)
+        )
+        return list(res.all())
+
+    async def chunk_messages(self, user_id: int, chunk_ids: list[int]) -> dict[int, int]:
+        """Document piece id -> the message its document came with (the user's pieces only)."""
+        if not chunk_ids:
+            return {}
+        res = await self.s.exec(
+            select(DocumentChunk.id, DocumentChunk.message_id).where(
+                DocumentChunk.user_id == user_id, col(DocumentChunk.id).in_(chunk_ids)
+            )
+        )
+        return {int(cid): int(mid) for cid, mid in res.all() if cid is not None}
+
     async def days_with_messages(self, user_id: int, limit: int) -> list[datetime]:
         """The instants of the user's most recent messages, newest first (for a day list)."""
         res = await self.s.exec(
@@ -389,45 +439,6 @@ class WebViewRepo:
         """Leader leases still held at ``now``."""
         res = await self.s.exec(select(JobLease).where(col(JobLease.expires_at) > now))
         return list(res.all())
-
-    async def export(self, user_id: int) -> dict[str, list[dict[str, Any]]]:
-        """Every row that belongs to the user, table by table (secrets' hashes left out)."""
-        out: dict[str, list[dict[str, Any]]] = {}
-        user = await self.s.get(User, user_id)
-        out["user"] = [user.model_dump(mode="json")] if user else []
-        for table in SQLModel.metadata.sorted_tables:
-            if "user_id" not in table.c or table.name in _SECRET_TABLES:
-                continue
-            res = await self.s.exec(select(*table.c).where(table.c.user_id == user_id))
-            names = list(table.c.keys())
-            out[table.name] = [
-                {
-                    k: _jsonable(v)
-                    for k, v in zip(names, row, strict=True)
-                    if k not in _SECRET_COLUMNS
-                }
-                for row in res.all()
-            ]
-        return out
-
-    async def erase(self, user_id: int) -> None:
-        """Delete every row of the user, then the user (children before parents)."""
-        for table in reversed(SQLModel.metadata.sorted_tables):
-            if "user_id" in table.c:
-                await self.s.exec(delete(table).where(table.c.user_id == user_id))
-        await self.s.exec(delete(User).where(col(User.id) == user_id))
-
-
-_SECRET_TABLES = frozenset({"websession", "webloginlink", "apitoken", "icstoken"})
-_SECRET_COLUMNS = frozenset({"token_hash", "embedding"})
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, bytes):
-        return None
-    return value
 
 
 def head_revision() -> str | None:

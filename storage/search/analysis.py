@@ -44,6 +44,24 @@ def words(text: str) -> list[str]:
     return [w.split("'")[0] for w in _WORD.findall(text.lower())]
 
 
+FIRST_PERSON = frozenset(["i", "me", "my", "mine", "myself", "we", "us", "our", "ours"])
+"""Words by which a speaker talks about themselves ("I", "my", "we", ...)."""
+
+
+def self_words(text: str) -> int:
+    """How many times ``text`` says "I", "my", "we" and the like (at most 255).
+
+    What people tell about their own lives is said in the first person; a turn that only
+    reacts or asks ("So cool! What about you?") says little of it.
+    """
+    return min(255, sum(1 for w in words(text) if w in FIRST_PERSON))
+
+
+def asks(text: str) -> bool:
+    """Whether ``text`` asks something (holds a question mark)."""
+    return "?" in text or "\uff1f" in text  # also the full-width mark of CJK text
+
+
 def analyse(text: str, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
     """Stems of the content words of ``text``, in order, repeats kept (for term counts)."""
     return [stem(w) for w in words(text) if len(w) > 1 and w not in stopwords]

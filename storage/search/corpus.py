@@ -24,6 +24,7 @@ import threading
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import MemoryItem
-from storage.search.analysis import analyse
+from storage.search.analysis import analyse, asks, self_words
 from storage.search.termcache import Analysed, Saved, TermStore, row_digest
 from storage.search.vectors import KIND_CODES
 
@@ -70,6 +71,10 @@ class Arrays:
     lengths: Floats
     mentioned: Floats
     """Shape (2, n): start and end of the time each item talks about (NaN: none)."""
+    asks: npt.NDArray[np.bool_]
+    """The item asks a question."""
+    self_words: npt.NDArray[np.uint8]
+    """How often the item speaks in the first person ("I", "my", "we")."""
     near: Ints
     """Shape (4, n + 1): the turn two before, one before, one after, two after, or ``n``."""
 
@@ -149,6 +154,8 @@ class _Staged:
         self.lengths = array("q")
         self.span_lo = array("d")
         self.span_hi = array("d")
+        self.asks = array("b")
+        self.self_words = array("B")
         self.digests = array("q")
         self.p_rows: list[npt.NDArray[np.int64]] = []
         self.p_tids: list[npt.NDArray[np.int32]] = []
@@ -171,12 +178,16 @@ class _Staged:
 
     def add(self, raw: Sequence[tuple[object, ...]]) -> None:
         """Rows of (id, ts, kind, hidden, conversation, speaker, text), by id (CPU work)."""
-        corpus = self.corpus
-        names = corpus.speaker_names
         first = len(self.ids)
+        digests = self._add_columns(raw)
+        self._add_analyses(raw, first, digests)
+
+    def _add_columns(self, raw: Sequence[tuple[object, ...]]) -> list[int]:
+        """The plain columns of the rows; their digests (what the term cache is keyed by)."""
+        names = self.corpus.speaker_names
         digests: list[int] = []
         for r in raw:
-            ts = r[1].timestamp()  # type: ignore[attr-defined]
+            ts = seconds(r[1])
             kind, speaker = str(r[2]), str(r[5] or "")
             conv = r[4]
             self.ids.append(int(str(r[0])))
@@ -187,9 +198,18 @@ class _Staged:
             self.speakers.append(names.setdefault(speaker.lower(), len(names)))
             digests.append(row_digest(kind, speaker, str(r[6] or ""), ts))
         self.digests.extend(digests)
+        return digests
+
+    def _add_analyses(
+        self, raw: Sequence[tuple[object, ...]], first: int, digests: list[int]
+    ) -> None:
+        """Terms, lengths and traits of the rows: from the term cache, else tokenised."""
+        corpus = self.corpus
         k = len(raw)
         lengths = np.zeros(k, dtype=np.int64)
         spans = np.full((2, k), np.nan, dtype=np.float64)
+        asking = np.zeros(k, dtype=np.bool_)
+        selfish = np.zeros(k, dtype=np.uint8)
         fresh = np.ones(k, dtype=np.bool_)
         known = self.known
         if known is not None and len(self._known_ids):
@@ -202,6 +222,8 @@ class _Staged:
             fresh = ~hit
             lengths[hit] = known.lengths[saved_at[hit]]
             spans[:, hit] = known.spans[saved_at[hit]].T
+            asking[hit] = known.asks[saved_at[hit]]
+            selfish[hit] = known.self_words[saved_at[hit]]
             self._reuse(np.flatnonzero(hit) + first, saved_at[hit])
         rows = array("q")
         tids = array("i")
@@ -214,6 +236,8 @@ class _Staged:
             lengths[j] = an.length
             if an.span is not None:
                 spans[:, j] = an.span
+            asking[j] = an.asks
+            selfish[j] = an.self_words
             for term, c in an.terms.items():
                 rows.append(first + j)
                 tids.append(vocab.setdefault(term, len(vocab)))
@@ -221,6 +245,8 @@ class _Staged:
         self.lengths.extend(lengths.tolist())
         self.span_lo.extend(spans[0].tolist())
         self.span_hi.extend(spans[1].tolist())
+        self.asks.extend(asking.astype(np.int8).tolist())
+        self.self_words.extend(selfish.tolist())
         if rows:
             self.p_rows.append(np.array(rows, dtype=np.int64))
             self.p_tids.append(np.array(tids, dtype=np.int32))
@@ -310,6 +336,8 @@ class Corpus:
         self._sessions = np.zeros(0, dtype=np.int64)
         self._lengths = np.zeros(0, dtype=np.float64)
         self._mentioned = np.zeros((2, 0), dtype=np.float64)
+        self._asks = np.zeros(0, dtype=np.bool_)
+        self._self_words = np.zeros(0, dtype=np.uint8)
         self._near = np.zeros((4, 0), dtype=np.int64)
         self._digests = np.zeros(0, dtype=np.int64)
         self._has_vector = np.zeros(0, dtype=np.bool_)
@@ -331,6 +359,21 @@ class Corpus:
         """How many items."""
         return self._n
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the lock (``bench._train_ranker --cache`` pickles corpora)."""
+        state = dict(self.__dict__)
+        del state["_mutex"]
+        # The time-word reader is the process's, not data (and may be a closure): a
+        # restored corpus reads no new time words until it is given one again.
+        state["mentions"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled corpus with a lock of its own."""
+        for k, v in state.items():
+            setattr(self, k, v)
+        self._mutex = threading.Lock()
+
     def analyse(self, kind: str, speaker: str, text: str, ts: float) -> Analysed:
         """Terms, length and mentioned time span of one row (the costly part of loading)."""
         terms = analyse(f"{speaker}: {text}" if kind == "message" else text)
@@ -338,7 +381,7 @@ class Corpus:
         for t in terms:
             counts[t] = counts.get(t, 0) + 1
         span = self.mentions(text, ts) if self.mentions and kind == "message" else None
-        return Analysed(counts, len(terms), span)
+        return Analysed(counts, len(terms), span, asks(text), self_words(text))
 
     def commit(self, staged: _Staged) -> bool:
         """Append staged rows (ordered by time), linking messages to the turns around them.
@@ -375,6 +418,8 @@ class Corpus:
         self._lengths[n:end] = np.array(staged.lengths, dtype=np.float64)[order]
         self._mentioned[0, n:end] = np.array(staged.span_lo, dtype=np.float64)[order]
         self._mentioned[1, n:end] = np.array(staged.span_hi, dtype=np.float64)[order]
+        self._asks[n:end] = np.array(staged.asks, dtype=np.bool_)[order]
+        self._self_words[n:end] = np.array(staged.self_words, dtype=np.uint8)[order]
         self._digests[n:end] = np.array(staged.digests, dtype=np.int64)[order]
         self._near[:, n:end] = -1
         self._commit_vectors(staged, order, n)
@@ -399,6 +444,8 @@ class Corpus:
         self._sessions = _grown(self._sessions, need, exact)
         self._lengths = _grown(self._lengths, need, exact)
         self._mentioned = _grown(self._mentioned, need, exact, np.nan)
+        self._asks = _grown(self._asks, need, exact, False)
+        self._self_words = _grown(self._self_words, need, exact)
         self._near = _grown(self._near, need, exact, -1)
         self._digests = _grown(self._digests, need, exact)
         self._has_vector = _grown(self._has_vector, need, exact, False)
@@ -587,6 +634,8 @@ class Corpus:
                 session=self._sessions[:n],
                 lengths=self._lengths[:n],
                 mentioned=self._mentioned[:, :n],
+                asks=self._asks[:n],
+                self_words=self._self_words[:n],
                 near=near,
             )
         return self._arrays
@@ -645,6 +694,8 @@ class Corpus:
             term_ids=tids[by_doc],
             counts=tfs[by_doc],
             vocab=vocab,
+            asks=self._asks[:n].copy(),
+            self_words=self._self_words[:n].copy(),
         )
 
 
@@ -801,9 +852,24 @@ def release_freed_memory() -> bool:
     return bool(trim(0)) if trim is not None else False
 
 
+def seconds(value: object) -> float:
+    """POSIX seconds of a stored time as the driver returns it (``_TEXT_COLUMNS``).
+
+    SQLite gives the stored text ("2024-05-04 18:00:00.000000", UTC without an offset),
+    asyncpg a ``datetime``. Parsed here with ``datetime.fromisoformat`` rather than through
+    the column's type: SQLAlchemy's parser and ``UTCDateTime`` cost about 20 us a row, most of
+    a cold load's reading of 3,000 rows.
+    """
+    when = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if not isinstance(when, datetime):
+        raise TypeError(f"not a stored time: {value!r}")
+    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).timestamp()
+
+
 _TEXT_COLUMNS = (
     col(MemoryItem.id),
-    col(MemoryItem.ts),
+    # The raw value, not a datetime made by the column's type: see ``seconds``.
+    sa.type_coerce(col(MemoryItem.ts), sa.String()).label("ts"),
     col(MemoryItem.kind),
     col(MemoryItem.hidden),
     col(MemoryItem.conversation_id),

@@ -27,12 +27,13 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from storage.files.private import open_private, private_dir
 from storage.search.analysis import analyse
 from storage.search.fulltext import STOPWORDS
 
 log = logging.getLogger(__name__)
 
-SCHEMA = "terms-1"
+SCHEMA = "terms-2"
 """Bump when what is cached, or how items are analysed, changes (old files are then ignored)."""
 
 
@@ -46,6 +47,10 @@ class Analysed:
     """How many terms the item has (repeats counted): BM25's document length."""
     span: tuple[float, float] | None
     """The time the item talks about (POSIX seconds), or None."""
+    asks: bool = False
+    """The item asks a question (see ``analysis.asks``)."""
+    self_words: int = 0
+    """How often the item says "I", "my", "we"... (see ``analysis.self_words``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +77,17 @@ class Saved:
     """How often the item holds the term."""
     vocab: list[str]
     """The terms."""
+    asks: npt.NDArray[np.bool_]
+    """Whether each item asks a question."""
+    self_words: npt.NDArray[np.uint8]
+    """How often each item speaks in the first person."""
 
     def valid(self) -> bool:
         """Whether the arrays fit together (a damaged file's may not)."""
         n = len(self.ids)
         return bool(
             self.ids.shape == self.digests.shape == self.lengths.shape == (n,)
+            and self.asks.shape == self.self_words.shape == (n,)
             and self.spans.shape == (n, 2)
             and self.offsets.shape == (n + 1,)
             and self.offsets[0] == 0
@@ -106,8 +116,8 @@ class TermStore:
         self.version = f"{SCHEMA}:{_analyser_fingerprint()}:{fingerprint}"
 
     def path(self, user_id: int) -> Path:
-        """The file of one user."""
-        return self.directory / f"{self.database}-user-{int(user_id)}.npz"
+        """The file of one user (under their id, so delete-my-data takes it with their files)."""
+        return self.directory / str(int(user_id)) / f"{self.database}.npz"
 
     def load(self, user_id: int) -> Saved | None:
         """The user's saved analyses; None when there is no file or it does not fit."""
@@ -128,6 +138,8 @@ class TermStore:
                     term_ids=f["term_ids"].astype(np.int32),
                     counts=f["counts"].astype(np.int32),
                     vocab=bytes(f["vocab"]).decode().split("\n"),
+                    asks=f["asks"].astype(np.bool_),
+                    self_words=f["self_words"].astype(np.uint8),
                 )
         except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             log.info("search cache %s unreadable, rebuilding it: %s", path.name, exc)
@@ -149,12 +161,14 @@ class TermStore:
             "term_ids": saved.term_ids.astype(np.int32),
             "counts": saved.counts.astype(np.int32),
             "vocab": _bytes("\n".join(saved.vocab).encode()),
+            "asks": saved.asks.astype(np.bool_),
+            "self_words": saved.self_words.astype(np.uint8),
         }
-        self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(user_id)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         try:
-            with tmp.open("wb") as fh:
+            private_dir(path.parent)  # 0700: the words of someone's messages
+            with os.fdopen(open_private(tmp), "wb") as fh:
                 np.savez(fh, **arrays)  # type: ignore[arg-type]
             os.replace(tmp, path)  # readers see the old file or the new one, never half
         except OSError as exc:

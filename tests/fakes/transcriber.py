@@ -24,12 +24,12 @@ class GatedTranscriber:
         self.done = 0
 
     async def transcribe_pcm(
-        self, samples: npt.NDArray[np.float32], *, language: str | None = None
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None, lead: int = 0
     ) -> Transcript:
         """Transcribe once the gate is open."""
         self.started += 1
         await self.gate.wait()
-        out = await self.real.transcribe_pcm(samples, language=language)
+        out = await self.real.transcribe_pcm(samples, language=language, lead=lead)
         self.done += 1
         return out
 
@@ -42,6 +42,12 @@ class GatedTranscriber:
     def idle(self) -> bool:
         """Never: tests count transcriptions, so nothing optional is started early."""
         return False
+
+    async def speculate(
+        self, samples: npt.NDArray[np.float32], *, language: str | None = None, lead: int = 0
+    ) -> Transcript | None:
+        """Never started (the fake is never idle)."""
+        return None
 
     async def warm_up(self) -> None:
         """Load the real model (the gate holds transcriptions only)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,14 +33,37 @@ def client_for(application: App) -> httpx.AsyncClient:
     )
 
 
+_SAID = re.compile(
+    r'<(?:div|p) class="(note|error)" role="(?:status|alert)">(?:<p>)?(.*?)</p>', re.DOTALL
+)
+
+
+async def said(client: httpx.AsyncClient, posted: httpx.Response) -> str:
+    """What a form post said, as the page it redirects to shows it: ``note=...`` or
+    ``error=...`` (unescaped). The redirect itself must carry none of it."""
+    assert posted.status_code == 303, posted.text
+    where = posted.headers["location"]
+    assert "note=" not in where and "error=" not in where, where
+    page = await client.get(where)
+    found = _SAID.search(page.text)
+    return f"{found.group(1)}={html.unescape(found.group(2))}" if found else ""
+
+
+async def login_form(client: httpx.AsyncClient, secret: str) -> dict[str, str]:
+    """Open a sign-in link's page in ``client``: the form its Sign in button posts."""
+    page = await client.get(f"/login/{secret}")
+    assert page.status_code == 200
+    token = re.search(r'name="token" value="([^"]+)"', page.text)
+    assert token is not None, "the sign-in page carries no token"
+    return {"secret": secret, "token": token.group(1)}
+
+
 async def sign_in(application: App, client: httpx.AsyncClient, user: User) -> str:
     """Sign ``client`` in as ``user`` through a one-time link; returns the CSRF token."""
     assert user.id is not None
     url = await application.web.auth.issue_link(user.id)
     secret = url.rsplit("/", 1)[1]
-    page = await client.get(f"/login/{secret}")
-    assert page.status_code == 200
-    done = await client.post("/login", data={"secret": secret})
+    done = await client.post("/login", data=await login_form(client, secret))
     assert done.status_code == 303, done.text
     today = await client.get("/")
     assert today.status_code == 200

@@ -48,6 +48,7 @@ from bot.config import Settings
 from bot.errors import ChannelError, TransientChannelError, Unreachable
 from bot.messages import Address, InboundMessage, OutboundMessage, Receipt
 from bot.speech.fair import FairTranscriber
+from storage.files.local import local_folder
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ class SlackAdapter:
             http_path=settings.slack_http_path,
             transcriber=transcriber,
             is_known=is_known,
-            spool_dir=settings.data_dir / "slack-audio",
+            spool_dir=local_folder(settings.data_dir, "slack-audio"),  # its declared FileKind
             max_audio_bytes=settings.slack_max_audio_bytes,
             max_image_bytes=settings.image_max_bytes,
             stream_interval=settings.slack_stream_interval,

@@ -19,6 +19,7 @@ import aiohttp
 
 from bot.messages import Attachment
 from bot.speech.fair import FairTranscriber
+from storage.files.private import write_private
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +167,7 @@ class AudioFetcher:
 
 
 def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
+    write_private(path, data, sync=False)  # 0600 in a 0700 folder; read once, then deleted
 
 
 def remove_files(paths: list[Path]) -> None:

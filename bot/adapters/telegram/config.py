@@ -34,6 +34,8 @@ class TelegramConfig:
     @classmethod
     def from_settings(cls, s: Settings) -> TelegramConfig:
         """Build from Settings (the token must be set)."""
+        from storage.files.local import local_folder  # noqa: PLC0415
+
         assert s.telegram_bot_token is not None
         return cls(
             token=s.telegram_bot_token,
@@ -49,7 +51,7 @@ class TelegramConfig:
             poll_timeout=s.telegram_poll_timeout,
             edit_interval=s.telegram_edit_interval,
             retries=s.telegram_retries,
-            workdir=s.data_dir / "tmp",
+            workdir=local_folder(s.data_dir, "telegram-voice"),  # its declared FileKind
         )
 
     @property

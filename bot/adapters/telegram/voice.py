@@ -17,6 +17,7 @@ from telegram import Audio, Bot, Voice
 from bot.adapters.telegram.send import TelegramSender
 from bot.errors import BotError, ChannelError
 from bot.speech.fair import FairTranscriber
+from storage.files.private import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class VoiceNotes:
         if (problem := self.too_big(media.file_size)) is not None:
             return VoiceResult(None, problem)
         if self.workdir is not None:
-            self.workdir.mkdir(parents=True, exist_ok=True)
+            await asyncio.to_thread(private_dir, self.workdir)  # 0700: voices are personal
         with tempfile.TemporaryDirectory(dir=self.workdir, prefix="tg-voice-") as tmp:
             path = Path(tmp) / f"{media.file_unique_id}{_suffix(media)}"
             problem = await self._download(media, path)

@@ -201,6 +201,14 @@ class FactKeeper:
             await self.index.drop_fact(user_id, fact_id)
         return fact
 
+    async def restore(self, user_id: int, fact_id: int, now: datetime) -> Fact | None:
+        """Undo forgetting a fact: it is known and searchable again (None: nothing to undo)."""
+        async with self.db.session() as s:
+            fact = await FactRepo(s).restore(user_id, fact_id, now)
+        if fact is not None:
+            await self.index.put_fact(fact)
+        return fact
+
     async def _similarities(self, vec: Vector, facts: list[Fact]) -> list[float]:
         """Cosine of ``vec`` with each fact (stored vectors, else embedded now)."""
         if not facts:

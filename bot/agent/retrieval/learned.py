@@ -7,14 +7,16 @@ nothing beyond NumPy is needed at run time and nothing is downloaded.
 
 The features are general signals of one candidate for one question (word and meaning scores,
 its neighbours' and its session's scores, whether it is spoken by someone the question names,
-whether it talks about a time when the question asks "when"); none names a conversation, a
-person or a word of the data it was trained on.
+whether it talks about a time when the question asks "when", whether it asks or answers, how
+much it speaks in the first person, and the shape of the question: "what", "where", "would
+... likely"); none names a conversation, a person or a word of the data it was trained on.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -23,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from storage.search.analysis import stem as stem_of
 from storage.search.corpus import Arrays, Corpus
 
 Floats = npt.NDArray[np.float64]
@@ -55,8 +58,39 @@ FEATURES = (
     "lexical_rank",
     "cosine_rank",
     "blend",
+    "asks",
+    "self_words",
+    "before_asks",
+    "after_asks",
+    "before_cosine",
+    "after_cosine",
+    "rank_in_session",
+    "names_in_text",
+    *(f"question_{w}" for w in ("what", "where", "when", "who", "how", "would", "which", "did")),
+    "question_is",
+    "question_likely",
+    "question_words",
 )
 """The order of the feature columns the trees were trained on."""
+
+_LIKELY = re.compile(r"\b(likely|would|might|could)\b", re.IGNORECASE)
+
+
+def question_shape(text: str) -> list[float]:
+    """The question's first word as one-hot columns, a "would ... likely" flag, its length.
+
+    Where evidence sits depends on the kind of question: "when" wants a turn that says a
+    time, "what ... has she done" several turns in several sessions, "would she likely ..."
+    turns that only hint at the answer.
+    """
+    words = text.lower().split()
+    first = words[0] if words else ""
+    heads = ("what", "where", "when", "who", "how", "would", "which", "did", "is")
+    return [
+        *(float(first == h) for h in heads),
+        float(bool(_LIKELY.search(text))),
+        float(len(words)),
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +235,26 @@ def _window_coverage(
     return out
 
 
+def _rank_in_session(sessions: npt.NDArray[np.int64]) -> Floats:
+    """For each candidate, how many better candidates share its session (0: the best)."""
+    out = np.zeros(len(sessions), dtype=np.float64)
+    seen: dict[int, int] = {}
+    for j, s in enumerate(sessions.tolist()):
+        out[j] = seen.get(s, 0)
+        seen[s] = seen.get(s, 0) + 1
+    return out
+
+
+def _names_in_text(corpus: Corpus, names: Sequence[str], pos: npt.NDArray[np.int64]) -> Floats:
+    """How many of the names the question asks about each candidate says (or is said by)."""
+    out = np.zeros(len(pos), dtype=np.float64)
+    for name in {stem_of(n.lower()) for n in names}:
+        docs, _ = corpus.term(name)
+        if len(docs):
+            out += np.isin(pos, docs)
+    return out
+
+
 def features(
     corpus: Corpus,
     terms: Sequence[tuple[str, float]],
@@ -208,8 +262,13 @@ def features(
     speakers: Sequence[int],
     stage: Stage1,
     pos: npt.NDArray[np.int64],
+    question: str = "",
+    names: Sequence[str] = (),
 ) -> Floats:
-    """The feature matrix of the candidates at ``pos`` (columns in ``FEATURES`` order)."""
+    """The feature matrix of the candidates at ``pos`` (columns in ``FEATURES`` order).
+
+    ``question`` is the question as asked and ``names`` the people it names.
+    """
     arr = corpus.arrays()
     n = len(arr.ids)
     c = len(pos)
@@ -231,6 +290,9 @@ def features(
     asks_when = any(w < 1.0 for _, w in terms)
     _, inverse, counts = np.unique(sessions, return_inverse=True, return_counts=True)
     size: Floats = np.bincount(arr.session, minlength=n)[sessions].astype(np.float64)
+    padded_asks = np.append(arr.asks, False).astype(np.float64)
+    padded_all_cos = np.append(cos_all, 0.0)
+    shape = np.tile(np.asarray(question_shape(question), dtype=np.float64), (c, 1))
     cols = [
         final,
         final / best if best > 0 else np.zeros(c),
@@ -258,8 +320,17 @@ def features(
         _ranks(stage.lexical[pos]),
         _ranks(cos_all[pos]),
         stage.blend[pos],
+        arr.asks[pos].astype(np.float64),
+        arr.self_words[pos].astype(np.float64),
+        padded_asks[before],
+        padded_asks[after],
+        padded_all_cos[before],
+        padded_all_cos[after],
+        _rank_in_session(sessions),
+        _names_in_text(corpus, names, pos),
     ]
-    return np.nan_to_num(np.stack(cols, axis=1).astype(np.float64), neginf=0.0, posinf=0.0)
+    x = np.column_stack([np.stack(cols, axis=1), shape])
+    return np.nan_to_num(x.astype(np.float64), neginf=0.0, posinf=0.0)
 
 
 def rerank(final: Floats, pos: npt.NDArray[np.int64], learned: Floats) -> Floats:

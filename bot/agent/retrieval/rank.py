@@ -125,10 +125,14 @@ def rank(
     speakers: Sequence[int],
     tuning: RankTuning,
     forest: Forest | None = None,
+    *,
+    question: str = "",
+    names: Sequence[str] = (),
 ) -> Ranking:
     """Score every item; items outside ``mask`` score ``-inf``.
 
-    With ``forest``, its trees reorder the first stage's best candidates.
+    With ``forest``, its trees reorder the first stage's best candidates; they read the
+    ``question`` as asked and the ``names`` of the people it asks about.
     """
     arr = corpus.arrays()
     lexical, coverage = bm25(corpus, terms, tuning)
@@ -155,6 +159,6 @@ def rank(
     if forest is not None and len(arr.ids):
         pos = candidates(final, mask, forest.pool)
         if len(pos) > 1:
-            x = features(corpus, terms, mask, speakers, stage, pos)
+            x = features(corpus, terms, mask, speakers, stage, pos, question, names)
             final = rerank(final, pos, forest.predict(x))
     return Ranking(final, cosine, coverage, stage)

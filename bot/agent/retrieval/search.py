@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from bot.agent.budget import count_tokens
 from bot.agent.memory.index import MemoryIndex
-from bot.agent.retrieval.learned import shipped_forest
+from bot.agent.retrieval.learned import Forest, shipped_forest
 from bot.agent.retrieval.people import known_people
 from bot.agent.retrieval.query import QueryPlan, is_known, understand
 from bot.agent.retrieval.rank import Ranking, RankTuning, rank
@@ -40,6 +40,8 @@ class RetrievalTuning:
     rank: RankTuning = field(default_factory=RankTuning)
     learned: bool = True
     """Let the shipped trees (``learned``) reorder the first stage's best candidates."""
+    forest: Forest | None = None
+    """Trees to use instead of the shipped ones (``bench recall``: one per held-out fold)."""
     floor: float = 0.38
     """Cosine at or above which an item is evidence on meaning alone."""
     weak_floor: float = 0.2
@@ -78,6 +80,9 @@ class SearchOutcome:
     plan: QueryPlan
     evidence: list[Evidence]
     note: str | None = None
+    """Written for the model ("do not guess"): never shown to a person."""
+    said: str | None = None
+    """The same in plain words for a person (the web page, the API), when there is one."""
 
 
 def _mask(corpus: Corpus, flt: SearchFilter) -> npt.NDArray[np.bool_]:
@@ -109,20 +114,19 @@ _ABOUT_ME = re.compile(r"\b(I|me|my|mine)\b")
 def _undated(outcome: SearchOutcome) -> SearchOutcome:
     """A topic search whose time words named no date: the answer must say so."""
     plan = outcome.plan
+    cannot = f"I can't turn '{plan.unresolved}' into dates"
     if not outcome.evidence:
-        note = (
-            f"I can't turn '{plan.unresolved}' into dates, and nothing on the topic is "
-            "stored. Tell the user that; do not guess."
-        )
-    else:
-        note = (
-            f"I can't turn '{plan.unresolved}' into dates, so these were found by topic "
-            "alone, in any time: check each one's date against it before answering, and "
-            "say so if it cannot be told."
-        )
-        if outcome.note:
-            note += " " + outcome.note
-    return SearchOutcome(plan, outcome.evidence, note)
+        said = f"{cannot}, and nothing on the topic is stored."
+        note = f"{said} Tell the user that; do not guess."
+        return SearchOutcome(plan, outcome.evidence, note, said)
+    note = (
+        f"{cannot}, so these were found by topic alone, in any time: check each one's date "
+        "against it before answering, and say so if it cannot be told."
+    )
+    if outcome.note:
+        note += " " + outcome.note
+    said = f"{cannot}, so these were found by topic alone, in any time."
+    return SearchOutcome(plan, outcome.evidence, note, said)
 
 
 class Retriever:
@@ -301,8 +305,18 @@ class Retriever:
             if any(name == p or (len(p) >= 3 and name.startswith(p)) for p in people)
         ]
         terms = plan.weighted
-        forest = shipped_forest() if t.learned else None
-        ranking = rank(corpus, terms, qvec, mask, speakers, t.rank, forest)
+        forest = (t.forest or shipped_forest()) if t.learned else None
+        ranking = rank(
+            corpus,
+            terms,
+            qvec,
+            mask,
+            speakers,
+            t.rank,
+            forest,
+            question=plan.text,
+            names=plan.people,
+        )
         topic = len([w for w in terms if w[1] >= 1.0])
         if not self._has_evidence(ranking, mask, topic):
             return []
@@ -395,15 +409,14 @@ class Retriever:
                 ev.context = []
             else:
                 used += context_cost
-        note = None
+        note = said = None
         if not kept:
             if plan.window is not None:
-                note = (
-                    f"Nothing is stored for {plan.window.label} "
-                    f"({plan.window.describe(tz)}). Say so; do not widen the search or guess."
-                )
+                said = f"Nothing is stored for {plan.window.label} ({plan.window.describe(tz)})."
+                note = f"{said} Say so; do not widen the search or guess."
             else:
+                said = "Nothing in your memory matches that."
                 note = "Nothing relevant is stored. Say you don't know; do not guess."
         elif len(kept) < len(evidence):
             note = f"{len(evidence) - len(kept)} more results were cut to fit the budget."
-        return SearchOutcome(plan, kept, note)
+        return SearchOutcome(plan, kept, note, said)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -362,4 +363,7 @@ def users_add(
 
 def main() -> None:
     """Entry point of the ``lifebot`` script."""
+    # Whatever any library creates on our behalf is the owner's alone too (lifebot's own
+    # folders and files are made 0700/0600 explicitly; this covers the rest).
+    os.umask(0o077)
     app()

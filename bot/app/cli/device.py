@@ -116,7 +116,7 @@ def device_status() -> None:
                 waiting[sess.device_id] = (n + count, secs + (samples + uncut) / 16000)
         # Omi chunks received but not yet in a session (16 kHz assumed for the estimate).
         for d in devices:
-            inbox = app.omi.waiting_bytes(d.id or 0)
+            inbox = await app.omi.waiting_bytes(d.id or 0)
             if inbox:
                 n, secs = waiting.get(d.id or 0, (0, 0.0))
                 waiting[d.id or 0] = (n, secs + inbox / 32000)
@@ -124,12 +124,14 @@ def device_status() -> None:
             typer.echo("No pendants yet: `lifebot device add NAME --user USER` adds one.")
             return
         typer.echo(f"Endpoint: {_endpoint(app)}")
-        used = spool_bytes(spool.root) / 1e6
+        # What the cap counts: the live spool, Omi's inbox and the audio kept in the store.
+        kept = await app.files.total("device-audio")
+        used = (spool_bytes(spool.root) + await app.omi.stored_bytes() + kept) / 1e6
         cap = app.settings.device_spool_max_mb
         typer.echo(f"Spool: {used:.1f} MB" + (f" of its {cap:g} MB cap" if cap else " (no cap)"))
         for d in devices:
             state = f"revoked {_when(d.revoked_at)}" if d.revoked_at else "active"
-            if app.omi.is_omi(d.id or 0):
+            if await app.omi.is_omi(d.id or 0):
                 state += " (Omi)"
             n, secs = waiting.get(d.id or 0, (0, 0.0))
             typer.echo(

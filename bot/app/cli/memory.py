@@ -271,11 +271,16 @@ def import_command(
     file: Annotated[
         Path,
         typer.Argument(
-            help="A `lifebot export` zip, JSON Lines or Telegram result.json; or the word journal"
+            help="A `lifebot export` zip, JSON Lines or Telegram result.json; or the word "
+            "journal or location"
         ),
     ],
     folder: Annotated[
-        Path | None, typer.Argument(help="With `journal`: the folder of dated journal files")
+        Path | None,
+        typer.Argument(
+            help="With `journal`: the folder of dated journal files; with `location`: a GPX, "
+            "OwnTracks Recorder .rec or Google Timeline file"
+        ),
     ] = None,
     user: Annotated[
         str | None,
@@ -284,10 +289,19 @@ def import_command(
 ) -> None:
     """Import a `lifebot export` zip, chat history (JSON Lines, Telegram export) or a journal.
 
-    `lifebot import journal DIR --user U` imports a folder of dated journal files.
+    `lifebot import journal DIR --user U` imports a folder of dated journal files;
+    `lifebot import location FILE --user U` a location history (GPX, OwnTracks, Google).
     """
-    from bot.app.portability import is_export
+    from storage.portable import is_export
 
+    if str(file) == "location":
+        if folder is None or user is None:
+            typer.echo("usage: lifebot import location FILE --user U", err=True)
+            raise typer.Exit(2)
+        from bot.app.cli.location import import_location
+
+        import_location(folder, user)
+        return
     if folder is not None:
         if str(file) != "journal" or user is None:
             typer.echo("usage: lifebot import journal DIR --user U", err=True)
@@ -309,18 +323,18 @@ def import_command(
 
 
 def _import_export(file: Path) -> None:
-    from bot.app.portability import ExportFileError, import_user
+    from storage.portable import ExportFileError
 
     async def go(app: App) -> None:
         try:
-            done = await import_user(app, file)
+            done = await app.userdata.import_(file)
         except ExportFileError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
         rows = sum(done.rows.values())
         print(
             f"Imported {done.name} (user {done.user_id}): {rows} rows, "
-            f"{done.audio_files} audio file(s)."
+            f"{sum(done.files.values())} stored file(s), {done.audio_files} audio file(s)."
         )
 
     run_with_app(go)

@@ -116,13 +116,24 @@ def run_with_memory(fn: Callable[[MemoryApp], Awaitable[T]], *, embeds: bool = F
     from bot.agent.memory.embeddings import MiniLMEmbedder, embedder_for
 
     embedder = embedder_for(settings)
-    if embeds and isinstance(embedder, MiniLMEmbedder):
-        embedder.start_loading()
+    counter = None
+    if embeds:
+        # A search ends by fitting its hits into a token budget: the encoding loads meanwhile.
+        from bot.agent.budget import load_in_background
+
+        counter = load_in_background()
+        if isinstance(embedder, MiniLMEmbedder):
+            # One question to embed: loading fast beats running fast (see start_loading).
+            embedder.start_loading(optimise=False)
 
     from bot.app.memory_root import MemoryApp
     from bot.clock import SystemClock
 
-    return _run(lambda: MemoryApp.build(settings, SystemClock(), embedder), MemoryApp.start, fn)
+    try:
+        return _run(lambda: MemoryApp.build(settings, SystemClock(), embedder), MemoryApp.start, fn)
+    finally:
+        if counter is not None:
+            counter.join()  # never exit while a thread is inside tiktoken's native code
 
 
 DATABASE_FIX = (

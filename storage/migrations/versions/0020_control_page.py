@@ -3,8 +3,8 @@
 The owner's page shows every process of a deployment, the leader, a live log tail and the
 scheduled jobs' recent runs, whichever process serves the page. Nothing here is a user's.
 
-Revision ID: 0018_control_page
-Revises: 0017_token_scope
+Revision ID: 0020_control_page
+Revises: 0019_file_store
 """
 
 import sqlalchemy as sa
@@ -13,8 +13,8 @@ from alembic import op
 
 from storage.models._types import UTCDateTime
 
-revision = "0018_control_page"
-down_revision = "0017_token_scope"
+revision = "0020_control_page"
+down_revision = "0019_file_store"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,383 @@
+"""A user's data out and back in, and gone: one export, import and delete for every feature.
+
+The composition root hands in what the registered features declare: their user tables and
+their kinds of stored file. So the web page's download, the API's, ``lifebot export`` and
+``lifebot users delete`` all walk the same list, and a new feature's table or file kind is in
+every one of them the day it is registered.
+
+The export is a zip:
+
+- ``manifest.json``: format, version, the user, row counts, each column's kind (how its
+  values are written, ``storage.codec``) and file counts by kind;
+- ``<table>.json`` for the user row and every declared table (the user's rows only);
+- ``files/<kind>/<key>`` for every stored file of theirs of every kind that is not derived
+  (caches are rebuilt, never exported);
+- ``audio/<session>.pcm``: their pendant sessions' audio still in this host's live spool.
+
+It is written under a temporary name (0600) and renamed into place when complete: a failure
+half way leaves no zip that looks whole. Import takes the same zip (and format 1 zips) into a
+database without that user, files included; every key is checked to be the user's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+from sqlalchemy import select
+
+from bot.clock import Clock
+from storage.codec import dumps
+from storage.db import Database
+from storage.files import FileStore
+from storage.files.base import BadKey, check_key
+from storage.files.private import FILE_MODE, private_dir
+from storage.repos.userdata import USER, UserDataRepo, columns_of, user_tables
+
+FORMAT = "lifebot-user-export"
+VERSION = 2
+"""2: ``files/<kind>/<key>`` and each column's kind in the manifest (1: ``images/``,
+``documents/`` and tagged values; still imported)."""
+
+_SESSION_FILE = re.compile(r"^[A-Za-z0-9_-]{1,64}\.pcm$")
+_LEGACY_FOLDERS = {"images": "photos", "documents": "documents"}
+"""Format 1's folders of a user's files and the kinds they are now."""
+
+UserHook = Callable[[int], Awaitable[object]]
+
+
+class ExportFileError(Exception):
+    """The file is not a lifebot export (or a damaged one); the message says which."""
+
+
+@dataclass(slots=True)
+class Moved:
+    """What an export, import or delete moved."""
+
+    user_id: int
+    name: str
+    rows: dict[str, int]
+    """Rows by table."""
+    files: dict[str, int] = field(default_factory=dict)
+    """Stored files by kind."""
+    audio_files: int = 0
+    """Live spool files of pendant sessions."""
+
+
+class UserData:
+    """Export, import and delete over every declared table and kind of file."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        files: FileStore,
+        tables: Sequence[str],
+        clock: Clock,
+        spool_dir: Path,
+        work_dir: Path,
+        after_import: Sequence[UserHook] = (),
+        after_delete: Sequence[UserHook] = (),
+    ) -> None:
+        self.db = db
+        self.files = files
+        self.tables = tuple(tables)
+        """Every declared user table (the registry's)."""
+        self.clock = clock
+        self.spool_dir = spool_dir
+        """This host's live pendant spool (``<session>.pcm``)."""
+        self.work_dir = work_dir
+        """A private folder for temporary files (web downloads are written here first)."""
+        self.after_import = tuple(after_import)
+        """Called with the user id once an import is in (memory indexes what came without
+        vectors)."""
+        self.after_delete = tuple(after_delete)
+        """Called with the user id once they are gone (memory forgets its in-memory copy)."""
+        user_tables(self.tables)  # fail at start-up, not at the first export
+
+    def exported_kinds(self) -> list[str]:
+        """Kinds of stored file an export and a delete carry: every per-user, lasting kind."""
+        return [k.name for k in self.files.kinds() if k.per_user and not k.derived]
+
+    # --- export ------------------------------------------------------------------------------
+
+    async def export(self, user_id: int, target: Path) -> Moved:
+        """Write the user's zip to ``target`` (0600; nothing at ``target`` unless complete)."""
+        async with self.db.session() as s:
+            repo = UserDataRepo(s, self.tables)
+            data = await repo.dump(user_id)
+            columns = columns_of([repo.user_table, *repo.tables])
+        if not data.get(USER):
+            raise LookupError(f"there is no user {user_id}")
+        name = str(data[USER][0].get("display_name") or user_id)
+        stored = {k: await self.files.user_files(k, user_id) for k in self.exported_kinds()}
+        sessions = [str(r["id"]) for r in data.get("devicesession", [])]
+        audio = await asyncio.to_thread(self._spooled, sessions)
+        manifest = {
+            "format": FORMAT,
+            "version": VERSION,
+            "user_id": user_id,
+            "name": name,
+            "exported_at": self.clock.now().isoformat(),
+            "tables": {k: len(v) for k, v in data.items()},
+            "columns": columns,
+            "files": {k: len(v) for k, v in stored.items() if v},
+            "audio": len(audio),
+        }
+        await asyncio.to_thread(_parent_folder, target)
+        part = target.with_name(f".{target.name}.{os.getpid()}.part")
+        out = await asyncio.to_thread(_create_private, part)
+        zf = zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED)
+        try:
+            await asyncio.to_thread(zf.writestr, "manifest.json", dumps(manifest, indent=2))
+            for table, rows in data.items():
+                await asyncio.to_thread(zf.writestr, f"{table}.json", dumps(rows, indent=1))
+            await self._add_files(zf, stored)
+            for session_file in audio:
+                await asyncio.to_thread(
+                    zf.write, session_file, f"audio/{session_file.name}", zipfile.ZIP_STORED
+                )
+            await asyncio.to_thread(zf.close)
+            await asyncio.to_thread(_finish, out, part, target)
+        except BaseException:
+            await asyncio.to_thread(_abandon, zf, out, part)
+            raise
+        return Moved(
+            user_id,
+            name,
+            {k: len(v) for k, v in data.items()},
+            {k: len(v) for k, v in stored.items() if v},
+            len(audio),
+        )
+
+    async def export_temporary(self, user_id: int) -> Path:
+        """Export into a new private temporary file (the caller deletes it when sent)."""
+        await asyncio.to_thread(private_dir, self.work_dir)
+        folder = Path(await asyncio.to_thread(tempfile.mkdtemp, "", "export-", self.work_dir))
+        target = folder / "lifebot-export.zip"
+        try:
+            await self.export(user_id, target)
+        except BaseException:
+            await asyncio.to_thread(shutil.rmtree, folder, True)
+            raise
+        return target
+
+    async def _add_files(self, zf: zipfile.ZipFile, stored: dict[str, list[Any]]) -> None:
+        if not any(stored.values()):
+            return
+        await asyncio.to_thread(private_dir, self.work_dir)
+        with tempfile.TemporaryDirectory(prefix="files-", dir=self.work_dir) as tmp:
+            copy = Path(tmp) / "file"
+            for kind, infos in stored.items():
+                for info in infos:
+                    # Pictures and PDFs are compressed already: stored as they are, quickly.
+                    await self.files.copy_to(kind, info.key, copy)
+                    arc = f"files/{kind}/{info.key}"
+                    await asyncio.to_thread(zf.write, copy, arc, zipfile.ZIP_STORED)
+
+    def _spooled(self, sessions: list[str]) -> list[Path]:
+        out = []
+        for sid in sessions:
+            path = self.spool_dir / f"{sid}.pcm"
+            if _SESSION_FILE.match(path.name) and path.is_file():
+                out.append(path)
+        return out
+
+    # --- import ------------------------------------------------------------------------------
+
+    async def import_(self, path: Path) -> Moved:
+        """Load an export into the database (files included); ExportFileError if it is not one."""
+        manifest, data, members = await asyncio.to_thread(read_export, path)
+        async with self.db.session() as s:
+            try:
+                user_id = await UserDataRepo(s, self.tables).load(data)
+            except ValueError as exc:
+                raise ExportFileError(str(exc)) from exc
+        files, audio = await self._restore_files(path, members, user_id, data)
+        for hook in self.after_import:
+            await hook(user_id)
+        return Moved(
+            user_id,
+            str(manifest.get("name", user_id)),
+            {k: len(v) for k, v in data.items()},
+            files,
+            audio,
+        )
+
+    async def _restore_files(
+        self, path: Path, members: list[str], user_id: int, data: dict[str, list[dict[str, Any]]]
+    ) -> tuple[dict[str, int], int]:
+        """Put the zip's files back: stored kinds into the store, live audio into the spool."""
+        sessions = {str(r["id"]) for r in data.get("devicesession", [])}
+        kinds = set(self.exported_kinds())
+        counts: dict[str, int] = {}
+        audio = 0
+        await asyncio.to_thread(private_dir, self.work_dir)
+        with tempfile.TemporaryDirectory(prefix="import-", dir=self.work_dir) as tmp:
+            copy = Path(tmp) / "file"
+            for member in members:
+                place = _place(member, user_id, kinds, sessions)
+                if place is None:
+                    continue
+                kind, key = place
+                await asyncio.to_thread(_extract, path, member, copy)
+                if kind == "audio":
+                    await asyncio.to_thread(private_dir, self.spool_dir)
+                    await asyncio.to_thread(_move_private, copy, self.spool_dir / key)
+                    audio += 1
+                else:
+                    await self.files.put_file(kind, key, copy)
+                    counts[kind] = counts.get(kind, 0) + 1
+        return counts, audio
+
+    # --- delete ------------------------------------------------------------------------------
+
+    async def delete(self, user_id: int) -> Moved:
+        """Delete every row and every file of the user (caches too); what went."""
+        async with self.db.session() as s:
+            repo = UserDataRepo(s, self.tables)
+            conn = await s.connection()
+            users = (
+                await conn.execute(
+                    select(repo.user_table.c.display_name).where(repo.user_table.c.id == user_id)
+                )
+            ).all()
+            sessions = await _session_ids(repo, user_id)
+            counts = await repo.delete(user_id)
+        files = await self.files.delete_user(user_id)
+        audio = await asyncio.to_thread(self._remove_spooled, sessions)
+        for hook in self.after_delete:
+            await hook(user_id)
+        name = str(users[0][0]) if users else str(user_id)
+        return Moved(user_id, name, counts, files, audio)
+
+    def _remove_spooled(self, sessions: list[str]) -> int:
+        removed = 0
+        for sid in sessions:
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", sid):
+                continue
+            for path in self.spool_dir.glob(f"{sid}.*"):
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed
+
+
+async def _session_ids(repo: UserDataRepo, user_id: int) -> list[str]:
+    table = next((t for t in repo.tables if t.name == "devicesession"), None)
+    if table is None:
+        return []
+    conn = await repo.s.connection()
+    rows = (await conn.execute(select(table.c.id).where(table.c.user_id == user_id))).all()
+    return [str(r[0]) for r in rows]
+
+
+def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]], list[str]]:
+    """The manifest, the tables and the member names of an export zip (blocking).
+
+    ExportFileError when it is not one.
+    """
+    try:
+        with zipfile.ZipFile(path) as zf:
+            manifest = json.loads(zf.read("manifest.json"))
+            if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+                raise ExportFileError(f"{path} is a zip but not a lifebot export")
+            if int(manifest.get("version", 0)) > VERSION:
+                raise ExportFileError(f"{path} comes from a newer lifebot; upgrade first")
+            names = zf.namelist()
+            tables = {
+                name.removesuffix(".json"): json.loads(zf.read(name))
+                for name in names
+                if name.endswith(".json") and "/" not in name and name != "manifest.json"
+            }
+    except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
+        if isinstance(exc, ExportFileError):
+            raise
+        raise ExportFileError(f"{path} is not a lifebot export: {exc}") from exc
+    for table, rows in tables.items():
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise ExportFileError(f"{path}: {table}.json is not a list of rows")
+    return manifest, tables, names
+
+
+def is_export(path: Path) -> bool:
+    """True when ``path`` is a zip (``lifebot import`` then reads it as an export)."""
+    return zipfile.is_zipfile(path)
+
+
+def _place(
+    member: str, user_id: int, kinds: set[str], sessions: set[str]
+) -> tuple[str, str] | None:
+    """Where a zip member goes: (kind, key), ("audio", file name), or None to skip it.
+
+    Never a path taken from the zip as it is: keys are checked, and a file must be the
+    importing user's own (its key starts with their id).
+    """
+    parts = PurePosixPath(member).parts
+    if len(parts) == 2 and parts[0] == "audio":
+        name = parts[1]
+        if _SESSION_FILE.match(name) and name.removesuffix(".pcm") in sessions:
+            return "audio", name
+        return None
+    if len(parts) == 2 and parts[0] in _LEGACY_FOLDERS:  # format 1
+        kind, key = _LEGACY_FOLDERS[parts[0]], f"{user_id}/{parts[1]}"
+    elif len(parts) >= 3 and parts[0] == "files":
+        kind, key = parts[1], "/".join(parts[2:])
+    else:
+        return None
+    if kind not in kinds:
+        return None
+    try:
+        owner = check_key(key, per_user=True)
+    except BadKey:
+        return None
+    return (kind, key) if owner == user_id else None
+
+
+def _create_private(path: Path) -> BinaryIO:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return os.fdopen(fd, "w+b")
+
+
+def _finish(out: BinaryIO, part: Path, target: Path) -> None:
+    out.flush()
+    os.fsync(out.fileno())
+    out.close()
+    os.replace(part, target)
+
+
+def _abandon(zf: zipfile.ZipFile, out: BinaryIO, part: Path) -> None:
+    """Drop a zip that failed half way (its own close may fail the same way: ignored)."""
+    with contextlib.suppress(Exception):
+        zf.close()
+    with contextlib.suppress(OSError):
+        out.close()
+    part.unlink(missing_ok=True)
+
+
+def _extract(zip_path: Path, member: str, target: Path) -> None:
+    with zipfile.ZipFile(zip_path) as zf, zf.open(member) as src:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+        with os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(src, out, 1024 * 1024)
+
+
+def _move_private(source: Path, target: Path) -> None:
+    shutil.move(source, target)
+    target.chmod(FILE_MODE)
+
+
+def _parent_folder(target: Path) -> None:
+    """The folder an export goes to: made private when lifebot makes it."""
+    if not target.parent.exists():
+        private_dir(target.parent)
