@@ -4,8 +4,6 @@ files lifebot serves itself, and no request leaves loopback.
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,23 +12,10 @@ import pytest
 
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory
+from tests.support.browser import AXE, CHROMIUM, axe_problems, shot
 
-playwright_api = pytest.importorskip("playwright.async_api")
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent.parent / "tmp" / "screenshots"
-
+pytest.importorskip("playwright.async_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    """Headless Debian chromium (no browser download)."""
-    async with playwright_api.async_playwright() as pw:
-        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield chromium
-        await chromium.close()
 
 
 async def test_the_api_reference_draws_every_operation_with_nothing_from_elsewhere(
@@ -76,8 +61,7 @@ async def test_the_api_reference_draws_every_operation_with_nothing_from_elsewhe
     await body.wait_for()
     drawn = await body.inner_text()
     assert "cursor" in drawn and "application/problem+json" in drawn
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SHOTS / "api-docs.png"))
+    await shot(page, "api-docs", full_page=False)
 
     assert not outside, outside
     assert {urlsplit(u).path for u in asked} >= {
@@ -90,4 +74,6 @@ async def test_the_api_reference_draws_every_operation_with_nothing_from_elsewhe
     assert not problems, problems  # no CSP refusal, no script error
     other = await page.request.get(f"{base}/api/docs/index.html")
     assert other.status == 404  # only the two files lifebot needs are served
+    if AXE.exists():  # axe-core comes from npm (make); evaluated past the page's CSP
+        assert await axe_problems(page) == []
     await context.close()

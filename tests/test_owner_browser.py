@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,37 +17,21 @@ import pytest
 from bot.app.build import App
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user
+from tests.support.browser import AXE, CHROMIUM, SCREENS, axe_problems, shot, small_targets
 
-playwright_api = pytest.importorskip("playwright.async_api")
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent.parent / "tmp" / "screenshots"
-
+pytest.importorskip("playwright.async_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
 log = logging.getLogger("lifebot.test.tail")
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    """Headless Debian chromium (no browser download)."""
-    async with playwright_api.async_playwright() as pw:
-        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield chromium
-        await chromium.close()
 
 
 async def _owner_page(application: App, base: str, browser: Any, **context: Any) -> Any:
     owner = await add_user(application, f"o{secrets.token_hex(3)}", owner=True, name="Olga")
     assert owner.id is not None
-    ctx = await browser.new_context(viewport={"width": 1280, "height": 900}, **context)
+    context.setdefault("viewport", {"width": 1280, "height": 900})
+    ctx = await browser.new_context(**context)
     page = await ctx.new_page()
     link = await application.web.auth.issue_link(owner.id)
-    secret = link.rsplit("/", 1)[1]
-    if context.get("java_script_enabled") is False:  # the sign-in page's form posts plainly
-        await page.goto(f"{base}/login/{secret}")
-    else:
-        await page.goto(f"{base}/login/{secret}")
+    await page.goto(f"{base}/login/{link.rsplit('/', 1)[1]}")
     await page.click("#signin")
     await page.wait_for_url(f"{base}/")
     return page
@@ -83,8 +65,7 @@ async def test_a_log_line_written_after_the_page_opened_appears_on_it(
     assert await page.evaluate("window.openedOnce === true")  # live: no reload happened
     assert "WARNING" in await line.inner_text()
     assert "Live:" in await page.inner_text("#log-status")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SHOTS / "owner-control.png"), full_page=True)
+    await shot(page, "owner-control")
     assert not problems, problems  # no CSP refusal, no script error
     assert hosts == {"127.0.0.1"}, hosts
 
@@ -94,4 +75,27 @@ async def test_a_log_line_written_after_the_page_opened_appears_on_it(
     assert said in await plain.inner_text("#log-lines")
     assert "Reload" in await plain.inner_text("#log-status")
     await plain.context.close()
+    await page.context.close()
+
+
+@pytest.mark.skipif(not AXE.exists(), reason="axe-core is not installed: make (npm ci)")
+@pytest.mark.parametrize("screen", ["phone", "desktop"])
+async def test_the_full_control_page_passes_axe_with_44px_targets(
+    app_factory: AppFactory, fake_llm: FakeLLM, browser: Any, screen: str
+) -> None:
+    application = await app_factory(fake_llm, web_port=0)
+    await application.web.start()
+    await application.presence.start()
+    assert await application.jobs.service.lock.acquire(application.clock.now())
+    await application.jobs.service.run_job("reminders.fire")
+    failed = f"something failed, for the page to show ({secrets.token_hex(3)})"
+    log.error(failed)
+    base = f"http://127.0.0.1:{application.web.server.bound_port}"
+    # axe runs past the page's CSP in this context; the page is the same.
+    page = await _owner_page(application, base, browser, bypass_csp=True, **SCREENS[screen])
+    await page.goto(f"{base}/owner")
+    await page.locator("#log-lines li", has_text=failed).wait_for()
+    await page.click("#config summary")  # every setting shown too
+    found = await axe_problems(page) + [f"small target {t}" for t in await small_targets(page)]
+    assert found == [], found
     await page.context.close()
