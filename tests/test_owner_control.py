@@ -31,7 +31,7 @@ from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import FakeTelegram
 from tests.support.app import AppFactory, add_user
 from tests.support.serve import Cluster, free_port, leader_pid, serve_env
-from tests.support.web import client_for, sign_in
+from tests.support.web import client_for, login_form, sign_in
 
 log = logging.getLogger("lifebot.test.control")
 
@@ -201,8 +201,8 @@ async def test_a_page_served_by_one_process_shows_every_process_and_their_logs(
         first, second = (cluster.procs[0].pid, cluster.procs[1].pid)
         second_said = f"web page on http://127.0.0.1:{web_ports[1]}"
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{web_ports[0]}") as web:
-            await web.get(f"/login/{secret}")
-            assert (await web.post("/login", data={"secret": secret})).status_code == 303
+            signed = await web.post("/login", data=await login_form(web, secret))
+            assert signed.status_code == 303, signed.text
 
             async def tail() -> list[dict[str, Any]]:
                 answer = await web.get("/owner/log")
