@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 
+from bot.app.features import REGISTRY
 from bot.config import Settings
+from bot.feature import Registry
 
 _DEVICE_TOKEN = re.compile(r"lbd_[A-Za-z0-9_\-]{8,}")
 _REDACTED = "[redacted]"
@@ -53,6 +56,46 @@ def secrets_of(settings: Settings) -> list[str]:
         settings.openai_api_key,
     ]
     return [v for v in values if v]
+
+
+class Redactor:
+    """Replaces every declared secret (setting values and shapes) in a text."""
+
+    def __init__(self, values: Iterable[str], shapes: Iterable[re.Pattern[str]]) -> None:
+        # Longest first, so a secret that contains another is replaced whole.
+        self.values = sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
+        """Secret values from the settings (shorter ones would blank out ordinary words)."""
+        self.shapes = list(shapes)
+        """Secret shapes; a pattern's first group (a prefix such as ``lbk_``) is kept."""
+
+    def clean(self, text: str) -> str:
+        """``text`` with every secret replaced by ``[redacted]``."""
+        for value in self.values:
+            text = text.replace(value, _REDACTED)
+        for shape in self.shapes:
+            text = shape.sub(_keep_prefix, text)
+        return text
+
+
+def _keep_prefix(match: re.Match[str]) -> str:
+    kept = match.group(1) if match.re.groups and match.group(1) else ""
+    return kept + _REDACTED
+
+
+def redactor_for(settings: Settings | None, registry: Registry = REGISTRY) -> Redactor:
+    """A redactor of every secret the features declare, with its values in ``settings``.
+
+    What the owner's page cleans every log line and setting with (issue 31); the handlers'
+    filter above still cleans the credentials ``secrets_of`` names.
+    """
+    values: list[str] = []
+    for secret in registry.secrets():
+        if secret.setting and settings is not None:
+            value = getattr(settings, secret.setting, None)
+            if value:
+                values.append(str(value))
+    shapes = [p for p in (s.pattern() for s in registry.secrets()) if p is not None]
+    return Redactor(values, shapes)
 
 
 def install(settings: Settings) -> None:

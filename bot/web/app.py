@@ -6,18 +6,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import (
-    FileResponse,
-    HTMLResponse,
-    JSONResponse,
-    RedirectResponse,
-    Response,
-)
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
-from starlette.exceptions import HTTPException
 
 from bot.web import (
     api,
+    api_docs,
     calendars,
     chat_routes,
     contacts,
@@ -25,15 +19,25 @@ from bot.web import (
     ingest,
     location,
     omi,
+    openapi,
     owner,
     pages,
     places,
+    problems,
     public,
     upload_routes,
 )
-from bot.web.deps import NeedsSignIn, WebContext, page_csp
+from bot.web.deps import WebContext, page_csp
 
 STATIC = Path(__file__).parent / "static"
+API_DESCRIPTION = (
+    "Everything lifebot keeps for you, as JSON. Send a personal API token as "
+    "`Authorization: Bearer lbk_...` (make one on the Settings page; read-only unless made "
+    "with the write scope). Lists are pages: `?limit=` (1-200) and `?cursor=` (the `next` of "
+    "the page before). 201 means something was created (its id is in the answer), 200 that "
+    "it was there already; 409 a name already taken. Every error is RFC 9457 problem "
+    "details (`application/problem+json`)."
+)
 
 _HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -48,12 +52,15 @@ def create_app(context: WebContext) -> FastAPI:
     app = FastAPI(
         title="lifebot",
         summary="Your memory, reminders, calendar, devices and settings.",
+        description=API_DESCRIPTION,
         version="1",
-        docs_url="/api/docs",
+        docs_url=None,  # bot/web/api_docs.py serves the reference, offline
         redoc_url=None,
         openapi_url="/api/openapi.json",
     )
     app.state.web = context
+    openapi.install(app)  # the document describes /api/v1 only, its security and its errors
+    app.include_router(api_docs.router)
     app.include_router(health.router)
     app.include_router(public.router)
     app.include_router(api.router)
@@ -79,30 +86,15 @@ def create_app(context: WebContext) -> FastAPI:
         # Browsers ask for it at the root whatever the page says.
         return FileResponse(STATIC / "favicon.ico", headers={"Cache-Control": "max-age=86400"})
 
-    @app.exception_handler(NeedsSignIn)
-    async def to_signin(_request: Request, _exc: NeedsSignIn) -> Response:
-        return RedirectResponse("/signin", status_code=303)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> Response:
-        if request.url.path.startswith(("/api/", "/omi/")):
-            return JSONResponse(
-                {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
-            )
-        detail = "Not found." if exc.status_code == 404 else str(exc.detail)
-        html = context.templates.get_template("error.html").render(
-            status=exc.status_code, detail=detail
-        )
-        return HTMLResponse(html, status_code=exc.status_code)
+    problems.install(app, context.templates)  # one error shape: problem details or the page
 
     @app.middleware("http")
     async def security_headers(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         response = await call_next(request)
-        if not request.url.path.startswith("/api/docs"):
-            for key, value in _HEADERS.items():
-                response.headers.setdefault(key, value)
+        for key, value in _HEADERS.items():  # a page with a CSP of its own keeps it
+            response.headers.setdefault(key, value)
         return response
 
     return app

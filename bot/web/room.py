@@ -22,6 +22,7 @@ from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
 from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
+from bot.web.control import ControlPanel
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.db import Database
@@ -76,6 +77,8 @@ class WebRoom:
     """Where the Omi endpoint stores audio chunks."""
     uploads: Uploads
     """Files sent from the page and the API, handed to dispatch as web messages."""
+    control: ControlPanel
+    """What the owner's control page reads: processes, jobs, outbox, logs, configuration."""
     chat: WebChat
     """Messages written on the Chat page, through the same dispatch."""
     endpoints: list[Endpoint] = field(default_factory=list)
@@ -102,6 +105,7 @@ class WebRoom:
                 omi=self.omi,
                 calendars=self.service.jobs.calendars,
                 uploads=self.uploads,
+                control=self.control,
                 chat=self.chat,
             )
             self._app = create_app(context)
@@ -116,6 +120,14 @@ class WebRoom:
         if self._app is not None:
             raise RuntimeError("endpoints are added before the web app is made")
         self.endpoints.append(endpoint)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the page listens on while it is served; empty otherwise."""
+        server = self._server
+        if server is None or not server.serving:
+            return ""
+        return f"{server.host}:{server.bound_port}"
 
     @property
     def server(self) -> WebServer:
@@ -166,6 +178,7 @@ def build_web(
     meetings: MeetingIngest,
     omi: OmiInbox,
     userdata: UserData,
+    control: ControlPanel,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
@@ -181,4 +194,4 @@ def build_web(
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
     chat = WebChat(db, uploads)
-    return WebRoom(auth, service, settings, location, meetings, omi, uploads, chat)
+    return WebRoom(auth, service, settings, location, meetings, omi, uploads, control, chat)
