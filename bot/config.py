@@ -272,7 +272,8 @@ class Settings(BaseSettings):
     # --- jobs ------------------------------------------------------------------------------
     jobs_enabled: bool = Field(default=True, validation_alias=_env("LIFEBOT_JOBS_ENABLED"))
     jobs_heartbeat: float = Field(2.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_HEARTBEAT"))
-    """Seconds between leader-lease renewals (and a standby's checks)."""
+    """Seconds between leader-lease renewals (and a standby's checks); also each process's
+    heartbeat for the owner's page (its row and its newest log lines)."""
     jobs_lease_seconds: float = Field(
         8.0, gt=0, validation_alias=_env("LIFEBOT_JOBS_LEASE_SECONDS")
     )

@@ -122,7 +122,7 @@ async def test_a_reminder_names_its_people_and_place_and_shows_them(
     async with client_for(app) as web:
         [shown] = (
             await web.get("/api/v1/reminders", headers={"Authorization": f"Bearer {token}"})
-        ).json()
+        ).json()["items"]
     assert shown["place"] == "Jordan's house" and shown["people"] == ["Ana Silva"]
 
 

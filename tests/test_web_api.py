@@ -169,12 +169,12 @@ async def test_one_user_never_reaches_anothers_objects(app: App) -> None:
         assert (await client.delete(f"/api/v1/devices/{device.id}", headers=api)).status_code == 404
         accept = await client.post(f"/api/v1/proposals/{anns.proposal_id}/accept", headers=api)
         assert accept.status_code == 404
-        facts = (await client.get("/api/v1/facts", headers=api)).json()
+        facts = (await client.get("/api/v1/facts", headers=api)).json()["items"]
         assert [f["text"] for f in facts] == ["bob likes tea"]
         hits = (
             await client.get("/api/v1/memory/search", params={"q": "passport"}, headers=api)
         ).json()
-        assert all("X123" not in h["text"] for h in hits["hits"])
+        assert all("X123" not in h["text"] for h in hits["items"])
     # Nothing of ann's changed.
     assert [f.id for f in await app.web.service.facts(ann)] == [anns.fact_id]
     assert [r.id for r in await app.web.service.reminders(ann)] == [reminder.id]
@@ -198,7 +198,7 @@ async def test_api_token_works_until_revoked(app: App) -> None:
         )
         assert created.status_code == 201, created.text
         rid = created.json()["id"]
-        listed = (await client.get("/api/v1/reminders", headers=api)).json()
+        listed = (await client.get("/api/v1/reminders", headers=api)).json()["items"]
         assert [r["id"] for r in listed] == [rid]
         bad = await client.post("/api/v1/reminders", json={"text": "sometime maybe"}, headers=api)
         assert bad.status_code == 422
@@ -406,13 +406,16 @@ async def test_api_answers_proposals_and_manages_devices(app: App) -> None:
     _, token = await app.web.auth.new_api_token(ann.id, "script", "write")
     api = {"Authorization": f"Bearer {token}"}
     async with client_for(app) as client:
-        waiting = (await client.get("/api/v1/proposals", headers=api)).json()
+        waiting = (await client.get("/api/v1/proposals", headers=api)).json()["items"]
         assert [p["id"] for p in waiting] == [seeded.proposal_id]
         said = await client.post(f"/api/v1/proposals/{seeded.proposal_id}/accept", headers=api)
         assert said.json()["message"].startswith("Added")
-        events = (await client.get("/api/v1/events", headers=api)).json()
+        events = (await client.get("/api/v1/events", headers=api)).json()["items"]
         assert [e["title"] for e in events] == ["Dinner of ann"]
-        assert (await client.get("/api/v1/proposals", headers=api)).json() == []
+        assert (await client.get("/api/v1/proposals", headers=api)).json() == {
+            "items": [],
+            "next": None,
+        }
         bad = await client.post("/api/v1/devices", json={"text": "no spaces please"}, headers=api)
         assert bad.status_code == 422
         made = await client.post("/api/v1/devices", json={"text": "pendant-2"}, headers=api)
@@ -420,7 +423,7 @@ async def test_api_answers_proposals_and_manages_devices(app: App) -> None:
         assert made.json()["token"].startswith("lbd_")
         dev_id = made.json()["id"]
         assert (await client.delete(f"/api/v1/devices/{dev_id}", headers=api)).status_code == 204
-        listed = (await client.get("/api/v1/devices", headers=api)).json()
+        listed = (await client.get("/api/v1/devices", headers=api)).json()["items"]
         assert [d["revoked"] for d in listed] == [True]
         schema = (await client.get("/api/openapi.json")).json()
         assert "/api/v1/memory/search" in schema["paths"]
@@ -499,7 +502,7 @@ async def test_a_token_is_read_only_unless_made_with_the_write_scope(app: App) -
         # Looking works with either token.
         for headers in (look, change):
             facts = await client.get("/api/v1/facts", headers=headers)
-            assert [f["id"] for f in facts.json()] == [mine.fact_id]
+            assert [f["id"] for f in facts.json()["items"]] == [mine.fact_id]
         # The read-only token changes nothing, whatever the method, and says why.
         refused = [
             await client.delete(f"/api/v1/facts/{mine.fact_id}", headers=look),
@@ -514,14 +517,14 @@ async def test_a_token_is_read_only_unless_made_with_the_write_scope(app: App) -
         async with app.db.session() as s:
             assert [f.id for f in await FactRepo(s).active(ann.id)] == [mine.fact_id]
         assert await app.web.service.reminders(ann) == []
-        assert len((await client.get("/api/v1/tokens", headers=look)).json()) == 2
+        assert len((await client.get("/api/v1/tokens", headers=look)).json()["items"]) == 2
         # The write token may change things, and make tokens of either scope by API.
         made = await client.post(
             "/api/v1/tokens", json={"name": "mcp", "scope": "read"}, headers=change
         )
         assert made.status_code == 201
         assert made.json()["scope"] == "read" and made.json()["token"].startswith("lbk_")
-        listed = (await client.get("/api/v1/tokens", headers=change)).json()
+        listed = (await client.get("/api/v1/tokens", headers=change)).json()["items"]
         assert sorted(t["scope"] for t in listed) == ["read", "read", "write"]
         assert all("token" not in t for t in listed)  # secrets are shown once, never listed
         gone = await client.delete(f"/api/v1/facts/{mine.fact_id}", headers=change)

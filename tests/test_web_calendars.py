@@ -169,7 +169,7 @@ async def test_the_api_lists_adds_refreshes_and_deletes_calendars_per_token(
                 401
             )
             assert fake_feed.hits == 0
-            assert (await web.get("/api/v1/calendars", headers=api)).json() == []
+            assert (await web.get("/api/v1/calendars", headers=api)).json()["items"] == []
 
             refused = await web.post("/api/v1/calendars", headers=api, json={"url": "ftp://x/y"})
             assert refused.status_code == 422
@@ -191,10 +191,10 @@ async def test_the_api_lists_adds_refreshes_and_deletes_calendars_per_token(
             bobs = await web.post("/api/v1/calendars", headers=other, json={"url": fake_feed.url})
             assert bobs.status_code == 201 and bobs.json()["id"] != work["id"]
 
-            listed = (await web.get("/api/v1/calendars", headers=api)).json()
+            listed = (await web.get("/api/v1/calendars", headers=api)).json()["items"]
             assert [c["id"] for c in listed] == [work["id"]] and SECRET not in str(listed)
             assert [
-                c["id"] for c in (await web.get("/api/v1/calendars", headers=other)).json()
+                c["id"] for c in (await web.get("/api/v1/calendars", headers=other)).json()["items"]
             ] == [bobs.json()["id"]]
 
             fake_feed.status = 500
@@ -212,7 +212,7 @@ async def test_the_api_lists_adds_refreshes_and_deletes_calendars_per_token(
             assert sorted(await titles(app, ann.id)) == ["Dentist", "Lunch"]
             done = await web.delete(f"/api/v1/calendars/{work['id']}", headers=api)
             assert done.status_code == 204
-            assert (await web.get("/api/v1/calendars", headers=api)).json() == []
+            assert (await web.get("/api/v1/calendars", headers=api)).json()["items"] == []
         assert await titles(app, ann.id) == []
         assert sorted(await titles(app, bob.id)) == ["Dentist", "Lunch"]  # bob's stay
 

@@ -56,9 +56,11 @@ async def test_contacts_page_edits_and_deletes_for_their_owner_only(app: App) ->
     api = {"Authorization": f"Bearer {ann_token}"}
     other = {"Authorization": f"Bearer {bob_token}"}
     async with client_for(app) as web:
-        names = [c["name"] for c in (await web.get("/api/v1/contacts", headers=api)).json()]
+        names = [
+            c["name"] for c in (await web.get("/api/v1/contacts", headers=api)).json()["items"]
+        ]
         assert names == ["Ana Silva", "Jordan Lee"]
-        assert (await web.get("/api/v1/contacts", headers=other)).json() == []
+        assert (await web.get("/api/v1/contacts", headers=other)).json()["items"] == []
         assert (await web.get("/api/v1/contacts")).status_code == 401
         made = await web.post(
             "/api/v1/contacts", headers=api, json={"name": "Rui", "aliases": ["Ruizinho"]}

@@ -68,12 +68,12 @@ async def test_places_page_and_api_rename_mark_and_delete_for_their_owner_only(
         api = {"Authorization": f"Bearer {ann_token}"}
         other = {"Authorization": f"Bearer {bob_token}"}
         async with client_for(app) as web:
-            listed = (await web.get("/api/v1/places", headers=api)).json()
+            listed = (await web.get("/api/v1/places", headers=api)).json()["items"]
             assert [(p["name"], p["kind"]) for p in listed] == [
                 ("fitness", "normal"),
                 ("home", "home"),
             ]
-            assert (await web.get("/api/v1/places", headers=other)).json() == []
+            assert (await web.get("/api/v1/places", headers=other)).json()["items"] == []
             assert (await web.get("/api/v1/places")).status_code == 401
             changed = await web.patch(
                 f"/api/v1/places/{gym.id}", headers=api, json={"kind": "ignored"}
@@ -87,9 +87,9 @@ async def test_places_page_and_api_rename_mark_and_delete_for_their_owner_only(
             assert hidden.status_code == 404
             assert (await web.delete(f"/api/v1/places/{gym.id}", headers=other)).status_code == 404
             assert (await web.delete(f"/api/v1/places/{gym.id}", headers=api)).status_code == 204
-            assert [p["name"] for p in (await web.get("/api/v1/places", headers=api)).json()] == [
-                "home"
-            ]
+            assert [
+                p["name"] for p in (await web.get("/api/v1/places", headers=api)).json()["items"]
+            ] == ["home"]
         stays = await app.location.stays(ann.id, WEEK, WEEK + timedelta(days=1))
         assert all(v.place is None for v in stays)  # the gym's stays are unnamed again
 

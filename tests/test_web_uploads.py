@@ -53,7 +53,7 @@ async def token_for(app: App, user: User) -> dict[str, str]:
 def hit_texts(found: httpx.Response) -> list[str]:
     """The texts of an API memory search's hits."""
     assert found.status_code == 200, found.text
-    return [h["text"] for h in found.json()["hits"]]
+    return [h["text"] for h in found.json()["items"]]
 
 
 async def test_a_pdf_uploaded_on_the_page_is_read_said_and_found_by_memory_search(

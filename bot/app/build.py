@@ -35,7 +35,9 @@ from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
 from bot.agent.websearch import build_web_search, web_search_tool
 from bot.app.features import REGISTRY, open_files, request_options, route_by_intent
+from bot.app.logsafe import redactor_for
 from bot.app.memory_root import build_memory
+from bot.app.settings_view import effective_settings
 from bot.clock import Clock, SystemClock
 from bot.config import Settings, environment
 from bot.device.omi import OmiInbox
@@ -50,6 +52,7 @@ from bot.jobs.calendars import CalendarSettings
 from bot.jobs.commands import JobCommands
 from bot.jobs.delivery import AwayDeadlines
 from bot.jobs.meetings import MeetingIngest
+from bot.jobs.presence import Presence, ProcessBeat
 from bot.jobs.proposals import SCAN_JOB as PROPOSAL_SCAN
 from bot.jobs.scheduler import JobSpec
 from bot.jobs.service import Jobs, JobSettings, build_jobs
@@ -62,10 +65,12 @@ from bot.location.ingest import ChatLocation
 from bot.location.scan import StayProposals
 from bot.location.service import LocationService
 from bot.location.tools import location_tools
+from bot.logring import process_ring
 from bot.mcp.room import ClientSettings, McpRoom, build_mcp
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import EspeakSynthesizer, Synthesizer
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
+from bot.web.control import ControlPanel
 from bot.web.room import WebRoom, build_web
 from storage.db import Database
 from storage.files import FileStore
@@ -130,6 +135,8 @@ class App:
     """The evening scan that proposes events from the day's stays."""
     mcp: McpRoom
     """lifebot as an MCP server (``/mcp``, ``lifebot mcp serve``) and its MCP clients."""
+    presence: ProcessBeat
+    """This process's heartbeat row and log lines in the database (the owner's page)."""
     started: list[ChannelAdapter] = field(default_factory=list)
     """Adapters in the order they started (stopped in reverse)."""
     conversation_locks: AdvisoryKeyedLocks | None = None
@@ -156,6 +163,7 @@ class App:
                 log.exception("adapter %s did not stop cleanly", adapter.name)
         if self.push_listener is not None:
             await self.push_listener.close()
+        await self.presence.stop()  # "stopped", with the lines of the stop itself
         await self.memory.close()
         await self.llm.close()
         if self.conversation_locks is not None:
@@ -322,6 +330,20 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         after=lambda: jobs.service.run_soon(PROPOSAL_SCAN),
     )
     omi = OmiInbox(db, clock, files)
+    # This process's newest log lines, cleaned of every declared secret before they are kept.
+    ring = process_ring()
+    ring.redact = redactor_for(settings).clean
+    process_id = jobs.service.lock.holder  # one name for the lease and the heartbeat row
+    control = ControlPanel(
+        db=db,
+        clock=clock,
+        jobs=jobs,
+        ring=ring,
+        process_id=process_id,
+        heartbeat=settings.jobs_heartbeat,
+        settings=effective_settings(settings),
+        redact=ring.redact,
+    )
     web = build_web(
         settings,
         omi=omi,
@@ -336,6 +358,20 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         meetings=meetings,
         userdata=userdata,
         requests=request_options(settings),
+        control=control,
+    )
+
+    def presence_now() -> Presence:
+        return Presence(sorted(n for n in channels if n != "web"), web.address)
+
+    presence = ProcessBeat(
+        db,
+        clock,
+        ring,
+        process_id=process_id,
+        every=settings.jobs_heartbeat,
+        jobs_enabled=settings.jobs_enabled,
+        describe=presence_now,
     )
     mcp = build_mcp(
         web=web,
@@ -392,6 +428,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         location=location,
         location_proposals=stay_proposals,
         mcp=mcp,
+        presence=presence,
     )
 
 
@@ -505,6 +542,7 @@ async def start_channels(app: App) -> list[str]:
     if app.settings.web_enabled:
         app.meetings.start()  # transcripts arrive through the web API
         await app.web.start()
+    await app.presence.start()  # this process, its channels and page, for the owner's page
     return started
 
 

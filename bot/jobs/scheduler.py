@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -253,12 +254,17 @@ class JobService:
             log.debug("no job %s to run soon", job_id)
 
     async def run_job(self, job_id: str) -> str:
-        """Run one job now with the clock's ``now``; record its result for ``lifebot jobs``."""
+        """Run one job now with the clock's ``now``; record its result and its run.
+
+        ``lifebot jobs`` shows the last result; the owner's page shows the history too
+        (which process ran it, how long it took, whether it failed).
+        """
         spec = self.jobs[job_id]
         task = asyncio.current_task()
         if task is not None:
             self._running.add(task)
         now = self.clock.now()
+        began = time.monotonic()
         error: str | None = None
         try:
             result = await spec.fn(now)
@@ -270,12 +276,16 @@ class JobService:
         finally:
             if task is not None:
                 self._running.discard(task)
-        await self._record(job_id, now, result, error)
+        await self._record(job_id, now, result, error, time.monotonic() - began)
         return result
 
-    async def _record(self, job_id: str, now: datetime, result: str, error: str | None) -> None:
+    async def _record(
+        self, job_id: str, now: datetime, result: str, error: str | None, seconds: float
+    ) -> None:
         try:
             async with self.db.session() as s:
-                await JobStateRepo(s).record_run(job_id, now, result, error)
+                await JobStateRepo(s).record_run(
+                    job_id, now, result, error, process_id=self.lock.holder, seconds=seconds
+                )
         except SQLAlchemyError as exc:
             log.warning("could not record the result of job %s: %s", job_id, exc)

@@ -2,23 +2,40 @@
 
 Every endpoint is scoped to the token's user; another user's ids answer 404. A read-only token
 (scope ``read``) may only GET: anything else is 403 and changes nothing (``deps.api_user``).
+Every list is a page (``bot.web.paging``): ``?limit=&cursor=``, and ``next`` in the answer.
+201 answers a POST that created something, with its id; 200 one that found it already there;
+409 a name already taken. Every refusal is RFC 9457 problem details
+(``bot.web.problems``); ``bot.web.openapi`` documents all of it at ``/api/openapi.json``.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
 from bot.jobs.phrases import PhraseError
 from bot.web.deps import api_user, ctx
-from bot.web.params import Day, RowId, SearchLimit
+from bot.web.paging import (
+    DEFAULT_LIMIT,
+    Cursor,
+    Limit,
+    Page,
+    Seal,
+    keyset_page,
+    next_offset,
+    offset_cursor,
+    stamp,
+)
+from bot.web.params import Day, RowId
 from bot.web.service import JOURNAL_DAYS, MAX_SERIES_DAYS, SettingsChange
-from storage.models import ApiToken, Reminder, User
+from storage.models import ApiToken, Device, Reminder, User
+from storage.repos.devices import NameTaken
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 Me = Annotated[User, Depends(api_user)]
@@ -66,11 +83,19 @@ class HitOut(BaseModel):
     link: str
 
 
-class SearchOut(BaseModel):
-    """Search results."""
+SEARCH_MAX = 50
+"""The most hits one page of a search holds."""
+SEARCH_DEPTH = 200
+"""How far down its ranking a search can be paged."""
+SearchLimit = Annotated[
+    int, Query(ge=1, le=SEARCH_MAX, description=f"Hits per page, 1 to {SEARCH_MAX} (default 10).")
+]
 
-    hits: list[HitOut]
-    note: str | None
+
+class SearchOut(Page[HitOut]):
+    """One page of search hits, best first."""
+
+    note: str | None = Field(description="What the search could not do, in words (or null).")
 
 
 class FactOut(BaseModel):
@@ -92,6 +117,16 @@ class Said(BaseModel):
     """What lifebot answered, in words."""
 
     message: str
+
+
+class FactSaved(BaseModel):
+    """A fact lifebot now keeps: a new one (201) or one it already knew (200)."""
+
+    id: int
+    action: Literal["added", "superseded", "known"]
+    """``superseded``: added, replacing ``replaced_id``."""
+    message: str
+    replaced_id: int | None = None
 
 
 class ReminderOut(BaseModel):
@@ -150,6 +185,17 @@ class DeviceOut(BaseModel):
     last_seen_at: datetime | None
     revoked: bool
 
+    @classmethod
+    def of(cls, d: Device) -> DeviceOut:
+        """From a device row."""
+        return cls(
+            id=d.id or 0,
+            name=d.name,
+            created_at=d.created_at,
+            last_seen_at=d.last_seen_at,
+            revoked=d.revoked_at is not None,
+        )
+
 
 class NewDeviceOut(DeviceOut):
     """A new pendant and its token (shown only in this answer)."""
@@ -192,6 +238,17 @@ def _404() -> HTTPException:
     return HTTPException(404, "Not found.")
 
 
+def seal_of(request: Request) -> Seal:
+    """What seals this server's cursors (``bot.web.paging``)."""
+    return ctx(request).auth.seal
+
+
+def uid(user: User) -> int:
+    """The user's id (a stored user always has one)."""
+    assert user.id is not None
+    return user.id
+
+
 @router.get("/me")
 async def me(request: Request, user: Me) -> UserOut:
     """Who the token belongs to, and their settings."""
@@ -212,28 +269,79 @@ async def patch_settings(request: Request, user: Me, body: SettingsIn) -> UserOu
 
 
 @router.get("/memory/search")
-async def search(request: Request, user: Me, q: str, limit: SearchLimit = 10) -> SearchOut:
-    """Search memory; every hit names its source and the page that opens it."""
-    result = await ctx(request).service.search(user, q, limit=limit)
+async def search(
+    request: Request, user: Me, q: str, limit: SearchLimit = 10, cursor: Cursor = None
+) -> SearchOut:
+    """Search memory, best hits first; every hit names its source and the page that opens it.
+
+    Pages reach the first 200 hits of the ranking; a cursor is good for its query only.
+    """
+    scope = "search:" + hashlib.sha256(q.encode()).hexdigest()[:16]
+    seal = seal_of(request)
+    offset = await offset_cursor(seal, scope, uid(user), cursor)
+    end = min(offset + limit, SEARCH_DEPTH)
+    result = await ctx(request).service.search(user, q, limit=end + 1)
+    hits = result.hits[offset:end]
+    more = len(result.hits) > end and end < SEARCH_DEPTH
     return SearchOut(
-        hits=[HitOut.model_validate(h, from_attributes=True) for h in result.hits],
+        items=[HitOut.model_validate(h, from_attributes=True) for h in hits],
+        next=await next_offset(seal, scope, uid(user), end) if more else None,
         note=result.note,
     )
 
 
 @router.get("/facts")
-async def facts(request: Request, user: Me) -> list[FactOut]:
-    """What lifebot knows about you."""
-    return [
-        FactOut(id=f.id or 0, text=f.text, category=f.category, sources=f.source_message_ids or [])
-        for f in await ctx(request).service.facts(user)
-    ]
+async def facts(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[FactOut]:
+    """What lifebot knows about you, oldest first."""
+    page, nxt = await keyset_page(
+        await ctx(request).service.facts(user),
+        lambda f: (f.id or 0,),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="facts",
+        user_id=uid(user),
+    )
+    return Page[FactOut](
+        items=[
+            FactOut(
+                id=f.id or 0, text=f.text, category=f.category, sources=f.source_message_ids or []
+            )
+            for f in page
+        ],
+        next=nxt,
+    )
 
 
-@router.post("/facts", status_code=201)
-async def add_fact(request: Request, user: Me, body: TextIn) -> Said:
-    """Remember a fact."""
-    return Said(message=await ctx(request).service.remember(user, body.text))
+@router.post(
+    "/facts",
+    status_code=201,
+    responses={200: {"model": FactSaved, "description": "Already known: the fact it is."}},
+)
+async def add_fact(request: Request, user: Me, body: TextIn, response: Response) -> FactSaved:
+    """Remember a fact: 201 with its id when stored.
+
+    200 with the known fact's id when lifebot already knew it; 422 when it cannot be kept as
+    one fact (nothing is stored then).
+    """
+    s = ctx(request).service
+    decision = await s.remember_decision(user, body.text)
+    said = s.memory.remember_reply(decision)
+    if decision.fact is None or decision.fact.id is None:
+        raise HTTPException(
+            422, "A fact is one sentence of 3 characters to 40 words; nothing was stored."
+        )
+    if decision.action == "known":
+        response.status_code = 200
+    replaced = decision.replaced.id if decision.replaced is not None else None
+    return FactSaved(
+        id=decision.fact.id,
+        action="known" if decision.action == "known" else decision.action,
+        message=said,
+        replaced_id=replaced,
+    )
 
 
 @router.put("/facts/{fact_id}")
@@ -254,9 +362,20 @@ async def forget_fact(request: Request, user: Me, fact_id: RowId) -> Response:
 
 
 @router.get("/reminders")
-async def reminders(request: Request, user: Me) -> list[ReminderOut]:
-    """Active reminders."""
-    return [ReminderOut.of(r) for r in await ctx(request).service.reminders(user)]
+async def reminders(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[ReminderOut]:
+    """Active reminders, soonest first."""
+    page, nxt = await keyset_page(
+        await ctx(request).service.reminders(user),
+        lambda r: (stamp(r.next_at), r.id or 0),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="reminders",
+        user_id=uid(user),
+    )
+    return Page[ReminderOut](items=[ReminderOut.of(r) for r in page], next=nxt)
 
 
 @router.post("/reminders", status_code=201)
@@ -278,35 +397,63 @@ async def cancel_reminder(request: Request, user: Me, reminder_id: RowId) -> Res
 
 
 @router.get("/events")
-async def events(request: Request, user: Me) -> list[EventOut]:
-    """Calendar events from yesterday to two months ahead."""
-    return [
-        EventOut(
-            id=e.id or 0,
-            title=e.title,
-            start_at=e.start_at,
-            end_at=e.end_at,
-            place=e.place,
-            people=list(e.people or []),
-        )
-        for e in await ctx(request).service.events(user)
-    ]
+async def events(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[EventOut]:
+    """Calendar events from yesterday to two months ahead, soonest first."""
+    page, nxt = await keyset_page(
+        await ctx(request).service.events(user),
+        lambda e: (stamp(e.start_at), e.id or 0),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="events",
+        user_id=uid(user),
+    )
+    return Page[EventOut](
+        items=[
+            EventOut(
+                id=e.id or 0,
+                title=e.title,
+                start_at=e.start_at,
+                end_at=e.end_at,
+                place=e.place,
+                people=list(e.people or []),
+            )
+            for e in page
+        ],
+        next=nxt,
+    )
 
 
 @router.get("/proposals")
-async def proposals(request: Request, user: Me) -> list[ProposalOut]:
-    """Proposed events waiting for an answer."""
+async def proposals(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[ProposalOut]:
+    """Proposed events waiting for an answer, soonest first."""
     s = ctx(request).service
-    return [
-        ProposalOut(
-            id=p.id or 0,
-            title=p.title,
-            start_at=p.start_at,
-            end_at=p.end_at,
-            question=s.proposal_words(p, user),
-        )
-        for p in await s.proposals(user)
-    ]
+    page, nxt = await keyset_page(
+        await s.proposals(user),
+        lambda p: (stamp(p.start_at), p.id or 0),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="proposals",
+        user_id=uid(user),
+    )
+    return Page[ProposalOut](
+        items=[
+            ProposalOut(
+                id=p.id or 0,
+                title=p.title,
+                start_at=p.start_at,
+                end_at=p.end_at,
+                question=s.proposal_words(p, user),
+            )
+            for p in page
+        ],
+        next=nxt,
+    )
 
 
 class Rename(BaseModel):
@@ -336,35 +483,36 @@ async def answer(request: Request, user: Me, proposal_id: RowId, answer: str) ->
 
 
 @router.get("/devices")
-async def devices(request: Request, user: Me) -> list[DeviceOut]:
-    """Your pendants."""
-    return [
-        DeviceOut(
-            id=d.id or 0,
-            name=d.name,
-            created_at=d.created_at,
-            last_seen_at=d.last_seen_at,
-            revoked=d.revoked_at is not None,
-        )
-        for d in await ctx(request).service.devices(user)
-    ]
+async def devices(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[DeviceOut]:
+    """Your pendants, newest first (revoked ones too, marked)."""
+    page, nxt = await keyset_page(
+        await ctx(request).service.devices(user),
+        lambda d: (-(d.id or 0),),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="devices",
+        user_id=uid(user),
+    )
+    return Page[DeviceOut](items=[DeviceOut.of(d) for d in page], next=nxt)
 
 
-@router.post("/devices", status_code=201)
+@router.post(
+    "/devices",
+    status_code=201,
+    responses={409: {"description": "A live pendant with that name already exists."}},
+)
 async def add_device(request: Request, user: Me, body: TextIn) -> NewDeviceOut:
     """Add a pendant named ``text``; the token is in this answer only."""
     try:
         d, token = await ctx(request).service.add_device(user, body.text)
+    except NameTaken as exc:
+        raise HTTPException(409, str(exc)) from exc
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from exc
-    return NewDeviceOut(
-        id=d.id or 0,
-        name=d.name,
-        created_at=d.created_at,
-        last_seen_at=d.last_seen_at,
-        revoked=False,
-        token=token,
-    )
+    return NewDeviceOut(**DeviceOut.of(d).model_dump(), token=token)
 
 
 @router.delete("/devices/{device_id}", status_code=204)
@@ -414,10 +562,20 @@ class NewTokenOut(TokenOut):
 
 
 @router.get("/tokens")
-async def tokens(request: Request, user: Me) -> list[TokenOut]:
-    """Your live API tokens (names, scopes and hints; never the secrets)."""
-    assert user.id is not None
-    return [TokenOut.of(t) for t in await ctx(request).auth.api_tokens(user.id)]
+async def tokens(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[TokenOut]:
+    """Your live API tokens, oldest first (names, scopes and hints; never the secrets)."""
+    page, nxt = await keyset_page(
+        await ctx(request).auth.api_tokens(uid(user)),
+        lambda t: (t.id or 0,),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="tokens",
+        user_id=uid(user),
+    )
+    return Page[TokenOut](items=[TokenOut.of(t) for t in page], next=nxt)
 
 
 @router.post("/tokens", status_code=201)
@@ -440,7 +598,16 @@ async def revoke_token(request: Request, user: Me, token_id: RowId) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/export")
+@router.get(
+    "/export",
+    response_class=Response,
+    responses={
+        200: {
+            "content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
+            "description": "A zip of all your data and files (what `lifebot export` writes).",
+        }
+    },
+)
 async def export(request: Request, user: Me) -> Response:
     """All your data and files as a zip (the one ``lifebot export`` writes)."""
     service = ctx(request).service

@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from bot.feature import Access
 from bot.web import (
     api,
+    api_docs,
     calendars,
     chat_routes,
     contacts,
@@ -19,6 +20,7 @@ from bot.web import (
     ingest,
     location,
     omi,
+    openapi,
     owner,
     pages,
     places,
@@ -31,6 +33,14 @@ from bot.web.gate import RequestGate
 from bot.web.limits import RequestOptions
 
 STATIC = Path(__file__).parent / "static"
+API_DESCRIPTION = (
+    "Everything lifebot keeps for you, as JSON. Send a personal API token as "
+    "`Authorization: Bearer lbk_...` (make one on the Settings page; read-only unless made "
+    "with the write scope). Lists are pages: `?limit=` (1-200) and `?cursor=` (the `next` of "
+    "the page before). 201 means something was created (its id is in the answer), 200 that "
+    "it was there already; 409 a name already taken. Every error is RFC 9457 problem "
+    "details (`application/problem+json`)."
+)
 
 _HEADERS = {
     "X-Content-Type-Options": "nosniff",
@@ -45,12 +55,15 @@ def create_app(context: WebContext, options: RequestOptions) -> FastAPI:
     app = FastAPI(
         title="lifebot",
         summary="Your memory, reminders, calendar, devices and settings.",
+        description=API_DESCRIPTION,
         version="1",
-        docs_url="/api/docs",
+        docs_url=None,  # bot/web/api_docs.py serves the reference, offline
         redoc_url=None,
         openapi_url="/api/openapi.json",
     )
     app.state.web = context
+    openapi.install(app)  # the document describes /api/v1 only, its security and its errors
+    app.include_router(api_docs.router)
     app.include_router(health.router)
     app.include_router(public.router)
     app.include_router(api.router)
@@ -96,9 +109,8 @@ def create_app(context: WebContext, options: RequestOptions) -> FastAPI:
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         response = await call_next(request)
-        if not request.url.path.startswith("/api/docs"):
-            for key, value in _HEADERS.items():
-                response.headers.setdefault(key, value)
+        for key, value in _HEADERS.items():  # a page with a CSP of its own keeps it
+            response.headers.setdefault(key, value)
         return response
 
     return app

@@ -148,6 +148,13 @@ class WebAuth:
         async with self.db.session() as s:
             await WebAuthRepo(s).end_all_sessions(user_id, self.clock.now())
 
+    async def seal(self, text: str) -> str:
+        """A MAC of ``text`` under the server's key, apart from the cookies' (API cursors).
+
+        Every process of a deployment shares the key, so a cursor made by one is good on all.
+        """
+        return await self._sign("cursor:" + text)
+
     async def flash(self, session_id: int, value: dict[str, Any] | None) -> None:
         """Keep a form post's result for the session's next page (None: it was shown)."""
         async with self.db.session() as s:

@@ -18,9 +18,10 @@ from pydantic import BaseModel, Field
 
 from bot.errors import CalendarError
 from bot.jobs.calendars import kind_words, shown_url
-from bot.web.api import Me
+from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
+from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
 from bot.web.params import RowId
 from storage.models import CalendarSource
 
@@ -135,10 +136,20 @@ async def delete(request: Request, who: Who, source_id: RowId) -> Response:
 
 # --- the API ----------------------------------------------------------------------------------
 @api_router.get("/calendars")
-async def list_calendars(request: Request, user: Me) -> list[CalendarOut]:
+async def list_calendars(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[CalendarOut]:
     """The token user's own calendars, oldest first."""
-    assert user.id is not None
-    return [CalendarOut.of(c) for c in await ctx(request).calendars.sources(user.id)]
+    page, nxt = await keyset_page(
+        await ctx(request).calendars.sources(uid(user)),
+        lambda c: (c.id or 0,),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="calendars",
+        user_id=uid(user),
+    )
+    return Page[CalendarOut](items=[CalendarOut.of(c) for c in page], next=nxt)
 
 
 @api_router.post(

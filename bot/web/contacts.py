@@ -12,9 +12,10 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
-from bot.web.api import Me
+from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
+from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
 from bot.web.params import RowId
 from storage.models import Contact
 from storage.repos.people import ContactRepo
@@ -126,31 +127,51 @@ async def delete(request: Request, who: Who, contact_id: RowId) -> Response:
 
 # --- the API ----------------------------------------------------------------------------------
 @api_router.get("/contacts")
-async def list_contacts(request: Request, user: Me) -> list[ContactOut]:
+async def list_contacts(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[ContactOut]:
     """The token user's contacts, by name."""
-    assert user.id is not None
-    return [ContactOut.of(c) for c in await _contacts(request, user.id)]
+    page, nxt = await keyset_page(
+        await _contacts(request, uid(user)),
+        lambda c: (c.name.casefold(), c.id or 0),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="contacts",
+        user_id=uid(user),
+    )
+    return Page[ContactOut](items=[ContactOut.of(c) for c in page], next=nxt)
 
 
-@api_router.post("/contacts", status_code=201)
-async def add_contact(request: Request, user: Me, body: ContactIn) -> ContactOut:
-    """Add a contact (a name is required; one with that name is updated)."""
-    assert user.id is not None
+@api_router.post(
+    "/contacts",
+    status_code=201,
+    responses={200: {"model": ContactOut, "description": "Updated the contact with that name."}},
+)
+async def add_contact(
+    request: Request, user: Me, body: ContactIn, response: Response
+) -> ContactOut:
+    """Add a contact: 201 when made; 200 when one with that name was there (updated)."""
     fields = body.fields()
     if not fields["name"]:
         raise HTTPException(422, "A contact needs a name.")
     async with ctx(request).service.db.session() as s:
-        saved = await ContactRepo(s).add(
-            user.id,
+        saved, created = await ContactRepo(s).put(
+            uid(user),
             fields["name"].strip(),
             aliases=fields["aliases"] or "",
             relationship=fields["relationship"] or "",
             reach=fields["reach"] or "",
         )
+    if not created:
+        response.status_code = 200
     return ContactOut.of(saved)
 
 
-@api_router.patch("/contacts/{contact_id}")
+@api_router.patch(
+    "/contacts/{contact_id}",
+    responses={409: {"description": "Another of your contacts has that name."}},
+)
 async def change_contact(
     request: Request, user: Me, contact_id: RowId, body: ContactIn
 ) -> ContactOut:

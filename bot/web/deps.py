@@ -23,6 +23,7 @@ from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WRITE, WebAuth
 from bot.web.chat import WebChat
+from bot.web.control import ControlPanel
 from bot.web.service import WebService
 from bot.web.sources import SourceView
 from bot.web.uploads import Uploads
@@ -120,6 +121,8 @@ class WebContext:
     """The user's own calendars (ICS feeds, CalDAV): the same service /calendar add uses."""
     uploads: Uploads
     """Documents and photos sent from the page or the API (through dispatch)."""
+    control: ControlPanel
+    """The owner's control page: processes, jobs, outbox, logs, configuration."""
     chat: WebChat
     """The Chat page's messages, through the same dispatch."""
 

@@ -30,7 +30,6 @@ FEATURE = Feature(
         Route("/static", Access.PUBLIC),
         Route("/api/openapi.json", Access.PUBLIC),
         Route("/api/docs", Access.PUBLIC),
-        Route("/docs/oauth2-redirect", Access.PUBLIC),
         Route("/signin", Access.PUBLIC),
         Route("/login", Access.PUBLIC, max_body=4_000),
         Route("/login/{secret}", Access.PATH_TOKEN),

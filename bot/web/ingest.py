@@ -40,7 +40,23 @@ class IngestOut(BaseModel):
     segments: int
 
 
-@router.post("/transcript", status_code=202)
+@router.post(
+    "/transcript",
+    status_code=202,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "A meeting: meeting_id, start and segments (README: Meeting "
+            "transcripts), or Omi's conversation webhook as Omi sends it.",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    },
+    responses={
+        400: {"description": "The body is not JSON."},
+        413: {"description": "The transcript is over the size limit."},
+        422: {"description": "Not a transcript lifebot accepts (the reason in words)."},
+    },
+)
 async def transcript(request: Request, user: Me) -> IngestOut:
     """Queue a meeting transcript; a newer one for the same meeting replaces a pending one."""
     assert user.id is not None

@@ -1,11 +1,18 @@
-"""The owner's pages: pairing requests, users, the outbox, jobs and the leader, channels."""
+"""The owner's control page: everything an operator looks at, on one page (issue 31).
+
+Pairings, users, processes and the leader, jobs, the outbox, a live log tail and the
+effective configuration. Only the owner sees it (anyone else signed in gets 404: the page
+is not advertised; a visitor who is not signed in is sent to sign in). It works without
+scripts; one small script of lifebot's own (``/static/owner-log.js``, allowed by this
+page's CSP only) keeps the log tail live by reading ``/owner/log`` every few seconds.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from bot.web.deps import Viewer, checked_form, ctx, owner
 from bot.web.pages import back, render
@@ -14,23 +21,43 @@ from bot.web.params import RowId
 router = APIRouter(prefix="/owner")
 Owner = Annotated[Viewer, Depends(owner)]
 
+SCRIPT = "owner-log.js"
+"""The page's one script: the live log tail (the page works without it; ``render`` gives the
+page the CSP that allows it: lifebot's own scripts only, Trusted Types required)."""
+
 
 @router.get("", response_class=HTMLResponse)
 async def overview(request: Request, who: Owner) -> HTMLResponse:
     """Everything an operator looks at, on one page."""
-    s = ctx(request).service
-    jobs, leases = await s.job_states()
+    c = ctx(request)
+    s, control = c.service, c.control
+    outbox = await control.outbox()
     return render(
         request,
         who,
         "owner.html",
+        script=SCRIPT,
         pairings=await s.pairings(),
         users=await s.users(),
-        deliveries=await s.deliveries(),
-        jobs=jobs,
-        leases=leases,
+        processes=await control.processes(),
+        lease=await control.leader(),
         leader=s.is_leader(),
+        jobs=await control.job_views(),
+        runs=await control.recent_runs(),
+        outbox=outbox,
+        deliveries=outbox.newest,
+        tail=await control.tail(),
+        settings=control.settings,
         channels=s.channel_names(),
+    )
+
+
+@router.get("/log")
+async def log_tail(request: Request, _who: Owner) -> JSONResponse:
+    """The newest log lines of every process (what the page's script shows, live)."""
+    lines = await ctx(request).control.tail()
+    return JSONResponse(
+        {"lines": [line.as_json() for line in lines]}, headers={"Cache-Control": "no-store"}
     )
 
 

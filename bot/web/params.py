@@ -22,9 +22,6 @@ RowId = Annotated[int, Ge(1), Le(INT64_MAX)]
 Day = Annotated[date, Ge(date(1900, 1, 1)), Le(date(2999, 12, 31))]
 """A calendar day a person could mean; far enough from the ends that date arithmetic holds."""
 
-SearchLimit = Annotated[int, Ge(1), Le(50)]
-"""How many search hits to return."""
-
 SpanDays = Annotated[int, Ge(1), Le(3660)]
 """A span of days to show (a journal chart): a day to ten years."""
 

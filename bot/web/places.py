@@ -13,9 +13,10 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from bot.location.service import NamingError
-from bot.web.api import Me
+from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
+from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
 from bot.web.params import RowId
 from storage.models import Place
 
@@ -117,13 +118,26 @@ async def _change(
 
 # --- the API ----------------------------------------------------------------------------------
 @api_router.get("/places")
-async def list_places(request: Request, user: Me) -> list[PlaceOut]:
+async def list_places(
+    request: Request, user: Me, limit: Limit = DEFAULT_LIMIT, cursor: Cursor = None
+) -> Page[PlaceOut]:
     """The token user's places, by name."""
-    assert user.id is not None
-    return [PlaceOut.of(p) for p in await ctx(request).location.places(user.id)]
+    page, nxt = await keyset_page(
+        await ctx(request).location.places(uid(user)),
+        lambda p: (p.name.casefold(), p.id or 0),
+        limit=limit,
+        cursor=cursor,
+        seal=seal_of(request),
+        scope="places",
+        user_id=uid(user),
+    )
+    return Page[PlaceOut](items=[PlaceOut.of(p) for p in page], next=nxt)
 
 
-@api_router.patch("/places/{place_id}")
+@api_router.patch(
+    "/places/{place_id}",
+    responses={409: {"description": "Another of your places has that name."}},
+)
 async def change_place(request: Request, user: Me, place_id: RowId, body: PlaceChange) -> PlaceOut:
     """Rename a place and/or change its kind."""
     assert user.id is not None

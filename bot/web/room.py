@@ -22,6 +22,7 @@ from bot.location.service import LocationService
 from bot.web.auth import KeySource, WebAuth
 from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
+from bot.web.control import ControlPanel
 from bot.web.limits import RequestOptions
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
@@ -79,6 +80,8 @@ class WebRoom:
     """Files sent from the page and the API, handed to dispatch as web messages."""
     requests: RequestOptions
     """What the request layer enforces: who may call each route, how big a body may be."""
+    control: ControlPanel
+    """What the owner's control page reads: processes, jobs, outbox, logs, configuration."""
     chat: WebChat
     """Messages written on the Chat page, through the same dispatch."""
     endpoints: list[Endpoint] = field(default_factory=list)
@@ -105,6 +108,7 @@ class WebRoom:
                 omi=self.omi,
                 calendars=self.service.jobs.calendars,
                 uploads=self.uploads,
+                control=self.control,
                 chat=self.chat,
             )
             self._app = create_app(context, self.requests)
@@ -119,6 +123,14 @@ class WebRoom:
         if self._app is not None:
             raise RuntimeError("endpoints are added before the web app is made")
         self.endpoints.append(endpoint)
+
+    @property
+    def address(self) -> str:
+        """``host:port`` the page listens on while it is served; empty otherwise."""
+        server = self._server
+        if server is None or not server.serving:
+            return ""
+        return f"{server.host}:{server.bound_port}"
 
     @property
     def server(self) -> WebServer:
@@ -170,6 +182,7 @@ def build_web(
     omi: OmiInbox,
     userdata: UserData,
     requests: RequestOptions,
+    control: ControlPanel,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
@@ -185,4 +198,6 @@ def build_web(
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
     chat = WebChat(db, uploads)
-    return WebRoom(auth, service, settings, location, meetings, omi, uploads, requests, chat)
+    return WebRoom(
+        auth, service, settings, location, meetings, omi, uploads, requests, control, chat
+    )

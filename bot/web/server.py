@@ -34,6 +34,11 @@ class WebServer:
         self._task: asyncio.Task[None] | None = None
 
     @property
+    def serving(self) -> bool:
+        """True while the socket is listening."""
+        return self._server is not None and bool(self._server.servers)
+
+    @property
     def bound_port(self) -> int:
         """The port actually listened on."""
         assert self._server is not None

@@ -26,6 +26,7 @@ from bot.agent.journal.analytics import (
 )
 from bot.agent.journal.chart import describe
 from bot.agent.journal.service import JournalService
+from bot.agent.memory.facts import FactDecision
 from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock, zone
@@ -330,9 +331,12 @@ class WebService:
 
     async def remember(self, user: User, text: str) -> str:
         """Remember a fact the user typed; the reply in words."""
+        return self.memory.remember_reply(await self.remember_decision(user, text))
+
+    async def remember_decision(self, user: User, text: str) -> FactDecision:
+        """Remember a fact the user typed; what happened (added, known, superseded...)."""
         assert user.id is not None
-        decision = await self.memory.remember(user.id, text)
-        return self.memory.remember_reply(decision)
+        return await self.memory.remember(user.id, text)
 
     async def edit_fact(self, user: User, fact_id: int, text: str) -> str | None:
         """Replace a fact's words (keeping its sources); None when it is not the user's."""

@@ -156,7 +156,16 @@ _MULTIPART: dict[str, Any] = {
 }
 
 
-@api_router.post("/uploads", status_code=201, openapi_extra=_MULTIPART)
+@api_router.post(
+    "/uploads",
+    status_code=201,
+    openapi_extra=_MULTIPART,
+    responses={
+        413: {"description": "The file is over the size limit; nothing was stored."},
+        415: {"description": "Not a PDF or a picture lifebot reads; nothing was stored."},
+        503: {"description": "lifebot could not store it just now; try again."},
+    },
+)
 async def upload_api(request: Request, me: Me) -> UploadOut:
     """Upload a PDF or a photo (multipart ``file``, optional ``note``), as if sent in chat.
 

@@ -28,6 +28,7 @@ from storage.models.jobs import (
 from storage.models.journal import JournalEntry, JournalSettings, JournalSummary
 from storage.models.location import LocationPoint, LocationSetting, Place, Stay
 from storage.models.memory import Episode, MemoryCursor, MemoryItem
+from storage.models.ops import JobRun, LifebotProcess, ProcessLog
 from storage.models.people import Contact
 from storage.models.senses import DocumentChunk, IngestJob, UsageCount
 from storage.models.web import ApiToken, IcsToken, ServerKey, WebLoginLink, WebSession
@@ -49,10 +50,12 @@ __all__ = [
     "IcsToken",
     "IngestJob",
     "JobLease",
+    "JobRun",
     "JobState",
     "JournalEntry",
     "JournalSettings",
     "JournalSummary",
+    "LifebotProcess",
     "LocationPoint",
     "LocationSetting",
     "MemoryCursor",
@@ -61,6 +64,7 @@ __all__ = [
     "PairingRequest",
     "PendingAnswer",
     "Place",
+    "ProcessLog",
     "Proposal",
     "Reminder",
     "ServerKey",

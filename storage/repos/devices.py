@@ -38,6 +38,15 @@ def ambient_address(device_name: str) -> Address:
     return Address(DEVICE_CHANNEL, DEVICE_ACCOUNT, f"{device_name}#ambient")
 
 
+class NameTaken(ValueError):
+    """A live device already has this name (names are unique: they identify the speaker)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"A pendant named {name!r} already exists: revoke it first, or pick another name."
+        )
+
+
 class DeviceRepo:
     """Devices and their tokens."""
 
@@ -61,7 +70,7 @@ class DeviceRepo:
         token = new_token()
         device = await self.by_name(name)
         if device is not None and device.revoked_at is None:
-            raise ValueError(f"a device named {name!r} already exists; revoke it first")
+            raise NameTaken(name)
         if device is None:
             device = Device(user_id=user_id, name=name, token_hash=hash_token(token))
         else:

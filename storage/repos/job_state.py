@@ -5,12 +5,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import delete, func, text
 from sqlalchemy.exc import SQLAlchemyError
-from sqlmodel import select
+from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import JobLease, JobState
+from storage.models import JobLease, JobRun, JobState
+
+RUNS_KEPT = 50
+"""Runs of each job kept in its history (the owner's page); older ones are dropped."""
 
 
 class JobStateRepo:
@@ -19,14 +22,62 @@ class JobStateRepo:
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
 
-    async def record_run(self, job_id: str, now: datetime, result: str, error: str | None) -> None:
-        """Store the outcome of one run (texts cut to 500 characters)."""
+    async def record_run(
+        self,
+        job_id: str,
+        now: datetime,
+        result: str,
+        error: str | None,
+        *,
+        process_id: str = "",
+        seconds: float = 0.0,
+    ) -> None:
+        """Store the outcome of one run (texts cut to 500 characters) and add it to the history.
+
+        The history keeps each job's newest ``RUNS_KEPT`` runs.
+        """
         state = await self.s.get(JobState, job_id) or JobState(id=job_id)
         state.last_run_at = now
         state.last_result = result[:500]
         state.last_error = error[:500] if error else None
         state.runs += 1
         self.s.add(state)
+        self.s.add(
+            JobRun(
+                job_id=job_id,
+                process_id=process_id,
+                started_at=now,
+                seconds=seconds,
+                result=result[:500],
+                error=state.last_error,
+            )
+        )
+        await self.s.flush()
+        kept = (
+            select(JobRun.id)
+            .where(col(JobRun.job_id) == job_id)
+            .order_by(col(JobRun.id).desc())
+            .limit(RUNS_KEPT)
+        )
+        await self.s.exec(
+            delete(JobRun).where(
+                col(JobRun.job_id) == job_id, col(JobRun.id).not_in(kept.scalar_subquery())
+            )
+        )
+
+    async def recent_runs(self, limit: int) -> list[JobRun]:
+        """The newest runs of every job, newest first."""
+        res = await self.s.exec(select(JobRun).order_by(col(JobRun.id).desc()).limit(limit))
+        return list(res.all())
+
+    async def failures(self) -> dict[str, int]:
+        """Failed runs among each job's kept history, by job id (jobs with none left out)."""
+        res = await self.s.exec(
+            select(JobRun.job_id, func.count())
+            .where(col(JobRun.error).is_not(None))
+            .group_by(col(JobRun.job_id))
+        )
+        return {str(job_id): int(n) for job_id, n in res.all()}
 
     async def cursor(self, job_id: str) -> int | None:
         """A scanning job's cursor (the last message id it looked at); None before its first run."""

@@ -18,6 +18,15 @@ class ContactRepo:
         self, user_id: int, name: str, *, aliases: str = "", relationship: str = "", reach: str = ""
     ) -> Contact:
         """Create a contact (or update the one with this name)."""
+        contact, _ = await self.put(
+            user_id, name, aliases=aliases, relationship=relationship, reach=reach
+        )
+        return contact
+
+    async def put(
+        self, user_id: int, name: str, *, aliases: str = "", relationship: str = "", reach: str = ""
+    ) -> tuple[Contact, bool]:
+        """Create a contact or update the one with this name; True when it was created."""
         found = (
             await self.s.exec(
                 select(Contact).where(Contact.user_id == user_id, Contact.name == name)
@@ -27,7 +36,7 @@ class ContactRepo:
         contact.aliases, contact.relationship, contact.reach = aliases, relationship, reach
         self.s.add(contact)
         await self.s.flush()
-        return contact
+        return contact, found is None
 
     async def every(self, user_id: int) -> list[Contact]:
         """The user's contacts by name."""

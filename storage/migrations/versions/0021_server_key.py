@@ -3,8 +3,8 @@
 The web session key was a file in each process's data folder, so a browser signed in through
 one ``serve`` process was refused by the others unless LIFEBOT_WEB_SECRET was set.
 
-Revision ID: 0020_server_key
-Revises: 0019_file_store
+Revision ID: 0021_server_key
+Revises: 0020_control_page
 """
 
 import sqlalchemy as sa
@@ -13,8 +13,8 @@ from alembic import op
 
 import storage.models
 
-revision = "0020_server_key"
-down_revision = "0019_file_store"
+revision = "0021_server_key"
+down_revision = "0020_control_page"
 branch_labels = None
 depends_on = None
 
