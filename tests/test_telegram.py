@@ -513,7 +513,9 @@ async def test_history_keeps_the_order_messages_arrived_in_not_their_telegram_da
     # Telegram dates are whole seconds (and a late update keeps its old date): this message
     # is stamped before the reply it follows.
     await tg.send_text(CHAT, "and the hotel is by the river", date=int(time.time()) - 5)
-    await tg.wait_texts(CHAT, 2)
+    # Wait for this answer itself: under load the first answer may arrive as a draft and a
+    # final message, which would make "two texts" true before this turn even ran.
+    await tg.wait_for(lambda: tg.texts(CHAT)[-1:] == ["Re: and the hotel is by the river"])
     said = [m["content"] for m in agent_requests(fake_llm)[-1]["messages"][1:]]
     assert said == [
         "my trip to Porto starts Monday",
