@@ -100,7 +100,11 @@ def create_app(context: WebContext, options: RequestOptions) -> FastAPI:
             Access.BEARER: bearer_check,
         },
         # Routes whose token is their own: checked before their body is read too.
-        token_checks={"/omi": omi.token_check, "/api/location": location.phone_check},
+        token_checks={
+            "/omi": omi.token_check,
+            "/omi/{token}/conversation": omi.token_check,
+            "/api/location": location.phone_check,
+        },
         refuse=lambda request, exc: problems.refusal(request, context.templates, exc),
     )
 
