@@ -293,3 +293,19 @@ async def test_a_stranger_is_refused_before_a_byte_of_the_body_is_read(owner_app
                 if body.sent:
                     failures.append(f"{where}: read {body.sent} bytes of a stranger's body")
     assert not failures, "\n".join(failures)
+
+
+async def test_every_token_route_that_takes_a_body_is_checked_by_the_request_layer(
+    owner_app: App,
+) -> None:
+    """A token in a path or a header is the route's own; its check must run before the body."""
+    async with _in_process(owner_app) as client:
+        assert (await client.get("/healthz")).status_code == 200  # builds the middleware stack
+    unchecked = [
+        f"{sorted(rule.served.methods & BODY_METHODS)} {rule.served.template}"
+        for rule in _rules(owner_app)
+        if rule.declared.access in (Access.PATH_TOKEN, Access.HEADER_TOKEN)
+        and rule.served.methods & BODY_METHODS
+        and rule.check is None
+    ]
+    assert not unchecked, f"add their check to token_checks in bot/web/app.py: {unchecked}"
