@@ -325,7 +325,8 @@ class Settings(BaseSettings):
     web_public_url: str | None = Field(None, validation_alias=_env("LIFEBOT_WEB_PUBLIC_URL"))
     """The address people open (behind a reverse proxy: its https:// URL); sign-in links use it."""
     web_secret: str | None = Field(None, validation_alias=_env("LIFEBOT_WEB_SECRET"))
-    """Signs session cookies; unset: a random one is kept in the data dir."""
+    """Signs session cookies; unset: a random one is kept in the database (shared by every
+    process on it)."""
     web_session_days: float = Field(30.0, gt=0, validation_alias=_env("LIFEBOT_WEB_SESSION_DAYS"))
 
     # --- the Model Context Protocol (issue 32) -------------------------------------------------

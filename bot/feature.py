@@ -53,6 +53,10 @@ class Secret:
     shape: str | None = None
     """A regular expression of how it looks in text (a token prefix, a link). The text of
     the first group, if the pattern has one, is kept: ``(lbd_)[\\w-]{8,}`` logs ``lbd_…``."""
+    example: str | None = None
+    """A made-up text holding one secret of this shape, as it would appear in a log line (a
+    link, a URL with a password): the contract tests log it through every logger and look
+    for it in the log file. Required with ``shape``."""
 
     def pattern(self) -> re.Pattern[str] | None:
         """The compiled shape, or None when the secret is known only by its setting."""
@@ -83,9 +87,12 @@ class Access(StrEnum):
     """A personal API token in ``Authorization: Bearer``."""
     PATH_TOKEN = "path_token"  # noqa: S105  # a name, not a secret
     """A secret in the path itself (webhooks of apps that cannot send headers: Omi, the
-    calendar feed, sign-in links); the route's own handler checks it, bodies stay small."""
+    calendar feed, sign-in links). A route that takes a body hands the request layer its own
+    check (``bot/web/app.py``: ``token_checks``), run before the body is read; one that takes
+    none may check in its handler."""
     HEADER_TOKEN = "header_token"  # noqa: S105  # a name, not a secret
-    """A device or app token in a header or basic auth (OwnTracks, Overland)."""
+    """A device or app token in a header or basic auth (OwnTracks, Overland), checked by the
+    route's own check before the body is read, like ``PATH_TOKEN``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +140,8 @@ class Feature:
     routes: tuple[Route, ...] = ()
     """HTTP paths it serves (API, pages, webhooks)."""
     metrics: tuple[str, ...] = ()
-    """Prometheus metric names it exports."""
+    """Prometheus metric names it exports at ``/metrics`` (as scraped: a counter's name ends
+    in ``_total``); made with ``bot.metrics`` where they are observed."""
 
 
 class Registry:
@@ -201,6 +209,10 @@ class Registry:
             if covers and (best is None or len(p) > len(best.prefix)):
                 best = route
         return best
+
+    def metrics(self) -> tuple[str, ...]:
+        """Every declared metric name."""
+        return tuple(m for f in self.features for m in f.metrics)
 
     def owner_of(self, kind: str, name: str) -> Feature | None:
         """The feature that declared a tool, command, job or metric (``kind`` names which)."""

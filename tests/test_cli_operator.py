@@ -33,6 +33,7 @@ from tests.fakes.telegram_api import FakeTelegram
 from tests.support.app import make_settings
 from tests.support.builders import make_inbound
 from tests.support.jobs import make_user
+from tests.support.serve import no_fixed_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -118,6 +119,7 @@ def _lifebot(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProc
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
     clean.update(LIFEBOT_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT), **env)
+    no_fixed_ports(clean)
     return subprocess.run(
         [sys.executable, "-m", "bot", *args],
         capture_output=True,
@@ -209,6 +211,7 @@ def test_serve_says_what_it_started_and_where_even_at_warning(tmp_path: Path) ->
         LIFEBOT_LOG_LEVEL="WARNING",
         LIFEBOT_JOBS_ENABLED="false",
     )
+    no_fixed_ports(env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot", "serve"],
         stdin=subprocess.DEVNULL,

@@ -17,6 +17,7 @@ HEAVY = {
     "faster_whisper", "ctranslate2", "onnxruntime", "av", "telegram", "slack_bolt", "slack_sdk",
     "openai", "sqlalchemy", "sqlmodel", "alembic", "apscheduler", "numpy", "websockets",
     "aiohttp", "pydantic_settings", "rich", "tiktoken", "fastapi", "uvicorn", "matplotlib",
+    "prometheus_client",
 }  # fmt: skip
 
 # What `memory search` may not touch: no model client, no channel, no speech, no scheduler,
@@ -24,6 +25,7 @@ HEAVY = {
 NOT_FOR_SEARCH = {
     "faster_whisper", "ctranslate2", "av", "telegram", "slack_bolt", "slack_sdk", "openai",
     "alembic", "apscheduler", "websockets", "aiohttp", "fastapi", "uvicorn", "matplotlib",
+    "prometheus_client",
 }  # fmt: skip
 
 PROBE = """

@@ -19,6 +19,7 @@ from bot.app.build import start_channels
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.support.app import AppFactory
+from tests.support.serve import no_fixed_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,6 +43,7 @@ async def _serve_until(
         PYTHONPATH=str(ROOT),
         **env,
     )
+    no_fixed_ports(clean)  # the web page on a port the OS picks, never 8700
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -195,7 +195,11 @@ async def test_a_page_served_by_one_process_shows_every_process_and_their_logs(
             owner = await UserRepo(s).create("Ann", is_owner=True)
         assert owner.id is not None
         links = WebAuth(
-            db, SystemClock(), KeySource(None, tmp_path / "k"), "http://x", timedelta(days=1)
+            db,
+            SystemClock(),
+            KeySource(None, db, SystemClock(), tmp_path / "k"),
+            "http://x",
+            timedelta(days=1),
         )
         secret = (await links.issue_link(owner.id)).rsplit("/", 1)[1]
         first, second = (cluster.procs[0].pid, cluster.procs[1].pid)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import io
 import json
 import zipfile
@@ -13,10 +15,12 @@ import pytest
 
 from bot.app.build import App
 from bot.web.auth import LINK_LIMIT, LinkRateLimited
+from storage.models import ServerKey
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
 from tests.fakes.clock import ManualClock
-from tests.support.app import add_user, channel
+from tests.fakes.llm import FakeLLM
+from tests.support.app import AppFactory, add_user, channel
 from tests.support.builders import make_inbound
 from tests.support.jobs import jobs_app
 from tests.support.web import client_for, csrf_of, login_form, seed, sign_in
@@ -68,6 +72,25 @@ async def test_forged_cookie_is_refused(app: App) -> None:
         secret, _, _mac = real.rpartition(".")
         client.cookies.set("lifebot_session", f"{secret}.{'0' * 32}")
         assert (await client.get("/", follow_redirects=False)).status_code == 303
+
+
+async def test_a_session_key_kept_in_a_file_before_signs_on_in_the_database(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """Upgrading keeps browsers signed in: the old per-folder key moves into the database."""
+    old_key = "0123456789abcdef" * 4
+    (tmp_path / "data").mkdir(parents=True)
+    (tmp_path / "data" / "web_secret").write_text(old_key)
+    application = await app_factory(fake_llm)
+    ann = await add_user(application, "ann")
+    async with client_for(application) as client:
+        await sign_in(application, client, ann)
+        secret, _, mac = client.cookies["lifebot_session"].rpartition(".")
+    expected = hmac.new(old_key.encode(), secret.encode(), hashlib.sha256).hexdigest()[:32]
+    assert mac == expected
+    async with application.db.session() as s:
+        kept = await s.get(ServerKey, "web_session")
+    assert kept is not None and kept.value == old_key  # every process now reads this one
 
 
 async def test_web_command_sends_a_link_only_in_private_and_is_rate_limited(app: App) -> None:
@@ -241,11 +264,12 @@ async def test_health_readiness_and_metrics(app: App) -> None:
         assert ready.status_code == 503
         assert not body["checks"]["leader"]["ok"]
         metrics = (await client.get("/metrics")).text
-        assert 'lifebot_messages_total{channel="fake",direction="in"} 1' in metrics
+        # Counters of this process (tests/test_metrics.py); gauges read from the database.
+        assert "# TYPE lifebot_messages_total counter" in metrics
         assert "# TYPE lifebot_turn_seconds histogram" in metrics
-        assert 'lifebot_outbox_pushes{status="pending"} 0' in metrics
+        assert 'lifebot_outbox_pushes{status="pending"} 0.0' in metrics
         assert "# TYPE lifebot_push_lateness_seconds histogram" in metrics
-        assert "lifebot_transcription_queue 0" in metrics
+        assert "lifebot_transcription_queue 0.0" in metrics
         assert "lifebot_turns_unanswered{" not in metrics
         async with app.db.session() as s:
             waiting = await MessageRepo(s).add(
@@ -253,7 +277,7 @@ async def test_health_readiness_and_metrics(app: App) -> None:
             )
             await MessageRepo(s).set_status(ann.id or 0, waiting.id or 0, "pending_retry")
         metrics = (await client.get("/metrics")).text
-        assert 'lifebot_turns_unanswered{channel="fake",status="pending_retry"} 1' in metrics
+        assert 'lifebot_turns_unanswered{channel="fake",status="pending_retry"} 1.0' in metrics
 
 
 async def test_readiness_with_the_scheduler_leading(app_factory) -> None:
@@ -449,6 +473,7 @@ async def test_unknown_pages_answer_a_plain_404(app: App) -> None:
         assert page.headers["content-type"].startswith("text/html")
         api = await client.get("/api/v1/no-such-thing")
         assert api.status_code == 404
+        # One error shape for programs: RFC 9457 problem details.
         assert api.headers["content-type"] == "application/problem+json"
         assert api.json() == {
             "type": "about:blank",

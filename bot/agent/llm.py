@@ -16,12 +16,25 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.errors import LLMNotConfigured, LLMRequestError, LLMUnavailable
+from bot.metrics import Counter
 from bot.retry import retry_transient
 
 if TYPE_CHECKING:
     import openai
 
 log = logging.getLogger(__name__)
+
+LLM_CALLS = Counter(
+    "lifebot_llm_calls_total",
+    "Calls to the language model, by model (smart or fast).",
+    ("model",),
+)
+LLM_ERRORS = Counter(
+    "lifebot_llm_errors_total",
+    "Calls to the language model that failed after their retries, by kind: auth, model, "
+    "rate_limited, server, rejected, timeout, unreachable.",
+    ("kind",),
+)
 
 
 @functools.cache
@@ -116,10 +129,29 @@ def classify_openai_error(exc: BaseException) -> float | None:
     return None
 
 
-def translate_openai_error(exc: BaseException, base_url: str) -> Exception:  # noqa: PLR0911  (one plain message per error kind reads best as a ladder)
-    """Turn an openai/httpx error into lifebot's error tree with plain words."""
+def error_kind(exc: BaseException) -> str:
+    """What kind of failure an openai/httpx error is (the metric's ``kind`` label)."""
     import openai  # noqa: PLC0415
 
+    kinds: tuple[tuple[type[BaseException], str], ...] = (
+        (openai.AuthenticationError, "auth"),
+        (openai.NotFoundError, "model"),
+        (openai.RateLimitError, "rate_limited"),
+        (openai.APITimeoutError, "timeout"),
+    )
+    for kind, name in kinds:
+        if isinstance(exc, kind):
+            return name
+    if isinstance(exc, openai.APIStatusError):
+        return "server" if exc.status_code >= 500 else "rejected"
+    return "unreachable"
+
+
+def translate_openai_error(exc: BaseException, base_url: str) -> Exception:  # noqa: PLR0911  (one plain message per error kind reads best as a ladder)
+    """Turn an openai/httpx error into lifebot's error tree with plain words (and count it)."""
+    import openai  # noqa: PLC0415
+
+    LLM_ERRORS.inc(error_kind(exc))
     if isinstance(exc, openai.AuthenticationError):
         return LLMRequestError(
             f"the LLM endpoint at {base_url} refused the API key (401): check OPENAI_API_KEY"
@@ -199,6 +231,7 @@ class OpenAILLM:
     ) -> AsyncIterator[str | ChatResult]:
         """Stream one chat completion: text deltas, then the ChatResult."""
         self._check()
+        LLM_CALLS.inc("fast" if fast else "smart")
         kwargs: dict[str, Any] = {
             "model": self.fast_model if fast else self.model,
             "stream": True,
@@ -254,6 +287,7 @@ class OpenAILLM:
     ) -> str:
         """One non-streaming call without tools."""
         self._check()
+        LLM_CALLS.inc("fast" if fast else "smart")
         kwargs: dict[str, Any] = {
             "model": self.fast_model if fast else self.model,
             **_as_json(messages, None),

@@ -34,7 +34,7 @@ from bot.agent.tools import default_registry
 from bot.agent.tools.base import ToolRegistry
 from bot.agent.turn import Agent
 from bot.agent.websearch import build_web_search, web_search_tool
-from bot.app.features import REGISTRY, open_files, route_by_intent
+from bot.app.features import REGISTRY, open_files, request_options, route_by_intent
 from bot.app.logsafe import redactor_for
 from bot.app.memory_root import build_memory
 from bot.app.settings_view import effective_settings
@@ -357,6 +357,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         journal=journal,
         meetings=meetings,
         userdata=userdata,
+        requests=request_options(settings),
         control=control,
     )
 

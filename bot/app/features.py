@@ -20,6 +20,7 @@ from bot.jobs import feature as jobs
 from bot.location import feature as location
 from bot.mcp import feature as mcp
 from bot.web import feature as web
+from bot.web.limits import RequestOptions
 from storage.db import Database
 from storage.files import FileStore
 
@@ -63,6 +64,15 @@ def route_by_intent(tools: ToolRegistry) -> ToolRegistry:
     for intent in REGISTRY.intents():
         tools.add_intent(intent.group, intent.words)
     return tools
+
+
+def request_options(settings: Settings) -> RequestOptions:
+    """The request layer's limits: every declared route's, with the settings they name read."""
+    names = {r.max_body_setting for r in REGISTRY.routes() if r.max_body_setting}
+    return RequestOptions(
+        registry=REGISTRY,
+        setting_limits={name: int(getattr(settings, name)) for name in sorted(names)},
+    )
 
 
 def intent_words() -> dict[str, str]:

@@ -2,7 +2,9 @@
 
 Every line carries who it is about (channel, user, conversation, turn) from bot.logctx.
 Third-party clients that log each HTTP request at INFO (httpx, openai, PTB, Bolt...) are kept
-at WARNING unless LIFEBOT_LOG_LEVEL=DEBUG.
+at WARNING unless LIFEBOT_LOG_LEVEL=DEBUG. Every logger's records go through the root's one
+handler (uvicorn's too: ``bot/web/server.py`` gives it no handlers of its own), and no secret
+reaches a line at any level (``bot.app.logsafe``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 NOISY = (
     "httpx", "httpx2", "httpcore", "openai", "aiosqlite", "apscheduler", "asyncio", "hpack",
     "telegram", "slack_bolt", "slack_sdk", "websockets", "faster_whisper", "aiohttp", "urllib3",
-    "alembic.runtime.plugins",
+    "alembic.runtime.plugins", "uvicorn",
 )  # fmt: skip
 
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
@@ -53,15 +55,25 @@ class JsonFormatter(logging.Formatter):
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": logsafe.clean(record.getMessage()),
         }
         out.update(getattr(record, "lifebot", {}))
         for key, value in vars(record).items():  # extra={...} given at the call site
             if key not in _STANDARD and key not in ("lifebot", "context"):
-                out.setdefault(key, value if isinstance(value, int | float | bool) else str(value))
+                keep = isinstance(value, int | float | bool)
+                plain = value if keep else logsafe.clean(str(value))
+                out.setdefault(key, plain)
         if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
+            out["exc"] = logsafe.clean(record.exc_text or self.formatException(record.exc_info))
         return json.dumps(out, ensure_ascii=False)
+
+
+class PlainFormatter(logging.Formatter):
+    """One plain line; cleaned of secrets once more as a whole (``extra=`` values too)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as text, without any secret lifebot knows of."""
+        return logsafe.clean(super().format(record))
 
 
 PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s%(context)s"
@@ -105,4 +117,4 @@ def setup_logging(
 
 
 def _plain() -> logging.Formatter:
-    return logging.Formatter(PLAIN)
+    return PlainFormatter(PLAIN)

@@ -1,8 +1,18 @@
-"""Secrets never reach a log line, whatever the level and whichever library logs them.
+"""Secrets never reach a log line, whatever the level and whichever library logs them (issue 28).
 
-python-telegram-bot logs request URLs (which hold the bot token) at DEBUG, httpx logs headers,
-and a device token may appear in an error. A filter on every handler replaces each configured
-secret, and anything shaped like a device token, before a line is written.
+What to hide is read from the features' declarations (``Feature.secrets``): the values of the
+settings they name (tokens, keys, the database password) and the shapes of secrets made at
+run time (a location token, a sign-in link, a calendar feed address). A feature that brings a
+new secret declares it, and every log line is cleaned of it from then on.
+
+It is applied in two places, so no handler and no logger is left out:
+
+- **when a record is made** (the logging module's record factory): every record of every
+  logger at every level (lifebot's, uvicorn's, APScheduler's, httpx's, python-telegram-bot's)
+  has its message, its traceback and its stack cleaned before any handler sees it, whoever
+  added that handler;
+- **when lifebot writes a line** (its formatters): the finished line is cleaned once more,
+  for values a call site attaches with ``extra=`` after the record was made.
 """
 
 from __future__ import annotations
@@ -10,96 +20,91 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from bot.app.features import REGISTRY
 from bot.config import Settings
 from bot.feature import Registry
 
-_DEVICE_TOKEN = re.compile(r"lbd_[A-Za-z0-9_\-]{8,}")
-_REDACTED = "[redacted]"
+REDACTED = "[redacted]"
+_MIN_LENGTH = 6
+"""Shorter setting values are not replaced: they would blank out ordinary words."""
 
 
-class RedactSecrets(logging.Filter):
-    """Rewrites a record's message with every secret replaced by ``[redacted]``."""
+class Redactor:
+    """Replaces known secret values and secret shapes in text."""
 
-    def __init__(self, secrets: list[str]) -> None:
-        super().__init__()
+    def __init__(self, values: Iterable[str], shapes: Iterable[re.Pattern[str]]) -> None:
         # Longest first, so a secret that contains another is replaced whole.
-        self.secrets = sorted({s for s in secrets if len(s) >= 6}, key=len, reverse=True)
+        self.values = sorted({v for v in values if len(v) >= _MIN_LENGTH}, key=len, reverse=True)
+        """Secret values from the settings."""
+        self.shapes = list(shapes)
+        """Secret shapes; a pattern's first group (a prefix such as ``lbl_``) is kept."""
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        """Redact in place; never drops a record."""
-        text = record.getMessage()
-        clean = text
-        for secret in self.secrets:
-            clean = clean.replace(secret, _REDACTED)
-        clean = _DEVICE_TOKEN.sub("lbd_" + _REDACTED, clean)
+    def clean(self, text: str) -> str:
+        """``text`` with every secret replaced by ``[redacted]``."""
+        for value in self.values:
+            if value in text:
+                text = text.replace(value, REDACTED)
+        for shape in self.shapes:
+            text = shape.sub(_keep_prefix, text)
+        return text
+
+    def clean_record(self, record: logging.LogRecord) -> None:
+        """Clean a record's message, traceback and stack in place; never drops it."""
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001  # a bad format string: logging reports it when written
+            return
+        clean = self.clean(text)
         if clean != text:
             record.msg, record.args = clean, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:
-            for secret in self.secrets:
-                record.exc_text = record.exc_text.replace(secret, _REDACTED)
-            record.exc_text = _DEVICE_TOKEN.sub("lbd_" + _REDACTED, record.exc_text)
-        return True
-
-
-def secrets_of(settings: Settings) -> list[str]:
-    """Every credential in the settings."""
-    values = [
-        settings.telegram_bot_token,
-        settings.telegram_webhook_secret,
-        settings.slack_bot_token,
-        settings.slack_app_token,
-        settings.slack_signing_secret,
-        settings.openai_api_key,
-    ]
-    return [v for v in values if v]
-
-
-class Redactor:
-    """Replaces every declared secret (setting values and shapes) in a text."""
-
-    def __init__(self, values: Iterable[str], shapes: Iterable[re.Pattern[str]]) -> None:
-        # Longest first, so a secret that contains another is replaced whole.
-        self.values = sorted({v for v in values if len(v) >= 6}, key=len, reverse=True)
-        """Secret values from the settings (shorter ones would blank out ordinary words)."""
-        self.shapes = list(shapes)
-        """Secret shapes; a pattern's first group (a prefix such as ``lbk_``) is kept."""
-
-    def clean(self, text: str) -> str:
-        """``text`` with every secret replaced by ``[redacted]``."""
-        for value in self.values:
-            text = text.replace(value, _REDACTED)
-        for shape in self.shapes:
-            text = shape.sub(_keep_prefix, text)
-        return text
+            record.exc_text = self.clean(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.clean(record.stack_info)
 
 
 def _keep_prefix(match: re.Match[str]) -> str:
     kept = match.group(1) if match.re.groups and match.group(1) else ""
-    return kept + _REDACTED
+    return kept + REDACTED
 
 
 def redactor_for(settings: Settings | None, registry: Registry = REGISTRY) -> Redactor:
-    """A redactor of every secret the features declare, with its values in ``settings``.
-
-    What the owner's page cleans every log line and setting with (issue 31); the handlers'
-    filter above still cleans the credentials ``secrets_of`` names.
-    """
+    """The redactor of every secret ``registry`` declares, with the values in ``settings``."""
     values: list[str] = []
     for secret in registry.secrets():
         if secret.setting and settings is not None:
-            value = getattr(settings, secret.setting, None)
+            value: Any = getattr(settings, secret.setting, None)
+            if hasattr(value, "get_secret_value"):  # a pydantic SecretStr
+                value = value.get_secret_value()
             if value:
                 values.append(str(value))
     shapes = [p for p in (s.pattern() for s in registry.secrets()) if p is not None]
     return Redactor(values, shapes)
 
 
-def install(settings: Settings) -> None:
-    """Put the filter on every handler of the root logger."""
-    redact = RedactSecrets(secrets_of(settings))
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(redact)
+_current = redactor_for(None)
+"""The redactor in force: the declared shapes until ``install`` adds the settings' values."""
+_base_factory = logging.getLogRecordFactory()
+
+
+def clean(text: str) -> str:
+    """``text`` without any secret lifebot knows of (for formatters and other writers)."""
+    return _current.clean(text)
+
+
+def _make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    record = _base_factory(*args, **kwargs)
+    _current.clean_record(record)
+    return record
+
+
+def install(settings: Settings) -> Redactor:
+    """Clean every record made from now on, by any logger, of every declared secret."""
+    global _current  # noqa: PLW0603  # one redactor per process, like the logging config
+    _current = redactor_for(settings)
+    logging.setLogRecordFactory(_make_record)
+    return _current

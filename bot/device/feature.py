@@ -16,8 +16,15 @@ PENDANT = Feature(
     about="Voice devices on lifebot's own WebSocket protocol: ask, listen ambiently, hear back.",
     tables=("device", "devicesession", "audiosegment"),
     files=(DEVICE_AUDIO,),
-    secrets=(Secret("device token", shape=r"(lbd_)[A-Za-z0-9_\-]{8,}"),),
+    secrets=(
+        Secret(
+            "device token",
+            shape=r"(lbd_)[A-Za-z0-9_\-]{8,}",
+            example="paired with lbd_Q2xhcmEncyBwZW5kYW50IGtleQ",
+        ),
+    ),
     routes=(Route("/api/v1/devices", Access.BEARER), Route("/devices", Access.SESSION)),
+    metrics=("lifebot_transcription_queue",),
 )
 """The pendant's declaration."""
 

@@ -127,6 +127,12 @@ class OmiInbox:
 
     # --- the webhook side -------------------------------------------------------------------
 
+    async def knows(self, token: str) -> bool:
+        """True for a live device token: checked before a chunk's body is read."""
+        async with self.db.session() as s:
+            device = await DeviceRepo(s).authenticate(token)
+        return device is not None
+
     async def receive(
         self, token: str, sample_rate: str | None, key: str | None, body: bytes
     ) -> Received:

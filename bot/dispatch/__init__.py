@@ -25,6 +25,7 @@ from bot.agent.turn import Agent, TurnOutcome
 from bot.clock import Clock, zone
 from bot.dispatch.commands import Commands
 from bot.dispatch.identity import Resolution, resolve
+from bot.dispatch.metrics import observe_turn
 from bot.dispatch.receipts import send_and_record
 from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
 from bot.locks import ConversationLock, KeyedLocks
@@ -200,6 +201,13 @@ class Dispatcher:
 
     async def handle(self, msg: InboundMessage) -> DispatchResult:
         """Handle one inbound message; never raises except on cancellation."""
+        began = time.monotonic()
+        result = await self._handle_safely(msg)
+        replied = result.receipt is not None
+        observe_turn(msg.address.channel, result.status, replied, time.monotonic() - began)
+        return result
+
+    async def _handle_safely(self, msg: InboundMessage) -> DispatchResult:
         msg.text = clean_text(msg.text)  # the boundary: nothing unstorable goes further
         if msg.sender_name is not None:
             msg.sender_name = clean_text(msg.sender_name)

@@ -21,7 +21,11 @@ FEATURE = Feature(
         Secret("language model API key", setting="openai_api_key"),
         Secret("database password", setting="database_url_setting"),
         # postgresql://user:password@host: the password part of any address with credentials.
-        Secret("password in an address", shape=r"(://[^/\s:@]+:)[^@\s/]+(?=@)"),
+        Secret(
+            "password in an address",
+            shape=r"(://[^/\s:@]+:)[^@\s/]+(?=@)",
+            example="postgresql://lifebot:Tr0ub4dor-and-3@db.example.test:5432/lifebot",
+        ),
     ),
     intents=(
         IntentWords("tasks", r"\b(tasks?|todos?|to-dos?|to do list|tick (it |that )?off)\b"),
@@ -55,5 +59,17 @@ FEATURE = Feature(
         "quiet",
     ),
     jobs=("ask.timeouts", "outbox.reconcile"),
-    metrics=(),
+    metrics=(
+        "lifebot_messages_total",
+        "lifebot_turns_total",
+        "lifebot_turn_seconds",
+        "lifebot_turns_unanswered",
+        "lifebot_llm_calls_total",
+        "lifebot_llm_errors_total",
+        # The outbox every feature that speaks first pushes through, and who runs the jobs.
+        "lifebot_pushes_total",
+        "lifebot_push_lateness_seconds",
+        "lifebot_outbox_pushes",
+        "lifebot_scheduler_leader",
+    ),
 )

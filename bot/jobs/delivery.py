@@ -40,15 +40,34 @@ from bot.errors import Away, ChannelError, RateLimited, TransientChannelError, U
 from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
 from bot.jobs.sending import KeyedChannel, PresenceChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
+from bot.metrics import Counter, Histogram
 from storage.db import Database
 from storage.models import ChannelIdentity, Delivery, Message, User
 from storage.notify import notify_push
 from storage.repos.leases import Fence
 from storage.repos.messages import ConversationRepo, MessageRepo
-from storage.repos.outbox import OutboxRepo
+from storage.repos.outbox import SCHEDULED_KINDS, OutboxRepo
 from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
+
+PUSHES = Counter(
+    "lifebot_pushes_total",
+    "Pushes the outbox finished (reminders, briefings, proposals, notices), by kind and "
+    "outcome: delivered or failed.",
+    ("kind", "outcome"),
+)
+LATENESS = Histogram(
+    "lifebot_push_lateness_seconds",
+    "Seconds a scheduled push was delivered after it was due.",
+)
+
+
+def _delivered(row: Delivery, now: datetime) -> None:
+    PUSHES.inc(row.kind, "delivered")
+    if row.kind in SCHEDULED_KINDS and row.due_at is not None:
+        due = row.due_at if row.due_at.tzinfo else row.due_at.replace(tzinfo=now.tzinfo)
+        LATENESS.observe(max(0.0, (now - due).total_seconds()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +391,7 @@ class Outbox:
             )
             if isinstance(outcome, Receipt):
                 stats.delivered += 1
+                _delivered(row, self.clock.now())
                 return
             if isinstance(outcome, Unreachable):
                 log.warning(
@@ -398,6 +418,7 @@ class Outbox:
                     row.id, "failed", f"{target.address.channel} refused it: {outcome}", "sending"
                 )
                 stats.failed += 1
+                PUSHES.inc(row.kind, "failed")
             return
         async with self._tx() as s:
             await OutboxRepo(s).finish(
@@ -550,6 +571,7 @@ class Outbox:
                     row.id, "failed", f"gave up after {attempts} tries: {error}", from_="sending"
                 )
                 st.failed += 1
+                PUSHES.inc(row.kind, "failed")
                 return
             await repo.release(row.id, now + self._backoff(attempts), error)
         st.retried += 1

@@ -46,8 +46,16 @@ CALENDAR = Feature(
     secrets=(
         Secret("calendar password key", setting="calendar_key"),
         # Subscribed feeds carry their secret in the address (Google's private-…/basic.ics).
-        Secret("calendar feed address", shape=r"((?:webcals?|https?)://)\S+\.ics\b\S*"),
-        Secret("the private calendar feed", shape=r"(/calendar/)[A-Za-z0-9_\-]{16,}(?=\.ics)"),
+        Secret(
+            "calendar feed address",
+            shape=r"((?:webcals?|https?)://)\S+\.ics\b\S*",
+            example="webcal://calendar.example.test/ical/me/private-7f3a9c2e41d0/basic.ics",
+        ),
+        Secret(
+            "the private calendar feed",
+            shape=r"(/calendar/)[A-Za-z0-9_\-]{16,}(?=\.ics)",
+            example="subscribe to /calendar/Vf3kq9ZpL0wXyT7bNc2dRs8.ics on your phone",
+        ),
     ),
     intents=(
         IntentWords(

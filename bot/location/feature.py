@@ -9,7 +9,13 @@ FEATURE = Feature(
     about="Where the person has been: points from their phone become places and stays, and "
     "stays become proposed events each evening.",
     tables=("locationpoint", "locationsetting", "place", "stay"),
-    secrets=(Secret("location token", shape=r"(lbl_)[A-Za-z0-9_\-]{8,}"),),
+    secrets=(
+        Secret(
+            "location token",
+            shape=r"(lbl_)[A-Za-z0-9_\-]{8,}",
+            example="Your location token: lbl_d2hlcmUgYW0gST8gYXQgaG9tZQ",
+        ),
+    ),
     intents=(
         IntentWords(
             "location",

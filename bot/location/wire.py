@@ -67,6 +67,8 @@ def _json(body: bytes) -> Any:
         return json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise BadPayload("the body is not valid JSON") from None
+    except RecursionError:  # the parser recurses: 100,000 "[" would end the request in a 500
+        raise BadPayload("the body's JSON is nested too deeply") from None
 
 
 def owntracks(body: bytes, now: datetime) -> list[Fix]:

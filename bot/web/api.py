@@ -32,6 +32,7 @@ from bot.web.paging import (
     offset_cursor,
     stamp,
 )
+from bot.web.params import Day, RowId
 from bot.web.service import JOURNAL_DAYS, MAX_SERIES_DAYS, SettingsChange
 from storage.models import ApiToken, Device, Reminder, User
 from storage.repos.devices import NameTaken
@@ -344,7 +345,7 @@ async def add_fact(request: Request, user: Me, body: TextIn, response: Response)
 
 
 @router.put("/facts/{fact_id}")
-async def edit_fact(request: Request, user: Me, fact_id: int, body: TextIn) -> Said:
+async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) -> Said:
     """Change a fact's words."""
     said = await ctx(request).service.edit_fact(user, fact_id, body.text)
     if said is None:
@@ -353,7 +354,7 @@ async def edit_fact(request: Request, user: Me, fact_id: int, body: TextIn) -> S
 
 
 @router.delete("/facts/{fact_id}", status_code=204)
-async def forget_fact(request: Request, user: Me, fact_id: int) -> Response:
+async def forget_fact(request: Request, user: Me, fact_id: RowId) -> Response:
     """Forget a fact."""
     if await ctx(request).service.forget(user, fact_id) is None:
         raise _404()
@@ -388,7 +389,7 @@ async def add_reminder(request: Request, user: Me, body: TextIn) -> ReminderOut:
 
 
 @router.delete("/reminders/{reminder_id}", status_code=204)
-async def cancel_reminder(request: Request, user: Me, reminder_id: int) -> Response:
+async def cancel_reminder(request: Request, user: Me, reminder_id: RowId) -> Response:
     """Cancel a reminder."""
     if await ctx(request).service.cancel_reminder(user, reminder_id) is None:
         raise _404()
@@ -462,7 +463,7 @@ class Rename(BaseModel):
 
 
 @router.post("/proposals/{proposal_id}/rename")
-async def rename(request: Request, user: Me, proposal_id: int, body: Rename) -> Said:
+async def rename(request: Request, user: Me, proposal_id: RowId, body: Rename) -> Said:
     """Give a pending proposed event a new title."""
     said = await ctx(request).service.rename_proposal(user, proposal_id, body.title)
     if said is None:
@@ -471,7 +472,7 @@ async def rename(request: Request, user: Me, proposal_id: int, body: Rename) -> 
 
 
 @router.post("/proposals/{proposal_id}/{answer}")
-async def answer(request: Request, user: Me, proposal_id: int, answer: str) -> Said:
+async def answer(request: Request, user: Me, proposal_id: RowId, answer: str) -> Said:
     """``accept`` or ``decline`` a proposed event."""
     if answer not in ("accept", "decline"):
         raise _404()
@@ -515,7 +516,7 @@ async def add_device(request: Request, user: Me, body: TextIn) -> NewDeviceOut:
 
 
 @router.delete("/devices/{device_id}", status_code=204)
-async def revoke_device(request: Request, user: Me, device_id: int) -> Response:
+async def revoke_device(request: Request, user: Me, device_id: RowId) -> Response:
     """Revoke a pendant."""
     if await ctx(request).service.revoke_device(user, device_id) is None:
         raise _404()
@@ -589,7 +590,7 @@ async def add_token(request: Request, user: Me, body: TokenIn) -> NewTokenOut:
 
 
 @router.delete("/tokens/{token_id}", status_code=204)
-async def revoke_token(request: Request, user: Me, token_id: int) -> Response:
+async def revoke_token(request: Request, user: Me, token_id: RowId) -> Response:
     """Revoke one of your tokens (it stops working at once)."""
     assert user.id is not None
     if not await ctx(request).auth.revoke_api_token(user.id, token_id):
@@ -625,8 +626,8 @@ async def journal_series(
     request: Request,
     user: Me,
     metric: Literal["happiness", "stress", "energy"],
-    start: date | None = None,
-    end: date | None = None,
+    start: Day | None = None,
+    end: Day | None = None,
     bucket: Literal["day", "week", "month"] = "day",
 ) -> SeriesOut:
     """A journal metric's averages with counts (default: the last 30 days, daily)."""

@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from bot.feature import Access
 from bot.web import (
     api,
     api_docs,
@@ -27,7 +28,9 @@ from bot.web import (
     public,
     upload_routes,
 )
-from bot.web.deps import WebContext, page_csp
+from bot.web.deps import WebContext, bearer_check, owner_check, page_csp, session_check
+from bot.web.gate import RequestGate
+from bot.web.limits import RequestOptions
 
 STATIC = Path(__file__).parent / "static"
 API_DESCRIPTION = (
@@ -47,8 +50,8 @@ _HEADERS = {
 }
 
 
-def create_app(context: WebContext) -> FastAPI:
-    """The web app over ``context`` (no I/O until it serves a request)."""
+def create_app(context: WebContext, options: RequestOptions) -> FastAPI:
+    """The web app over ``context``, every request through the request layer (no I/O yet)."""
     app = FastAPI(
         title="lifebot",
         summary="Your memory, reminders, calendar, devices and settings.",
@@ -86,7 +89,24 @@ def create_app(context: WebContext) -> FastAPI:
         # Browsers ask for it at the root whatever the page says.
         return FileResponse(STATIC / "favicon.ico", headers={"Cache-Control": "max-age=86400"})
 
-    problems.install(app, context.templates)  # one error shape: problem details or the page
+    problems.install(app, context.templates)
+    app.add_middleware(
+        RequestGate,
+        routes_of=lambda: app.routes,
+        options=options,
+        checks={
+            Access.SESSION: session_check,
+            Access.OWNER: owner_check,
+            Access.BEARER: bearer_check,
+        },
+        # Routes whose token is their own: checked before their body is read too.
+        token_checks={
+            "/omi": omi.token_check,
+            "/omi/{token}/conversation": omi.token_check,
+            "/api/location": location.phone_check,
+        },
+        refuse=lambda request, exc: problems.refusal(request, context.templates, exc),
+    )
 
     @app.middleware("http")
     async def security_headers(

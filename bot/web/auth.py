@@ -2,13 +2,15 @@
 
 Every secret is 256-bit random and stored only as a hash; the cookie is the session secret plus
 an HMAC of it under the server's key, so a forged or truncated cookie never reaches the database.
+The key is in the database (``KeySource``): knowing it forges nothing, since a cookie must also
+carry a session secret whose hash is stored, and every process on the database shares it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
-import os
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,31 +37,46 @@ SCOPES = (READ, WRITE)
 
 
 class KeySource:
-    """The cookie-signing key: LIFEBOT_WEB_SECRET, else a random one kept in a file.
+    """The cookie-signing key: LIFEBOT_WEB_SECRET, else one kept in the database.
 
-    Read on first use, so building the app does no I/O.
+    Every process on the database signs and checks cookies alike, with no setting. Read on
+    first use, so building the app does no I/O. An installation that kept its key in
+    a file of the data folder (``web_secret``, before issue 28) carries that key into the
+    database the first time, so browsers signed in before the upgrade stay signed in.
     """
 
-    def __init__(self, secret: str | None, path: Path) -> None:
-        self._secret = secret
-        self._path = path
-        self._key: bytes | None = None
+    NAME = "web_session"
+    """The key's name in the ``serverkey`` table."""
 
-    def key(self) -> bytes:
-        """The key (created with mode 0600 the first time)."""
+    def __init__(self, secret: str | None, db: Database, clock: Clock, old_file: Path) -> None:
+        self._secret = secret
+        self._db = db
+        self._clock = clock
+        self._old_file = old_file
+        self._key: bytes | None = None
+        self._lock = asyncio.Lock()
+
+    async def key(self) -> bytes:
+        """The key (generated and kept in the database the first time)."""
         if self._key is None:
-            if self._secret:
-                self._key = self._secret.encode()
-            elif self._path.exists():
-                self._key = self._path.read_bytes().strip()
-            else:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                fresh = secrets.token_hex(32).encode()
-                fd = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(fresh)
-                self._key = fresh
+            async with self._lock:
+                if self._key is None:
+                    self._key = await self._load()
         return self._key
+
+    async def _load(self) -> bytes:
+        if self._secret:
+            return self._secret.encode()
+        fresh = await asyncio.to_thread(self._from_old_file) or secrets.token_hex(32)
+        async with self._db.session() as s:
+            kept = await WebAuthRepo(s).server_key(self.NAME, fresh, self._clock.now())
+        return kept.encode()
+
+    def _from_old_file(self) -> str | None:
+        try:
+            return self._old_file.read_text().strip() or None
+        except FileNotFoundError:
+            return None
 
 
 class LinkRateLimited(Exception):
@@ -109,14 +126,14 @@ class WebAuth:
             if user_id is None:
                 return None
             await repo.add_session(user_id, secret, csrf, now, now + self.session_ttl)
-        return SignedIn(f"{secret}.{self._sign(secret)}", csrf, user_id)
+        return SignedIn(f"{secret}.{await self._sign(secret)}", csrf, user_id)
 
     async def session(self, cookie: str | None) -> WebSession | None:
         """The live session of a cookie, or None (missing, forged, expired or signed out)."""
         if not cookie or "." not in cookie:
             return None
         secret, _, mac = cookie.rpartition(".")
-        if not hmac.compare_digest(mac, self._sign(secret)):
+        if not hmac.compare_digest(mac, await self._sign(secret)):
             return None
         async with self.db.session() as s:
             return await WebAuthRepo(s).session(secret, self.clock.now())
@@ -136,23 +153,24 @@ class WebAuth:
 
         Every process of a deployment shares the key, so a cursor made by one is good on all.
         """
-        return self._sign("cursor:" + text)
+        return await self._sign("cursor:" + text)
 
     async def flash(self, session_id: int, value: dict[str, Any] | None) -> None:
         """Keep a form post's result for the session's next page (None: it was shown)."""
         async with self.db.session() as s:
             await WebAuthRepo(s).set_flash(session_id, value)
 
-    def page_token(self, nonce: str, link_secret: str) -> str:
+    async def page_token(self, nonce: str, link_secret: str) -> str:
         """The token the sign-in page of one link carries, bound to that browser's nonce.
 
         A page elsewhere cannot make it: it knows neither the server's key nor the nonce,
         which lives in a SameSite=Strict, HttpOnly cookie of the sign-in page's own.
         """
-        return self._sign(f"login:{nonce}:{link_secret}")
+        return await self._sign(f"login:{nonce}:{link_secret}")
 
-    def _sign(self, secret: str) -> str:
-        return hmac.new(self._key.key(), secret.encode(), hashlib.sha256).hexdigest()[:32]
+    async def _sign(self, secret: str) -> str:
+        key = await self._key.key()
+        return hmac.new(key, secret.encode(), hashlib.sha256).hexdigest()[:32]
 
     # --- API tokens --------------------------------------------------------------------------
     async def new_api_token(

@@ -22,6 +22,7 @@ from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
 from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
+from bot.web.params import RowId
 from storage.models import CalendarSource
 
 router = APIRouter()
@@ -110,7 +111,7 @@ async def add(request: Request, who: Who) -> Response:
 
 
 @router.post(PAGE + "/{source_id}/refresh")
-async def refresh(request: Request, who: Who, source_id: int) -> Response:
+async def refresh(request: Request, who: Who, source_id: RowId) -> Response:
     """Re-read one calendar now."""
     await checked_form(request, who)
     source = await ctx(request).calendars.refresh_now(who.user, source_id)
@@ -122,7 +123,7 @@ async def refresh(request: Request, who: Who, source_id: int) -> Response:
 
 
 @router.post(PAGE + "/{source_id}/delete")
-async def delete(request: Request, who: Who, source_id: int) -> Response:
+async def delete(request: Request, who: Who, source_id: RowId) -> Response:
     """Remove a calendar and the events it brought in."""
     await checked_form(request, who)
     done = await ctx(request).calendars.drop(who.user_id, source_id)
@@ -168,7 +169,7 @@ async def add_calendar(request: Request, user: Me, body: FeedIn, response: Respo
 
 
 @api_router.post("/calendars/{source_id}/refresh")
-async def refresh_calendar(request: Request, user: Me, source_id: int) -> CalendarOut:
+async def refresh_calendar(request: Request, user: Me, source_id: RowId) -> CalendarOut:
     """Re-read one calendar now; a failed read is in ``last_error`` (its events stay)."""
     source = await ctx(request).calendars.refresh_now(user, source_id)
     if source is None:
@@ -177,7 +178,7 @@ async def refresh_calendar(request: Request, user: Me, source_id: int) -> Calend
 
 
 @api_router.delete("/calendars/{source_id}", status_code=204)
-async def delete_calendar(request: Request, user: Me, source_id: int) -> Response:
+async def delete_calendar(request: Request, user: Me, source_id: RowId) -> Response:
     """Remove a calendar and the events it brought in."""
     assert user.id is not None
     if await ctx(request).calendars.drop(user.id, source_id) is None:

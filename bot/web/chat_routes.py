@@ -44,7 +44,7 @@ from bot.web.chat import ChatTurn
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
 from bot.web.sources import source_views
-from bot.web.upload_routes import STATUS, declared_too_big
+from bot.web.upload_routes import STATUS
 from bot.web.uploads import KINDS, MAX_NOTE, UploadOutcome
 
 router = APIRouter()
@@ -75,9 +75,7 @@ async def chat_send(request: Request, who: Who) -> Response:
     """Send a message (words, a file, or a button's data) through dispatch."""
     c = ctx(request)
     streaming = STREAM in request.headers.get("accept", "")
-    early = declared_too_big(request, c.uploads)
-    if early is not None:
-        return await _refused(request, who, early, streaming)
+    # A body over the file limit never gets here: the request layer refused it (413).
     form = await request.form(max_files=1)
     try:
         fields = await checked_form(request, who)

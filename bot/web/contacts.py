@@ -16,6 +16,7 @@ from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
 from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
+from bot.web.params import RowId
 from storage.models import Contact
 from storage.repos.people import ContactRepo
 
@@ -97,7 +98,7 @@ async def add(request: Request, who: Who) -> Response:
 
 
 @router.post("/contacts/{contact_id}/edit")
-async def edit(request: Request, who: Who, contact_id: int) -> Response:
+async def edit(request: Request, who: Who, contact_id: RowId) -> Response:
     """Change a contact's name, other names, relationship or how to reach them."""
     form = await checked_form(request, who)
     fields = {k: form[k] for k in FIELDS if k in form}
@@ -114,7 +115,7 @@ async def edit(request: Request, who: Who, contact_id: int) -> Response:
 
 
 @router.post("/contacts/{contact_id}/delete")
-async def delete(request: Request, who: Who, contact_id: int) -> Response:
+async def delete(request: Request, who: Who, contact_id: RowId) -> Response:
     """Delete a contact."""
     await checked_form(request, who)
     async with ctx(request).service.db.session() as s:
@@ -172,7 +173,7 @@ async def add_contact(
     responses={409: {"description": "Another of your contacts has that name."}},
 )
 async def change_contact(
-    request: Request, user: Me, contact_id: int, body: ContactIn
+    request: Request, user: Me, contact_id: RowId, body: ContactIn
 ) -> ContactOut:
     """Change some of a contact's fields."""
     assert user.id is not None
@@ -187,7 +188,7 @@ async def change_contact(
 
 
 @api_router.delete("/contacts/{contact_id}", status_code=204)
-async def delete_contact(request: Request, user: Me, contact_id: int) -> Response:
+async def delete_contact(request: Request, user: Me, contact_id: RowId) -> Response:
     """Delete a contact."""
     assert user.id is not None
     async with ctx(request).service.db.session() as s:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from bot.web.control import ControlPanel
 from bot.web.service import WebService
 from bot.web.sources import SourceView
 from bot.web.uploads import Uploads
-from storage.models import User, WebSession
+from storage.models import ApiToken, User, WebSession
 
 COOKIE = "lifebot_session"
 TEMPLATES = Path(__file__).parent / "templates"
@@ -140,6 +141,17 @@ class Viewer:
         return self.user.id
 
 
+class Refused(HTTPException):
+    """A refusal whose problem details carry members of their own (RFC 9457 extensions)."""
+
+    def __init__(
+        self, status: int, detail: str, headers: dict[str, str] | None = None, **members: str
+    ) -> None:
+        super().__init__(status, detail, headers)
+        self.members = members
+        """Added to the problem details (``error: invalid_token`` for OAuth-minded clients)."""
+
+
 class NeedsSignIn(Exception):
     """No valid session: the page redirects to the sign-in explanation."""
 
@@ -152,7 +164,10 @@ def ctx(request: Request) -> WebContext:
 
 
 async def viewer(request: Request) -> Viewer:
-    """The signed-in user of this browser; NeedsSignIn otherwise."""
+    """The signed-in user of this browser; NeedsSignIn otherwise (checked once a request)."""
+    known = getattr(request.state, "viewer", None)
+    if isinstance(known, Viewer):
+        return known
     c = ctx(request)
     session = await c.auth.session(request.cookies.get(COOKIE))
     if session is None:
@@ -160,7 +175,9 @@ async def viewer(request: Request) -> Viewer:
     user = await c.service.user(session.user_id)
     if user is None:
         raise NeedsSignIn
-    return Viewer(user, session)
+    found = Viewer(user, session)
+    request.state.viewer = found
+    return found
 
 
 async def owner(request: Request) -> Viewer:
@@ -184,22 +201,34 @@ LOOKING = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods a read-only token may use; every other one changes something."""
 
 
+async def _token_user(request: Request) -> tuple[ApiToken, User]:
+    """The live API token of the request and its user; 401 without (checked once a request)."""
+    known = getattr(request.state, "api_token", None)
+    if known is not None:
+        return known  # type: ignore[no-any-return]  # set below, always this pair
+    c = ctx(request)
+    token = await c.auth.api_token(request.headers.get("authorization"))
+    user = await c.service.user(token.user_id) if token is not None else None
+    if token is None or user is None:
+        # RFC 6750's error code too: MCP clients and other OAuth-minded ones look for it.
+        raise Refused(
+            401,
+            "Send a personal API token as 'Authorization: Bearer lbk_...' "
+            "(create one on the Settings page).",
+            headers={"WWW-Authenticate": "Bearer"},
+            error="invalid_token",
+        )
+    request.state.api_token = (token, user)
+    return token, user
+
+
 async def api_user(request: Request) -> User:
     """The user of the request's API token; 401 without a valid one.
 
     A read-only token (scope ``read``) may only look: any other method is 403 before the
     route runs, so nothing changes.
     """
-    c = ctx(request)
-    token = await c.auth.api_token(request.headers.get("authorization"))
-    user = await c.service.user(token.user_id) if token is not None else None
-    if token is None or user is None:
-        raise HTTPException(
-            401,
-            "Send a personal API token as 'Authorization: Bearer lbk_...' "
-            "(create one on the Settings page).",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+    token, user = await _token_user(request)
     if token.scope != WRITE and request.method not in LOOKING:
         raise HTTPException(
             403,
@@ -207,3 +236,19 @@ async def api_user(request: Request) -> User:
             "with the write scope on the Settings page to do this.",
         )
     return user
+
+
+# --- the request layer's checks (bot.web.gate), run before a body is read ----------------------
+async def session_check(request: Request, _params: Mapping[str, str]) -> None:
+    """A signed-in browser."""
+    await viewer(request)
+
+
+async def owner_check(request: Request, _params: Mapping[str, str]) -> None:
+    """The signed-in owner."""
+    await owner(request)
+
+
+async def bearer_check(request: Request, _params: Mapping[str, str]) -> None:
+    """A live personal API token (what it may do is the route's to say: ``api_user``)."""
+    await _token_user(request)

@@ -11,8 +11,16 @@ FEATURE = Feature(
     tables=("apitoken", "webloginlink", "websession"),
     secrets=(
         Secret("web session key", setting="web_secret"),
-        Secret("personal API token", shape=r"(lbk_)[A-Za-z0-9_\-]{8,}"),
-        Secret("sign-in link", shape=r"(/login/)[A-Za-z0-9_\-]{16,}"),
+        Secret(
+            "personal API token",
+            shape=r"(lbk_)[A-Za-z0-9_\-]{8,}",
+            example="Authorization: Bearer lbk_YSBwZXJzb25hbCBhcGkgdG9rZW4",
+        ),
+        Secret(
+            "sign-in link",
+            shape=r"(/login/)[A-Za-z0-9_\-]{16,}",
+            example="Open https://lifebot.example.test/login/c2lnbi1pbi1saW5rLXNlY3JldA to sign in",
+        ),
     ),
     commands=("web",),
     routes=(
@@ -42,5 +50,10 @@ FEATURE = Feature(
         Route("/api/v1/settings", Access.BEARER),
         Route("/api/v1/export", Access.BEARER),
         Route("/api/v1/tokens", Access.BEARER),
+    ),
+    metrics=(
+        "lifebot_http_requests_total",
+        "lifebot_http_request_seconds",
+        "lifebot_http_refused_total",
     ),
 )

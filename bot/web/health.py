@@ -1,27 +1,30 @@
 """Health for operators: /healthz (alive), /readyz (ready to serve), /metrics (Prometheus).
 
-Metrics are read from the database at scrape time, so every process reports the same numbers
-and nothing on the message path has to count.
+``/metrics`` serves this process's own counters and histograms (``bot.metrics``: they only go
+up, so Prometheus computes honest rates; several processes are scraped each and added up),
+then the gauges that describe shared state, read from the database at the scrape (queue
+depths, failed turns) plus whether this process leads the scheduled jobs.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.registry import Collector
 
 from bot.errors import StorageError
+from bot.metrics import exposition
 from bot.web.deps import ctx
 from storage.repos.web import WebViewRepo, head_revision
 
 router = APIRouter()
-
-LATENCY_BUCKETS = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0)
-"""Seconds: the turn latency histogram's upper bounds."""
-LATENCY_SAMPLE = 500
-"""The newest answers the latency histogram is computed over."""
 
 
 @dataclass(slots=True)
@@ -76,77 +79,58 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if ready else 503)
 
 
-def _histogram_tail(name: str, values: list[float]) -> list[str]:
-    return [
-        f'{name}_bucket{{le="+Inf"}} {len(values)}',
-        f"{name}_sum {sum(values):.3f}",
-        f"{name}_count {len(values)}",
+def _gauges(
+    unanswered: list[tuple[str, str, int]], depth: dict[str, int], waiting: int, leader: bool
+) -> bytes:
+    """Gauges read from the database at this scrape, as Prometheus text."""
+    turns = GaugeMetricFamily(
+        "lifebot_turns_unanswered",
+        "Messages whose turn failed (the model or a tool failed): pending_retry waits for /retry.",
+        labels=("channel", "status"),
+    )
+    for channel, status, n in sorted(unanswered):
+        turns.add_metric((channel, status), n)
+    outbox = GaugeMetricFamily(
+        "lifebot_outbox_pushes", "Pushes in the outbox, by state.", labels=("status",)
+    )
+    for status in sorted({"pending", "sending", "failed", *depth}):
+        outbox.add_metric((status,), depth.get(status, 0))
+    families: list[Metric] = [
+        turns,
+        outbox,
+        GaugeMetricFamily(
+            "lifebot_transcription_queue", "Utterances waiting to be transcribed.", value=waiting
+        ),
+        GaugeMetricFamily(
+            "lifebot_scheduler_leader",
+            "1 when this process runs the scheduled jobs.",
+            value=int(leader),
+        ),
     ]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return bytes(generate_latest(registry))
 
 
-def _esc(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+class _Snapshot(Collector):
+    """Families already read, handed to a registry of one scrape."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterable[Metric]:
+        """The families, as read."""
+        return self.families
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
-async def metrics(request: Request) -> PlainTextResponse:
-    """Prometheus text: messages per channel, turn latency, outbox depth and lateness."""
+async def metrics(request: Request) -> Response:
+    """Prometheus text: this process's counters and histograms, then the database's gauges."""
     s = ctx(request).service
     async with s.db.session() as session:
         repo = WebViewRepo(session)
-        counts = await repo.message_counts()
         unanswered = await repo.unanswered()
         depth = await repo.outbox_depth()
-        seconds = await repo.turn_seconds(LATENCY_SAMPLE)
         waiting = await repo.audio_waiting_all()
-        late = await repo.lateness_seconds(LATENCY_SAMPLE)
-    lines = [
-        "# HELP lifebot_messages_total Messages stored, by channel and direction (in/out).",
-        "# TYPE lifebot_messages_total counter",
-    ]
-    for channel, direction, n in sorted(counts):
-        lines.append(
-            f'lifebot_messages_total{{channel="{_esc(channel)}",direction="{direction}"}} {n}'
-        )
-    lines += [
-        "# HELP lifebot_turns_unanswered Messages whose turn failed (the model or a tool "
-        "failed): pending_retry waits for /retry.",
-        "# TYPE lifebot_turns_unanswered gauge",
-    ]
-    for channel, status, n in sorted(unanswered):
-        lines.append(f'lifebot_turns_unanswered{{channel="{_esc(channel)}",status="{status}"}} {n}')
-    lines += [
-        "# HELP lifebot_turn_seconds Seconds from a message in to its answer out "
-        f"(newest {LATENCY_SAMPLE} answers).",
-        "# TYPE lifebot_turn_seconds histogram",
-    ]
-    for bound in LATENCY_BUCKETS:
-        lines.append(
-            f'lifebot_turn_seconds_bucket{{le="{bound}"}} {sum(x <= bound for x in seconds)}'
-        )
-    lines += _histogram_tail("lifebot_turn_seconds", seconds)
-    lines += [
-        "# HELP lifebot_push_lateness_seconds Seconds a scheduled push was delivered after it "
-        f"was due (newest {LATENCY_SAMPLE}).",
-        "# TYPE lifebot_push_lateness_seconds histogram",
-    ]
-    for bound in LATENCY_BUCKETS:
-        lines.append(
-            f'lifebot_push_lateness_seconds_bucket{{le="{bound}"}} {sum(x <= bound for x in late)}'
-        )
-    lines += _histogram_tail("lifebot_push_lateness_seconds", late)
-    lines += [
-        "# HELP lifebot_outbox_pushes Pushes in the outbox, by state.",
-        "# TYPE lifebot_outbox_pushes gauge",
-    ]
-    for status in sorted({"pending", "sending", "failed", *depth}):
-        lines.append(f'lifebot_outbox_pushes{{status="{_esc(status)}"}} {depth.get(status, 0)}')
-    lines += [
-        "# HELP lifebot_transcription_queue Utterances waiting to be transcribed.",
-        "# TYPE lifebot_transcription_queue gauge",
-        f"lifebot_transcription_queue {waiting}",
-        "# HELP lifebot_scheduler_leader 1 when this process runs the scheduled jobs.",
-        "# TYPE lifebot_scheduler_leader gauge",
-        f"lifebot_scheduler_leader {int(s.is_leader())}",
-    ]
-    return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+    body = exposition() + _gauges(unanswered, depth, waiting, s.is_leader())
+    return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)  # what every Prometheus reads

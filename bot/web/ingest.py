@@ -91,7 +91,7 @@ async def _queue(request: Request, user_id: int, raw: bytes) -> IngestOut:
         raise HTTPException(413, f"The transcript is larger than {MAX_BODY // 1_000_000} MB.")
     try:
         body = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply for the parser
         raise HTTPException(
             400, "The body must be JSON (Content-Type: application/json)."
         ) from None

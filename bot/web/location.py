@@ -4,7 +4,8 @@ OwnTracks authenticates with HTTP Basic (any user name; the password is the user
 token from ``/location token``) and expects a JSON array back. Overland sends the same token as
 ``Authorization: Bearer`` and counts a batch as received only on ``{"result": "ok"}``, which is
 therefore answered only after the points are stored. Anything wrong gets a 4xx with a plain
-``detail`` and stores nothing.
+``detail`` and stores nothing. The token is checked by the request layer before the body is
+read, and the body is capped there (``Route("/api/location", ..., max_body=...)``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+from collections.abc import Mapping
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
@@ -24,22 +26,6 @@ from bot.web.deps import ctx
 log = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/location", tags=["location"])
-
-MAX_BODY = 2 * 1024 * 1024
-"""Bytes: 1000 Overland points are ~600 kB; anything far larger is refused unread."""
-
-
-async def _body(request: Request) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY:
-        raise HTTPException(413, f"The body is larger than {MAX_BODY} bytes.")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY:
-            raise HTTPException(413, f"The body is larger than {MAX_BODY} bytes.")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _basic_password(header: str | None) -> str | None:
@@ -58,7 +44,16 @@ def _bearer(header: str | None) -> str | None:
     return header[7:].strip() or None
 
 
-async def _user(request: Request, secret: str | None, scheme: str) -> int:
+def _scheme(path: str) -> str:
+    """OwnTracks speaks HTTP Basic, Overland a bearer token."""
+    return "Basic" if path.endswith("/owntracks") else "Bearer"
+
+
+async def phone_check(request: Request, _params: Mapping[str, str]) -> None:
+    """The request layer's check: the location token, before the body is read."""
+    header = request.headers.get("authorization")
+    scheme = _scheme(request.url.path)
+    secret = _basic_password(header) if scheme == "Basic" else _bearer(header)
     user_id = await ctx(request).location.user_for_token(secret) if secret else None
     if user_id is None:
         raise HTTPException(
@@ -66,6 +61,15 @@ async def _user(request: Request, secret: str | None, scheme: str) -> int:
             "Wrong or revoked location token: send /location token to lifebot for a new one.",
             headers={"WWW-Authenticate": f'{scheme} realm="lifebot location"'},
         )
+    request.state.location_user = user_id
+
+
+async def _user(request: Request) -> int:
+    known = getattr(request.state, "location_user", None)
+    if not isinstance(known, int):
+        await phone_check(request, {})
+    user_id = request.state.location_user
+    assert isinstance(user_id, int)
     return user_id
 
 
@@ -85,8 +89,8 @@ def _bad(exc: wire.BadPayload) -> HTTPException:
 @router.post("/owntracks")
 async def owntracks(request: Request) -> JSONResponse:
     """One OwnTracks message; locations are stored, every other type is ignored."""
-    user_id = await _user(request, _basic_password(request.headers.get("authorization")), "Basic")
-    body = await _body(request)
+    user_id = await _user(request)
+    body = await request.body()  # capped by the request layer (bot/web/gate.py)
     try:
         fixes = wire.owntracks(body, ctx(request).service.clock.now())
     except wire.BadPayload as exc:
@@ -99,8 +103,8 @@ async def owntracks(request: Request) -> JSONResponse:
 @router.post("/overland")
 async def overland(request: Request) -> JSONResponse:
     """One Overland batch; ``{"result": "ok"}`` only once every point is stored."""
-    user_id = await _user(request, _bearer(request.headers.get("authorization")), "Bearer")
-    body = await _body(request)
+    user_id = await _user(request)
+    body = await request.body()  # capped by the request layer (bot/web/gate.py)
     try:
         fixes = wire.overland(body, ctx(request).service.clock.now())
     except wire.BadPayload as exc:

@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from bot.web.deps import Viewer, checked_form, ctx, owner
 from bot.web.pages import back, render
+from bot.web.params import RowId
 
 router = APIRouter(prefix="/owner")
 Owner = Annotated[Viewer, Depends(owner)]
@@ -80,7 +81,7 @@ async def decide(request: Request, who: Owner, code: str, decision: str) -> Resp
 
 
 @router.post("/outbox/{delivery_id}/retry")
-async def retry(request: Request, who: Owner, delivery_id: int) -> Response:
+async def retry(request: Request, who: Owner, delivery_id: RowId) -> Response:
     """Queue a failed push again."""
     await checked_form(request, who)
     if not await ctx(request).service.retry_delivery(delivery_id):

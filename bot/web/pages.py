@@ -24,6 +24,7 @@ from bot.jobs.zones import ZONES
 from bot.location.service import NamingError
 from bot.web.auth import READ, WRITE
 from bot.web.deps import COOKIE, Viewer, checked_form, ctx, page_csp, viewer
+from bot.web.params import RowId, SpanDays
 from bot.web.service import JOURNAL_DAYS, SettingsChange
 
 router = APIRouter()
@@ -109,13 +110,6 @@ async def back(
     return RedirectResponse(path, status_code=303)
 
 
-def _int(form: dict[str, str], key: str) -> int:
-    value = form.get(key, "")
-    if not value.isdigit():
-        raise HTTPException(404)
-    return int(value)
-
-
 # --- Today -----------------------------------------------------------------------------------
 @router.get("/", response_class=HTMLResponse)
 async def today(request: Request, who: Who) -> HTMLResponse:
@@ -139,7 +133,7 @@ async def today(request: Request, who: Who) -> HTMLResponse:
 
 
 @router.post("/waiting/{message_id}/retry")
-async def retry_waiting(request: Request, who: Who, message_id: int) -> Response:
+async def retry_waiting(request: Request, who: Who, message_id: RowId) -> Response:
     """Answer a message that waits for /retry; the answer goes where it was asked."""
     await checked_form(request, who)
     if not await ctx(request).service.retry(who.user, message_id):
@@ -148,10 +142,10 @@ async def retry_waiting(request: Request, who: Who, message_id: int) -> Response
 
 
 @router.post("/questions/{message_id}/{choice}")
-async def answer_question(request: Request, who: Who, message_id: int, choice: str) -> Response:
+async def answer_question(request: Request, who: Who, message_id: RowId, choice: str) -> Response:
     """Answer a question lifebot asked, as its button would; the reply goes to that chat."""
     await checked_form(request, who)
-    if not (choice == "other" or choice.isdigit()):
+    if not (choice == "other" or (choice.isascii() and choice.isdigit() and len(choice) <= 3)):
         raise HTTPException(404)
     if not await ctx(request).service.answer_question(who.user, message_id, choice):
         return await back(request, who, "/", error="That question no longer waits for an answer.")
@@ -159,7 +153,7 @@ async def answer_question(request: Request, who: Who, message_id: int, choice: s
 
 
 @router.post("/proposals/{proposal_id}/rename")
-async def rename_proposal(request: Request, who: Who, proposal_id: int) -> Response:
+async def rename_proposal(request: Request, who: Who, proposal_id: RowId) -> Response:
     """Rename a proposed event; for a stay at an unnamed place, the name names the place."""
     form = await checked_form(request, who)
     c = ctx(request)
@@ -183,7 +177,7 @@ async def rename_proposal(request: Request, who: Who, proposal_id: int) -> Respo
 
 
 @router.post("/proposals/{proposal_id}/{answer}")
-async def answer_proposal(request: Request, who: Who, proposal_id: int, answer: str) -> Response:
+async def answer_proposal(request: Request, who: Who, proposal_id: RowId, answer: str) -> Response:
     """Accept or decline a proposed event."""
     await checked_form(request, who)
     if answer not in ("accept", "decline"):
@@ -230,7 +224,7 @@ async def memory(request: Request, who: Who, q: str = "", day: str = "") -> HTML
 
 
 @router.get("/memory/message/{message_id}", response_class=HTMLResponse)
-async def message(request: Request, who: Who, message_id: int) -> HTMLResponse:
+async def message(request: Request, who: Who, message_id: RowId) -> HTMLResponse:
     """A conversation opened at one turn."""
     found = await ctx(request).service.around(who.user, message_id)
     if found is None:
@@ -240,7 +234,7 @@ async def message(request: Request, who: Who, message_id: int) -> HTMLResponse:
 
 
 @router.get("/memory/episode/{episode_id}", response_class=HTMLResponse)
-async def episode(request: Request, who: Who, episode_id: int) -> HTMLResponse:
+async def episode(request: Request, who: Who, episode_id: RowId) -> HTMLResponse:
     """An episode and its messages."""
     found = await ctx(request).service.episode(who.user, episode_id)
     if found is None:
@@ -251,7 +245,7 @@ async def episode(request: Request, who: Who, episode_id: int) -> HTMLResponse:
 
 # --- Journal ---------------------------------------------------------------------------------
 @router.get("/journal", response_class=HTMLResponse)
-async def journal(request: Request, who: Who, days: int = JOURNAL_DAYS) -> HTMLResponse:
+async def journal(request: Request, who: Who, days: SpanDays = JOURNAL_DAYS) -> HTMLResponse:
     """Recent entries with their scores, and a chart of each metric over the last days."""
     s = ctx(request).service
     first, last = s.journal_range(who.user, days)
@@ -267,7 +261,7 @@ async def journal(request: Request, who: Who, days: int = JOURNAL_DAYS) -> HTMLR
 
 @router.get("/journal/chart.png")
 async def journal_chart(
-    request: Request, who: Who, metric: str = "happiness", days: int = JOURNAL_DAYS
+    request: Request, who: Who, metric: str = "happiness", days: SpanDays = JOURNAL_DAYS
 ) -> Response:
     """One metric's chart as a PNG (the page's <img>); 404 with too little to draw."""
     if metric not in METRIC_NAMES:
@@ -307,7 +301,7 @@ async def add_fact(request: Request, who: Who) -> Response:
 
 
 @router.post("/facts/{fact_id}/edit")
-async def edit_fact(request: Request, who: Who, fact_id: int) -> Response:
+async def edit_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Change a fact's words."""
     form = await checked_form(request, who)
     said = await ctx(request).service.edit_fact(who.user, fact_id, form.get("text", ""))
@@ -317,7 +311,7 @@ async def edit_fact(request: Request, who: Who, fact_id: int) -> Response:
 
 
 @router.post("/facts/{fact_id}/forget")
-async def forget_fact(request: Request, who: Who, fact_id: int) -> Response:
+async def forget_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Forget a fact."""
     await checked_form(request, who)
     gone = await ctx(request).service.forget(who.user, fact_id)
@@ -333,7 +327,7 @@ async def forget_fact(request: Request, who: Who, fact_id: int) -> Response:
 
 
 @router.post("/facts/{fact_id}/restore")
-async def restore_fact(request: Request, who: Who, fact_id: int) -> Response:
+async def restore_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Undo a Forget."""
     await checked_form(request, who)
     back_again = await ctx(request).service.restore_fact(who.user, fact_id)
@@ -409,7 +403,7 @@ async def add_reminder(request: Request, who: Who) -> Response:
 
 
 @router.post("/reminders/{reminder_id}/cancel")
-async def cancel_reminder(request: Request, who: Who, reminder_id: int) -> Response:
+async def cancel_reminder(request: Request, who: Who, reminder_id: RowId) -> Response:
     """Cancel a reminder."""
     await checked_form(request, who)
     gone = await ctx(request).service.cancel_reminder(who.user, reminder_id)
@@ -492,7 +486,7 @@ async def add_device(request: Request, who: Who) -> Response:
 
 
 @router.post("/devices/{device_id}/revoke")
-async def revoke_device(request: Request, who: Who, device_id: int) -> Response:
+async def revoke_device(request: Request, who: Who, device_id: RowId) -> Response:
     """Revoke a pendant: its token stops working at once."""
     await checked_form(request, who)
     gone = await ctx(request).service.revoke_device(who.user, device_id)
@@ -588,7 +582,7 @@ async def new_token(request: Request, who: Who) -> Response:
 
 
 @router.post("/settings/tokens/{token_id}/revoke")
-async def revoke_token(request: Request, who: Who, token_id: int) -> Response:
+async def revoke_token(request: Request, who: Who, token_id: RowId) -> Response:
     """Revoke an API token."""
     await checked_form(request, who)
     if not await ctx(request).auth.revoke_api_token(who.user_id, token_id):

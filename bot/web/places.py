@@ -17,6 +17,7 @@ from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
 from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
+from bot.web.params import RowId
 from storage.models import Place
 
 router = APIRouter()
@@ -69,14 +70,14 @@ async def places(request: Request, who: Who) -> HTMLResponse:
 
 
 @router.post("/places/{place_id}/rename")
-async def rename(request: Request, who: Who, place_id: int) -> Response:
+async def rename(request: Request, who: Who, place_id: RowId) -> Response:
     """Rename a place."""
     form = await checked_form(request, who)
     return await _change(request, who, place_id, name=form.get("name", ""))
 
 
 @router.post("/places/{place_id}/kind/{kind}")
-async def mark(request: Request, who: Who, place_id: int, kind: str) -> Response:
+async def mark(request: Request, who: Who, place_id: RowId, kind: str) -> Response:
     """Mark a place home-like, ignored or normal."""
     await checked_form(request, who)
     if kind not in ("normal", "home", "ignored"):
@@ -85,7 +86,7 @@ async def mark(request: Request, who: Who, place_id: int, kind: str) -> Response
 
 
 @router.post("/places/{place_id}/delete")
-async def delete(request: Request, who: Who, place_id: int) -> Response:
+async def delete(request: Request, who: Who, place_id: RowId) -> Response:
     """Delete a place (its stays become unnamed again)."""
     await checked_form(request, who)
     assert who.user.id is not None
@@ -97,7 +98,7 @@ async def delete(request: Request, who: Who, place_id: int) -> Response:
 async def _change(
     request: Request,
     who: Viewer,
-    place_id: int,
+    place_id: RowId,
     *,
     name: str | None = None,
     kind: str | None = None,
@@ -137,7 +138,7 @@ async def list_places(
     "/places/{place_id}",
     responses={409: {"description": "Another of your places has that name."}},
 )
-async def change_place(request: Request, user: Me, place_id: int, body: PlaceChange) -> PlaceOut:
+async def change_place(request: Request, user: Me, place_id: RowId, body: PlaceChange) -> PlaceOut:
     """Rename a place and/or change its kind."""
     assert user.id is not None
     try:
@@ -152,7 +153,7 @@ async def change_place(request: Request, user: Me, place_id: int, body: PlaceCha
 
 
 @api_router.delete("/places/{place_id}", status_code=204)
-async def delete_place(request: Request, user: Me, place_id: int) -> Response:
+async def delete_place(request: Request, user: Me, place_id: RowId) -> Response:
     """Delete a place; its stays become unnamed again."""
     assert user.id is not None
     if not await ctx(request).location.delete_place(user.id, place_id):

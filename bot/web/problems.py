@@ -22,18 +22,19 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.templating import Jinja2Templates
 from starlette.exceptions import HTTPException
 
-from bot.web.deps import NeedsSignIn
+from bot.web.deps import NeedsSignIn, Refused
 
 log = logging.getLogger(__name__)
 
-MACHINE_PREFIXES = ("/api/", "/omi/")
-"""Paths called by programs (the API, phone apps, Omi's backend): they get problem details."""
+MACHINE_PREFIXES = ("/api/", "/omi/", "/mcp")
+"""Paths called by programs (the API, phone apps, Omi's backend, MCP clients): they get
+problem details."""
 PROBLEM_TYPE = "application/problem+json"
 
 
-def for_programs(path: str) -> bool:
-    """True when ``path`` is called by programs rather than people in a browser."""
-    return path.startswith(MACHINE_PREFIXES)
+def for_programs(path: str, accept: str = "") -> bool:
+    """True for programs: an API path, or a caller asking for JSON (the chat page's script)."""
+    return path.startswith(MACHINE_PREFIXES) or ("json" in accept and "text/html" not in accept)
 
 
 _PHRASES = {413: "Content Too Large", 422: "Unprocessable Content"}  # RFC 9110's names
@@ -55,9 +56,11 @@ def problem(
     *,
     headers: Mapping[str, str] | None = None,
     errors: Sequence[Mapping[str, Any]] | None = None,
+    members: Mapping[str, str] | None = None,
 ) -> JSONResponse:
-    """An RFC 9457 problem details answer."""
+    """An RFC 9457 problem details answer (``members``: extension members)."""
     body: dict[str, Any] = {
+        **(members or {}),
         "type": "about:blank",
         "title": title_of(status),
         "status": status,
@@ -87,10 +90,11 @@ def answer(
     detail: str,
     headers: Mapping[str, str] | None = None,
     errors: Sequence[Mapping[str, Any]] | None = None,
+    members: Mapping[str, str] | None = None,
 ) -> Response:
     """Problem details for programs, the error page for people."""
-    if for_programs(request.url.path):
-        return problem(status, detail, headers=headers, errors=errors)
+    if for_programs(request.url.path, request.headers.get("accept", "")):
+        return problem(status, detail, headers=headers, errors=errors, members=members)
     return error_page(templates, status, detail, headers)
 
 
@@ -100,7 +104,8 @@ def refusal(request: Request, templates: Jinja2Templates, exc: Exception) -> Res
         return RedirectResponse("/signin", status_code=303)
     if isinstance(exc, HTTPException):
         detail = exc.detail if isinstance(exc.detail, str) else title_of(exc.status_code)
-        return answer(request, templates, exc.status_code, detail, exc.headers)
+        members = exc.members if isinstance(exc, Refused) else None
+        return answer(request, templates, exc.status_code, detail, exc.headers, members=members)
     raise TypeError(f"not a refusal: {exc!r}")
 
 
@@ -133,7 +138,8 @@ def install(app: FastAPI, templates: Jinja2Templates) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> Response:
         errors = validation_errors(exc)
-        if not for_programs(request.url.path) and any(e["in"] == "path" for e in errors):
+        programs = for_programs(request.url.path, request.headers.get("accept", ""))
+        if not programs and any(e["in"] == "path" for e in errors):
             return error_page(templates, 404, "Not found.")  # a page address naming nothing
         words = "; ".join(f"{e['name']}: {e['problem']}" for e in errors)
         return answer(request, templates, 422, f"Not accepted: {words}.", errors=errors)

@@ -52,10 +52,9 @@ async def login_page(request: Request, secret: str) -> HTMLResponse:
     nonce = request.cookies.get(LOGIN_COOKIE, "")
     if not _NONCE.fullmatch(nonce):
         nonce = secrets.token_urlsafe(24)
+    token = await c.auth.page_token(nonce, secret)
     response = c.templates.TemplateResponse(
-        request,
-        "login.html",
-        {"secret": secret, "token": c.auth.page_token(nonce, secret), "failed": None},
+        request, "login.html", {"secret": secret, "token": token, "failed": None}
     )
     response.set_cookie(
         LOGIN_COOKIE,
@@ -100,7 +99,7 @@ async def login(request: Request) -> Response:
         and isinstance(token, str)
         and bool(_NONCE.fullmatch(nonce))
         and same_origin(request, c.auth.base_url)
-        and hmac.compare_digest(token, c.auth.page_token(nonce, secret))
+        and hmac.compare_digest(token, await c.auth.page_token(nonce, secret))
     )
     if not genuine:
         log.warning("refused a sign-in post that did not come from the link's own page")

@@ -23,6 +23,7 @@ from bot.web.auth import KeySource, WebAuth
 from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
 from bot.web.control import ControlPanel
+from bot.web.limits import RequestOptions
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
 from storage.db import Database
@@ -77,6 +78,8 @@ class WebRoom:
     """Where the Omi endpoint stores audio chunks."""
     uploads: Uploads
     """Files sent from the page and the API, handed to dispatch as web messages."""
+    requests: RequestOptions
+    """What the request layer enforces: who may call each route, how big a body may be."""
     control: ControlPanel
     """What the owner's control page reads: processes, jobs, outbox, logs, configuration."""
     chat: WebChat
@@ -108,7 +111,7 @@ class WebRoom:
                 control=self.control,
                 chat=self.chat,
             )
-            self._app = create_app(context)
+            self._app = create_app(context, self.requests)
             from starlette.routing import Route  # noqa: PLC0415
 
             for endpoint in self.endpoints:  # first, so no page route can shadow them
@@ -178,13 +181,14 @@ def build_web(
     meetings: MeetingIngest,
     omi: OmiInbox,
     userdata: UserData,
+    requests: RequestOptions,
     control: ControlPanel,
 ) -> WebRoom:
     """Wire the web room and register /web (no I/O)."""
     auth = WebAuth(
         db,
         clock,
-        KeySource(settings.web_secret, settings.data_dir / "web_secret"),
+        KeySource(settings.web_secret, db, clock, settings.data_dir / "web_secret"),
         settings.web_url,
         timedelta(days=settings.web_session_days),
     )
@@ -194,4 +198,6 @@ def build_web(
     register_web_commands(commands, auth)
     uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
     chat = WebChat(db, uploads)
-    return WebRoom(auth, service, settings, location, meetings, omi, uploads, control, chat)
+    return WebRoom(
+        auth, service, settings, location, meetings, omi, uploads, requests, control, chat
+    )

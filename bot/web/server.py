@@ -52,7 +52,10 @@ class WebServer:
             self.app,
             host=self.host,
             port=self.port,
-            log_level="warning",
+            # uvicorn's loggers get no handlers or levels of their own: their lines (its own
+            # 500s included) go through lifebot's handler, level and redaction.
+            log_config=None,
+            log_level=None,
             lifespan="off",
             access_log=False,
             proxy_headers=True,

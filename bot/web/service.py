@@ -178,6 +178,8 @@ class WebService:
         found = waiting.get(message_id)
         if found is None or self.press is None:
             return False
+        if choice != OTHER and not (choice.isdecimal() and int(choice) < len(found.options)):
+            return False  # not one of its buttons
         row = found.message
         label = "Other" if choice == OTHER else found.options[int(choice)]
         conv_thread = None

@@ -1,9 +1,10 @@
 """The Upload page and ``/api/v1/uploads``: send lifebot a PDF or a photo from the browser.
 
-Both read the multipart body themselves, so a request whose declared length is already over
-the limit is refused before any of it is read; then ``Uploads.send`` checks the file and hands
-it to dispatch (see ``bot/web/uploads.py``). The page's form carries the session's CSRF token;
-the API takes a personal token. An upload belongs to its user: another user's id answers 404.
+The request layer refuses a body over the operator's file limit (``image_max_bytes``, plus room
+for the form's envelope) before any of it is read, or as soon as a chunked one passes it; then
+``Uploads.send`` checks the file and hands it to dispatch (see ``bot/web/uploads.py``). The
+page's form carries the session's CSRF token; the API takes a personal token. An upload
+belongs to its user: another user's id answers 404.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 from starlette.datastructures import FormData, UploadFile
 
-from bot.adapters.limits import too_big
 from bot.web.api import Me
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
+from bot.web.params import RowId
 from bot.web.uploads import KINDS, MAX_NOTE, UploadOutcome, Uploads, refused
 from storage.models import User
 
@@ -26,8 +27,6 @@ router = APIRouter()
 api_router = APIRouter(prefix="/api/v1", tags=["api"])
 Who = Annotated[Viewer, Depends(viewer)]
 PAGE = "/upload"
-FORM_SLACK = 64 * 1024
-"""Bytes a multipart body may carry beyond the file itself (boundaries, the note, the token)."""
 
 STATUS = {"too_big": 413, "wrong_type": 415, "empty": 422, "note": 422, "unavailable": 503}
 
@@ -91,16 +90,6 @@ class UploadOut(BaseModel):
         )
 
 
-def declared_too_big(request: Request, uploads: Uploads) -> UploadOutcome | None:
-    """The refusal when the request says up front that its body is over the limit."""
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > uploads.max_bytes + FORM_SLACK:
-        problem = too_big(int(length), uploads.max_bytes, "file")
-        assert problem is not None
-        return refused("too_big", f"{problem} I kept nothing.")
-    return None
-
-
 async def _send(form: FormData, user: User, uploads: Uploads) -> UploadOutcome:
     """The parsed form's file and note, through ``Uploads.send``."""
     file = form.get("file")
@@ -115,7 +104,7 @@ async def _send(form: FormData, user: User, uploads: Uploads) -> UploadOutcome:
 
 # --- the page ----------------------------------------------------------------------------------
 @router.get(PAGE, response_class=HTMLResponse)
-async def upload_page(request: Request, who: Who, message: int | None = None) -> HTMLResponse:
+async def upload_page(request: Request, who: Who, message: RowId | None = None) -> HTMLResponse:
     """The form; after an upload, what was stored."""
     uploads = ctx(request).uploads
     done = await uploads.get(who.user, message) if message is not None else None
@@ -134,9 +123,6 @@ async def upload_page(request: Request, who: Who, message: int | None = None) ->
 async def upload(request: Request, who: Who) -> Response:
     """Take a file (and a note) as if it was sent in chat; say what became of it."""
     uploads = ctx(request).uploads
-    early = declared_too_big(request, uploads)
-    if early is not None:
-        return await back(request, who, PAGE, error=early.said[0])
     form = await request.form(max_files=1)
     try:
         await checked_form(request, who)
@@ -187,20 +173,18 @@ async def upload_api(request: Request, me: Me) -> UploadOut:
     stored then.
     """
     uploads = ctx(request).uploads
-    outcome = declared_too_big(request, uploads)
-    if outcome is None:
-        form = await request.form(max_files=1)
-        try:
-            outcome = await _send(form, me, uploads)
-        finally:
-            await form.close()
+    form = await request.form(max_files=1)
+    try:
+        outcome = await _send(form, me, uploads)
+    finally:
+        await form.close()
     if not outcome.stored:
         raise HTTPException(STATUS.get(outcome.problem or "", 422), " ".join(outcome.said))
     return UploadOut.of(outcome)
 
 
 @api_router.get("/uploads/{message_id}")
-async def get_upload(request: Request, me: Me, message_id: int) -> UploadOut:
+async def get_upload(request: Request, me: Me, message_id: RowId) -> UploadOut:
     """What one of your uploads stored (404 for anyone else's)."""
     found = await ctx(request).uploads.get(me, message_id)
     if found is None:

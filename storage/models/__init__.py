@@ -31,7 +31,7 @@ from storage.models.memory import Episode, MemoryCursor, MemoryItem
 from storage.models.ops import JobRun, LifebotProcess, ProcessLog
 from storage.models.people import Contact
 from storage.models.senses import DocumentChunk, IngestJob, UsageCount
-from storage.models.web import ApiToken, IcsToken, WebLoginLink, WebSession
+from storage.models.web import ApiToken, IcsToken, ServerKey, WebLoginLink, WebSession
 
 __all__ = [
     "ApiToken",
@@ -67,6 +67,7 @@ __all__ = [
     "ProcessLog",
     "Proposal",
     "Reminder",
+    "ServerKey",
     "Stay",
     "StoredFile",
     "StoredFileChunk",

@@ -92,3 +92,19 @@ class IcsToken(SQLModel, table=True):
     revoked_at: datetime | None = Field(
         default=None, sa_column=Column(UTCDateTime(), nullable=True)
     )
+
+
+class ServerKey(SQLModel, table=True):
+    """A key lifebot generated for itself, shared by every process on this database.
+
+    The web session key lives here (unless LIFEBOT_WEB_SECRET is set), so a browser signed in
+    through one ``serve`` process is signed in on every other one. No person's data: never
+    exported, and kept by a database backup like every table.
+    """
+
+    name: str = Field(primary_key=True)
+    """What the key is for (``web_session``)."""
+    value: str
+    created_at: datetime = Field(
+        default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
+    )

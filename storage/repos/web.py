@@ -27,10 +27,11 @@ from storage.models import (
     JobLease,
     JobState,
     Message,
+    ServerKey,
     WebLoginLink,
     WebSession,
 )
-from storage.repos.outbox import SCHEDULED_KINDS
+from storage.repos._upsert import insert_ignore
 
 
 def digest(secret: str) -> str:
@@ -212,6 +213,21 @@ class WebAuthRepo:
         found = res.first()
         return int(found) if found is not None else None
 
+    async def server_key(self, name: str, fresh: str, now: datetime) -> str:
+        """The key called ``name``, kept as ``fresh`` when there was none yet.
+
+        Insert-if-absent, then read: processes starting together all end up with the key
+        that was kept first.
+        """
+        await self.s.exec(
+            insert_ignore(self.s, ServerKey, ["name"]).values(
+                name=name, value=fresh, created_at=now
+            )
+        )
+        kept = await self.s.get(ServerKey, name)
+        assert kept is not None
+        return kept.value
+
 
 class WebViewRepo:
     """Listings the pages show; user-scoped unless the name says ``all``."""
@@ -360,15 +376,6 @@ class WebViewRepo:
         res = await self.s.exec(select(Delivery.status, func.count()).group_by(Delivery.status))
         return {str(status): int(n) for status, n in res.all()}
 
-    async def message_counts(self) -> list[tuple[str, str, int]]:
-        """(channel, direction, count) of every stored message to or from a person."""
-        res = await self.s.exec(
-            select(Message.channel, Message.direction, func.count())
-            .where(col(Message.direction).in_(("in", "out")))
-            .group_by(Message.channel, Message.direction)
-        )
-        return [(str(c), str(d), int(n)) for c, d, n in res.all()]
-
     async def unanswered(self) -> list[tuple[str, str, int]]:
         """(channel, status, count) of messages in that got no answer (failed or waiting)."""
         res = await self.s.exec(
@@ -380,46 +387,6 @@ class WebViewRepo:
             .group_by(Message.channel, Message.status)
         )
         return [(str(c), str(st), int(n)) for c, st, n in res.all()]
-
-    async def turn_seconds(self, limit: int) -> list[float]:
-        """Seconds from a message in to its answer out, for the newest ``limit`` answers."""
-        res = await self.s.exec(
-            select(Message.created_at, Message.reply_to_id)
-            .where(Message.direction == "out", col(Message.reply_to_id).is_not(None))
-            .order_by(col(Message.id).desc())
-            .limit(limit)
-        )
-        answers = list(res.all())
-        asked_ids = [int(r) for _, r in answers if r is not None]
-        if not asked_ids:
-            return []
-        asked = await self.s.exec(
-            select(Message.id, Message.created_at).where(col(Message.id).in_(asked_ids))
-        )
-        at = {int(i or 0): t for i, t in asked.all()}
-        return [
-            max(0.0, (out - at[int(r)]).total_seconds())
-            for out, r in answers
-            if r is not None and int(r) in at
-        ]
-
-    async def lateness_seconds(self, limit: int) -> list[float]:
-        """Seconds between due and delivered, for the newest ``limit`` delivered pushes."""
-        res = await self.s.exec(
-            select(Delivery.due_at, Delivery.delivered_at)
-            .where(
-                Delivery.status == "delivered",
-                col(Delivery.due_at).is_not(None),
-                col(Delivery.kind).in_(SCHEDULED_KINDS),
-            )
-            .order_by(col(Delivery.id).desc())
-            .limit(limit)
-        )
-        return [
-            max(0.0, (done - due).total_seconds())
-            for due, done in res.all()
-            if due is not None and done is not None
-        ]
 
     async def jobs(self) -> list[JobState]:
         """Every scheduled job's last run."""

@@ -58,6 +58,7 @@ async def run_lifebot(
     """Spawn the real `lifebot ARGS` in a clean environment; return (code, stdout, stderr)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
     clean.update(env or {})
+    clean.setdefault("LIFEBOT_WEB_PORT", "0")  # never the fixed default port (8700)
     proc = await asyncio.create_subprocess_exec(
         str(lifebot_script()),
         *args,

@@ -33,6 +33,16 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def no_fixed_ports(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with every listener lifebot opens by default on a port the OS picks.
+
+    ``serve`` opens the web page on 8700 unless told otherwise: a test that left it there
+    failed whenever anything else on the machine (another lifebot) held that port.
+    """
+    env.setdefault("LIFEBOT_WEB_PORT", "0")
+    return env
+
+
 def serve_env(postgres_url: str, llm: FakeLLM, tg: FakeTelegram, **extra: str) -> dict[str, str]:
     """The environment of a ``serve`` process: this one's, cleaned, on the fakes and ``extra``.
 
@@ -88,7 +98,11 @@ class Cluster:
             }
             with log.open("wb") as out:
                 proc = await asyncio.create_subprocess_exec(
-                    str(exe), "serve", env=env, stdout=out, stderr=asyncio.subprocess.STDOUT
+                    str(exe),
+                    "serve",
+                    env=no_fixed_ports(env),
+                    stdout=out,
+                    stderr=asyncio.subprocess.STDOUT,
                 )
             self.procs.append(proc)
             self.ports.append(port)
@@ -169,7 +183,7 @@ def spawn_serve(tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(  # our own interpreter and arguments
             [sys.executable, "-m", "bot", "serve"],
             cwd=tmp_path,
-            env=env,
+            env=no_fixed_ports(dict(env)),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=log,

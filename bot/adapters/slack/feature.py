@@ -19,6 +19,10 @@ FEATURE = Feature(
         Secret("Slack bot token", setting="slack_bot_token"),
         Secret("Slack app token", setting="slack_app_token"),
         Secret("Slack signing secret", setting="slack_signing_secret"),
-        Secret("a Slack token", shape=r"(xox[abposr]-|xapp-)[A-Za-z0-9\-]{8,}"),
+        Secret(
+            "a Slack token",
+            shape=r"(xox[abposr]-|xapp-)[A-Za-z0-9\-]{8,}",
+            example="token=xoxb-2741-99120-s1ackB0tT0kenVa1ue",
+        ),
     ),
 )

@@ -19,6 +19,10 @@ FEATURE = Feature(
         Secret("Telegram bot token", setting="telegram_bot_token"),
         Secret("Telegram webhook secret", setting="telegram_webhook_secret"),
         # The Bot API puts the token in every request path: /bot<id>:<secret>/sendMessage.
-        Secret("a Telegram bot token", shape=r"(\d{5,}:)[A-Za-z0-9_\-]{30,}"),
+        Secret(
+            "a Telegram bot token",
+            shape=r"(\d{5,}:)[A-Za-z0-9_\-]{30,}",
+            example="POST /bot7012345678:AAF-teLegramT0kenSecretPartXYZ123456/getUpdates",
+        ),
     ),
 )

@@ -136,7 +136,8 @@
         let words = "That did not work (" + res.status + ").";
         if (res.status === 403) words = "This page has expired: reload it and send again.";
         else if ((res.headers.get("content-type") || "").indexOf("json") !== -1) {
-          words = (await res.json()).error || words;
+          const said = await res.json(); // ours, or the request layer's problem details
+          words = said.error || said.detail || words;
         }
         const li = bubble(false, "notice");
         writeText(li, words);

@@ -1,0 +1,34 @@
+"""Numbers and dates from a URL or a form, parsed into range-checked types (issue 28).
+
+A number in a path or a query is checked against its range before a route sees it, so an id
+beyond what the database holds (int64) or a date beyond what arithmetic can reach is a 422
+(a 404 on a page address), never a 500 from deep inside a query. Every integer and date
+parameter of every route carries one of these (``tests/test_request_layer.py`` checks it).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Annotated
+
+from annotated_types import Ge, Le
+
+INT64_MAX = 2**63 - 1
+"""The largest id a database row can have (SQLite and PostgreSQL ``BIGINT``)."""
+
+RowId = Annotated[int, Ge(1), Le(INT64_MAX)]
+"""The id of a stored row (a fact, a message, a reminder...): 1 to 2^63-1."""
+
+Day = Annotated[date, Ge(date(1900, 1, 1)), Le(date(2999, 12, 31))]
+"""A calendar day a person could mean; far enough from the ends that date arithmetic holds."""
+
+SpanDays = Annotated[int, Ge(1), Le(3660)]
+"""A span of days to show (a journal chart): a day to ten years."""
+
+
+def row_id(text: str | None) -> int | None:
+    """A row id typed in a form (``"42"``), or None when it is not one."""
+    if text is None or not text.isascii() or not text.isdigit():
+        return None
+    value = int(text)
+    return value if 1 <= value <= INT64_MAX else None

@@ -1,0 +1,311 @@
+"""The request layer over every route of the app (issue 28): a contract test of the registry.
+
+The routes are not listed here: they are read from the built app and their declarations
+(``Route.access``, ``Route.max_body``), so a route added tomorrow is swept the same way. Each
+route gets the caller its declaration asks for (a session, an API token, a location or device
+token), then numbers beyond int64, negative and non-numeric ids, deep JSON, wrong types and
+bodies over its cap, declared and chunked. Every answer must be a 4xx in the shared error
+shape, the process must keep answering, and a stranger's body must never be read at all.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Annotated, Any, get_args, get_origin
+
+import httpx
+import pytest
+from annotated_types import Ge, Gt, Le, Lt
+
+from bot.app.build import App
+from bot.feature import Access
+from bot.web.auth import WRITE
+from bot.web.gate import BODY_METHODS, RequestGate, Rule, Served, served_routes
+from bot.web.server import WebServer
+from tests.fakes.llm import FakeLLM
+from tests.support.app import AppFactory, add_user, make_settings
+from tests.support.web import sign_in
+
+CHUNK = 64 * 1024
+FILE_LIMIT = 40_000
+"""image_max_bytes in these tests, so the upload routes' caps stay small."""
+BAD_NUMBERS = (str(2**63), str(2**64 + 1), "-1", "0", "abc", "1e400", "9" * 500)
+DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
+
+
+@dataclass
+class Callers:
+    """What each kind of caller sends, for one signed-in owner."""
+
+    csrf: str
+    api_token: str
+    location_token: str
+    device_token: str
+    feed_secret: str
+    link_secret: str
+
+    def path(self, rule: Rule, params: dict[str, str] | None = None) -> str:
+        """The route's template with every parameter filled: tokens with the real ones, ids
+        with one that names nothing (so no sweep deletes what the next one needs)."""
+        given = {"token": self.device_token, **(params or {})}
+        if rule.served.template.startswith("/calendar/"):
+            given.setdefault("secret", self.feed_secret)
+        given.setdefault("secret", self.link_secret)
+        return re.sub(
+            r"\{(\w+)(?::\w+)?\}", lambda m: given.get(m.group(1), "424242"), rule.served.template
+        )
+
+    def headers(self, rule: Rule, path: str) -> dict[str, str]:
+        """The credentials the route's declared access asks for (cookies ride in the client)."""
+        if rule.declared.access is Access.BEARER:
+            return {"Authorization": f"Bearer {self.api_token}"}
+        if rule.declared.access is Access.HEADER_TOKEN:
+            if path.endswith("/owntracks"):
+                raw = base64.b64encode(f"ann:{self.location_token}".encode()).decode()
+                return {"Authorization": f"Basic {raw}"}
+            return {"Authorization": f"Bearer {self.location_token}"}
+        return {}
+
+
+def _rules(application: App) -> list[Rule]:
+    gate = application.web.app.middleware_stack
+    while gate is not None and not isinstance(gate, RequestGate):
+        gate = getattr(gate, "app", None)
+    if gate is None:  # the stack is built at the first request
+        raise AssertionError("the app has no request layer")
+    return [r for r in gate.rules() if not r.served.template.startswith("/static")]
+
+
+def _methods(rule: Rule) -> list[str]:
+    return sorted(rule.served.methods - {"HEAD", "OPTIONS"}) or ["GET"]
+
+
+def _numeric(annotation: Any) -> bool:
+    kinds = {annotation, *get_args(annotation)}
+    for kind in list(kinds):
+        kinds |= set(get_args(kind))
+    return bool(kinds & {int, float, date, datetime})
+
+
+def _limits(info: Any) -> list[Any]:
+    """The constraints on a parameter, also those inside ``RowId | None``."""
+    found = list(info.metadata)
+    stack = [info.annotation]
+    while stack:
+        kind = stack.pop()
+        if get_origin(kind) is Annotated:
+            found.extend(kind.__metadata__)
+        stack.extend(get_args(kind))
+    return found
+
+
+def _params(served: Served, where: str) -> Iterator[tuple[str, Any]]:
+    """(name, field info) of the route's path, query or body parameters."""
+    dependant = getattr(served.route, "dependant", None)
+    if dependant is None:
+        return
+    stack = [dependant]
+    while stack:
+        d = stack.pop()
+        stack.extend(d.dependencies)
+        for f in getattr(d, f"{where}_params"):
+            yield f.name, f.field_info
+
+
+@pytest.fixture
+async def owner_app(app_factory: AppFactory, fake_llm: FakeLLM) -> App:
+    return await app_factory(fake_llm, image_max_bytes=FILE_LIMIT)
+
+
+async def _callers(application: App, client: httpx.AsyncClient) -> Callers:
+    ann = await add_user(application, "ann", owner=True)
+    assert ann.id is not None
+    csrf = await sign_in(application, client, ann)
+    _, api_token = await application.web.auth.new_api_token(ann.id, "sweep", WRITE)
+    await application.location.set_enabled(ann.id, True)
+    location_token = await application.location.new_token(ann.id)
+    _, device_token = await application.web.service.add_device(ann, "omi-sweep")
+    feed = await application.web.auth.new_ics_url(ann.id)
+    link = await application.web.auth.issue_link(ann.id)
+    return Callers(
+        csrf=csrf,
+        api_token=api_token,
+        location_token=location_token,
+        device_token=device_token,
+        feed_secret=feed.rsplit("/", 1)[1].removesuffix(".ics"),
+        link_secret=link.rsplit("/", 1)[1],
+    )
+
+
+def test_every_number_and_date_parameter_is_range_checked(tmp_path: Path) -> None:
+    from bot.app.build import build_app
+
+    application = build_app(make_settings(tmp_path))
+    unchecked = []
+    for served in served_routes(application.web.app.routes):
+        for where in ("path", "query"):
+            for name, info in _params(served, where):
+                if not _numeric(info.annotation):
+                    continue
+                limits = _limits(info)
+                low = any(isinstance(m, Ge | Gt) for m in limits)
+                high = any(isinstance(m, Le | Lt) for m in limits)
+                if not (low and high):
+                    unchecked.append(f"{served.template} {where} {name}")
+    assert not unchecked, f"numbers parsed without a range (use bot.web.params): {unchecked}"
+
+
+async def test_every_route_answers_bad_numbers_and_deep_json_with_a_4xx_and_keeps_answering(
+    owner_app: App,
+) -> None:
+    """Over a real socket, through uvicorn: what a client on the network gets."""
+    server = WebServer(owner_app.web.app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        base = f"http://127.0.0.1:{server.bound_port}"
+        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+            who = await _callers(owner_app, client)
+            failures: list[str] = []
+            tried = 0
+            for rule in _rules(owner_app):
+                for method in _methods(rule):
+                    for case, path, query, body, headers in _bad_requests(who, rule, method):
+                        tried += 1
+                        r = await client.request(
+                            method, path, params=query, content=body, headers=headers
+                        )
+                        failures.extend(_judged(rule, method, case, r))
+                health = await client.get("/healthz")
+                assert health.status_code == 200, f"stopped answering after {rule.served.template}"
+            assert tried > 100
+            assert not failures, "\n".join(failures)
+    finally:
+        await server.stop()
+
+
+def _bad_requests(
+    who: Callers, rule: Rule, method: str
+) -> Iterator[tuple[str, str, dict[str, str], bytes | None, dict[str, str]]]:
+    """(what, path, query, body, headers) of every bad request this route should refuse."""
+    good = who.path(rule)
+    auth = who.headers(rule, good)
+    for name, info in _params(rule.served, "path"):
+        if _numeric(info.annotation):
+            for bad in BAD_NUMBERS:
+                yield f"path {name}={bad[:20]}", who.path(rule, {name: bad}), {}, None, auth
+    for name, info in _params(rule.served, "query"):
+        if _numeric(info.annotation):
+            for bad in BAD_NUMBERS:
+                yield f"query {name}={bad[:20]}", good, {name: bad}, None, auth
+    if method in BODY_METHODS - {"DELETE"}:
+        json = {**auth, "Content-Type": "application/json"}
+        yield "deep JSON", good, {}, DEEP_JSON, json
+        body_params = list(_params(rule.served, "body"))
+        if body_params:  # a JSON model: an array where an object belongs
+            yield "wrong JSON types", good, {}, b'[1, "x", null, {"text": 5}]', json
+
+
+def _judged(rule: Rule, method: str, case: str, r: httpx.Response) -> list[str]:
+    where = f"{method} {rule.served.template} ({case}): {r.status_code}"
+    if not 400 <= r.status_code < 500:
+        return [f"{where}, not a 4xx: {r.text[:200]}"]
+    if r.request.url.path.startswith(("/api/", "/omi/")):
+        problem = r.json() if r.headers["content-type"] == "application/problem+json" else {}
+        if problem.get("status") != r.status_code or not problem.get("detail"):
+            return [f"{where}, not problem details: {r.headers['content-type']} {r.text[:200]}"]
+    elif not r.headers["content-type"].startswith("text/html"):
+        return [f"{where}, not the error page: {r.headers['content-type']}"]
+    return []
+
+
+class Pulled:
+    """A chunked body that counts how much of it the app read."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.sent = 0
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while self.sent < self.total:
+            self.sent += CHUNK
+            yield b"x" * CHUNK
+
+
+def _in_process(application: App) -> httpx.AsyncClient:
+    # In-process, so the test sees exactly how much of each body the app pulled.
+    transport = httpx.ASGITransport(app=application.web.app, raise_app_exceptions=False)
+    return httpx.AsyncClient(transport=transport, base_url="http://lifebot.test")
+
+
+async def test_every_route_refuses_a_body_over_its_cap_declared_or_chunked(
+    owner_app: App,
+) -> None:
+    failures: list[str] = []
+    async with _in_process(owner_app) as client:
+        who = await _callers(owner_app, client)
+        rules = _rules(owner_app)
+        for rule in rules:
+            for method in sorted(rule.served.methods & BODY_METHODS):
+                path = who.path(rule)
+                headers = who.headers(rule, path)
+                where = f"{method} {rule.served.template} (cap {rule.max_body})"
+                declared = await client.request(
+                    method, path, content=b"x" * (rule.max_body + 1), headers=headers
+                )
+                if declared.status_code != 413:
+                    failures.append(f"{where} declared: {declared.status_code}")
+                body = Pulled(rule.max_body + 4 * CHUNK)
+                chunked = await client.request(method, path, content=body, headers=headers)
+                # Read past its cap: refused. A route that reads no body never reads this one.
+                if body.sent and not 400 <= chunked.status_code < 500:
+                    failures.append(f"{where} chunked: {chunked.status_code} {chunked.text[:80]}")
+                if body.sent > rule.max_body + CHUNK:
+                    failures.append(f"{where} chunked: read {body.sent} bytes past its cap")
+        assert (await client.get("/healthz")).status_code == 200
+    assert len([r for r in rules if r.served.methods & BODY_METHODS]) > 30
+    assert not failures, "\n".join(failures)
+
+
+async def test_a_stranger_is_refused_before_a_byte_of_the_body_is_read(owner_app: App) -> None:
+    """Every route that needs a caller checks it first: Omi's webhook read 8 MB before."""
+    failures = []
+    async with _in_process(owner_app) as client:
+        who = await _callers(owner_app, client)
+    async with _in_process(owner_app) as stranger:  # no cookie
+        for rule in _rules(owner_app):
+            if rule.declared.access is Access.PUBLIC:
+                continue
+            for method in sorted(rule.served.methods & BODY_METHODS):
+                wrong = {"token": "lbd_not-a-device-token", "secret": "not-a-secret-at-all"}
+                headers = {"Authorization": "Bearer lbk_wrong-token-xxxxxxxx"}
+                body = Pulled(1_000_000)
+                r = await stranger.request(
+                    method, who.path(rule, wrong), content=body, headers=headers
+                )
+                where = f"{method} {rule.served.template}"
+                if r.status_code not in (303, 401, 403, 404):
+                    failures.append(f"{where}: {r.status_code} {r.text[:100]}")
+                if body.sent:
+                    failures.append(f"{where}: read {body.sent} bytes of a stranger's body")
+    assert not failures, "\n".join(failures)
+
+
+async def test_every_token_route_that_takes_a_body_is_checked_by_the_request_layer(
+    owner_app: App,
+) -> None:
+    """A token in a path or a header is the route's own; its check must run before the body."""
+    async with _in_process(owner_app) as client:
+        assert (await client.get("/healthz")).status_code == 200  # builds the middleware stack
+    unchecked = [
+        f"{sorted(rule.served.methods & BODY_METHODS)} {rule.served.template}"
+        for rule in _rules(owner_app)
+        if rule.declared.access in (Access.PATH_TOKEN, Access.HEADER_TOKEN)
+        and rule.served.methods & BODY_METHODS
+        and rule.check is None
+    ]
+    assert not unchecked, f"add their check to token_checks in bot/web/app.py: {unchecked}"
