@@ -142,6 +142,12 @@ async def test_a_feed_repeating_every_minute_is_refused_fast_and_its_owner_sees_
     assert subscribe.reply == f"I could not subscribe: {why}. Nothing was added."
 
 
+async def calendar_number(reply: str) -> str:
+    """The calendar's number in a "Subscribed to ... (#N)" reply ("" when there is none)."""
+    found = re.search(r"\(#(\d+)\)", reply)
+    return found.group(1) if found else ""
+
+
 async def test_rules_that_walk_too_far_or_never_match_are_stopped(
     tmp_path: Path, feeds: list[FakeFeed]
 ) -> None:
@@ -167,8 +173,15 @@ async def test_rules_that_walk_too_far_or_never_match_are_stopped(
         "I could not subscribe: an event in it repeats too often (over 100,000 times from its "
         "first date), my limit. Nothing was added."
     )
+    # dateutil searches such a rule day by day to the year 9999 (no date ever matches, so its
+    # UNTIL is never consulted): 7-8 s on a quiet 2-core machine, more under load. Whether it
+    # finishes inside the 10-second bound depends on the machine, so both truthful answers are
+    # accepted; what must hold everywhere is the bound itself.
     assert never == (
         "I could not subscribe: reading it was stopped: it took longer than 10 seconds, my "
         "limit. Nothing was added."
+    ) or re.fullmatch(
+        r"Subscribed to 127\.0\.0\.1 \(#\d+\): 0 event\(s\) read\. I re-read it every 30 minutes\.",
+        never,
     )
     assert walked_seconds < 10 and never_seconds < 12

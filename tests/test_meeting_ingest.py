@@ -75,9 +75,9 @@ class Model:
 
 
 async def ready(
-    app_factory: AppFactory, fake_llm: FakeLLM, **settings: Any
+    app_factory: AppFactory, fake_llm: FakeLLM, debounce: float = 1.0, **settings: Any
 ) -> tuple[App, dict[str, str]]:
-    app = await app_factory(fake_llm, ingest_debounce_seconds=1.0, **settings)
+    app = await app_factory(fake_llm, ingest_debounce_seconds=debounce, **settings)
     user = await add_user(app, "ana")
     assert user.id is not None
     _, token = await app.web.auth.new_api_token(user.id, "recorder", "write")
@@ -110,7 +110,11 @@ async def test_posted_twice_within_the_debounce_makes_one_episode(
     app_factory: AppFactory, fake_llm: FakeLLM, postgres_or_sqlite_url: str
 ) -> None:
     model = Model(fake_llm)
-    app, auth = await ready(app_factory, fake_llm, database_url_setting=postgres_or_sqlite_url)
+    # Long enough that the second post lands inside it even on a loaded machine (a second post
+    # after the debounce rightly runs the meeting again, which is not what this test is about).
+    app, auth = await ready(
+        app_factory, fake_llm, debounce=4.0, database_url_setting=postgres_or_sqlite_url
+    )
     async with client_for(app) as client:
         first = await client.post(URL, json=FIRST, headers=auth)
         assert first.status_code == 202

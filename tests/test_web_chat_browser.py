@@ -165,6 +165,10 @@ async def test_the_chat_works_with_the_keyboard_alone(
     await page.keyboard.type("hello")
     await page.keyboard.press("Enter")
     await page.locator("li.bubble.bot", has_text="Hello Ann, how can I help?").wait_for()
+    # The page puts the cursor back in the text box when the answer is complete: wait for
+    # that, as a person would, or the Tab walk below races it on a loaded machine.
+    await page.locator("form#write:not([aria-busy])").wait_for()
+    await page.wait_for_function("document.activeElement.id === 'chat-text'")
     # The file is chosen from the keyboard too: Tab to Attach, Space opens the chooser.
     note = tmp_path / "note.pdf"
     note.write_bytes(pdf("Gym opens at 7"))
