@@ -41,13 +41,13 @@ def _no_redaction(text: str) -> str:
 class LogRing(logging.Handler):
     """Keeps the newest ``size`` lines (thread-safe: jobs and workers log from threads)."""
 
-    def __init__(self, size: int = 500) -> None:
+    def __init__(self, size: int = 500, redact: Callable[[str], str] = _no_redaction) -> None:
         super().__init__()
         self._lines: deque[LogLine] = deque(maxlen=size)
         self._seq = 0
         self._guard = threading.Lock()
-        self.redact: Callable[[str], str] = _no_redaction
-        """Cleans a line of every secret before it is kept (set by the composition root)."""
+        self.redact = redact
+        """Cleans a line of every secret before it is kept."""
 
     def emit(self, record: logging.LogRecord) -> None:
         """Keep the record as one line (never raises: logging must not break the caller)."""
@@ -85,12 +85,19 @@ class LogRing(logging.Handler):
 _RING: LogRing | None = None
 
 
-def process_ring() -> LogRing:
-    """This process's ring, on the root logger (made and attached at the first call)."""
+def process_ring(redact: Callable[[str], str]) -> LogRing:
+    """This process's ring on the root logger, cleaning every line with ``redact``.
+
+    Made and attached at the first call. A later call with another redaction (an app built
+    again with other secrets: tests, or a CLI command that builds twice) replaces the ring
+    on the root logger with a new one rather than changing the one others already hold.
+    """
     global _RING  # noqa: PLW0603  # one per process, like the logging configuration itself
-    if _RING is None:
-        _RING = LogRing()
     root = logging.getLogger()
+    if _RING is None or _RING.redact != redact:
+        if _RING is not None:
+            root.removeHandler(_RING)
+        _RING = LogRing(redact=redact)
     if _RING not in root.handlers:
         root.addHandler(_RING)
     return _RING

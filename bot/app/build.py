@@ -70,8 +70,9 @@ from bot.mcp.room import ClientSettings, McpRoom, build_mcp
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import EspeakSynthesizer, Synthesizer
 from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
+from bot.web.channel import WebChannel
 from bot.web.control import ControlPanel
-from bot.web.room import WebRoom, build_web
+from bot.web.room import WebOptions, WebRoom, build_web, build_web_core
 from storage.db import Database
 from storage.files import FileStore
 from storage.files.adopt import adopt_legacy
@@ -238,7 +239,9 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         verify_with_model=settings.verify_with_model,
         threads=threads,
     )
-    channels: dict[str, ChannelAdapter] = {}
+    # The page's own channel is there from the start: dispatch answers the page through it.
+    web_channel = WebChannel()
+    channels: dict[str, ChannelAdapter] = {web_channel.name: web_channel}
     areas = AreaNames()  # nearest town for unnamed places, offline
     location = LocationService(
         db, clock, retention=timedelta(days=settings.location_retention_days), areas=areas
@@ -331,8 +334,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
     )
     omi = OmiInbox(db, clock, files)
     # This process's newest log lines, cleaned of every declared secret before they are kept.
-    ring = process_ring()
-    ring.redact = redactor_for(settings).clean
+    ring = process_ring(redactor_for(settings).clean)
     process_id = jobs.service.lock.holder  # one name for the lease and the heartbeat row
     control = ControlPanel(
         db=db,
@@ -344,48 +346,10 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         settings=effective_settings(settings),
         redact=ring.redact,
     )
-    web = build_web(
-        settings,
-        omi=omi,
-        db=db,
-        clock=clock,
-        memory=memory,
-        jobs=jobs,
-        channels=channels,
-        commands=commands,
-        location=location,
-        journal=journal,
-        meetings=meetings,
-        userdata=userdata,
-        requests=request_options(settings),
-        control=control,
-    )
-
-    def presence_now() -> Presence:
-        return Presence(sorted(n for n in channels if n != "web"), web.address)
-
-    presence = ProcessBeat(
-        db,
-        clock,
-        ring,
-        process_id=process_id,
-        every=settings.jobs_heartbeat,
-        jobs_enabled=settings.jobs_enabled,
-        describe=presence_now,
-    )
-    mcp = build_mcp(
-        web=web,
-        tools=tools,
-        serve_http=settings.mcp_http,
-        client_settings=ClientSettings(
-            servers_file=settings.mcp_servers_file,
-            deadline=settings.mcp_call_timeout,
-            log_dir=settings.data_dir / "mcp",
-            environment=environment,
-            known_intents=frozenset(tools.intent_words),
-        ),
-    )
     register_journal_commands(commands, journal, clock)
+    # Built in dependency order, so nothing is set after it is made: dispatch first (it
+    # answers through ``channels``, the page's channel among them), then the web's core,
+    # the MCP room that serves from it, and the web room with MCP's endpoint.
     dispatcher = Dispatcher(
         db=db,
         agent=agent,
@@ -401,9 +365,59 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         photos=photos,
         documents=documents,
     )
-    web.service.press = dispatcher.handle  # the web page answers questions as button presses
-    web.uploads.connect(dispatcher)  # files uploaded on the page go through dispatch too
-    web.service.ask_wait = ask_wait
+    web_options = web_options_from(settings)
+    web_core = build_web_core(
+        web_options,
+        db=db,
+        clock=clock,
+        memory=memory,
+        jobs=jobs,
+        channels=channels,
+        commands=commands,
+        journal=journal,
+        userdata=userdata,
+        press=dispatcher.handle,  # the page answers questions as button presses
+        ask_wait=ask_wait,
+    )
+    mcp = build_mcp(
+        web=web_core,
+        tools=tools,
+        serve_http=settings.mcp_http,
+        client_settings=ClientSettings(
+            servers_file=settings.mcp_servers_file,
+            deadline=settings.mcp_call_timeout,
+            log_dir=settings.data_dir / "mcp",
+            environment=environment,
+            known_intents=frozenset(tools.intent_words),
+        ),
+    )
+    web = build_web(
+        web_options,
+        web_core,
+        db=db,
+        clock=clock,
+        location=location,
+        meetings=meetings,
+        omi=omi,
+        requests=request_options(settings),
+        control=control,
+        channel=web_channel,
+        dispatch=dispatcher.handle,  # files and chat from the page go through dispatch too
+        endpoints=mcp.endpoints(),
+    )
+
+    def presence_now() -> Presence:
+        return Presence(sorted(n for n in channels if n != "web"), web.address)
+
+    presence = ProcessBeat(
+        db,
+        clock,
+        ring,
+        process_id=process_id,
+        every=settings.jobs_heartbeat,
+        jobs_enabled=settings.jobs_enabled,
+        describe=presence_now,
+    )
     return App(
         settings=settings,
         clock=clock,
@@ -429,6 +443,21 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         location_proposals=stay_proposals,
         mcp=mcp,
         presence=presence,
+    )
+
+
+def web_options_from(settings: Settings) -> WebOptions:
+    """What the web room reads from the settings."""
+    return WebOptions(
+        host=settings.web_host,
+        port=settings.web_port,
+        url=settings.web_url,
+        secret=settings.web_secret,
+        secret_file=settings.data_dir / "web_secret",
+        session_days=settings.web_session_days,
+        default_timezone=settings.default_timezone,
+        max_upload_bytes=settings.image_max_bytes,
+        jobs_enabled=settings.jobs_enabled,
     )
 
 
@@ -555,6 +584,11 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
     from bot.device.hub import DeviceHub  # noqa: PLC0415
     from bot.device.options import DeviceInfo, DeviceOptions  # noqa: PLC0415
 
+    jobs = app.jobs
+
+    async def deliver_waiting(device: DeviceInfo) -> None:
+        await jobs.outbox.deliver_waiting(device.user_id)
+
     hub = DeviceHub(
         db=app.db,
         transcriber=transcriber or app.transcriber,
@@ -562,13 +596,8 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
         options=DeviceOptions.from_settings(app.settings),
         memory=app.memory,
         files=app.files,
+        on_ready=deliver_waiting,  # pushes that waited for the pendant leave when it is back
     )
-    jobs = app.jobs
-
-    async def deliver_waiting(device: DeviceInfo) -> None:
-        await jobs.outbox.deliver_waiting(device.user_id)
-
-    hub.on_ready = deliver_waiting  # pushes that waited for the pendant leave when it is back
     return DeviceAdapter(
         hub,
         app.settings.device_host,

@@ -55,6 +55,7 @@ class DeviceHub:
         options: DeviceOptions,
         memory: Any = None,
         files: FileStore | None = None,
+        on_ready: Callable[[DeviceInfo], Awaitable[None]] | None = None,
     ) -> None:
         self.db = db
         self.transcriber = transcriber
@@ -75,7 +76,7 @@ class DeviceHub:
         self.connections: dict[str, Connection] = {}
         self.sessions: dict[str, SessionPipeline] = {}
         self._lock = asyncio.Lock()
-        self.on_ready: Callable[[DeviceInfo], Awaitable[None]] | None = None
+        self.on_ready = on_ready
         """Called (in the background) when a device's session is ready: the app sends the
         pushes that wait for this device from here, at once."""
         self._retiring: set[asyncio.Task[None]] = set()

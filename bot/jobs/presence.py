@@ -68,7 +68,7 @@ class ProcessBeat:
         self.jobs_enabled = jobs_enabled
         self.describe = describe
         self.command = "serve"
-        """What the process was started as (``serve``, ``chat``); set before ``start``."""
+        """What the process was started as (``serve``, ``chat``), given to ``start``."""
         self._started_at: datetime | None = None
         self._flushed = 0
         self._task: asyncio.Task[None] | None = None
@@ -79,10 +79,14 @@ class ProcessBeat:
         """True between ``start`` and ``stop``."""
         return self._task is not None
 
-    async def start(self) -> None:
-        """Say this process is here now, then every ``every`` seconds until ``stop``."""
+    async def start(self, command: str = "serve") -> None:
+        """Say this process is here now, then every ``every`` seconds until ``stop``.
+
+        ``command`` is what the process was started as (``serve``, ``chat``).
+        """
         if self._task is not None:
             return
+        self.command = command
         self._started_at = self.clock.now()
         await self.beat()  # with the lines logged while starting up
         self._task = asyncio.create_task(self._loop(), name="process-heartbeat")

@@ -21,7 +21,7 @@ from bot.mcp.data import LifebotData
 from bot.mcp.http import PATH, McpHttp
 from bot.mcp.principal import Principal, fixed, from_http
 from bot.mcp.server import build_server
-from bot.web.room import Endpoint, WebRoom
+from bot.web.room import Endpoint, WebCore
 
 
 def lifebot_version() -> str:
@@ -67,6 +67,12 @@ class McpRoom:
     clients: McpClients | None = None
     """The servers' connections, once started."""
 
+    def endpoints(self) -> list[Endpoint]:
+        """What the web page serves for this room: ``/mcp`` when LIFEBOT_MCP_HTTP is on."""
+        if self.http is None:
+            return []
+        return [Endpoint(PATH, self.http, self.http.running)]
+
     def stdio_server(self, principal: Principal) -> MCPServer:
         """A server whose every request acts for ``principal`` (``lifebot mcp serve``)."""
         return build_server(self.data, fixed(principal), lifebot_version())
@@ -92,12 +98,16 @@ class McpRoom:
 
 def build_mcp(
     *,
-    web: WebRoom,
+    web: WebCore,
     tools: ToolRegistry,
     serve_http: bool,
     client_settings: ClientSettings,
 ) -> McpRoom:
-    """Wire the MCP room (no I/O); with ``serve_http`` the web page serves it at ``/mcp``."""
+    """Wire the MCP room (no I/O); with ``serve_http`` it has an ``/mcp`` endpoint for the page.
+
+    It takes the web's core (sign-in and the page's operations), not the web room: the room
+    is built after it, with this room's endpoints among its own.
+    """
     data = LifebotData(web.service, tools)
     http: McpHttp | None = None
     if serve_http:
@@ -109,5 +119,4 @@ def build_mcp(
         http = McpHttp(
             build_server(data, from_http, lifebot_version()), web.auth.api_token, user_exists
         )
-        web.add_endpoint(Endpoint(PATH, http, http.running))
     return McpRoom(data, http, client_settings, tools)

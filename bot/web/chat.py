@@ -161,8 +161,6 @@ class WebChat:
                 return problem
         elif not text.strip() and pressed is None:
             return refused("empty", f"Write a message, or attach {KINDS}.")
-        if self.uploads.dispatch is None:
-            return refused("unavailable", "Chat is not available in this process. I kept nothing.")
         return None
 
     def begin(

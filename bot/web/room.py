@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.adapters.base import ChannelAdapter
 from bot.agent.journal.service import JournalService
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
-from bot.config import Settings
 from bot.device.omi import OmiInbox
+from bot.dispatch import DispatchResult
 from bot.dispatch.commands import Commands
 from bot.jobs.meetings import MeetingIngest
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
+from bot.messages import InboundMessage
 from bot.web.auth import KeySource, WebAuth
+from bot.web.channel import WebChannel
 from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
 from bot.web.control import ControlPanel
@@ -40,6 +43,34 @@ AsgiApp = Callable[
     Awaitable[None],
 ]
 """An ASGI application (scope, receive, send)."""
+
+Dispatch = Callable[[InboundMessage], Awaitable[DispatchResult]]
+"""Dispatch's ``handle``: how a message written, uploaded or pressed on the page is answered."""
+
+
+@dataclass(frozen=True, slots=True)
+class WebOptions:
+    """What the web room reads from the settings (the composition root builds it once)."""
+
+    host: str
+    """LIFEBOT_WEB_HOST: where the page listens."""
+    port: int
+    """LIFEBOT_WEB_PORT (0: a free port)."""
+    url: str
+    """The page's public address (LIFEBOT_WEB_URL): sign-in links, and cookies are
+    ``Secure`` when it is https."""
+    secret: str | None
+    """LIFEBOT_WEB_SECRET: signs sessions (None: a key kept in the database or ``secret_file``)."""
+    secret_file: Path
+    """Where an older version kept its generated key (read once, then the database's)."""
+    session_days: float
+    """How long a sign-in lasts."""
+    default_timezone: str
+    """The zone of a user who has not set one."""
+    max_upload_bytes: int
+    """The largest file taken from the page (``image_max_bytes``, as on the chat channels)."""
+    jobs_enabled: bool
+    """Whether this process runs the scheduled jobs (the page says so when it does not)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +99,7 @@ class WebRoom:
     """Sign-in links, sessions and API tokens."""
     service: WebService
     """Every operation the pages and the API offer, scoped to one user."""
-    settings: Settings
+    options: WebOptions
     """Where to listen and how cookies are set."""
     location: LocationService
     """Where the OwnTracks and Overland endpoints store points."""
@@ -84,8 +115,8 @@ class WebRoom:
     """What the owner's control page reads: processes, jobs, outbox, logs, configuration."""
     chat: WebChat
     """Messages written on the Chat page, through the same dispatch."""
-    endpoints: list[Endpoint] = field(default_factory=list)
-    """Other rooms' ASGI apps served on the same port (added before the app is made)."""
+    endpoints: Sequence[Endpoint] = ()
+    """Other rooms' ASGI apps served on the same port (``/mcp``)."""
     _app: FastAPI | None = None
     _server: WebServer | None = None
     _running: contextlib.AsyncExitStack | None = None
@@ -101,8 +132,8 @@ class WebRoom:
                 service=self.service,
                 auth=self.auth,
                 templates=make_templates(),
-                secure_cookies=self.settings.web_url.startswith("https://"),
-                jobs_enabled=self.settings.jobs_enabled,
+                secure_cookies=self.options.url.startswith("https://"),
+                jobs_enabled=self.options.jobs_enabled,
                 location=self.location,
                 meetings=self.meetings,
                 omi=self.omi,
@@ -118,12 +149,6 @@ class WebRoom:
                 self._app.router.routes.insert(0, Route(endpoint.path, endpoint=endpoint.app))
         return self._app
 
-    def add_endpoint(self, endpoint: Endpoint) -> None:
-        """Serve another room's ASGI app on the web port (before the app is first made)."""
-        if self._app is not None:
-            raise RuntimeError("endpoints are added before the web app is made")
-        self.endpoints.append(endpoint)
-
     @property
     def address(self) -> str:
         """``host:port`` the page listens on while it is served; empty otherwise."""
@@ -138,7 +163,7 @@ class WebRoom:
         if self._server is None:
             from bot.web.server import WebServer  # noqa: PLC0415  # loads uvicorn
 
-            self._server = WebServer(self.app, self.settings.web_host, self.settings.web_port)
+            self._server = WebServer(self.app, self.options.host, self.options.port)
         return self._server
 
     async def start(self) -> None:
@@ -167,8 +192,16 @@ class WebRoom:
             await running.aclose()
 
 
-def build_web(
-    settings: Settings,
+@dataclass(frozen=True, slots=True)
+class WebCore:
+    """Sign-in and the page's operations: what other rooms (MCP) serve from too."""
+
+    auth: WebAuth
+    service: WebService
+
+
+def build_web_core(
+    options: WebOptions,
     *,
     db: Database,
     clock: Clock,
@@ -176,28 +209,73 @@ def build_web(
     jobs: Jobs,
     channels: Mapping[str, ChannelAdapter],
     commands: Commands,
-    location: LocationService,
     journal: JournalService,
-    meetings: MeetingIngest,
-    omi: OmiInbox,
     userdata: UserData,
-    requests: RequestOptions,
-    control: ControlPanel,
-) -> WebRoom:
-    """Wire the web room and register /web (no I/O)."""
+    press: Dispatch,
+    ask_wait: timedelta,
+) -> WebCore:
+    """Sign-in and the page's operations; registers /web (no I/O).
+
+    ``press`` answers a question's button or a Retry pressed on the page, through dispatch.
+    """
     auth = WebAuth(
         db,
         clock,
-        KeySource(settings.web_secret, db, clock, settings.data_dir / "web_secret"),
-        settings.web_url,
-        timedelta(days=settings.web_session_days),
+        KeySource(options.secret, db, clock, options.secret_file),
+        options.url,
+        timedelta(days=options.session_days),
     )
     service = WebService(
-        db, clock, memory, jobs, channels, settings.default_timezone, journal, userdata
+        db,
+        clock,
+        memory,
+        jobs,
+        channels,
+        options.default_timezone,
+        journal,
+        userdata,
+        press=press,
+        ask_wait=ask_wait,
     )
     register_web_commands(commands, auth)
-    uploads = Uploads(db, clock, max_bytes=settings.image_max_bytes)
+    return WebCore(auth, service)
+
+
+def build_web(
+    options: WebOptions,
+    core: WebCore,
+    *,
+    db: Database,
+    clock: Clock,
+    location: LocationService,
+    meetings: MeetingIngest,
+    omi: OmiInbox,
+    requests: RequestOptions,
+    control: ControlPanel,
+    channel: WebChannel,
+    dispatch: Dispatch,
+    endpoints: Sequence[Endpoint] = (),
+) -> WebRoom:
+    """The web room over ``core`` (no I/O).
+
+    ``channel`` is the ``web`` adapter dispatch answers through (it is among dispatch's
+    channels already); ``dispatch`` takes what is written or uploaded on the page;
+    ``endpoints`` are other rooms' apps served on the same port.
+    """
+    uploads = Uploads(
+        db, clock, max_bytes=options.max_upload_bytes, channel=channel, dispatch=dispatch
+    )
     chat = WebChat(db, uploads)
     return WebRoom(
-        auth, service, settings, location, meetings, omi, uploads, requests, control, chat
+        core.auth,
+        core.service,
+        options,
+        location,
+        meetings,
+        omi,
+        uploads,
+        requests,
+        control,
+        chat,
+        endpoints,
     )

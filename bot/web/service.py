@@ -148,6 +148,9 @@ class WebService:
         default_timezone: str,
         journal: JournalService,
         userdata: UserData,
+        *,
+        press: Callable[[InboundMessage], Awaitable[object]],
+        ask_wait: timedelta,
     ) -> None:
         self.db = db
         self.userdata = userdata
@@ -158,9 +161,9 @@ class WebService:
         self.jobs = jobs
         self.channels = channels
         self.default_timezone = default_timezone
-        self.press: Callable[[InboundMessage], Awaitable[object]] | None = None
-        """Hands a button press to dispatch (set by the composition root once it exists)."""
-        self.ask_wait = timedelta(minutes=120)
+        self.press = press
+        """Hands a button press to dispatch."""
+        self.ask_wait = ask_wait
         """How long a question lifebot asked waits for its answer."""
 
     async def questions(self, user: User) -> list[Waiting]:
@@ -176,7 +179,7 @@ class WebService:
         """
         waiting = {w.message.id: w for w in await self.questions(user)}
         found = waiting.get(message_id)
-        if found is None or self.press is None:
+        if found is None:
             return False
         if choice != OTHER and not (choice.isdecimal() and int(choice) < len(found.options)):
             return False  # not one of its buttons
@@ -212,7 +215,7 @@ class WebService:
         or no longer waits.
         """
         row = next((m for m in await self.waiting(user) if m.id == message_id), None)
-        if row is None or self.press is None:
+        if row is None:
             return False
         async with self.db.session() as s:
             conv = await ConversationRepo(s).get(user.id or 0, row.conversation_id or 0)

@@ -24,7 +24,7 @@ from typing import Any
 
 from bot.adapters.limits import too_big
 from bot.clock import Clock
-from bot.dispatch import Dispatcher, DispatchResult
+from bot.dispatch import DispatchResult
 from bot.messages import Address, Attachment, InboundMessage, OutboundMessage
 from bot.web.channel import CHANNEL, WebChannel
 from storage.db import Database
@@ -148,20 +148,23 @@ def outcome_of(row: Message) -> tuple[list[StoredDocument], list[StoredPhoto]]:
 class Uploads:
     """Checks an upload against the chat's limits, then sends it through dispatch."""
 
-    def __init__(self, db: Database, clock: Clock, *, max_bytes: int) -> None:
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        *,
+        max_bytes: int,
+        channel: WebChannel,
+        dispatch: Callable[[InboundMessage], Awaitable[DispatchResult]],
+    ) -> None:
         self.db = db
         self.clock = clock
         self.max_bytes = max_bytes
         """The largest file taken (the ``image_max_bytes`` setting, as on Telegram and Slack)."""
-        self.channel = WebChannel()
-        """Registered with dispatch as the ``web`` channel (by the composition root)."""
-        self.dispatch: Callable[[InboundMessage], Awaitable[DispatchResult]] | None = None
-        """Dispatch's ``handle`` (set by the composition root once it exists)."""
-
-    def connect(self, dispatcher: Dispatcher) -> None:
-        """Send uploads through ``dispatcher``, which answers them through ``channel``."""
-        self.dispatch = dispatcher.handle
-        dispatcher.register(self.channel)
+        self.channel = channel
+        """The ``web`` adapter among dispatch's channels: what dispatch says comes back here."""
+        self.dispatch = dispatch
+        """Dispatch's ``handle``."""
 
     def message(
         self,
@@ -203,7 +206,6 @@ class Uploads:
 
     async def run(self, msg: InboundMessage) -> tuple[DispatchResult, list[OutboundMessage]]:
         """Dispatch ``msg`` and collect what is said in answer (for callers that wait)."""
-        assert self.dispatch is not None
         listener = self.channel.listen(msg.message_id, msg.address.chat_id)
         try:
             result = await self.dispatch(msg)
@@ -241,10 +243,6 @@ class Uploads:
         if len(note) > MAX_NOTE:
             return refused(
                 "note", f"The note is too long (at most {MAX_NOTE} characters). I kept nothing."
-            )
-        if self.dispatch is None:
-            return refused(
-                "unavailable", "Uploads are not available in this process. I kept nothing."
             )
         msg = self.message(user, note, (name, data))
         result, said = await self.run(msg)

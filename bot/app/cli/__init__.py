@@ -79,8 +79,7 @@ async def run_console(
         application.memory.start()
         if application.settings.jobs_enabled:
             await application.jobs.service.start()
-        application.presence.command = "chat"
-        await application.presence.start()  # seen on the owner's page like a serve process
+        await application.presence.start("chat")  # seen on the owner's page like a serve process
     if console.interactive:
         console.write(
             f"lifebot console, chatting as {who.display_name} (user {who.id}; "
