@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bot.app.options import transcriber_for
 from bot.config import Settings
 from bot.errors import TranscriptionError
 from bot.speech.transcribe import FasterWhisperTranscriber, resolve_model
@@ -88,7 +89,7 @@ def test_settings_choose_the_model(tmp_path: Path) -> None:
         stt_compute_type="int8_float32",
         stt_threads=3,
     )
-    transcriber = FasterWhisperTranscriber.from_settings(settings)
+    transcriber = transcriber_for(settings)
     assert transcriber.model_name == str(tmp_path)
     assert transcriber.compute_type == "int8_float32"
     assert transcriber.cpu_threads == 3

@@ -37,9 +37,17 @@ from bot.agent.websearch import build_web_search, web_search_tool
 from bot.app.features import REGISTRY, open_files, request_options, route_by_intent
 from bot.app.logsafe import redactor_for
 from bot.app.memory_root import build_memory
+from bot.app.options import (
+    device_options,
+    mcp_client_settings,
+    slack_options,
+    telegram_config,
+    transcriber_for,
+    web_options,
+)
 from bot.app.settings_view import effective_settings
 from bot.clock import Clock, SystemClock
-from bot.config import Settings, environment
+from bot.config import Settings
 from bot.device.omi import OmiInbox
 from bot.dispatch import Dispatcher
 from bot.dispatch.ask_commands import register_ask_commands
@@ -66,13 +74,13 @@ from bot.location.scan import StayProposals
 from bot.location.service import LocationService
 from bot.location.tools import location_tools
 from bot.logring import process_ring
-from bot.mcp.room import ClientSettings, McpRoom, build_mcp
+from bot.mcp.room import McpRoom, build_mcp
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import EspeakSynthesizer, Synthesizer
-from bot.speech.transcribe import FasterWhisperTranscriber, Transcriber
+from bot.speech.transcribe import Transcriber
 from bot.web.channel import WebChannel
 from bot.web.control import ControlPanel
-from bot.web.room import WebOptions, WebRoom, build_web, build_web_core
+from bot.web.room import WebRoom, build_web, build_web_core
 from storage.db import Database
 from storage.files import FileStore
 from storage.files.adopt import adopt_legacy
@@ -190,7 +198,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         max_retries=settings.llm_max_retries,
     )
     # One speech model for every channel (pendant, voice notes); it loads on first use.
-    stt = transcriber or FasterWhisperTranscriber.from_settings(settings)
+    stt = transcriber or transcriber_for(settings)
     memory = build_memory(settings, db, llm, clock)
     files, userdata = build_storage(settings, db, clock, memory)
     photos, documents = build_senses(settings, db, llm, memory, files)
@@ -365,9 +373,9 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         photos=photos,
         documents=documents,
     )
-    web_options = web_options_from(settings)
+    web_opts = web_options(settings)
     web_core = build_web_core(
-        web_options,
+        web_opts,
         db=db,
         clock=clock,
         memory=memory,
@@ -383,16 +391,10 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         web=web_core,
         tools=tools,
         serve_http=settings.mcp_http,
-        client_settings=ClientSettings(
-            servers_file=settings.mcp_servers_file,
-            deadline=settings.mcp_call_timeout,
-            log_dir=settings.data_dir / "mcp",
-            environment=environment,
-            known_intents=frozenset(tools.intent_words),
-        ),
+        client_settings=mcp_client_settings(settings, frozenset(tools.intent_words)),
     )
     web = build_web(
-        web_options,
+        web_opts,
         web_core,
         db=db,
         clock=clock,
@@ -443,21 +445,6 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         location_proposals=stay_proposals,
         mcp=mcp,
         presence=presence,
-    )
-
-
-def web_options_from(settings: Settings) -> WebOptions:
-    """What the web room reads from the settings."""
-    return WebOptions(
-        host=settings.web_host,
-        port=settings.web_port,
-        url=settings.web_url,
-        secret=settings.web_secret,
-        secret_file=settings.data_dir / "web_secret",
-        session_days=settings.web_session_days,
-        default_timezone=settings.default_timezone,
-        max_upload_bytes=settings.image_max_bytes,
-        jobs_enabled=settings.jobs_enabled,
     )
 
 
@@ -532,11 +519,10 @@ async def start_channels(app: App) -> list[str]:
     if app.settings.telegram_enabled:
         from bot.adapters.telegram.adapter import (  # noqa: PLC0415  # loads PTB
             TelegramAdapter,
-            TelegramConfig,
         )
 
         telegram = TelegramAdapter(
-            TelegramConfig.from_settings(app.settings),
+            telegram_config(app.settings),
             clock=app.clock,
             menu=app.commands.menu(),
             transcriber=speech,
@@ -549,8 +535,11 @@ async def start_channels(app: App) -> list[str]:
     if app.settings.slack_enabled:
         from bot.adapters.slack.adapter import SlackAdapter  # noqa: PLC0415  # loads Bolt
 
-        slack = SlackAdapter.from_settings(
-            app.settings, app.clock, transcriber=speech, is_known=app.dispatcher.is_known
+        slack = SlackAdapter.from_options(
+            slack_options(app.settings),
+            app.clock,
+            transcriber=speech,
+            is_known=app.dispatcher.is_known,
         )
         app.add_channel(slack)
         await slack.start(app.dispatcher.handle)
@@ -582,7 +571,7 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
     """
     from bot.device.adapter import DeviceAdapter  # noqa: PLC0415  # loads audio libraries
     from bot.device.hub import DeviceHub  # noqa: PLC0415
-    from bot.device.options import DeviceInfo, DeviceOptions  # noqa: PLC0415
+    from bot.device.options import DeviceInfo  # noqa: PLC0415
 
     jobs = app.jobs
 
@@ -593,7 +582,7 @@ def build_device_adapter(app: App, transcriber: Transcriber | None = None) -> De
         db=app.db,
         transcriber=transcriber or app.transcriber,
         clock=app.clock,
-        options=DeviceOptions.from_settings(app.settings),
+        options=device_options(app.settings),
         memory=app.memory,
         files=app.files,
         on_ready=deliver_waiting,  # pushes that waited for the pendant leave when it is back

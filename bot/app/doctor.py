@@ -17,6 +17,7 @@ from pathlib import Path
 
 from bot.agent.llm import OpenAILLM, data_url, image_parts
 from bot.app import repair
+from bot.app.options import mcp_client_settings, slack_options, telegram_config, transcriber_for
 from bot.config import Settings
 from bot.errors import BotError, NewerDatabaseError, ToolError
 from storage.db import Database
@@ -507,10 +508,9 @@ async def check_telegram(settings: Settings) -> Check:
     """The Telegram token works against the configured Bot API (getMe)."""
 
     async def probe() -> str:
-        from bot.adapters.telegram.config import TelegramConfig  # noqa: PLC0415  (lazy)
-        from bot.adapters.telegram.config import probe as get_me  # noqa: PLC0415
+        from bot.adapters.telegram.config import probe as get_me  # noqa: PLC0415  (lazy)
 
-        return await get_me(TelegramConfig.from_settings(settings))
+        return await get_me(telegram_config(settings))
 
     return await probe_check(
         "telegram",
@@ -527,7 +527,7 @@ async def check_slack(settings: Settings) -> Check:
     async def probe() -> str:
         from bot.adapters.slack.transport import probe as auth_test  # noqa: PLC0415  (loads Bolt)
 
-        return await auth_test(settings)
+        return await auth_test(slack_options(settings))
 
     return await probe_check(
         "slack",
@@ -544,9 +544,8 @@ CHECKS.extend([check_telegram, check_slack])
 async def check_speech_model(settings: Settings) -> Check:
     """The speech model (pendant, voice notes) is on disk and loads, without any download."""
     from bot.errors import TranscriptionError  # noqa: PLC0415
-    from bot.speech.transcribe import FasterWhisperTranscriber  # noqa: PLC0415
 
-    stt = FasterWhisperTranscriber.from_settings(settings)
+    stt = transcriber_for(settings)
     try:
         await stt.warm_up()
     except TranscriptionError as exc:
@@ -696,7 +695,7 @@ async def check_mcp_servers(settings: Settings) -> list[Check]:
         ]
     from bot.app.features import intent_words  # noqa: PLC0415
 
-    config, statuses = await probe_all(settings, frozenset(intent_words()))
+    config, statuses = await probe_all(mcp_client_settings(settings, frozenset(intent_words())))
     checks = [
         Check("MCP servers", ok=False, detail=p, fix="correct the servers file")
         for p in config.problems

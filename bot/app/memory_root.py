@@ -11,8 +11,9 @@ import asyncio
 from dataclasses import dataclass
 
 from bot.agent.llm import LLM
-from bot.agent.memory.embeddings import Embedder, embedder_for
+from bot.agent.memory.embeddings import Embedder
 from bot.agent.memory.service import MemoryService
+from bot.app.options import embedder_for
 from bot.clock import Clock
 from bot.config import Settings
 from storage.db import Database

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bot.config import Settings
 from bot.device import protocol as p
 from bot.device.vad import StreamingVad
 from storage.models import Device
@@ -46,28 +45,6 @@ class DeviceOptions:
     """Refused sockets are logged once, then counted: one line per this many seconds."""
     stop_grace_seconds: float = 5.0
     """On shutdown, queued work gets this long to finish; the rest resumes at the next start."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> DeviceOptions:
-        """Read the pendant settings; the socket caps fit the process's open-file limit."""
-        waiting, devices = socket_caps(open_file_limit())
-        return cls(
-            max_unauthenticated=waiting,
-            max_devices=devices,
-            spool_dir=settings.data_dir / "spool",
-            max_frame_bytes=settings.device_max_frame_bytes,
-            max_session_seconds=settings.device_max_session_seconds,
-            idle_timeout=settings.device_idle_timeout,
-            auth_timeout=settings.device_auth_timeout,
-            resume_seconds=settings.device_resume_seconds,
-            vad_silence_ms=settings.device_vad_silence_ms,
-            max_utterance_seconds=settings.device_max_utterance_seconds,
-            keep_audio=settings.device_keep_audio,
-            wake_phrase=settings.device_wake_phrase,
-            stt_workers=settings.stt_workers,
-            partials=settings.device_partials,
-            early_final=settings.device_early_final,
-        )
 
     def new_vad(self, position: int) -> StreamingVad:
         """A VAD tuned by these options, starting at ``position``."""

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 
 from bot.agent.tools.base import ToolRegistry
-from bot.mcp.client.config import Environment, ServerFile, load_servers
+from bot.mcp.client.config import ClientSettings
 from bot.mcp.client.hub import McpClients
 from bot.mcp.data import LifebotData
 from bot.mcp.http import PATH, McpHttp
@@ -30,26 +29,6 @@ def lifebot_version() -> str:
         return version("lifebot")
     except PackageNotFoundError:
         return "0"
-
-
-@dataclass(frozen=True, slots=True)
-class ClientSettings:
-    """Where the operator's MCP servers are configured and how long a call may take."""
-
-    servers_file: Path | None
-    """LIFEBOT_MCP_SERVERS (None: no servers)."""
-    deadline: float
-    """LIFEBOT_MCP_CALL_TIMEOUT: seconds per call unless a server sets its own."""
-    log_dir: Path
-    """Where each stdio server's stderr is kept (``NAME.log``)."""
-    environment: Environment
-    """Reads the environment variables the file names (``bot.config.environment``)."""
-    known_intents: frozenset[str]
-    """The intent groups the registered features declare (a server may serve any of them)."""
-
-    def load(self) -> ServerFile:
-        """Read and check the servers file (blocking: call it off the event loop)."""
-        return load_servers(self.servers_file, self.environment, self.known_intents)
 
 
 @dataclass

@@ -15,15 +15,12 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from bot.errors import TranscriptionError
-
-if TYPE_CHECKING:
-    from bot.config import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -185,19 +182,6 @@ class FasterWhisperTranscriber:
         # A threading lock, not an asyncio one: the load runs in a worker thread and two
         # channels may ask for the model at the same moment from different threads.
         self._load_lock = threading.Lock()
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> FasterWhisperTranscriber:
-        """Build from ``LIFEBOT_STT_*`` settings (nothing is loaded yet)."""
-        return cls(
-            settings.stt_model,
-            device=settings.stt_device,
-            compute_type=settings.stt_compute_type,
-            cpu_threads=settings.stt_threads,
-            workers=settings.stt_workers,
-            beam_size=settings.stt_beam_size,
-            pack=settings.stt_pack,
-        )
 
     @property
     def idle(self) -> bool:

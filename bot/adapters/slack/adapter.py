@@ -32,6 +32,7 @@ from bot.adapters.base import MessageHandler, SenderCheck
 from bot.adapters.draft import DraftStream
 from bot.adapters.slack.api import SlackCalls
 from bot.adapters.slack.audio import AudioFetcher, remove_files
+from bot.adapters.slack.config import SlackOptions
 from bot.adapters.slack.events import (
     BotIdentity,
     Incoming,
@@ -44,11 +45,9 @@ from bot.adapters.slack.keyed import LOOKBACK, find_push, push_metadata
 from bot.adapters.slack.stream import SlackDraft
 from bot.adapters.slack.transport import build_bolt, close_socket, connect_socket, serve_http
 from bot.clock import Clock
-from bot.config import Settings
 from bot.errors import ChannelError, TransientChannelError, Unreachable
 from bot.messages import Address, InboundMessage, OutboundMessage, Receipt
 from bot.speech.fair import FairTranscriber
-from storage.files.local import local_folder
 
 log = logging.getLogger(__name__)
 
@@ -117,32 +116,31 @@ class SlackAdapter:
         """The Events API URL being served in HTTP mode (after ``start``)."""
 
     @classmethod
-    def from_settings(
+    def from_options(
         cls,
-        settings: Settings,
+        options: SlackOptions,
         clock: Clock,
         transcriber: FairTranscriber | None = None,
         is_known: SenderCheck | None = None,
     ) -> SlackAdapter:
-        """Build the adapter from the ``SLACK_*`` / ``LIFEBOT_SLACK_*`` settings."""
-        assert settings.slack_bot_token is not None
+        """Build the adapter from its options (``SLACK_*`` / ``LIFEBOT_SLACK_*``)."""
         return cls(
-            bot_token=settings.slack_bot_token,
-            app_token=settings.slack_app_token,
-            signing_secret=settings.slack_signing_secret,
-            mode=settings.slack_mode,
+            bot_token=options.bot_token,
+            app_token=options.app_token,
+            signing_secret=options.signing_secret,
+            mode=options.mode,
             clock=clock,
-            api_url=settings.slack_api_url,
-            http_host=settings.slack_http_host,
-            http_port=settings.slack_http_port,
-            http_path=settings.slack_http_path,
+            api_url=options.api_url,
+            http_host=options.http_host,
+            http_port=options.http_port,
+            http_path=options.http_path,
             transcriber=transcriber,
             is_known=is_known,
-            spool_dir=local_folder(settings.data_dir, "slack-audio"),  # its declared FileKind
-            max_audio_bytes=settings.slack_max_audio_bytes,
-            max_image_bytes=settings.image_max_bytes,
-            stream_interval=settings.slack_stream_interval,
-            drain_seconds=settings.slack_drain_seconds,
+            spool_dir=options.spool_dir,
+            max_audio_bytes=options.max_audio_bytes,
+            max_image_bytes=options.max_image_bytes,
+            stream_interval=options.stream_interval,
+            drain_seconds=options.drain_seconds,
         )
 
     # --- lifecycle ---------------------------------------------------------------------------

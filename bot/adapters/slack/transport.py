@@ -23,8 +23,8 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.adapters.slack.api import SlackCalls, error_code
+from bot.adapters.slack.config import SlackOptions
 from bot.adapters.slack.format import BUTTON_ACTION_PREFIX
-from bot.config import Settings
 from bot.errors import ChannelError, Unreachable
 
 log = logging.getLogger(__name__)
@@ -155,20 +155,17 @@ async def close_socket(handler: AsyncSocketModeHandler) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def probe(settings: Settings) -> str:
+async def probe(options: SlackOptions) -> str:
     """Check the Slack tokens (``lifebot doctor``): auth.test, and the app token in Socket Mode.
 
     Returns what was found in plain words; raises ChannelError with the cause otherwise.
     """
-    assert settings.slack_bot_token is not None
     calls = SlackCalls(attempts=0)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15)) as session:
-        client = AsyncWebClient(
-            token=settings.slack_bot_token, base_url=settings.slack_api_url, session=session
-        )
+        client = AsyncWebClient(token=options.bot_token, base_url=options.api_url, session=session)
         auth = await calls.call("auth.test", client.auth_test)
         found = f"workspace {auth.get('team')} ({auth['team_id']}) as @{auth.get('user')}"
-        if settings.slack_mode == "http":
-            return f"{found}, HTTP mode on {settings.slack_http_path}"
-        await open_socket_url(client, settings.slack_app_token or "", calls)
+        if options.mode == "http":
+            return f"{found}, HTTP mode on {options.http_path}"
+        await open_socket_url(client, options.app_token or "", calls)
         return f"{found}, Socket Mode"

@@ -1,4 +1,4 @@
-"""The Telegram adapter's settings, read once from ``bot.config.Settings``."""
+"""The Telegram adapter's options (the composition root builds them from the settings)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,11 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from bot.config import Settings
 
 
 @dataclass(frozen=True, slots=True)
 class TelegramConfig:
-    """The adapter's settings (see the Telegram section of ``bot.config.Settings``)."""
+    """The adapter's options (the Telegram section of the README names each setting)."""
 
     token: str
     api_url: str = "https://api.telegram.org/bot"
@@ -30,29 +26,6 @@ class TelegramConfig:
     edit_interval: float = 1.2
     retries: int = 3
     workdir: Path | None = None
-
-    @classmethod
-    def from_settings(cls, s: Settings) -> TelegramConfig:
-        """Build from Settings (the token must be set)."""
-        from storage.files.local import local_folder  # noqa: PLC0415
-
-        assert s.telegram_bot_token is not None
-        return cls(
-            token=s.telegram_bot_token,
-            api_url=s.telegram_api_url,
-            file_url=s.telegram_file_url,
-            webhook_url=s.telegram_webhook_url,
-            webhook_secret=s.telegram_webhook_secret,
-            webhook_listen=s.telegram_webhook_listen,
-            webhook_port=s.telegram_webhook_port,
-            allow_groups=s.telegram_allow_groups,
-            max_voice_bytes=s.telegram_max_voice_bytes,
-            max_image_bytes=s.image_max_bytes,
-            poll_timeout=s.telegram_poll_timeout,
-            edit_interval=s.telegram_edit_interval,
-            retries=s.telegram_retries,
-            workdir=local_folder(s.data_dir, "telegram-voice"),  # its declared FileKind
-        )
 
     @property
     def derived_webhook_secret(self) -> str:

@@ -18,15 +18,12 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from bot.errors import EmbeddingError
-
-if TYPE_CHECKING:
-    from bot.config import Settings
 
 log = logging.getLogger(__name__)
 
@@ -223,13 +220,3 @@ def build_embedder(
     if model:
         return OpenAIEmbedder(model=model, base_url=base_url, api_key=api_key, timeout=timeout)
     return MiniLMEmbedder()
-
-
-def embedder_for(settings: Settings) -> Embedder:
-    """The embedder the settings choose (an endpoint, or the local model; nothing loads yet)."""
-    return build_embedder(
-        settings.embeddings_model,
-        base_url=settings.openai_base_url,
-        api_key=settings.openai_api_key,
-        timeout=settings.llm_timeout,
-    )

@@ -101,12 +101,13 @@ def list_servers(
     import asyncio
 
     from bot.app.features import intent_words
+    from bot.app.options import mcp_client_settings
     from bot.mcp.client.hub import group_for
     from bot.mcp.client.status import probe_all
 
     settings = settings_or_exit()
     known = intent_words()
-    config, statuses = asyncio.run(probe_all(settings, frozenset(known)))
+    config, statuses = asyncio.run(probe_all(mcp_client_settings(settings, frozenset(known))))
     pairs = list(zip(config.servers, statuses, strict=True))
     if as_json:
         rows = [

@@ -113,7 +113,8 @@ def run_with_memory(fn: Callable[[MemoryApp], Awaitable[T]], *, embeds: bool = F
     # The local embedding model loads in a thread while storage and memory are imported
     # below (the two together are most of a cold command's second). Imported in this order
     # on purpose: the embedders' module needs numpy only.
-    from bot.agent.memory.embeddings import MiniLMEmbedder, embedder_for
+    from bot.agent.memory.embeddings import MiniLMEmbedder
+    from bot.app.options import embedder_for
 
     embedder = embedder_for(settings)
     counter = None

@@ -137,6 +137,26 @@ def load_servers(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """Where the operator's MCP servers are configured and how long a call may take."""
+
+    servers_file: Path | None
+    """LIFEBOT_MCP_SERVERS (None: no servers)."""
+    deadline: float
+    """LIFEBOT_MCP_CALL_TIMEOUT: seconds per call unless a server sets its own."""
+    log_dir: Path
+    """Where each stdio server's stderr is kept (``NAME.log``)."""
+    environment: Environment
+    """Reads the environment variables the file names (``bot.config.environment``)."""
+    known_intents: frozenset[str]
+    """The intent groups the registered features declare (a server may serve any of them)."""
+
+    def load(self) -> ServerFile:
+        """Read and check the servers file (blocking: call it off the event loop)."""
+        return load_servers(self.servers_file, self.environment, self.known_intents)
+
+
 def parse_server(  # noqa: PLR0911  (one check per key, each with its own words)
     name: str, entry: Any, environment: Environment, known_intents: frozenset[str]
 ) -> tuple[ServerSpec | None, list[str]]:

@@ -8,25 +8,14 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.config import Settings, environment
-from bot.mcp.client.config import ServerFile, load_servers
+from bot.mcp.client.config import ClientSettings, ServerFile
 from bot.mcp.client.connection import Status, probe
 
 
-async def probe_all(
-    settings: Settings, known_intents: frozenset[str]
-) -> tuple[ServerFile, list[Status]]:
-    """The servers file and each server's status, in the file's order.
-
-    ``known_intents`` are the intent groups the registered features declare.
-    """
-    config = await asyncio.to_thread(
-        load_servers, settings.mcp_servers_file, environment, known_intents
-    )
+async def probe_all(settings: ClientSettings) -> tuple[ServerFile, list[Status]]:
+    """The servers file and each server's status, in the file's order."""
+    config = await asyncio.to_thread(settings.load)
     statuses = await asyncio.gather(
-        *(
-            probe(spec, settings.mcp_call_timeout, settings.data_dir / "mcp")
-            for spec in config.servers
-        )
+        *(probe(spec, settings.deadline, settings.log_dir) for spec in config.servers)
     )
     return config, list(statuses)
