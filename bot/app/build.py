@@ -58,6 +58,7 @@ from bot.dispatch.people_commands import register_people_commands
 from bot.dispatch.thread_commands import register_thread_commands
 from bot.jobs.calendars import CalendarSettings
 from bot.jobs.commands import JobCommands
+from bot.jobs.control import ControlPanel
 from bot.jobs.delivery import AwayDeadlines
 from bot.jobs.meetings import MeetingIngest
 from bot.jobs.presence import Presence, ProcessBeat
@@ -79,7 +80,6 @@ from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import EspeakSynthesizer, Synthesizer
 from bot.speech.transcribe import Transcriber
 from bot.web.channel import WebChannel
-from bot.web.control import ControlPanel
 from bot.web.room import WebRoom, build_web, build_web_core
 from storage.db import Database
 from storage.files import FileStore

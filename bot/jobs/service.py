@@ -22,6 +22,7 @@ from bot.jobs.proposals import SCAN_JOB, Proposals
 from bot.jobs.reminders import Reminders
 from bot.jobs.scheduler import JobService, JobSpec
 from bot.jobs.timer import DueTimer
+from bot.jobs.views import JobViews
 from storage.db import Database
 
 
@@ -53,6 +54,8 @@ class Jobs:
     service: JobService
     calendars: OwnCalendars
     """The user's own calendars: ICS import, feed subscriptions, CalDAV."""
+    views: JobViews
+    """What the pages read and queue: reminders, the calendar, proposals, pushes."""
     reviews: WeeklyReviews | None = None
     """The opt-in weekly journal review (None when built without the journal)."""
 
@@ -168,4 +171,5 @@ def build_jobs(
         heartbeat=cfg.heartbeat,
         timer=DueTimer(db=db, clock=clock, reminders=reminders, outbox=outbox, timed=specs),
     )
-    return Jobs(outbox, briefings, reminders, proposals, service, calendars, reviews)
+    views = JobViews(db, outbox)
+    return Jobs(outbox, briefings, reminders, proposals, service, calendars, views, reviews)

@@ -19,6 +19,7 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
+from bot.device.registry import NameTaken
 from bot.jobs.phrases import PhraseError
 from bot.web.deps import api_user, ctx
 from bot.web.paging import (
@@ -35,7 +36,6 @@ from bot.web.paging import (
 from bot.web.params import Day, RowId
 from bot.web.service import JOURNAL_DAYS, MAX_SERIES_DAYS, SettingsChange
 from storage.models import ApiToken, Device, Reminder, User
-from storage.repos.devices import NameTaken
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
 Me = Annotated[User, Depends(api_user)]

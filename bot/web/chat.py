@@ -21,6 +21,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
+from bot.agent.conversations import Conversations
+from bot.agent.memory.views import MemoryViews
 from bot.dispatch import DispatchResult
 from bot.messages import Citation, InboundMessage
 from bot.web.channel import ChannelEvent, Listener
@@ -37,10 +39,7 @@ from bot.web.uploads import (
     outcome_of,
     refused,
 )
-from storage.db import Database
 from storage.models import Message, User
-from storage.repos.messages import ConversationRepo, MessageRepo
-from storage.repos.web import WebViewRepo
 
 log = logging.getLogger(__name__)
 
@@ -109,17 +108,17 @@ class ChatTurn:
 class WebChat:
     """The Chat page's operations for one signed-in person."""
 
-    def __init__(self, db: Database, uploads: Uploads) -> None:
-        self.db = db
+    def __init__(self, conversations: Conversations, memory: MemoryViews, uploads: Uploads) -> None:
+        self.conversations = conversations
+        self.memory = memory
+        """Where a reply's cited document pieces are looked up."""
         self.uploads = uploads
         self._running: set[asyncio.Task[DispatchResult]] = set()
 
     async def conversation(self, user: User) -> int | None:
         """The id of the person's web conversation (made on first use)."""
         assert user.id is not None
-        async with self.db.session() as s:
-            conv = await ConversationRepo(s).get_or_create(user.id, address_of(user.id))
-        return conv.id
+        return await self.conversations.open(user.id, address_of(user.id))
 
     async def lines(self, user: User, tz: ZoneInfo, limit: int = SHOWN) -> list[ChatLine]:
         """The latest messages of the web conversation, oldest first, with their sources."""
@@ -127,12 +126,11 @@ class WebChat:
         conv = await self.conversation(user)
         if conv is None:
             return []
-        async with self.db.session() as s:
-            rows = await WebViewRepo(s).chat(user.id, conv, limit)
+        rows = await self.conversations.chat(user.id, conv, limit)
         out = []
         for row in rows:
             cited = [Citation.from_dict(c) for c in row.citations or []]
-            line = ChatLine(row, await source_views(self.db, user.id, cited, tz))
+            line = ChatLine(row, await source_views(self.memory, user.id, cited, tz))
             if row.direction == "in":
                 line.documents, line.photos = outcome_of(row)
             out.append(line)
@@ -189,8 +187,7 @@ class WebChat:
     async def stored_id(self, turn: ChatTurn) -> int | None:
         """The stored message of a turn (None when it was not kept)."""
         assert turn.msg.user_id is not None
-        async with self.db.session() as s:
-            row = await MessageRepo(s).by_dedupe_key(turn.msg.user_id, turn.msg.dedupe_key)
+        row = await self.conversations.by_dedupe_key(turn.msg.user_id, turn.msg.dedupe_key)
         return row.id if row is not None else None
 
     async def stop(self) -> None:

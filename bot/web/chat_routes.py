@@ -125,7 +125,7 @@ async def _lines(request: Request, who: Viewer, turn: ChatTurn) -> AsyncIterator
             out = {"type": "delta", "text": event.text}
         elif isinstance(event, Said):
             msg = event.message
-            sources = await source_views(c.service.db, who.user_id, msg.citations, tz)
+            sources = await source_views(c.service.memory_views, who.user_id, msg.citations, tz)
             out = {
                 "type": "message",
                 "kind": msg.kind,

@@ -18,7 +18,6 @@ from bot.web.pages import back, render
 from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
 from bot.web.params import RowId
 from storage.models import Contact
-from storage.repos.people import ContactRepo
 
 router = APIRouter()
 api_router = APIRouter(prefix="/api/v1", tags=["api"])
@@ -66,8 +65,7 @@ class ContactIn(BaseModel):
 
 
 async def _contacts(request: Request, user_id: int) -> list[Contact]:
-    async with ctx(request).service.db.session() as s:
-        return await ContactRepo(s).every(user_id)
+    return await ctx(request).service.contacts.every(user_id)
 
 
 # --- the page ---------------------------------------------------------------------------------
@@ -86,14 +84,13 @@ async def add(request: Request, who: Who) -> Response:
         return await back(
             request, who, "/contacts", error="A contact needs a name (at most 80 characters)."
         )
-    async with ctx(request).service.db.session() as s:
-        saved = await ContactRepo(s).add(
-            who.user_id,
-            name,
-            aliases=form.get("aliases", "").strip(),
-            relationship=form.get("relationship", "").strip(),
-            reach=form.get("reach", "").strip(),
-        )
+    saved, _ = await ctx(request).service.contacts.put(
+        who.user_id,
+        name,
+        aliases=form.get("aliases", "").strip(),
+        relationship=form.get("relationship", "").strip(),
+        reach=form.get("reach", "").strip(),
+    )
     return await back(request, who, "/contacts", note=f"Saved: {saved.name}")
 
 
@@ -105,8 +102,7 @@ async def edit(request: Request, who: Who, contact_id: RowId) -> Response:
     if not fields.get("name", "x").strip():
         return await back(request, who, "/contacts", error="A contact needs a name.")
     try:
-        async with ctx(request).service.db.session() as s:
-            saved = await ContactRepo(s).change(who.user_id, contact_id, **fields)
+        saved = await ctx(request).service.contacts.change(who.user_id, contact_id, **fields)
     except ValueError as exc:
         return await back(request, who, "/contacts", error=str(exc))
     if saved is None:
@@ -118,8 +114,7 @@ async def edit(request: Request, who: Who, contact_id: RowId) -> Response:
 async def delete(request: Request, who: Who, contact_id: RowId) -> Response:
     """Delete a contact."""
     await checked_form(request, who)
-    async with ctx(request).service.db.session() as s:
-        gone = await ContactRepo(s).remove(who.user_id, contact_id)
+    gone = await ctx(request).service.contacts.remove(who.user_id, contact_id)
     if gone is None:
         raise HTTPException(404)
     return await back(request, who, "/contacts", note=f"Deleted: {gone.name}")
@@ -155,14 +150,13 @@ async def add_contact(
     fields = body.fields()
     if not fields["name"]:
         raise HTTPException(422, "A contact needs a name.")
-    async with ctx(request).service.db.session() as s:
-        saved, created = await ContactRepo(s).put(
-            uid(user),
-            fields["name"].strip(),
-            aliases=fields["aliases"] or "",
-            relationship=fields["relationship"] or "",
-            reach=fields["reach"] or "",
-        )
+    saved, created = await ctx(request).service.contacts.put(
+        uid(user),
+        fields["name"].strip(),
+        aliases=fields["aliases"] or "",
+        relationship=fields["relationship"] or "",
+        reach=fields["reach"] or "",
+    )
     if not created:
         response.status_code = 200
     return ContactOut.of(saved)
@@ -178,8 +172,7 @@ async def change_contact(
     """Change some of a contact's fields."""
     assert user.id is not None
     try:
-        async with ctx(request).service.db.session() as s:
-            saved = await ContactRepo(s).change(user.id, contact_id, **body.fields())
+        saved = await ctx(request).service.contacts.change(user.id, contact_id, **body.fields())
     except ValueError as exc:
         raise HTTPException(409, str(exc)) from exc
     if saved is None:
@@ -191,8 +184,7 @@ async def change_contact(
 async def delete_contact(request: Request, user: Me, contact_id: RowId) -> Response:
     """Delete a contact."""
     assert user.id is not None
-    async with ctx(request).service.db.session() as s:
-        gone = await ContactRepo(s).remove(user.id, contact_id)
+    gone = await ctx(request).service.contacts.remove(user.id, contact_id)
     if gone is None:
         raise HTTPException(404, "Not found.")
     return Response(status_code=204)

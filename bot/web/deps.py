@@ -19,11 +19,11 @@ from markupsafe import Markup, escape
 
 from bot.device.omi import OmiInbox
 from bot.jobs.calendars import OwnCalendars
+from bot.jobs.control import ControlPanel
 from bot.jobs.meetings import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WRITE, WebAuth
 from bot.web.chat import WebChat
-from bot.web.control import ControlPanel
 from bot.web.service import WebService
 from bot.web.sources import SourceView
 from bot.web.uploads import Uploads

@@ -8,7 +8,6 @@ depths, failed turns) plus whether this process leads the scheduled jobs.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -22,7 +21,6 @@ from prometheus_client.registry import Collector
 from bot.errors import StorageError
 from bot.metrics import exposition
 from bot.web.deps import ctx
-from storage.repos.web import WebViewRepo, head_revision
 
 router = APIRouter()
 
@@ -48,14 +46,10 @@ async def readyz(request: Request) -> JSONResponse:
     s = c.service
     checks: dict[str, Check] = {}
     try:
-        await s.db.ping()
-        async with s.db.session() as session:
-            repo = WebViewRepo(session)
-            current = await repo.schema_revision()
-            leases = await repo.live_leases(s.clock.now())
+        db = await c.control.readiness()
+        leases = db.leases
         checks["database"] = Check(ok=True, detail="reachable")
-        head = await asyncio.to_thread(head_revision)
-        checks["migrations"] = Check(current == head, f"at {current}, newest {head}")
+        checks["migrations"] = Check(db.revision == db.head, f"at {db.revision}, newest {db.head}")
     except StorageError as exc:
         checks["database"] = Check(ok=False, detail=str(exc))
         leases = []
@@ -126,11 +120,9 @@ class _Snapshot(Collector):
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(request: Request) -> Response:
     """Prometheus text: this process's counters and histograms, then the database's gauges."""
-    s = ctx(request).service
-    async with s.db.session() as session:
-        repo = WebViewRepo(session)
-        unanswered = await repo.unanswered()
-        depth = await repo.outbox_depth()
-        waiting = await repo.audio_waiting_all()
-    body = exposition() + _gauges(unanswered, depth, waiting, s.is_leader())
+    c = ctx(request)
+    g = await c.control.gauges()
+    body = exposition() + _gauges(
+        g.unanswered, g.outbox_depth, g.audio_waiting, c.service.is_leader()
+    )
     return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)  # what every Prometheus reads

@@ -21,7 +21,6 @@ from pydantic import BaseModel
 from bot.jobs.meeting_wire import BadTranscript, parse_meeting
 from bot.web.deps import api_user, ctx
 from storage.models import User
-from storage.repos.devices import DeviceRepo
 
 router = APIRouter(prefix="/api/v1/ingest", tags=["ingest"])
 omi_router = APIRouter(tags=["ingest"])
@@ -66,8 +65,7 @@ async def transcript(request: Request, user: Me) -> IngestOut:
 @omi_router.post("/omi/{token}/conversation", status_code=202)
 async def omi_conversation(token: str, request: Request) -> IngestOut:
     """Omi's conversation webhook for the user whose Omi device this token is."""
-    async with ctx(request).service.db.session() as s:
-        device = await DeviceRepo(s).authenticate(token)
+    device = await ctx(request).service.device_registry.authenticate(token)
     if device is None:
         raise HTTPException(401, "Unknown or revoked device token.")
     return await _queue(request, device.user_id, await _capped_body(request))

@@ -17,6 +17,7 @@ from bot.clock import Clock
 from bot.device.omi import OmiInbox
 from bot.dispatch import DispatchResult
 from bot.dispatch.commands import Commands
+from bot.jobs.control import ControlPanel
 from bot.jobs.meetings import MeetingIngest
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
@@ -25,7 +26,6 @@ from bot.web.auth import KeySource, WebAuth
 from bot.web.channel import WebChannel
 from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
-from bot.web.control import ControlPanel
 from bot.web.limits import RequestOptions
 from bot.web.service import WebService
 from bot.web.uploads import Uploads
@@ -262,10 +262,15 @@ def build_web(
     channels already); ``dispatch`` takes what is written or uploaded on the page;
     ``endpoints`` are other rooms' apps served on the same port.
     """
+    service = core.service
     uploads = Uploads(
-        db, clock, max_bytes=options.max_upload_bytes, channel=channel, dispatch=dispatch
+        service.conversations,
+        clock,
+        max_bytes=options.max_upload_bytes,
+        channel=channel,
+        dispatch=dispatch,
     )
-    chat = WebChat(db, uploads)
+    chat = WebChat(service.conversations, service.memory_views, uploads)
     return WebRoom(
         core.auth,
         core.service,

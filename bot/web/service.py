@@ -15,7 +15,10 @@ from datetime import date, datetime, time, timedelta
 from pathlib import Path
 
 from bot.adapters.base import ChannelAdapter
+from bot.agent.accounts import Accounts
 from bot.agent.ask import OTHER, Waiting, waiting_questions
+from bot.agent.contacts import Contacts
+from bot.agent.conversations import Conversations
 from bot.agent.journal.analytics import (
     METRIC_NAMES,
     MIN_ENTRIES,
@@ -29,7 +32,9 @@ from bot.agent.journal.service import JournalService
 from bot.agent.memory.facts import FactDecision
 from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
 from bot.agent.memory.service import MemoryService
+from bot.agent.memory.views import MemoryViews
 from bot.clock import Clock, zone
+from bot.device.registry import DeviceRegistry
 from bot.dispatch.identity import approve, confirm_link, issue_link_code
 from bot.errors import ChannelError
 from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
@@ -56,16 +61,6 @@ from storage.models import (
     User,
 )
 from storage.portable import UserData
-from storage.repos.calendar import CalendarRepo
-from storage.repos.devices import DeviceRepo
-from storage.repos.episodes import EpisodeRepo
-from storage.repos.facts import FactRepo
-from storage.repos.messages import ConversationRepo, MessageRepo
-from storage.repos.outbox import OutboxRepo, Push
-from storage.repos.pairing import PairingRepo
-from storage.repos.reminders import ReminderRepo
-from storage.repos.users import UserRepo
-from storage.repos.web import WebViewRepo
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +148,16 @@ class WebService:
         ask_wait: timedelta,
     ) -> None:
         self.db = db
+        self.accounts = Accounts(db)
+        """Users, their channels and pairings."""
+        self.contacts = Contacts(db)
+        """The people each user keeps (the Contacts page and API)."""
+        self.conversations = Conversations(db)
+        """Messages and conversations (the Chat page, a message in context, /retry)."""
+        self.memory_views = MemoryViews(db)
+        """Facts with their sources, episodes, days of messages."""
+        self.device_registry = DeviceRegistry(db, clock)
+        """The pendants each user registered."""
         self.userdata = userdata
         """Export and delete-my-data over every registered feature (the CLI's own)."""
         self.journal = journal
@@ -185,11 +190,7 @@ class WebService:
             return False  # not one of its buttons
         row = found.message
         label = "Other" if choice == OTHER else found.options[int(choice)]
-        conv_thread = None
-        async with self.db.session() as s:
-            conv = await ConversationRepo(s).get(user.id or 0, row.conversation_id or 0)
-            if conv is not None and conv.thread_id:
-                conv_thread = conv.thread_id
+        conv_thread = await self.conversations.thread_of(user.id or 0, row.conversation_id or 0)
         await self.press(
             InboundMessage(
                 address=Address(row.channel, row.account, row.chat_id, conv_thread),
@@ -205,8 +206,7 @@ class WebService:
     async def waiting(self, user: User) -> list[Message]:
         """The user's messages that wait for /retry, newest first."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await WebViewRepo(s).waiting(user.id, 20)
+        return await self.conversations.waiting(user.id, 20)
 
     async def retry(self, user: User, message_id: int) -> bool:
         """Answer a waiting message now, as its Retry button in the chat would.
@@ -217,9 +217,7 @@ class WebService:
         row = next((m for m in await self.waiting(user) if m.id == message_id), None)
         if row is None:
             return False
-        async with self.db.session() as s:
-            conv = await ConversationRepo(s).get(user.id or 0, row.conversation_id or 0)
-        thread = conv.thread_id if conv is not None and conv.thread_id else None
+        thread = await self.conversations.thread_of(user.id or 0, row.conversation_id or 0)
         await self.press(
             InboundMessage(
                 address=Address(row.channel, row.account, row.chat_id, thread),
@@ -236,8 +234,7 @@ class WebService:
 
     async def user(self, user_id: int) -> User | None:
         """The user, or None when they were deleted."""
-        async with self.db.session() as s:
-            return await UserRepo(s).get(user_id)
+        return await self.accounts.user(user_id)
 
     # --- memory ------------------------------------------------------------------------------
     async def search(self, user: User, query: str, limit: int = 10) -> SearchResult:
@@ -248,8 +245,7 @@ class WebService:
             user.id, query, now=self.clock.now(), tz=zone(user.timezone), limit=limit
         )
         pieces = [ev.item.source_id for ev in outcome.evidence if ev.item.kind == "document"]
-        async with self.db.session() as s:
-            chunks = await WebViewRepo(s).chunk_messages(user.id, pieces)
+        chunks = await self.memory_views.chunk_messages(user.id, pieces)
         hits = []
         for ev in outcome.evidence:
             item = ev.item
@@ -278,59 +274,42 @@ class WebService:
         tz = zone(user.timezone)
         start = local_instant(day, time(0), tz)
         end = local_instant(day + timedelta(days=1), time(0), tz)
-        async with self.db.session() as s:
-            return await WebViewRepo(s).spoken_between(user.id, start, end)
+        return await self.memory_views.spoken_between(user.id, start, end)
 
     async def recent_days(self, user: User, limit: int = 400) -> list[date]:
         """Local days with messages, newest first."""
         assert user.id is not None
         tz = zone(user.timezone)
-        async with self.db.session() as s:
-            stamps = await WebViewRepo(s).days_with_messages(user.id, limit)
+        stamps = await self.memory_views.days_with_messages(user.id, limit)
         return list(dict.fromkeys(t.astimezone(tz).date() for t in stamps))
 
     async def around(self, user: User, message_id: int) -> tuple[Message, list[Message]] | None:
         """A message and its conversation around it; None when it is not the user's."""
         assert user.id is not None
-        async with self.db.session() as s:
-            msg = await MessageRepo(s).get(user.id, message_id)
-            if msg is None:
-                return None
-            return msg, await WebViewRepo(s).around(user.id, msg, 8)
+        return await self.conversations.around(user.id, message_id)
 
     async def episode(self, user: User, episode_id: int) -> tuple[Episode, list[Message]] | None:
         """An episode and its messages; None when it is not the user's."""
         assert user.id is not None
-        async with self.db.session() as s:
-            ep = await EpisodeRepo(s).get(user.id, episode_id)
-            if ep is None:
-                return None
-            return ep, await WebViewRepo(s).messages(user.id, list(ep.source_message_ids or []))
+        return await self.memory_views.episode(user.id, episode_id)
 
     async def episodes(self, user: User, days: int = 30) -> list[Episode]:
         """Episodes of the last ``days`` days, newest first."""
         assert user.id is not None
         now = self.clock.now()
-        async with self.db.session() as s:
-            found = await EpisodeRepo(s).between(user.id, now - timedelta(days=days), now, 100)
+        found = await self.memory_views.episodes(user.id, now - timedelta(days=days), now, 100)
         return sorted(found, key=lambda e: e.start_at, reverse=True)
 
     # --- facts -------------------------------------------------------------------------------
     async def facts(self, user: User) -> list[Fact]:
         """What lifebot knows about the user."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await FactRepo(s).active(user.id)
+        return await self.memory_views.facts(user.id)
 
     async def fact(self, user: User, fact_id: int) -> tuple[Fact, list[Message]] | None:
         """A live fact and the messages it was learned from."""
         assert user.id is not None
-        async with self.db.session() as s:
-            repo = WebViewRepo(s)
-            found = await repo.fact(user.id, fact_id)
-            if found is None or found.forgotten_at is not None:
-                return None
-            return found, await repo.messages(user.id, list(found.source_message_ids or []))
+        return await self.memory_views.fact(user.id, fact_id)
 
     async def remember(self, user: User, text: str) -> str:
         """Remember a fact the user typed; the reply in words."""
@@ -385,8 +364,7 @@ class WebService:
     async def reminders(self, user: User) -> list[Reminder]:
         """Active reminders, soonest first."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return sorted(await ReminderRepo(s).active(user.id), key=lambda r: r.next_at)
+        return await self.jobs.views.reminders(user.id)
 
     async def add_reminder(self, user: User, request: str) -> Created:
         """Create a reminder from words (PhraseError in plain words when unreadable)."""
@@ -401,36 +379,31 @@ class WebService:
         """Calendar events from a day ago to ``days`` ahead."""
         assert user.id is not None
         now = self.clock.now()
-        async with self.db.session() as s:
-            return await CalendarRepo(s).events_between(
-                user.id, now - timedelta(days=1), now + timedelta(days=days)
-            )
+        return await self.jobs.views.events(
+            user.id, now - timedelta(days=1), now + timedelta(days=days)
+        )
 
     async def all_events(self, user: User) -> list[CalendarEvent]:
         """Every live event (the calendar feed)."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await CalendarRepo(s).all_events(user.id)
+        return await self.jobs.views.all_events(user.id)
 
     async def proposals(self, user: User) -> list[Proposal]:
         """Proposed events waiting for an answer."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await CalendarRepo(s).pending_proposals(user.id, self.clock.now())
+        return await self.jobs.views.proposals(user.id, self.clock.now())
 
     async def answer_proposal(self, user: User, proposal_id: int, yes: bool) -> str | None:
         """Accept or decline; None when the proposal is not the user's."""
         assert user.id is not None
-        async with self.db.session() as s:
-            if await CalendarRepo(s).proposal(user.id, proposal_id) is None:
-                return None
+        if await self.jobs.views.proposal(user.id, proposal_id) is None:
+            return None
         return await self.jobs.proposals.answer(user, proposal_id, yes, self.clock.now())
 
     async def proposal(self, user: User, proposal_id: int) -> Proposal | None:
         """One of the user's proposals (None for another user's)."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await CalendarRepo(s).proposal(user.id, proposal_id)
+        return await self.jobs.views.proposal(user.id, proposal_id)
 
     async def rename_proposal(self, user: User, proposal_id: int, title: str) -> str | None:
         """A new title for a pending proposal; None when the proposal is not the user's."""
@@ -450,28 +423,18 @@ class WebService:
     async def send_briefing(self, user: User) -> None:
         """Queue a briefing for right now through the outbox (composed just before sending)."""
         assert user.id is not None
-        now = self.clock.now()
-        # One per minute: a double click sends one briefing.
-        # Asked for now, so quiet hours do not hold it back.
-        push = Push(
-            user.id, "briefing", f"briefing:{user.id}:web:{now:%Y%m%dT%H%M}", now, urgent=True
-        )
-        async with self.db.session() as s:
-            await OutboxRepo(s).enqueue([push], now)
-        self.jobs.outbox.kick()
+        await self.jobs.views.briefing_now(user.id, self.clock.now())
 
     # --- devices -----------------------------------------------------------------------------
     async def devices(self, user: User) -> list[Device]:
         """The user's pendants (revoked ones too, marked)."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await WebViewRepo(s).devices(user.id)
+        return await self.device_registry.of(user.id)
 
     async def audio_waiting(self, user: User) -> int:
         """Utterances still to transcribe."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await WebViewRepo(s).audio_waiting(user.id)
+        return await self.device_registry.audio_waiting(user.id)
 
     async def add_device(self, user: User, name: str) -> tuple[Device, str]:
         """Register a pendant; its token is returned once. ValueError in plain words."""
@@ -479,25 +442,18 @@ class WebService:
         name = name.strip()
         if not name or len(name) > 40 or not all(c.isalnum() or c in "-_." for c in name):
             raise ValueError("A device name is 1 to 40 letters, digits, '-', '_' or '.'.")
-        async with self.db.session() as s:
-            return await DeviceRepo(s).add(user.id, name)
+        return await self.device_registry.add(user.id, name)
 
     async def revoke_device(self, user: User, device_id: int) -> Device | None:
         """Revoke one of the user's devices; None when it is not theirs or already revoked."""
         assert user.id is not None
-        async with self.db.session() as s:
-            mine = {d.id: d for d in await WebViewRepo(s).devices(user.id)}
-            device = mine.get(device_id)
-            if device is None or device.revoked_at is not None:
-                return None
-            return await DeviceRepo(s).revoke(device.name, self.clock.now())
+        return await self.device_registry.revoke(user.id, device_id)
 
     # --- settings ----------------------------------------------------------------------------
     async def identities(self, user: User) -> list[ChannelIdentity]:
         """The user's linked channels."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await UserRepo(s).identities(user.id)
+        return await self.accounts.identities(user.id)
 
     async def change_settings(  # noqa: PLR0912  # one branch per setting reads plainly
         self, user: User, change: SettingsChange
@@ -538,13 +494,7 @@ class WebService:
                 values["preferred_channel"] = wanted
             else:
                 change.errors.append(f"You have no {wanted} channel linked.")
-        async with self.db.session() as s:
-            fresh = await UserRepo(s).get(user.id)
-            assert fresh is not None
-            for key, value in values.items():
-                setattr(fresh, key, value)
-            s.add(fresh)
-        return fresh
+        return await self.accounts.save(user.id, values)
 
     @staticmethod
     def _quiet(change: SettingsChange, values: dict[str, object]) -> None:
@@ -569,8 +519,7 @@ class WebService:
     async def link_questions(self, user: User) -> list[PairingRequest]:
         """Chats waiting for this user's Yes or No before they are linked."""
         assert user.id is not None
-        async with self.db.session() as s:
-            return await PairingRepo(s).link_questions(user.id, self.clock.now())
+        return await self.accounts.link_questions(user.id, self.clock.now())
 
     async def answer_link(self, user: User, code: str, *, yes: bool) -> str:
         """Link (or refuse) a chat that sent this user's link code; tell that chat."""
@@ -659,59 +608,40 @@ class WebService:
     # --- owner -------------------------------------------------------------------------------
     async def pairings(self) -> list[PairingRequest]:
         """Pending pairing requests."""
-        async with self.db.session() as s:
-            return [
-                r for r in await PairingRepo(s).pending(self.clock.now()) if r.purpose == "pair"
-            ]
+        return await self.accounts.pairings(self.clock.now())
 
     async def decide_pairing(self, code: str, yes: bool) -> PairingRequest | None:
         """Approve (the person becomes a user) or refuse; None when the code is not pending."""
         now = self.clock.now()
+        if not yes:
+            return await self.accounts.refuse(code, now)
         async with self.db.session() as s:
-            if yes:
-                req = await approve(s, code, now, self.default_timezone)
-                if req is not None and req.user_id is not None:
-                    # The welcome the chat /approve sends, through the outbox (exactly once).
-                    welcome = Push(
-                        req.user_id,
-                        "notice",
-                        f"welcome:{req.code}",
-                        now,
-                        text="You're approved! Say hi, or send /help to see what I can do.",
-                    )
-                    await OutboxRepo(s).enqueue([welcome], now)
-                    self.jobs.outbox.kick()
-                return req
-            repo = PairingRepo(s)
-            req = await repo.by_code(code, now, purpose="pair")
-            if req is not None:
-                await repo.close(req, "refused")
-            return req
+            req = await approve(s, code, now, self.default_timezone)
+        if req is not None and req.user_id is not None:
+            # The welcome the chat /approve sends, through the outbox (exactly once).
+            await self.jobs.views.notice(
+                req.user_id,
+                f"welcome:{req.code}",
+                "You're approved! Say hi, or send /help to see what I can do.",
+                now,
+            )
+        return req
 
     async def users(self) -> list[UserRow]:
         """Every user and their channels."""
-        async with self.db.session() as s:
-            repo = UserRepo(s)
-            return [UserRow(u, await repo.identities(u.id or 0)) for u in await repo.all()]
+        return [UserRow(u, ids) for u, ids in await self.accounts.every()]
 
     async def deliveries(self, limit: int = 100) -> list[Delivery]:
         """The newest pushes of everyone."""
-        async with self.db.session() as s:
-            return await WebViewRepo(s).all_deliveries(limit)
+        return await self.jobs.views.deliveries(limit)
 
     async def retry_delivery(self, delivery_id: int) -> bool:
         """Queue a failed push again."""
-        async with self.db.session() as s:
-            done = await WebViewRepo(s).retry_failed(delivery_id, self.clock.now())
-        if done:
-            self.jobs.outbox.kick()
-        return done
+        return await self.jobs.views.retry_delivery(delivery_id, self.clock.now())
 
     async def job_states(self) -> tuple[list[JobState], list[JobLease]]:
         """Scheduled jobs' last runs and the leader leases."""
-        async with self.db.session() as s:
-            repo = WebViewRepo(s)
-            return await repo.jobs(), await repo.leases()
+        return await self.jobs.views.job_states()
 
     def is_leader(self) -> bool:
         """True when this process runs the scheduled jobs."""

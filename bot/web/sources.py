@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
+from bot.agent.memory.views import MemoryViews
 from bot.messages import Citation
-from storage.db import Database
-from storage.repos.web import WebViewRepo
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +65,11 @@ def source_label(c: Citation, tz: ZoneInfo) -> str:
 
 
 async def source_views(
-    db: Database, user_id: int, citations: Sequence[Citation], tz: ZoneInfo
+    memory: MemoryViews, user_id: int, citations: Sequence[Citation], tz: ZoneInfo
 ) -> list[SourceView]:
     """The page's view of an answer's citations (a document's pieces looked up once)."""
     pieces = [int(c.source_id) for c in citations if c.kind == "document" and c.source_id.isdigit()]
-    chunks: dict[int, int] = {}
-    if pieces:
-        async with db.session() as s:
-            chunks = await WebViewRepo(s).chunk_messages(user_id, pieces)
+    chunks = await memory.chunk_messages(user_id, pieces)
     out = []
     for c in citations:
         href, external = source_link(c.kind, c.source_id, chunks)

@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.adapters.limits import too_big
+from bot.agent.conversations import Conversations
 from bot.clock import Clock
 from bot.dispatch import DispatchResult
 from bot.messages import Address, Attachment, InboundMessage, OutboundMessage
 from bot.web.channel import CHANNEL, WebChannel
-from storage.db import Database
 from storage.models import Message, User
-from storage.repos.messages import MessageRepo
 
 log = logging.getLogger(__name__)
 
@@ -150,14 +149,15 @@ class Uploads:
 
     def __init__(
         self,
-        db: Database,
+        conversations: Conversations,
         clock: Clock,
         *,
         max_bytes: int,
         channel: WebChannel,
         dispatch: Callable[[InboundMessage], Awaitable[DispatchResult]],
     ) -> None:
-        self.db = db
+        self.conversations = conversations
+        """Where an upload's stored message is read back."""
         self.clock = clock
         self.max_bytes = max_bytes
         """The largest file taken (the ``image_max_bytes`` setting, as on Telegram and Slack)."""
@@ -246,8 +246,7 @@ class Uploads:
             )
         msg = self.message(user, note, (name, data))
         result, said = await self.run(msg)
-        async with self.db.session() as s:
-            row = await MessageRepo(s).by_dedupe_key(user.id, msg.dedupe_key)
+        row = await self.conversations.by_dedupe_key(user.id, msg.dedupe_key)
         if row is None or row.id is None:
             log.warning("an upload of user %s was not stored (%s)", user.id, result.status)
             return refused("unavailable", "I could not keep that file. Please try again.")
@@ -267,8 +266,7 @@ class Uploads:
     async def get(self, user: User, message_id: int) -> UploadOutcome | None:
         """One of the user's uploads as stored; None when it is not theirs or no upload."""
         assert user.id is not None
-        async with self.db.session() as s:
-            row = await MessageRepo(s).get(user.id, message_id)
+        row = await self.conversations.message(user.id, message_id)
         if row is None or row.id is None or row.channel != CHANNEL or row.direction != "in":
             return None
         docs, photos = outcome_of(row)

@@ -25,7 +25,7 @@ from storage.db import Database
 from storage.models import Delivery, JobLease, JobRun, LifebotProcess
 from storage.repos.job_state import JobStateRepo
 from storage.repos.processes import ProcessRepo
-from storage.repos.web import WebViewRepo
+from storage.repos.web import WebViewRepo, head_revision
 
 TAIL_LINES = 200
 """Log lines the page shows (the newest, of every process together)."""
@@ -141,6 +141,30 @@ def label_of(process_id: str) -> str:
     return f"{host}:{rest.split(':', 1)[0]}" if rest else process_id
 
 
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """The database's side of ``/readyz``."""
+
+    revision: str | None
+    """The migration the database is at."""
+    head: str | None
+    """The newest migration this version ships."""
+    leases: list[JobLease]
+    """Live scheduler leases (whoever runs the jobs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    """The database's gauges of ``/metrics``."""
+
+    unanswered: list[tuple[str, str, int]]
+    """(channel, status, count) of messages still without an answer."""
+    outbox_depth: dict[str, int]
+    """Pushes by state."""
+    audio_waiting: int
+    """Pendant utterances still to transcribe."""
+
+
 class ControlPanel:
     """Reads what the control page shows."""
 
@@ -182,6 +206,27 @@ class ControlPanel:
             for r in rows
         ]
         return sorted(mine + others, key=lambda line: line.at)[-limit:]
+
+    async def readiness(self) -> Readiness:
+        """The database's migration state and the live leases (``/readyz``).
+
+        Raises ``StorageError`` when the database cannot be reached.
+        """
+        await self.db.ping()
+        async with self.db.session() as s:
+            repo = WebViewRepo(s)
+            current = await repo.schema_revision()
+            leases = await repo.live_leases(self.clock.now())
+        head = await asyncio.to_thread(head_revision)  # reads the migration scripts
+        return Readiness(current, head, leases)
+
+    async def gauges(self) -> Gauges:
+        """What ``/metrics`` reads from the database, for every process alike."""
+        async with self.db.session() as s:
+            repo = WebViewRepo(s)
+            return Gauges(
+                await repo.unanswered(), await repo.outbox_depth(), await repo.audio_waiting_all()
+            )
 
     async def processes(self) -> list[ProcessView]:
         """Every process seen in the last week, this one first, then the most recently seen."""
