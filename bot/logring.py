@@ -2,7 +2,7 @@
 
 A logging handler on the root logger keeps the last few hundred lines, each cleaned of
 secrets by the redaction it is given (``bot.app.logsafe``) before it is kept. The page reads
-this process's lines from here, at once; the heartbeat (``bot.jobs.presence``) copies them
+this process's lines from here, at once; the heartbeat (``bot.jobs.engine.presence``) copies them
 to the database, where a page served by another process reads them.
 """
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from bot.app.build import App
 from bot.app.cli import app as cli
 from bot.errors import CalendarError
-from bot.jobs.caldav_link import new_key
+from bot.jobs.calendars.caldav import new_key
 from storage.models import CalendarSource, Proposal
 from storage.repos.calendar import CalendarRepo, title_key
 from tests.fakes.channel import RecordingChannel

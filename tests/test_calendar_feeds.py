@@ -11,7 +11,7 @@ import pytest
 
 from bot.app.build import App
 from bot.errors import CalendarError
-from bot.jobs.calendars import feed_url
+from bot.jobs.calendars.own import feed_url
 from storage.repos.calendar import CalendarRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock

@@ -10,7 +10,7 @@ import pytest
 from sqlmodel import select
 
 from bot.errors import Away, TransientChannelError, Unreachable
-from bot.jobs.proposals import Candidate
+from bot.jobs.calendars.proposals import Candidate
 from storage.models import Message
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.users import UserRepo

@@ -214,7 +214,7 @@ async def test_plans_heard_by_the_pendant_are_proposed_too(
 
 
 async def test_an_ics_export_has_every_event(tmp_path: Path) -> None:
-    from bot.jobs.calendar import to_ics
+    from bot.jobs.calendars.events import to_ics
 
     clock = ManualClock(NOW)
     async with jobs_app(tmp_path, clock) as app:
@@ -242,8 +242,8 @@ async def test_an_ics_export_has_every_event(tmp_path: Path) -> None:
 
 
 async def test_an_all_day_event_is_exported_as_a_day_not_a_24_hour_meeting(tmp_path: Path) -> None:
-    from bot.jobs.calendar import to_ics
-    from bot.jobs.ics import read_ics
+    from bot.jobs.calendars.events import to_ics
+    from bot.jobs.calendars.ics import read_ics
 
     berlin = ZoneInfo("Europe/Berlin")
     imported = (

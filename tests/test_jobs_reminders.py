@@ -11,8 +11,13 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlmodel import select
 
-from bot.jobs.phrases import PhraseError, describe_recurrence, next_occurrence, parse_reminder
-from bot.jobs.reminders import confirmation
+from bot.jobs.reminders.phrases import (
+    PhraseError,
+    describe_recurrence,
+    next_occurrence,
+    parse_reminder,
+)
+from bot.jobs.reminders.service import confirmation
 from storage.models import Reminder
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock

@@ -10,7 +10,7 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from bot.app.cli import app as cli
-from bot.jobs.leader import LeaseLock
+from bot.jobs.engine.leader import LeaseLock
 from bot.messages import OutboundMessage, Receipt
 from storage.models import Reminder
 from storage.repos.outbox import OutboxRepo, Push

@@ -17,7 +17,7 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from bot.app.build import App
 from bot.app.cli import app as cli
-from bot.jobs.briefing import BriefingData, deterministic_briefing
+from bot.jobs.briefings.morning import BriefingData, deterministic_briefing
 from storage.models import Reminder, Task
 from storage.repos.messages import ConversationRepo
 from storage.repos.outbox import OutboxRepo, Push

@@ -21,8 +21,8 @@ from bot.app.build import App
 from bot.app.features import REGISTRY
 from bot.clock import SystemClock
 from bot.config import Settings
-from bot.jobs.leader import LeaseLock
-from bot.jobs.scheduler import JobService, JobSpec
+from bot.jobs.engine.leader import LeaseLock
+from bot.jobs.engine.scheduler import JobService, JobSpec
 from bot.web.auth import KeySource, WebAuth
 from storage.db import Database
 from storage.repos.outbox import OutboxRepo, Push

@@ -13,8 +13,13 @@ import pytest
 
 from bot.agent.retrieval.timeparse import parse_time
 from bot.jobs.localtime import day_first
-from bot.jobs.phrases import PhraseError, describe_recurrence, next_occurrence, parse_reminder
-from bot.jobs.reminders import confirmation
+from bot.jobs.reminders.phrases import (
+    PhraseError,
+    describe_recurrence,
+    next_occurrence,
+    parse_reminder,
+)
+from bot.jobs.reminders.service import confirmation
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.support.builders import make_inbound

@@ -18,7 +18,7 @@ from sqlmodel import select
 
 from bot.app.build import App, build_app, start_app, start_push_handover
 from bot.errors import Away
-from bot.jobs.leader import LeaseLock
+from bot.jobs.engine.leader import LeaseLock
 from bot.messages import Address, OutboundMessage, Receipt
 from storage.models import ChannelIdentity, Delivery, Reminder, User
 from storage.repos.outbox import OutboxRepo, Push

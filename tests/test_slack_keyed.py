@@ -20,7 +20,7 @@ from bot.adapters.slack.adapter import SlackAdapter
 from bot.adapters.slack.keyed import PUSH_EVENT
 from bot.app.build import App
 from bot.errors import ChannelError, Unreachable
-from bot.jobs.sending import KeyedChannel
+from bot.jobs.outbox.sending import KeyedChannel
 from bot.messages import Address, InboundMessage, OutboundMessage
 from storage.models import Delivery
 from storage.repos.outbox import OutboxRepo, Push
@@ -260,7 +260,7 @@ async def test_a_lookup_slack_cannot_answer_leaves_the_push_undecided(
     fake.scopes = {"chat:write"}  # im:history not granted: Slack cannot be asked
     async with process(tmp_path, clock, fake) as second:
         outbox = jobs_of(second).outbox
-        with caplog.at_level(logging.WARNING, logger="bot.jobs.delivery"):
+        with caplog.at_level(logging.WARNING, logger="bot.jobs.outbox.delivery"):
             await outbox.reconcile(clock.now())
         await outbox.run_due(clock.now())
         assert (await _row(second)).status == "sending"  # neither resent nor given up

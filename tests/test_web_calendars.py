@@ -14,8 +14,8 @@ import caldav
 import pytest
 
 from bot.app.build import App
-from bot.jobs.caldav_link import new_key
-from bot.jobs.calendars import shown_url
+from bot.jobs.calendars.caldav import new_key
+from bot.jobs.calendars.own import shown_url
 from storage.repos.calendar import CalendarRepo
 from storage.repos.calendar_sources import CalendarSourceRepo
 from tests.fakes.clock import ManualClock

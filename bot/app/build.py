@@ -56,14 +56,14 @@ from bot.dispatch.journal_commands import register_journal_commands
 from bot.dispatch.memory_commands import register_memory_commands
 from bot.dispatch.people_commands import register_people_commands
 from bot.dispatch.thread_commands import register_thread_commands
-from bot.jobs.calendars import CalendarSettings
+from bot.jobs.calendars.own import CalendarSettings
+from bot.jobs.calendars.proposals import SCAN_JOB as PROPOSAL_SCAN
 from bot.jobs.commands import JobCommands
-from bot.jobs.control import ControlPanel
-from bot.jobs.delivery import AwayDeadlines
-from bot.jobs.meetings import MeetingIngest
-from bot.jobs.presence import Presence, ProcessBeat
-from bot.jobs.proposals import SCAN_JOB as PROPOSAL_SCAN
-from bot.jobs.scheduler import JobSpec
+from bot.jobs.engine.control import ControlPanel
+from bot.jobs.engine.presence import Presence, ProcessBeat
+from bot.jobs.engine.scheduler import JobSpec
+from bot.jobs.meetings.ingest import MeetingIngest
+from bot.jobs.outbox.delivery import AwayDeadlines
 from bot.jobs.service import Jobs, JobSettings, build_jobs
 from bot.jobs.tools import calendar as calendar_tools
 from bot.jobs.tools import reminders as reminder_tools

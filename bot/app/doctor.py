@@ -569,7 +569,7 @@ CHECKS.append(check_speech_model)
 
 async def check_jobs(settings: Settings) -> Check:
     """Scheduled jobs: on or off, which leader lock, and whether the job store persists."""
-    from bot.jobs.scheduler import sync_url  # noqa: PLC0415
+    from bot.jobs.engine.scheduler import sync_url  # noqa: PLC0415
 
     if not settings.jobs_enabled:
         return Check(

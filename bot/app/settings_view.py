@@ -15,7 +15,7 @@ from bot.app.features import REGISTRY
 from bot.app.logsafe import redactor_for
 from bot.config import Settings
 from bot.feature import Registry
-from bot.jobs.control import SettingRow
+from bot.jobs.engine.control import SettingRow
 
 
 def secret_settings(registry: Registry = REGISTRY) -> frozenset[str]:

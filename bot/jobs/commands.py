@@ -14,10 +14,10 @@ from zoneinfo import ZoneInfo
 from bot.clock import Clock, zone
 from bot.dispatch.commands import CommandContext, CommandReply, Commands
 from bot.errors import CalendarError
-from bot.jobs.calendar import event_line
+from bot.jobs.calendars.events import event_line
+from bot.jobs.calendars.proposals import proposal_buttons
 from bot.jobs.localtime import day_first, hhmm, in_quiet_hours, local_instant, parse_hhmm
-from bot.jobs.phrases import PhraseError
-from bot.jobs.proposals import proposal_buttons
+from bot.jobs.reminders.phrases import PhraseError
 from bot.jobs.service import Jobs
 from bot.jobs.zones import ZONES
 from storage.db import Database

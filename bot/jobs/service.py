@@ -12,16 +12,16 @@ from bot.agent.journal.service import JournalService
 from bot.agent.llm import LLM
 from bot.agent.tools.base import ToolRegistry
 from bot.clock import Clock
-from bot.jobs.briefing import Briefings
-from bot.jobs.caldav_link import SecretBox
-from bot.jobs.calendars import CalendarSettings, OwnCalendars
-from bot.jobs.delivery import AwayDeadlines, Outbox
-from bot.jobs.journal_review import WeeklyReviews
-from bot.jobs.leader import LeaderLock, leader_lock
-from bot.jobs.proposals import SCAN_JOB, Proposals
-from bot.jobs.reminders import Reminders
-from bot.jobs.scheduler import JobService, JobSpec
-from bot.jobs.timer import DueTimer
+from bot.jobs.briefings.morning import Briefings
+from bot.jobs.briefings.weekly_review import WeeklyReviews
+from bot.jobs.calendars.caldav import SecretBox
+from bot.jobs.calendars.own import CalendarSettings, OwnCalendars
+from bot.jobs.calendars.proposals import SCAN_JOB, Proposals
+from bot.jobs.engine.leader import LeaderLock, leader_lock
+from bot.jobs.engine.scheduler import JobService, JobSpec
+from bot.jobs.engine.timer import DueTimer
+from bot.jobs.outbox.delivery import AwayDeadlines, Outbox
+from bot.jobs.reminders.service import Reminders
 from bot.jobs.views import JobViews
 from storage.db import Database
 

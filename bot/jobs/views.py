@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from bot.jobs.delivery import Outbox
+from bot.jobs.outbox.delivery import Outbox
 from storage.db import Database
 from storage.models import CalendarEvent, Delivery, JobLease, JobState, Proposal, Reminder
 from storage.repos.calendar import CalendarRepo

@@ -11,8 +11,8 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.jobs.calendars.proposals import MAX_OFFERED, proposal_buttons
 from bot.jobs.localtime import hhmm, parse_hhmm
-from bot.jobs.proposals import MAX_OFFERED, proposal_buttons
 from bot.location.places import KINDS, norm, parse_aliases
 from bot.location.service import LocationService, NamingError
 from storage.models import Place

@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.clock import zone
+from bot.jobs.calendars.proposals import rename_command
 from bot.jobs.localtime import in_quiet_hours, local_instant, quiet_hours_end
-from bot.jobs.proposals import rename_command
 from bot.location.areas import AreaNames
 from bot.location.enrich import Enriched, Enricher, History, PastEvent
 from bot.location.places import parse_aliases

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
 from bot.device.registry import NameTaken
-from bot.jobs.phrases import PhraseError
+from bot.jobs.reminders.phrases import PhraseError
 from bot.web.deps import api_user, ctx
 from bot.web.paging import (
     DEFAULT_LIMIT,

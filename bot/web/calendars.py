@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from bot.errors import CalendarError
-from bot.jobs.calendars import kind_words, shown_url
+from bot.jobs.calendars.own import kind_words, shown_url
 from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render

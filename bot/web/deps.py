@@ -18,9 +18,9 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
 from bot.device.omi import OmiInbox
-from bot.jobs.calendars import OwnCalendars
-from bot.jobs.control import ControlPanel
-from bot.jobs.meetings import MeetingIngest
+from bot.jobs.calendars.own import OwnCalendars
+from bot.jobs.engine.control import ControlPanel
+from bot.jobs.meetings.ingest import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WRITE, WebAuth
 from bot.web.chat import WebChat

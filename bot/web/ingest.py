@@ -3,7 +3,7 @@
 ``POST /api/v1/ingest/transcript`` takes a personal API token (Bearer); Omi's conversation
 ("memory created") webhook posts to ``POST /omi/<device token>/conversation``. Both are
 acknowledged at once (202) with the job that will process it; the body is our JSON shape or
-Omi's conversation (see ``bot.jobs.meeting_wire``). Omi's backend cannot send a header: it
+Omi's conversation (see ``bot.jobs.meetings.wire``). Omi's backend cannot send a header: it
 posts the conversation as JSON with only ``Content-Type`` and appends ``?uid=<omi user>`` to
 the URL as it is (a URL with its own query would break), so its token is in the path, as for
 the audio webhook, and the path sits under ``/omi/`` like that one: one public prefix for Omi.
@@ -18,7 +18,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel
 
-from bot.jobs.meeting_wire import BadTranscript, parse_meeting
+from bot.jobs.meetings.wire import BadTranscript, parse_meeting
 from bot.web.deps import api_user, ctx
 from storage.models import User
 

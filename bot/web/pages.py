@@ -19,7 +19,7 @@ from starlette.background import BackgroundTask
 from bot.agent.journal.analytics import METRIC_NAMES, Metric
 from bot.agent.memory.memory_file import MAX_FILE_CHARS, MemoryFileError
 from bot.clock import zone
-from bot.jobs.phrases import PhraseError
+from bot.jobs.reminders.phrases import PhraseError
 from bot.jobs.zones import ZONES
 from bot.location.service import NamingError
 from bot.web.auth import READ, WRITE

@@ -19,7 +19,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from bot.clock import zone
-from bot.jobs.calendar import to_ics
+from bot.jobs.calendars.events import to_ics
 from bot.web.auth import LINK_TTL
 from bot.web.deps import COOKIE, ctx
 

@@ -17,8 +17,8 @@ from bot.clock import Clock
 from bot.device.omi import OmiInbox
 from bot.dispatch import DispatchResult
 from bot.dispatch.commands import Commands
-from bot.jobs.control import ControlPanel
-from bot.jobs.meetings import MeetingIngest
+from bot.jobs.engine.control import ControlPanel
+from bot.jobs.meetings.ingest import MeetingIngest
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
 from bot.messages import InboundMessage

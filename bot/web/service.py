@@ -38,7 +38,7 @@ from bot.device.registry import DeviceRegistry
 from bot.dispatch.identity import approve, confirm_link, issue_link_code
 from bot.errors import ChannelError
 from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
-from bot.jobs.reminders import Created
+from bot.jobs.reminders.service import Created
 from bot.jobs.service import Jobs
 from bot.jobs.zones import ZONES
 from bot.messages import Address, InboundMessage

@@ -138,7 +138,7 @@ def export(
 ) -> None:
     """Write a user's calendar as an ICS file any calendar app can import."""
     from bot.clock import zone
-    from bot.jobs.calendar import to_ics
+    from bot.jobs.calendars.events import to_ics
     from storage.repos.calendar import CalendarRepo
 
     async def go(application: App) -> None:
@@ -170,7 +170,7 @@ def import_ics(
 ) -> None:
     """Load events from an ICS file into a user's calendar (again: updates, never doubles)."""
     from bot.errors import CalendarError
-    from bot.jobs.calendars import counts_words
+    from bot.jobs.calendars.own import counts_words
 
     async def go(application: App) -> None:
         found = await find_user(application, user)  # by name or id, as everywhere
@@ -192,7 +192,7 @@ def import_ics(
 @calendar_app.command("key")
 def calendar_key() -> None:
     """Print a new LIFEBOT_CALENDAR_KEY (seals CalDAV passwords; keep it with your backups)."""
-    from bot.jobs.caldav_link import new_key
+    from bot.jobs.calendars.caldav import new_key
 
     typer.echo(f"LIFEBOT_CALENDAR_KEY={new_key()}")
 

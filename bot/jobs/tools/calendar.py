@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field
 
 from bot.agent.tools.base import Tool, ToolContext
 from bot.errors import ToolError
-from bot.jobs.calendar import event_line
+from bot.jobs.calendars.events import event_line
 from bot.jobs.localtime import local_day_bounds
 from storage.repos.calendar import CalendarRepo
 

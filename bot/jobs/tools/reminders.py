@@ -11,8 +11,8 @@ from bot.agent.tools.base import Tool, ToolContext
 from bot.clock import zone
 from bot.errors import ToolError
 from bot.jobs.localtime import day_first
-from bot.jobs.phrases import PhraseError, parse_reminder
-from bot.jobs.reminders import Reminders
+from bot.jobs.reminders.phrases import PhraseError, parse_reminder
+from bot.jobs.reminders.service import Reminders
 from storage.repos.users import UserRepo
 
 

@@ -13,7 +13,12 @@ from datetime import datetime, timedelta
 
 from bot.clock import zone
 from bot.jobs.localtime import day_first, when_words
-from bot.jobs.phrases import ParsedReminder, describe_recurrence, next_occurrence, parse_reminder
+from bot.jobs.reminders.phrases import (
+    ParsedReminder,
+    describe_recurrence,
+    next_occurrence,
+    parse_reminder,
+)
 from storage.db import Database
 from storage.models import Reminder, User
 from storage.repos.outbox import OutboxRepo, Push

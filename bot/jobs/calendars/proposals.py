@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from bot.agent.llm import LLM, parse_json_object
 from bot.clock import zone
 from bot.errors import AgentError, LLMRequestError
-from bot.jobs.calendar import event_line
+from bot.jobs.calendars.events import event_line
 from bot.messages import Button
 from storage.db import Database
 from storage.models import CalendarEvent, Message, Proposal, User

@@ -23,9 +23,9 @@ import httpx
 from bot.clock import Clock, zone
 from bot.errors import CalendarError
 from bot.isolated import Bounds, ChildFailed, OverBound, run_bounded
-from bot.jobs import caldav_link
-from bot.jobs.caldav_link import Login, SecretBox
-from bot.jobs.ics import MAX_BYTES, parse_answer
+from bot.jobs.calendars import caldav
+from bot.jobs.calendars.caldav import Login, SecretBox
+from bot.jobs.calendars.ics import MAX_BYTES, parse_answer
 from storage.db import Database
 from storage.models import CalendarEvent, CalendarSource, User
 from storage.repos.calendar import CalendarRepo, OutsideEvent, SyncCounts
@@ -227,7 +227,9 @@ class OwnCalendars:
         start, end = self._window(now, past)
         args = [zone(user.timezone).key, start.isoformat(), end.isoformat()]
         try:
-            raw = await run_bounded("bot.jobs.ics", data, bounds, *args, *(["several"] * several))
+            raw = await run_bounded(
+                "bot.jobs.calendars.ics", data, bounds, *args, *(["several"] * several)
+            )
         except OverBound as exc:
             raise CalendarError(f"reading it was stopped: {exc.limit}, my limit") from exc
         except ChildFailed as exc:
@@ -413,7 +415,7 @@ class OwnCalendars:
         self, source: CalendarSource, user: User, now: datetime
     ) -> list[OutsideEvent]:
         assert user.id is not None
-        texts = await asyncio.to_thread(caldav_link.read_all, self._login(source))
+        texts = await asyncio.to_thread(caldav.read_all, self._login(source))
         async with self.db.session() as s:
             ours = await CalendarRepo(s).own_uids(user.id)
         if not texts:
@@ -499,7 +501,7 @@ class OwnCalendars:
         assert user.id is not None
         sealed = self.secrets.seal(password)  # refuses before any network when no key is set
         await self.check_host(feed_url(url))
-        found = await asyncio.to_thread(caldav_link.check, Login(url, username, password))
+        found = await asyncio.to_thread(caldav.check, Login(url, username, password))
         now = self.clock.now()
         async with self.db.session() as s:
             source = await CalendarSourceRepo(s).add(
@@ -533,8 +535,8 @@ class OwnCalendars:
         problems = []
         for target in targets:
             try:
-                ics = caldav_link.event_ics(event, self.clock.now(), zone(user.timezone))
-                await asyncio.to_thread(caldav_link.write, self._login(target), ics)
+                ics = caldav.event_ics(event, self.clock.now(), zone(user.timezone))
+                await asyncio.to_thread(caldav.write, self._login(target), ics)
             except CalendarError as exc:
                 log.warning("writing to calendar #%s of user %s: %s", target.id, user.id, exc)
                 problems.append(f"{target.name}: {exc}")

@@ -1,4 +1,4 @@
-"""The words and patterns the reminder parser knows (see bot.jobs.phrases)."""
+"""The words and patterns the reminder parser knows (see bot.jobs.reminders.phrases)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ local midnight to midnight and is marked ``all_day``: it does not block a stay i
 evening proposal scan.
 
 A document from outside is read in a bounded child (``python -m bot.isolated ...
-bot.jobs.ics ZONE START END``, see ``calendars.py``): this module imports only the standard
+bot.jobs.calendars.ics ZONE START END``, see ``own.py``): this module imports only the standard
 library and the calendar libraries, reads the ICS on stdin and writes JSON on stdout.
 """
 
@@ -283,7 +283,7 @@ def read_ics(
     ``tz`` places floating times and all-day dates (the user's zone); ``several``: the data
     holds several VCALENDAR documents one after the other (a CalDAV calendar's events).
     Blocking, and bounded in time only by the caps: run it in the bounded child
-    (``calendars.py``).
+    (``own.py``).
     """
     # Loaded on first use: start-up time is watched and most processes never read a calendar.
     import icalendar  # noqa: PLC0415

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from bot.errors import CalendarError, ConfigError
-from bot.jobs.calendar import to_ics
+from bot.jobs.calendars.events import to_ics
 from storage.models import CalendarEvent
 
 if TYPE_CHECKING:

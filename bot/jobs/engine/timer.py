@@ -15,14 +15,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from bot.clock import Clock
-from bot.jobs.delivery import Outbox
-from bot.jobs.reminders import Reminders
+from bot.jobs.outbox.delivery import Outbox
+from bot.jobs.reminders.service import Reminders
 from storage.db import Database
 from storage.repos.outbox import OutboxRepo
 from storage.repos.reminders import ReminderRepo
 
 if TYPE_CHECKING:
-    from bot.jobs.scheduler import JobSpec
+    from bot.jobs.engine.scheduler import JobSpec
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from bot.agent.llm import LLM, parse_json_object
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
 from bot.errors import AgentError
-from bot.jobs.meeting_wire import Meeting, segment_time
+from bot.jobs.meetings.wire import Meeting, segment_time
 from storage.db import Database
 from storage.models import IngestJob
 from storage.repos.episodes import EpisodeRepo

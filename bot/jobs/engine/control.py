@@ -3,7 +3,7 @@
 Every process of the deployment and which one leads, the scheduled jobs with their next
 and recent runs and failures, the outbox, a live log tail, and the effective configuration.
 The page may be served by any process: processes, job runs and other processes' log lines
-come from the database (``bot.jobs.presence`` keeps them there), this process's own log
+come from the database (``bot.jobs.engine.presence`` keeps them there), this process's own log
 lines straight from memory (``bot.logring``), so a line shows the moment it is written.
 
 Every free text shown (log lines, job results, push errors) passes the redaction of every
@@ -35,7 +35,7 @@ SILENT_AFTER = 10.0
 """Seconds without a heartbeat (at least; three heartbeats if longer) before a process is
 shown as silent: dead, frozen or cut off from the database."""
 LEASE = "scheduler"
-"""The leader lease's name (``bot.jobs.leader``)."""
+"""The leader lease's name (``bot.jobs.engine.leader``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,9 @@ from bot.agent.prompts import load_persona
 from bot.agent.tools.base import ToolContext, ToolRegistry
 from bot.clock import Clock, zone
 from bot.errors import AgentError, LLMNotConfigured
-from bot.jobs.calendar import event_line
+from bot.jobs.calendars.events import event_line
 from bot.jobs.localtime import local_day_bounds, local_instant, parse_hhmm
-from bot.jobs.reminders import reminder_line
+from bot.jobs.reminders.service import reminder_line
 from storage.db import Database
 from storage.models import Delivery, User
 from storage.repos.calendar import CalendarRepo

@@ -20,8 +20,8 @@ from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrulestr
 
-from bot.jobs import phrase_patterns as pat
 from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
+from bot.jobs.reminders import patterns as pat
 
 
 class PhraseError(ValueError):

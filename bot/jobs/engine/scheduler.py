@@ -1,10 +1,11 @@
 """The job service: leader election, APScheduler with a persistent job store, the outbox worker.
 
-Only the leader (see :mod:`bot.jobs.leader`) runs APScheduler (``bot.jobs.offloop``) and the outbox
-worker; the others keep trying the lock every ``heartbeat`` seconds and take over when the
-leader dies. APScheduler only says *when* to look; our own tables (outbox, reminders,
-proposals) say *what* must be sent, so a restart, a takeover or a run that fires twice cannot
-send anything twice. Each job body takes ``now`` from the injected clock.
+Only the leader (see :mod:`bot.jobs.engine.leader`) runs APScheduler
+(``bot.jobs.engine.offloop``) and the outbox worker; the others keep trying the lock every
+``heartbeat`` seconds and take over when the leader dies. APScheduler only says *when* to
+look; our own tables (outbox, reminders, proposals) say *what* must be sent, so a restart, a
+takeover or a run that fires twice cannot send anything twice. Each job body takes ``now``
+from the injected clock.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.clock import Clock
 from bot.errors import BotError
-from bot.jobs.delivery import Outbox
-from bot.jobs.leader import LeaderLock
-from bot.jobs.timer import DueTimer
+from bot.jobs.engine.leader import LeaderLock
+from bot.jobs.engine.timer import DueTimer
+from bot.jobs.outbox.delivery import Outbox
 from storage.db import Database
 from storage.repos.job_state import JobStateRepo
 
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # APScheduler is imported when a process starts leading (CLI 
     from apscheduler.jobstores.memory import MemoryJobStore
     from apscheduler.jobstores.sqlalchemy import SQLAlchemyJobStore
 
-    from bot.jobs.offloop import OffLoopScheduler
+    from bot.jobs.engine.offloop import OffLoopScheduler
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class JobService:
         return leader
 
     async def _lead(self) -> None:
-        from bot.jobs.offloop import OffLoopScheduler  # noqa: PLC0415
+        from bot.jobs.engine.offloop import OffLoopScheduler  # noqa: PLC0415
 
         log.info("this process now runs the scheduled jobs (%s)", self.lock.holder)
         scheduler = OffLoopScheduler(

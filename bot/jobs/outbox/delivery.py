@@ -38,7 +38,7 @@ from bot.clock import Clock, zone
 from bot.dispatch.receipts import send_and_record
 from bot.errors import Away, ChannelError, RateLimited, TransientChannelError, Unreachable
 from bot.jobs.localtime import in_quiet_hours, quiet_hours_end
-from bot.jobs.sending import KeyedChannel, PresenceChannel, RateGate, SendStats, Target
+from bot.jobs.outbox.sending import KeyedChannel, PresenceChannel, RateGate, SendStats, Target
 from bot.messages import Address, Button, OutboundMessage, Receipt
 from bot.metrics import Counter, Histogram
 from storage.db import Database
