@@ -27,6 +27,7 @@ from bot.web.auth import KeySource, WebAuth
 from storage.db import Database
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.users import UserRepo
+from storage.repos.web import Credentials
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import FakeTelegram
 from tests.support.app import AppFactory, add_user
@@ -195,9 +196,9 @@ async def test_a_page_served_by_one_process_shows_every_process_and_their_logs(
             owner = await UserRepo(s).create("Ann", is_owner=True)
         assert owner.id is not None
         links = WebAuth(
-            db,
+            Credentials(db),
             SystemClock(),
-            KeySource(None, db, SystemClock(), tmp_path / "k"),
+            KeySource(None, Credentials(db), SystemClock(), tmp_path / "k"),
             "http://x",
             timedelta(days=1),
         )

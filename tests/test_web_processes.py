@@ -19,6 +19,7 @@ from bot.clock import SystemClock
 from bot.web.auth import KeySource, WebAuth
 from storage.db import Database
 from storage.repos.users import UserRepo
+from storage.repos.web import Credentials
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
 from tests.support.serve import Cluster, free_port, serve_env
@@ -52,7 +53,11 @@ async def test_a_session_signed_by_one_process_works_on_the_others(
         assert ana.id is not None
         # The link /web would send (a row in the shared database; no key is involved yet).
         auth = WebAuth(
-            db, SystemClock(), KeySource(None, db, SystemClock(), tmp_path / "none"), "", DAY
+            Credentials(db),
+            SystemClock(),
+            KeySource(None, Credentials(db), SystemClock(), tmp_path / "none"),
+            "",
+            DAY,
         )
         secret = (await auth.issue_link(ana.id)).rsplit("/", 1)[1]
 

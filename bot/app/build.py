@@ -89,6 +89,7 @@ from storage.locks import AdvisoryKeyedLocks
 from storage.notify import PUSH_CHANNEL, REVOKED_CHANNEL, NotifyListener
 from storage.portable import UserData
 from storage.repos.devices import DeviceRepo
+from storage.repos.web import Credentials
 
 if TYPE_CHECKING:
     from bot.device.adapter import DeviceAdapter
@@ -384,6 +385,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         commands=commands,
         journal=journal,
         userdata=userdata,
+        credentials=Credentials(db),
         press=dispatcher.handle,  # the page answers questions as button presses
         ask_wait=ask_wait,
     )

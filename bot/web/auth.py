@@ -13,14 +13,12 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bot.clock import Clock
-from storage.db import Database
 from storage.models import ApiToken, WebSession
-from storage.repos.web import WebAuthRepo
 
 LINK_TTL = timedelta(minutes=10)
 """A sign-in link works once, within ten minutes."""
@@ -36,6 +34,87 @@ WRITE = "write"
 SCOPES = (READ, WRITE)
 
 
+class CredentialStore(Protocol):
+    """Where the web's credentials are kept, one transaction per call.
+
+    ``storage.repos.web.Credentials`` is the one implementation; the composition root hands
+    it in, so the web room never opens a session on these tables itself.
+    """
+
+    async def server_key(self, name: str, fresh: str, now: datetime) -> str:
+        """The key kept under ``name`` (``fresh`` is kept the first time)."""
+        ...
+
+    async def add_link(
+        self,
+        user_id: int,
+        secret: str,
+        now: datetime,
+        expires: datetime,
+        *,
+        since: datetime,
+        limit: int,
+    ) -> bool:
+        """Keep a sign-in link, unless ``limit`` links were made since ``since`` (False)."""
+        ...
+
+    async def open_session(
+        self, link_secret: str, secret: str, csrf: str, now: datetime, expires: datetime
+    ) -> int | None:
+        """Spend a link and open a session with it; its user, or None for a spent link."""
+        ...
+
+    async def session(self, secret: str, now: datetime) -> WebSession | None:
+        """The live session of a secret."""
+        ...
+
+    async def end_session(self, session_id: int, now: datetime) -> None:
+        """End one session."""
+        ...
+
+    async def end_all_sessions(self, user_id: int, now: datetime) -> None:
+        """End every session of the user."""
+        ...
+
+    async def set_flash(self, session_id: int, value: dict[str, Any] | None) -> None:
+        """Keep (or clear) a session's flash value."""
+        ...
+
+    async def add_api_token(
+        self, user_id: int, name: str, secret: str, now: datetime, scope: str
+    ) -> ApiToken:
+        """Keep a new API token (its hash)."""
+        ...
+
+    async def api_tokens(self, user_id: int) -> list[ApiToken]:
+        """The user's live API tokens."""
+        ...
+
+    async def revoke_api_token(self, user_id: int, token_id: int, now: datetime) -> bool:
+        """Revoke one of the user's API tokens."""
+        ...
+
+    async def api_token(self, secret: str, now: datetime) -> ApiToken | None:
+        """The live token of a secret."""
+        ...
+
+    async def set_ics_token(self, user_id: int, secret: str, now: datetime) -> None:
+        """Make ``secret`` the user's calendar feed secret."""
+        ...
+
+    async def revoke_ics(self, user_id: int, now: datetime) -> None:
+        """Turn the user's calendar feed off."""
+        ...
+
+    async def has_ics(self, user_id: int) -> bool:
+        """True when the user's calendar feed is on."""
+        ...
+
+    async def ics_user(self, secret: str) -> int | None:
+        """The user whose feed this secret opens."""
+        ...
+
+
 class KeySource:
     """The cookie-signing key: LIFEBOT_WEB_SECRET, else one kept in the database.
 
@@ -48,9 +127,11 @@ class KeySource:
     NAME = "web_session"
     """The key's name in the ``serverkey`` table."""
 
-    def __init__(self, secret: str | None, db: Database, clock: Clock, old_file: Path) -> None:
+    def __init__(
+        self, secret: str | None, store: CredentialStore, clock: Clock, old_file: Path
+    ) -> None:
         self._secret = secret
-        self._db = db
+        self._store = store
         self._clock = clock
         self._old_file = old_file
         self._key: bytes | None = None
@@ -68,8 +149,7 @@ class KeySource:
         if self._secret:
             return self._secret.encode()
         fresh = await asyncio.to_thread(self._from_old_file) or secrets.token_hex(32)
-        async with self._db.session() as s:
-            kept = await WebAuthRepo(s).server_key(self.NAME, fresh, self._clock.now())
+        kept = await self._store.server_key(self.NAME, fresh, self._clock.now())
         return kept.encode()
 
     def _from_old_file(self) -> str | None:
@@ -96,9 +176,14 @@ class WebAuth:
     """Issues and checks every web credential."""
 
     def __init__(
-        self, db: Database, clock: Clock, key: KeySource, base_url: str, session_ttl: timedelta
+        self,
+        store: CredentialStore,
+        clock: Clock,
+        key: KeySource,
+        base_url: str,
+        session_ttl: timedelta,
     ) -> None:
-        self.db = db
+        self.store = store
         self.clock = clock
         self._key = key
         self.base_url = base_url.rstrip("/")
@@ -109,23 +194,22 @@ class WebAuth:
         """A one-time sign-in URL; LinkRateLimited after LINK_LIMIT in LINK_WINDOW."""
         now = self.clock.now()
         secret = secrets.token_urlsafe(32)
-        async with self.db.session() as s:
-            repo = WebAuthRepo(s)
-            if await repo.links_since(user_id, now - LINK_WINDOW) >= LINK_LIMIT:
-                raise LinkRateLimited
-            await repo.add_link(user_id, secret, now, now + LINK_TTL)
+        kept = await self.store.add_link(
+            user_id, secret, now, now + LINK_TTL, since=now - LINK_WINDOW, limit=LINK_LIMIT
+        )
+        if not kept:
+            raise LinkRateLimited
         return f"{self.base_url}/login/{secret}"
 
     async def sign_in(self, link_secret: str) -> SignedIn | None:
         """Spend a link and open a session; None when the link is unknown, used or expired."""
         now = self.clock.now()
         secret, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(24)
-        async with self.db.session() as s:
-            repo = WebAuthRepo(s)
-            user_id = await repo.use_link(link_secret, now)
-            if user_id is None:
-                return None
-            await repo.add_session(user_id, secret, csrf, now, now + self.session_ttl)
+        user_id = await self.store.open_session(
+            link_secret, secret, csrf, now, now + self.session_ttl
+        )
+        if user_id is None:
+            return None
         return SignedIn(f"{secret}.{await self._sign(secret)}", csrf, user_id)
 
     async def session(self, cookie: str | None) -> WebSession | None:
@@ -135,18 +219,15 @@ class WebAuth:
         secret, _, mac = cookie.rpartition(".")
         if not hmac.compare_digest(mac, await self._sign(secret)):
             return None
-        async with self.db.session() as s:
-            return await WebAuthRepo(s).session(secret, self.clock.now())
+        return await self.store.session(secret, self.clock.now())
 
     async def sign_out(self, session_id: int) -> None:
         """End one browser session."""
-        async with self.db.session() as s:
-            await WebAuthRepo(s).end_session(session_id, self.clock.now())
+        await self.store.end_session(session_id, self.clock.now())
 
     async def sign_out_everywhere(self, user_id: int) -> None:
         """End every browser session of the user."""
-        async with self.db.session() as s:
-            await WebAuthRepo(s).end_all_sessions(user_id, self.clock.now())
+        await self.store.end_all_sessions(user_id, self.clock.now())
 
     async def seal(self, text: str) -> str:
         """A MAC of ``text`` under the server's key, apart from the cookies' (API cursors).
@@ -157,8 +238,7 @@ class WebAuth:
 
     async def flash(self, session_id: int, value: dict[str, Any] | None) -> None:
         """Keep a form post's result for the session's next page (None: it was shown)."""
-        async with self.db.session() as s:
-            await WebAuthRepo(s).set_flash(session_id, value)
+        await self.store.set_flash(session_id, value)
 
     async def page_token(self, nonce: str, link_secret: str) -> str:
         """The token the sign-in page of one link carries, bound to that browser's nonce.
@@ -183,21 +263,18 @@ class WebAuth:
         if scope not in SCOPES:
             raise ValueError(f"a token's scope is {' or '.join(SCOPES)}, not {scope!r}")
         secret = API_PREFIX + secrets.token_urlsafe(32)
-        async with self.db.session() as s:
-            row = await WebAuthRepo(s).add_api_token(
-                user_id, name.strip()[:60] or "token", secret, self.clock.now(), scope
-            )
+        row = await self.store.add_api_token(
+            user_id, name.strip()[:60] or "token", secret, self.clock.now(), scope
+        )
         return row, secret
 
     async def api_tokens(self, user_id: int) -> list[ApiToken]:
         """The user's live API tokens."""
-        async with self.db.session() as s:
-            return await WebAuthRepo(s).api_tokens(user_id)
+        return await self.store.api_tokens(user_id)
 
     async def revoke_api_token(self, user_id: int, token_id: int) -> bool:
         """Revoke one of the user's API tokens."""
-        async with self.db.session() as s:
-            return await WebAuthRepo(s).revoke_api_token(user_id, token_id, self.clock.now())
+        return await self.store.revoke_api_token(user_id, token_id, self.clock.now())
 
     async def api_token(self, authorization: str | None) -> ApiToken | None:
         """The live token of an ``Authorization: Bearer lbk_...`` header, or None."""
@@ -205,8 +282,7 @@ class WebAuth:
         token = token.strip()
         if scheme.lower() != "bearer" or not token.startswith(API_PREFIX):
             return None
-        async with self.db.session() as s:
-            return await WebAuthRepo(s).api_token(token, self.clock.now())
+        return await self.store.api_token(token, self.clock.now())
 
     async def api_user(self, authorization: str | None) -> int | None:
         """The user of an ``Authorization: Bearer lbk_...`` header, or None."""
@@ -217,21 +293,17 @@ class WebAuth:
     async def new_ics_url(self, user_id: int) -> str:
         """A new calendar subscription URL (the previous one stops working)."""
         secret = secrets.token_urlsafe(32)
-        async with self.db.session() as s:
-            await WebAuthRepo(s).set_ics_token(user_id, secret, self.clock.now())
+        await self.store.set_ics_token(user_id, secret, self.clock.now())
         return f"{self.base_url}/calendar/{secret}.ics"
 
     async def revoke_ics(self, user_id: int) -> None:
         """Turn the calendar feed off."""
-        async with self.db.session() as s:
-            await WebAuthRepo(s).revoke_ics(user_id, self.clock.now())
+        await self.store.revoke_ics(user_id, self.clock.now())
 
     async def has_ics(self, user_id: int) -> bool:
         """True when the user's calendar feed is on."""
-        async with self.db.session() as s:
-            return await WebAuthRepo(s).has_ics(user_id)
+        return await self.store.has_ics(user_id)
 
     async def ics_user(self, secret: str) -> int | None:
         """The user whose feed this secret opens."""
-        async with self.db.session() as s:
-            return await WebAuthRepo(s).ics_user(secret)
+        return await self.store.ics_user(secret)

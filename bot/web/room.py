@@ -22,7 +22,7 @@ from bot.jobs.meetings.ingest import MeetingIngest
 from bot.jobs.service import Jobs
 from bot.location.service import LocationService
 from bot.messages import InboundMessage
-from bot.web.auth import KeySource, WebAuth
+from bot.web.auth import CredentialStore, KeySource, WebAuth
 from bot.web.channel import WebChannel
 from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
@@ -211,17 +211,19 @@ def build_web_core(
     commands: Commands,
     journal: JournalService,
     userdata: UserData,
+    credentials: CredentialStore,
     press: Dispatch,
     ask_wait: timedelta,
 ) -> WebCore:
     """Sign-in and the page's operations; registers /web (no I/O).
 
-    ``press`` answers a question's button or a Retry pressed on the page, through dispatch.
+    ``credentials`` keeps sign-in links, sessions and tokens; ``press`` answers a question's
+    button or a Retry pressed on the page, through dispatch.
     """
     auth = WebAuth(
-        db,
+        credentials,
         clock,
-        KeySource(options.secret, db, clock, options.secret_file),
+        KeySource(options.secret, credentials, clock, options.secret_file),
         options.url,
         timedelta(days=options.session_days),
     )

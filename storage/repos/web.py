@@ -15,7 +15,7 @@ from sqlalchemy import func, text, update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.db import migration_chain
+from storage.db import Database, migration_chain
 from storage.models import (
     ApiToken,
     AudioSegment,
@@ -227,6 +227,114 @@ class WebAuthRepo:
         kept = await self.s.get(ServerKey, name)
         assert kept is not None
         return kept.value
+
+
+class Credentials:
+    """The web's credentials, one transaction per call: what the sign-in service keeps.
+
+    ``bot.web.auth.WebAuth`` takes this by constructor (as its ``CredentialStore``), so the
+    web room itself never opens a session on these tables.
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def server_key(self, name: str, fresh: str, now: datetime) -> str:
+        """The key kept under ``name`` (``fresh`` is kept the first time)."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).server_key(name, fresh, now)
+
+    async def add_link(
+        self,
+        user_id: int,
+        secret: str,
+        now: datetime,
+        expires: datetime,
+        *,
+        since: datetime,
+        limit: int,
+    ) -> bool:
+        """Keep a sign-in link, unless ``limit`` links were made since ``since`` (False)."""
+        async with self.db.session() as s:
+            repo = WebAuthRepo(s)
+            if await repo.links_since(user_id, since) >= limit:
+                return False
+            await repo.add_link(user_id, secret, now, expires)
+            return True
+
+    async def open_session(
+        self, link_secret: str, secret: str, csrf: str, now: datetime, expires: datetime
+    ) -> int | None:
+        """Spend a link and open a session with it; its user, or None for a spent link."""
+        async with self.db.session() as s:
+            repo = WebAuthRepo(s)
+            user_id = await repo.use_link(link_secret, now)
+            if user_id is None:
+                return None
+            await repo.add_session(user_id, secret, csrf, now, expires)
+            return user_id
+
+    async def session(self, secret: str, now: datetime) -> WebSession | None:
+        """The live session of a secret."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).session(secret, now)
+
+    async def end_session(self, session_id: int, now: datetime) -> None:
+        """End one session."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).end_session(session_id, now)
+
+    async def end_all_sessions(self, user_id: int, now: datetime) -> None:
+        """End every session of the user."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).end_all_sessions(user_id, now)
+
+    async def set_flash(self, session_id: int, value: dict[str, Any] | None) -> None:
+        """Keep (or clear) a session's flash value."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).set_flash(session_id, value)
+
+    async def add_api_token(
+        self, user_id: int, name: str, secret: str, now: datetime, scope: str
+    ) -> ApiToken:
+        """Keep a new API token (its hash)."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).add_api_token(user_id, name, secret, now, scope)
+
+    async def api_tokens(self, user_id: int) -> list[ApiToken]:
+        """The user's live API tokens."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).api_tokens(user_id)
+
+    async def revoke_api_token(self, user_id: int, token_id: int, now: datetime) -> bool:
+        """Revoke one of the user's API tokens."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).revoke_api_token(user_id, token_id, now)
+
+    async def api_token(self, secret: str, now: datetime) -> ApiToken | None:
+        """The live token of a secret."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).api_token(secret, now)
+
+    async def set_ics_token(self, user_id: int, secret: str, now: datetime) -> None:
+        """Make ``secret`` the user's calendar feed secret."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).set_ics_token(user_id, secret, now)
+
+    async def revoke_ics(self, user_id: int, now: datetime) -> None:
+        """Turn the user's calendar feed off."""
+        async with self.db.session() as s:
+            await WebAuthRepo(s).revoke_ics(user_id, now)
+
+    async def has_ics(self, user_id: int) -> bool:
+        """True when the user's calendar feed is on."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).has_ics(user_id)
+
+    async def ics_user(self, secret: str) -> int | None:
+        """The user whose feed this secret opens."""
+        async with self.db.session() as s:
+            return await WebAuthRepo(s).ics_user(secret)
 
 
 class WebViewRepo:
