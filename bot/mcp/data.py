@@ -23,9 +23,6 @@ from bot.clock import zone
 from bot.mcp.principal import Principal
 from bot.web.service import WebService
 from storage.models import Fact, Message, User
-from storage.repos.calendar import CalendarRepo
-from storage.repos.memory_index import MemoryIndexRepo
-from storage.repos.reminders import ReminderRepo
 
 SOURCE_SCHEME = "lifebot://source/"
 """A source's URI is this, its kind, a slash and its id: ``lifebot://source/message/42``."""
@@ -274,9 +271,8 @@ class LifebotData:
         tz = zone(user.timezone)
         now = self.web.clock.now()
         until = now + timedelta(days=days)
-        async with self.web.db.session() as s:
-            reminders = await ReminderRepo(s).active(user.id)
-            events = await CalendarRepo(s).events_between(user.id, now, until)
+        reminders = await self.web.jobs.views.reminders(user.id)
+        events = await self.web.jobs.views.events(user.id, now, until)
         return Upcoming(
             now=now.astimezone(tz),
             reminders=[
@@ -337,9 +333,8 @@ class LifebotData:
             row, messages = fact
             head = [f"# Fact #{row.id} ({row.category})", "", row.text, "", "## Learned from", ""]
             return "\n".join([*head, *(f"- {_line(m, tz)}" for m in messages)]) + "\n"
-        async with self.web.db.session() as s:
-            item = await MemoryIndexRepo(s).by_source(kind, source_id)
-        if item is None or item.user_id != user.id:
+        item = await self.web.memory_views.indexed(user.id or 0, kind, source_id)
+        if item is None:
             raise NotFound(f"there is no {kind} {source_id}")
         return f"# {describe(item, zone(tz))}\n\n{item.text}\n"
 

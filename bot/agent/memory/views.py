@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from storage.db import Database
-from storage.models import Episode, Fact, Message
+from storage.models import Episode, Fact, MemoryItem, Message
 from storage.repos.episodes import EpisodeRepo
 from storage.repos.facts import FactRepo
+from storage.repos.memory_index import MemoryIndexRepo
 from storage.repos.web import WebViewRepo
 
 
@@ -59,6 +60,12 @@ class MemoryViews:
         """When the newest messages were said (one stamp per message, newest first)."""
         async with self.db.session() as s:
             return await WebViewRepo(s).days_with_messages(user_id, limit)
+
+    async def indexed(self, user_id: int, kind: str, source_id: int) -> MemoryItem | None:
+        """The user's index row of one message, episode, fact or document piece."""
+        async with self.db.session() as s:
+            item = await MemoryIndexRepo(s).by_source(kind, source_id)
+        return item if item is not None and item.user_id == user_id else None
 
     async def chunk_messages(self, user_id: int, chunk_ids: list[int]) -> dict[int, int]:
         """The message each document piece came in (a piece's page opens that message)."""
