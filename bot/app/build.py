@@ -172,14 +172,19 @@ class App:
 
 
 def build_app(  # noqa: PLR0915  (the composition root names every collaborator once)
-    settings: Settings, *, clock: Clock | None = None, transcriber: Transcriber | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    transcriber: Transcriber | None = None,
+    db: Database | None = None,
 ) -> App:
     """Build the object graph (no I/O yet; call ``start_app`` to migrate).
 
-    ``transcriber`` replaces the faster-whisper one (tests pass a shared, warmed model).
+    ``transcriber`` replaces the faster-whisper one (tests pass a shared, warmed model);
+    ``db`` the database handle (the dispatch bench's baseline uses the stock SQLite adapter).
     """
     clock = clock or SystemClock()
-    db = Database(settings.database_url)
+    db = db or Database(settings.database_url)
     llm = OpenAILLM(
         base_url=settings.openai_base_url,
         api_key=settings.openai_api_key,
