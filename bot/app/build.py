@@ -17,16 +17,19 @@ from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
 from bot.agent.ask import ASK_TOOL, time_out_questions
-from bot.agent.documents import Documents
+from bot.agent.documents import DocumentInput, Documents
+from bot.agent.journal.commands import register_journal_commands
 from bot.agent.journal.scoring import LexiconScorer, LLMScorer, Scorer
 from bot.agent.journal.service import JournalService
 from bot.agent.journal.summaries import Summaries
 from bot.agent.journal.tools import journal_tools
 from bot.agent.llm import OpenAILLM
 from bot.agent.loop import Limits
+from bot.agent.memory.commands import register_memory_commands
 from bot.agent.memory.service import MemoryService
 from bot.agent.memory.tools import memory_tools
-from bot.agent.photos import Photos, PhotoStore
+from bot.agent.people_commands import register_people_commands
+from bot.agent.photos import PhotoInput, Photos, PhotoStore
 from bot.agent.questions import COUNT_TOOL
 from bot.agent.rules import rules_guard
 from bot.agent.threads import Threads
@@ -44,9 +47,6 @@ from bot.device.omi import OmiInbox
 from bot.dispatch import Dispatcher
 from bot.dispatch.ask_commands import register_ask_commands
 from bot.dispatch.commands import Commands
-from bot.dispatch.journal_commands import register_journal_commands
-from bot.dispatch.memory_commands import register_memory_commands
-from bot.dispatch.people_commands import register_people_commands
 from bot.dispatch.thread_commands import register_thread_commands
 from bot.jobs.calendars import CalendarSettings
 from bot.jobs.commands import JobCommands
@@ -402,9 +402,8 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         allowlist=settings.allowlisted(),
         default_timezone=settings.default_timezone,
         locks=conv_locks,
-        location=ChatLocation(location),
-        photos=photos,
-        documents=documents,
+        # Each feature's declared input (Feature.inputs), in the order a message's are taken.
+        inputs=[ChatLocation(location), DocumentInput(documents), PhotoInput(photos)],
     )
     web.service.press = dispatcher.handle  # the web page answers questions as button presses
     web.uploads.connect(dispatcher)  # files uploaded on the page go through dispatch too
