@@ -14,10 +14,11 @@ from tests.fakes.llm import FakeLLM, Step
 from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 
-GREETING_STATEMENTS = 14
+GREETING_STATEMENTS = 13
 """SQL statements one greeting takes today: store with identity and conversation (3), the
-order and answer checks (2), the agent's context (3), the stored turn and reply (3), the
-receipt (2) and the memory index (1; memory extraction every N turns comes on top)."""
+answer check (1; the order check only when another message of the chat is on its way, or on
+PostgreSQL), the agent's context (3), the stored turn and reply (3), the receipt (2) and the
+memory index (1; memory extraction every N turns comes on top)."""
 GREETING_COMMITS = 6
 """Units of work per greeting; the read-only ones cost no trip to SQLite's thread."""
 

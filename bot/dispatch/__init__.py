@@ -112,6 +112,8 @@ class Dispatcher:
         # In-process by default (SQLite: one process); across processes on PostgreSQL.
         self._locks: ConversationLock[int] = locks if locks is not None else KeyedLocks[int]()
         """Serialises the turns of one conversation (by conversation id)."""
+        self._arriving: dict[tuple[str, str, str, str], int] = {}
+        """Messages being handled per chat address, in this process (see ``_alone``)."""
         self.early = tuple(h for h in inputs if h.before_storing)
         """Features' inputs taken instead of a message (a shared location)."""
         self.inputs = tuple(h for h in inputs if not h.before_storing)
@@ -271,6 +273,28 @@ class Dispatcher:
             return False
 
     async def _handle(self, msg: InboundMessage) -> DispatchResult:
+        a = msg.address
+        key = (a.channel, a.account, a.chat_id, a.thread_id or "")
+        self._arriving[key] = self._arriving.get(key, 0) + 1
+        try:
+            return await self._handle_counted(msg)
+        finally:
+            left = self._arriving.pop(key) - 1
+            if left:
+                self._arriving[key] = left
+
+    def _alone(self, msg: InboundMessage) -> bool:
+        """No other message of this chat is anywhere on its way through this process.
+
+        Counted from before a message is stored to the end of its handling, so an earlier
+        message that is stored but not yet in its turn is always counted. On SQLite there is
+        one process (the conversation lock is in-process too): alone means no earlier message
+        can be waiting, and the turn skips asking the database.
+        """
+        a = msg.address
+        return self._arriving.get((a.channel, a.account, a.chat_id, a.thread_id or ""), 0) <= 1
+
+    async def _handle_counted(self, msg: InboundMessage) -> DispatchResult:
         for handler in self.early:
             if handler.takes(msg):
                 handled = await self._take_early(msg, handler)
@@ -400,8 +424,10 @@ class Dispatcher:
                 # answer a question we asked (taken here, so the turn does not read again).
                 taken: tuple[str | None] | None = None
                 async with self.db.session() as s:
-                    waiting = await MessageRepo(s).earlier_waiting(
-                        conv_id, message_id, msg.received_at, timedelta(seconds=30)
+                    waiting = not (self.db.is_sqlite and self._alone(msg)) and (
+                        await MessageRepo(s).earlier_waiting(
+                            conv_id, message_id, msg.received_at, timedelta(seconds=30)
+                        )
                     )
                     if not waiting and plain:
                         taken = (await self.commands.take_answer_line(s, user, msg),)
