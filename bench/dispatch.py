@@ -7,6 +7,17 @@ memory indexing). The run is repeated with the first user's history pre-filled w
 indexed messages (with vectors): a per-message cost that grows with history shows there.
 SQL statements and commits per message are counted on the engine.
 
+CPU per greeting, as a same-run ratio (issue 28): the same greetings go through two apps
+built from the same code, interleaved (baseline, lean, three times each; the best run of
+each, as other work on a shared machine only ever adds). The *baseline* talks to SQLite
+through SQLAlchemy's stock aiosqlite adapter, which makes four trips to the database thread
+per statement (the per-message path before issue 28); the *lean* one through
+``storage/sqlite_driver.py`` (one trip per statement). Everything else is the same code in
+both, so statements saved elsewhere (the order check, issue 28) lower both figures alike and
+the ratio shows only what the adapter saves; the statement counts are printed beside it. CPU
+is ``time.process_time`` of the whole process: the fake LLM server, the client and the
+database thread are included, as they are in the p50 wall figures.
+
 ``python -m bench dispatch`` (both sizes); ``BENCH_DISPATCH_SIZES=0`` for the empty one only.
 """
 
@@ -17,6 +28,7 @@ import os
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,6 +39,7 @@ from sqlmodel import col, select
 
 from bench._stats import ms, pct, summary
 from bot.app.build import App, build_app, start_app
+from storage.db import Database
 from storage.models import Message
 from storage.repos.episodes import CursorRepo
 from storage.repos.messages import MessageRepo
@@ -38,6 +51,8 @@ from tests.support.builders import make_inbound
 
 MESSAGES = 100
 SENTENCES = 40
+ROUNDS = 3
+"""Runs of the baseline and of the lean path (interleaved) for the CPU ratio."""
 RATE_MESSAGES = 200
 """Messages per concurrency level (split over the conversations)."""
 SIZES = [int(n) for n in os.environ.get("BENCH_DISPATCH_SIZES", "0,100000").split(",")]
@@ -134,73 +149,133 @@ class Counter:
         self.statements = self.commits = 0
 
 
+@dataclass(slots=True)
+class Greetings:
+    """One variant's figures for ``MESSAGES`` greetings in a row."""
+
+    cpu: float
+    """Process CPU seconds per greeting (everything this process did meanwhile, the fake LLM
+    server and the database thread included)."""
+    wall: list[float]
+    """Seconds per ``dispatch.handle``."""
+    statements: float
+    """SQL statements per greeting."""
+    commits: float
+    """Commits per greeting (units of work; the one-trip adapter skips a read-only one's
+    trip to the database thread, but it still counts here)."""
+
+
+async def greetings(application: App, counter: Counter, sender: str = "u0") -> Greetings:
+    """``MESSAGES`` greetings through ``dispatch.handle``, extraction and indexing included."""
+    wall: list[float] = []
+    counter.reset()
+    cpu0 = time.process_time()
+    for _ in range(MESSAGES):
+        start = time.perf_counter()
+        result = await application.dispatcher.handle(make_inbound("hi", sender=sender))
+        wall.append(time.perf_counter() - start)
+        assert result.status == "answered", result
+    await application.memory.drain()
+    cpu = (time.process_time() - cpu0) / MESSAGES
+    return Greetings(cpu, wall, counter.statements / MESSAGES, counter.commits / MESSAGES)
+
+
+async def open_app(tmp: Path, fake: FakeLLM, *, one_trip: bool, size: int) -> App:
+    """A started app on its own database file, 100 users, ``size`` old messages, warmed up."""
+    settings = make_settings(tmp, fake)
+    application = build_app(settings, db=Database(settings.database_url, one_trip=one_trip))
+    await start_app(application)
+    application.dispatcher.register(RecordingChannel("fake"))
+    await add_users(application, 100)
+    if size:
+        t0 = time.perf_counter()
+        await prefill(application, size)
+        print(f"  (pre-filled {size:,} messages in {time.perf_counter() - t0:.0f} s)")
+    for _ in range(20):  # warm up connections and caches
+        await bare_llm_call(application)
+        await application.dispatcher.handle(make_inbound("hi", sender="u0"))
+    await application.memory.drain()
+    return application
+
+
 async def measure(size: int) -> None:
-    """One database size: per-message latency, statements, commits and throughput."""
+    """One database size: the baseline and the lean path side by side, then the lean path's
+    latency for a sentence and its throughput."""
     fake = FakeLLM()
     fake.default = lambda _body: Step(text="Hello!")
     await fake.start()
-    with tempfile.TemporaryDirectory() as tmp:
-        application = build_app(make_settings(Path(tmp), fake))
-        await start_app(application)
-        application.dispatcher.register(RecordingChannel("fake"))
-        await add_users(application, 100)
-        try:
-            if size:
-                t0 = time.perf_counter()
-                await prefill(application, size)
-                print(f"  (pre-filled {size:,} messages in {time.perf_counter() - t0:.0f} s)")
-            for _ in range(20):  # warm up connections and caches
-                await bare_llm_call(application)
-                await application.dispatcher.handle(make_inbound("hi", sender="u0"))
-            await application.memory.drain()
-            counter = Counter(application)
-            bare = [await bare_llm_call(application) for _ in range(MESSAGES)]
-            for label, text, count in (
-                ("greeting", "hi", MESSAGES),
-                ("sentence", "I had lunch with Anna at the harbour today", SENTENCES),
-            ):
-                handled: list[float] = []
-                counter.reset()
-                for _ in range(count):
-                    start = time.perf_counter()
-                    result = await application.dispatcher.handle(make_inbound(text, sender="u0"))
-                    handled.append(time.perf_counter() - start)
-                    assert result.status == "answered", result
-                await application.memory.drain()
-                b50, d50 = pct(bare, 50), pct(handled, 50)
-                print(
-                    f"  {label}: {counter.statements / count:.1f} SQL statements, "
-                    f"{counter.commits / count:.1f} commits per message "
-                    "(memory extraction every 20 included)"
-                )
-                print(f"    bare fake-LLM call : {summary(bare)}")
-                print(f"    dispatch.handle    : {summary(handled)}")
-                print(
-                    f"    -> p50 {d50 / b50:.2f}x a bare LLM call; lifebot's own overhead p50 "
-                    f"~{ms(d50 - b50)}"
-                    + (
-                        " (a sentence also asks the fast model for a route)"
-                        if count != MESSAGES
-                        else ""
-                    )
-                )
-            for conc in (1, 10, 100):
-                per_conv = max(2, RATE_MESSAGES // conc)
-                bare_rate = await rate(lambda _i: bare_llm_call(application), conc, per_conv)
-                disp_rate = await rate(
-                    lambda i: application.dispatcher.handle(make_inbound("hi", sender=f"u{i}")),
-                    conc,
-                    per_conv,
-                )
-                print(
-                    f"  {conc:>3} concurrent conversations: {disp_rate:7.1f} msg/s through "
-                    f"dispatch, {bare_rate:7.1f} calls/s bare LLM -> ratio "
-                    f"{disp_rate / bare_rate:.2f}"
-                )
-            await application.memory.drain()
-        finally:
-            await application.close()
-            await fake.stop()
+    figures: dict[bool, Greetings] = {}
+    try:
+        for one_trip in (False, True) * ROUNDS:  # interleaved: drift hits both alike
+            with tempfile.TemporaryDirectory() as tmp:
+                application = await open_app(Path(tmp), fake, one_trip=one_trip, size=size)
+                try:
+                    got = await greetings(application, Counter(application))
+                    if one_trip not in figures or got.cpu < figures[one_trip].cpu:
+                        figures[one_trip] = got  # the best run of each
+                finally:
+                    await application.close()
+        base, lean = figures[False], figures[True]
+        print(f'  greeting ("hi"), CPU of the whole process per message, best of {ROUNDS} runs:')
+        for label, g in (("baseline (stock aiosqlite adapter)", base), ("lean path", lean)):
+            print(
+                f"    {label:<35}: {ms(g.cpu)} CPU, p50 {ms(pct(g.wall, 50))} wall, "
+                f"{g.statements:.1f} statements, {g.commits:.1f} commits"
+            )
+        print(f"    -> lean / baseline CPU per greeting: {lean.cpu / base.cpu:.2f}")
+        with tempfile.TemporaryDirectory() as tmp:
+            application = await open_app(Path(tmp), fake, one_trip=True, size=size)
+            try:
+                await lean_details(application)
+            finally:
+                await application.close()
+    finally:
+        await fake.stop()
+
+
+async def lean_details(application: App) -> None:
+    """The lean path against a bare LLM call: greeting and sentence latency, throughput."""
+    counter = Counter(application)
+    bare = [await bare_llm_call(application) for _ in range(MESSAGES)]
+    for label, text, count in (
+        ("greeting", "hi", MESSAGES),
+        ("sentence", "I had lunch with Anna at the harbour today", SENTENCES),
+    ):
+        handled: list[float] = []
+        counter.reset()
+        for _ in range(count):
+            start = time.perf_counter()
+            result = await application.dispatcher.handle(make_inbound(text, sender="u0"))
+            handled.append(time.perf_counter() - start)
+            assert result.status == "answered", result
+        await application.memory.drain()
+        b50, d50 = pct(bare, 50), pct(handled, 50)
+        print(
+            f"  {label}: {counter.statements / count:.1f} SQL statements, "
+            f"{counter.commits / count:.1f} commits per message "
+            "(memory extraction every 20 included)"
+        )
+        print(f"    bare fake-LLM call : {summary(bare)}")
+        print(f"    dispatch.handle    : {summary(handled)}")
+        print(
+            f"    -> p50 {d50 / b50:.2f}x a bare LLM call; lifebot's own overhead p50 "
+            f"~{ms(d50 - b50)}"
+            + (" (a sentence also asks the fast model for a route)" if count != MESSAGES else "")
+        )
+    for conc in (1, 10, 100):
+        per_conv = max(2, RATE_MESSAGES // conc)
+        bare_rate = await rate(lambda _i: bare_llm_call(application), conc, per_conv)
+        disp_rate = await rate(
+            lambda i: application.dispatcher.handle(make_inbound("hi", sender=f"u{i}")),
+            conc,
+            per_conv,
+        )
+        print(
+            f"  {conc:>3} concurrent conversations: {disp_rate:7.1f} msg/s through "
+            f"dispatch, {bare_rate:7.1f} calls/s bare LLM -> ratio "
+            f"{disp_rate / bare_rate:.2f}"
+        )
+    await application.memory.drain()
 
 
 async def rate(fn: Callable[[int], Awaitable[object]], concurrency: int, per_worker: int) -> float:

@@ -13,6 +13,8 @@ the shared machinery iterates every registered feature instead of lists kept by 
   body is read) and how big a body may be;
 - the agent's tool offer is routed by every feature's ``intents``; a tool whose group no
   feature declares fails the contract tests;
+- the dispatcher hands each declared ``inputs`` kind (a shared location, a document, a
+  photo) to its feature's handler instead of keeping a branch per feature;
 - ``tools``, ``commands``, ``jobs`` and ``metrics`` name what the feature registers at run
   time, so the contract tests can tell which feature owns what, and what a feature lacks.
 
@@ -112,6 +114,23 @@ class Route:
     it (the largest upload); a multipart form gets a little room for its envelope."""
 
 
+class Input(StrEnum):
+    """A kind of input a message may carry that one feature takes instead of the agent.
+
+    The dispatcher keeps what every message needs (store, dedupe, identity, access, lock,
+    turn, reply) and hands each of these to the feature that declared it, through the
+    handler the composition root registers (``bot.chat.InputHandler``).
+    """
+
+    LOCATION = "location"
+    """A shared position (Telegram's location or live location): taken before anything is
+    stored, never a message in the history, never seen by the agent."""
+    DOCUMENT = "document"
+    """A document attachment (a PDF): kept and indexed; its words, if any, go on to the agent."""
+    PHOTO = "photo"
+    """A picture attachment: kept and described; the agent looks at it with the words."""
+
+
 @dataclass(frozen=True, slots=True)
 class Feature:
     """One feature's declaration: what it brings, for the shared machinery to act on."""
@@ -134,7 +153,9 @@ class Feature:
     always_offered: tuple[str, ...] = ()
     """Its tools offered whatever the message asks (no group): kept to the few that must be."""
     commands: tuple[str, ...] = ()
-    """Chat commands it registers (without the slash)."""
+    """Chat commands it registers (without the slash), kept in the feature's own package."""
+    inputs: tuple[Input, ...] = ()
+    """Kinds of message input it takes from the dispatcher (each declared by one feature)."""
     jobs: tuple[str, ...] = ()
     """Scheduled jobs it registers (``location.proposals``)."""
     routes: tuple[Route, ...] = ()
@@ -213,6 +234,10 @@ class Registry:
     def metrics(self) -> tuple[str, ...]:
         """Every declared metric name."""
         return tuple(m for f in self.features for m in f.metrics)
+
+    def input_owners(self, kind: Input) -> tuple[Feature, ...]:
+        """Every feature declaring input ``kind`` (the contract tests want exactly one)."""
+        return tuple(f for f in self.features if kind in f.inputs)
 
     def owner_of(self, kind: str, name: str) -> Feature | None:
         """The feature that declared a tool, command, job or metric (``kind`` names which)."""

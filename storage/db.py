@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.errors import NewerDatabaseError, StorageError
+from storage import sqlite_driver
 from storage.locks import MIGRATION_KEY
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,12 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 class Database:
     """Owns the async engine; hands out sessions; applies migrations."""
 
-    def __init__(self, url: str, *, echo: bool = False) -> None:
+    def __init__(self, url: str, *, echo: bool = False, one_trip: bool = True) -> None:
+        """Open nothing yet; ``one_trip``: how SQLite statements reach aiosqlite's thread.
+
+        True (the default): one trip each (``storage/sqlite_driver.py``); False keeps
+        SQLAlchemy's stock adapter (the dispatch bench's same-run baseline).
+        """
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         self.path: Path | None = None
@@ -52,6 +58,8 @@ class Database:
                 self.path = Path(path)
                 self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             kwargs["connect_args"] = {"timeout": 15}
+            if one_trip and url.startswith("sqlite+aiosqlite"):
+                kwargs["module"] = sqlite_driver.DBAPI  # one trip per statement
         else:
             kwargs["pool_pre_ping"] = True
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)

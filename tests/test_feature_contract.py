@@ -17,7 +17,7 @@ from starlette.routing import Mount
 import storage.models  # noqa: F401  # registers every table in the metadata
 from bot.app.build import App, build_app
 from bot.app.features import REGISTRY
-from bot.feature import Feature, Registry
+from bot.feature import Feature, Input, Registry
 from tests.support.app import make_settings
 
 
@@ -92,6 +92,35 @@ def test_every_command_and_job_is_declared(full_app: App) -> None:
     jobs = set(full_app.jobs.service.jobs)
     missing_jobs = {j for j in jobs if REGISTRY.owner_of("jobs", j) is None}
     assert not missing_jobs, f"jobs no feature declares: {missing_jobs}"
+
+
+def test_every_command_is_declared_by_exactly_one_feature_and_lives_with_it(
+    full_app: App,
+) -> None:
+    commands = [name for name, _help in full_app.commands.menu()]
+    owners = {c: [f.name for f in REGISTRY.features if c in f.commands] for c in commands}
+    assert {c: o for c, o in owners.items() if len(o) != 1} == {}
+    # The dispatcher's package holds only the spine's commands (conversations: pairing,
+    # linking, tasks, retry, questions back, threads); a feature's are in its own package.
+    at_dispatch = {
+        c
+        for c in commands
+        if (fn := full_app.commands.handler(c)) is not None
+        and fn.__module__.startswith("bot.dispatch")
+    }
+    assert {c for c in at_dispatch if owners[c] != ["conversations"]} == set()
+
+
+def test_every_input_kind_is_declared_by_one_feature_and_routed_by_the_dispatcher(
+    full_app: App,
+) -> None:
+    dispatcher = full_app.dispatcher
+    routed = [h.kind for h in (*dispatcher.early, *dispatcher.inputs)]
+    assert len(routed) == len(set(routed)), f"two handlers for one input kind: {routed}"
+    for kind in Input:
+        owners = [f.name for f in REGISTRY.input_owners(kind)]
+        assert len(owners) == 1, f"{kind} is declared by {owners or 'no feature'}"
+        assert kind in routed, f"{kind} is declared by {owners[0]} but no handler takes it"
 
 
 def _templates(routes: list[object]) -> list[str]:

@@ -516,7 +516,12 @@ async def test_history_keeps_the_order_messages_arrived_in_not_their_telegram_da
     # Wait for this answer itself: under load the first answer may arrive as a draft and a
     # final message, which would make "two texts" true before this turn even ran.
     await tg.wait_for(lambda: tg.texts(CHAT)[-1:] == ["Re: and the hotel is by the river"])
-    said = [m["content"] for m in agent_requests(fake_llm)[-1]["messages"][1:]]
+    # The second turn's own request: the first turn's hooks (a plan to propose) may ask the
+    # model after it, the faster dispatch is.
+    second = [
+        r for r in agent_requests(fake_llm) if last_user_text(r) == "and the hotel is by the river"
+    ][-1]
+    said = [m["content"] for m in second["messages"][1:]]
     assert said == [
         "my trip to Porto starts Monday",
         "Re: my trip to Porto starts Monday",

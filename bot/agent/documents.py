@@ -21,12 +21,15 @@ import asyncio
 import json
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from bot.agent.memory.index import MemoryIndex
-from bot.feature import Feature, FileKind
+from bot.chat import InputContext, InputOutcome
+from bot.feature import Feature, FileKind, Input
 from bot.isolated import Bounds, ChildFailed, OverBound, run_bounded
-from bot.messages import Attachment
+from bot.messages import Attachment, InboundMessage
 from storage.db import Database
 from storage.files import FileStore
 from storage.models import DocumentChunk
@@ -183,9 +186,44 @@ class Documents:
             await MessageRepo(s).set_meta(user_id, message_id, documents=listed)
 
 
+class DocumentInput:
+    """The document feature's handler of documents sent with a message (``Input.DOCUMENT``).
+
+    Keeps and indexes each document and says what was read: as the answer when no words came
+    with them, else as a notice while the words go on to the agent.
+    """
+
+    kind = Input.DOCUMENT
+    before_storing = False
+
+    def __init__(self, documents: Documents) -> None:
+        self.documents = documents
+
+    def takes(self, msg: InboundMessage) -> bool:
+        """A message with at least one document."""
+        return any(is_document(a) for a in msg.attachments)
+
+    async def take(self, ctx: InputContext) -> InputOutcome:
+        """Keep and index the documents; tell the person what was read."""
+        assert ctx.message_id is not None
+        docs = [a for a in ctx.msg.attachments if is_document(a)]
+        read = [
+            await self.documents.keep(ctx.user_id, ctx.message_id, a, n) for n, a in enumerate(docs)
+        ]
+        said = "\n".join(r.reply() for r in read)
+        if not ctx.msg.text.strip():
+            return InputOutcome(reply=said)
+        return InputOutcome(notice=said)
+
+    async def again(self, meta: dict[str, Any] | None) -> Sequence[str]:
+        """Nothing to show the model again: the documents are found by search."""
+        return ()
+
+
 FEATURE = Feature(
     name="documents",
     about="PDFs people send: kept, read page by page and searchable with page citations.",
+    inputs=(Input.DOCUMENT,),
     tables=("documentchunk",),
     files=(FileKind(KIND, "PDF files people sent, by user and message"),),
 )

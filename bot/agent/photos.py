@@ -19,9 +19,10 @@ from typing import Any
 
 from bot.agent.llm import LLM, data_url, image_parts, parse_json_object
 from bot.agent.memory.index import MemoryIndex
+from bot.chat import InputContext, InputOutcome
 from bot.errors import AgentError
-from bot.feature import Feature, FileKind
-from bot.messages import Attachment
+from bot.feature import Feature, FileKind, Input
+from bot.messages import Attachment, InboundMessage
 from storage.db import Database
 from storage.files import FileStore
 from storage.repos.messages import MessageRepo
@@ -201,9 +202,59 @@ def saw(seen: Sequence[Seen]) -> str:
     return "\n".join(lines)
 
 
+class PhotoInput:
+    """The photo feature's handler of pictures sent with a message (``Input.PHOTO``).
+
+    Keeps the pictures, describes them when a vision model is configured, then lets the words
+    sent with them go on to the agent, which looks at the pictures too; a picture alone is
+    answered with what was seen (or, without vision, a notice saying why not).
+    """
+
+    kind = Input.PHOTO
+    before_storing = False
+
+    def __init__(self, photos: Photos) -> None:
+        self.photos = photos
+
+    def takes(self, msg: InboundMessage) -> bool:
+        """A message with at least one picture."""
+        return any(is_image(a) for a in msg.attachments)
+
+    async def take(self, ctx: InputContext) -> InputOutcome:
+        """Keep and describe the pictures; what the person is told and what the turn sees."""
+        assert ctx.message_id is not None
+        photos, user_id, message_id = self.photos, ctx.user_id, ctx.message_id
+        urls = await photos.keep(
+            user_id, message_id, [a for a in ctx.msg.attachments if is_image(a)]
+        )
+        problem: str | None = None
+        seen: list[Seen] = []
+        if not photos.vision:
+            problem = NO_VISION
+        else:
+            try:
+                seen = await photos.describe(user_id, message_id, urls)
+            except AgentError as exc:
+                log.warning("could not describe a picture for user %s: %s", user_id, exc)
+                problem = (
+                    f"I saved your photo, but I couldn't look at it just now ({exc}). "
+                    "`lifebot memory reindex --images` will describe it later."
+                )
+        if ctx.msg.text.strip():
+            return InputOutcome(notice=problem, images=urls if problem is None else ())
+        if problem is not None:
+            return InputOutcome(reply=problem, assistant=False)
+        return InputOutcome(reply=saw(seen))
+
+    async def again(self, meta: dict[str, Any] | None) -> Sequence[str]:
+        """A question asked with a photo is asked with it again (the model looks anew)."""
+        return await self.photos.stored_urls(meta) if self.photos.vision else ()
+
+
 FEATURE = Feature(
     name="photos",
     about="Pictures people send: kept with their message, described by a vision model, searchable.",
+    inputs=(Input.PHOTO,),
     files=(FileKind(KIND, "pictures people sent, by user and message"),),
 )
 """Photos' declaration (issue 28): the pictures live in their messages' ``meta``."""

@@ -17,16 +17,19 @@ from typing import TYPE_CHECKING
 
 from bot.adapters.base import ChannelAdapter
 from bot.agent.ask import ASK_TOOL, time_out_questions
-from bot.agent.documents import Documents
+from bot.agent.documents import DocumentInput, Documents
+from bot.agent.journal.commands import register_journal_commands
 from bot.agent.journal.scoring import LexiconScorer, LLMScorer, Scorer
 from bot.agent.journal.service import JournalService
 from bot.agent.journal.summaries import Summaries
 from bot.agent.journal.tools import journal_tools
 from bot.agent.llm import OpenAILLM
 from bot.agent.loop import Limits
+from bot.agent.memory.commands import register_memory_commands
 from bot.agent.memory.service import MemoryService
 from bot.agent.memory.tools import memory_tools
-from bot.agent.photos import Photos, PhotoStore
+from bot.agent.people_commands import register_people_commands
+from bot.agent.photos import PhotoInput, Photos, PhotoStore
 from bot.agent.questions import COUNT_TOOL
 from bot.agent.rules import rules_guard
 from bot.agent.threads import Threads
@@ -52,9 +55,6 @@ from bot.device.omi import OmiInbox
 from bot.dispatch import Dispatcher
 from bot.dispatch.ask_commands import register_ask_commands
 from bot.dispatch.commands import Commands
-from bot.dispatch.journal_commands import register_journal_commands
-from bot.dispatch.memory_commands import register_memory_commands
-from bot.dispatch.people_commands import register_people_commands
 from bot.dispatch.thread_commands import register_thread_commands
 from bot.jobs.calendars.own import CalendarSettings
 from bot.jobs.calendars.proposals import SCAN_JOB as PROPOSAL_SCAN
@@ -182,14 +182,19 @@ class App:
 
 
 def build_app(  # noqa: PLR0915  (the composition root names every collaborator once)
-    settings: Settings, *, clock: Clock | None = None, transcriber: Transcriber | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    transcriber: Transcriber | None = None,
+    db: Database | None = None,
 ) -> App:
     """Build the object graph (no I/O yet; call ``start_app`` to migrate).
 
-    ``transcriber`` replaces the faster-whisper one (tests pass a shared, warmed model).
+    ``transcriber`` replaces the faster-whisper one (tests pass a shared, warmed model);
+    ``db`` the database handle (the dispatch bench's baseline uses the stock SQLite adapter).
     """
     clock = clock or SystemClock()
-    db = Database(settings.database_url)
+    db = db or Database(settings.database_url)
     llm = OpenAILLM(
         base_url=settings.openai_base_url,
         api_key=settings.openai_api_key,
@@ -370,9 +375,8 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
         allowlist=settings.allowlisted(),
         default_timezone=settings.default_timezone,
         locks=conv_locks,
-        location=ChatLocation(location),
-        photos=photos,
-        documents=documents,
+        # Each feature's declared input (Feature.inputs), in the order a message's are taken.
+        inputs=[ChatLocation(location), DocumentInput(documents), PhotoInput(photos)],
     )
     web_opts = web_options(settings)
     web_core = build_web_core(

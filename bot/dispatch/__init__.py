@@ -1,6 +1,8 @@
 """handle(inbound): dedupe → identity → access → per-conversation lock → agent → store → send.
 
-The only path from any channel to the agent. Nothing here knows a wire format.
+The only path from any channel to the agent. Nothing here knows a wire format, nor any
+feature's input: a shared location, a document or a photo goes to the handler its feature
+declared (``bot.feature.Input``, ``bot.chat.InputHandler``), registered in ``bot/app``.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot import logctx
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
-from bot.agent.documents import Documents, is_document
 from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
-from bot.agent.photos import NO_VISION, Photos, Seen, is_image, saw
 from bot.agent.turn import Agent, TurnOutcome
+from bot.chat import InputContext, InputHandler
 from bot.clock import Clock, zone
 from bot.dispatch.commands import Commands
 from bot.dispatch.identity import Resolution, resolve
@@ -31,14 +32,12 @@ from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
 from bot.locks import ConversationLock, KeyedLocks
 from bot.messages import (
     Address,
-    Attachment,
     Button,
     Citation,
     Image,
     InboundMessage,
     OutboundMessage,
     Receipt,
-    SharedLocation,
     StoredTurn,
     clean_text,
 )
@@ -64,8 +63,6 @@ class DispatchResult:
 
 
 TurnHook = Callable[[StoredTurn], Awaitable[None]]
-LocationSink = Callable[[User, SharedLocation], Awaitable[str | None]]
-"""Stores a shared position for a user; returns the reply to send (None: stay silent)."""
 
 ORDER_WAIT = 3.0
 """Seconds a message may step back for an earlier one of its conversation (then it goes)."""
@@ -100,9 +97,7 @@ class Dispatcher:
         allowlist: set[str] | None = None,
         default_timezone: str = "UTC",
         locks: ConversationLock[int] | None = None,
-        location: LocationSink | None = None,
-        photos: Photos | None = None,
-        documents: Documents | None = None,
+        inputs: Sequence[InputHandler] = (),
     ) -> None:
         self.db = db
         self.agent = agent
@@ -117,12 +112,12 @@ class Dispatcher:
         # In-process by default (SQLite: one process); across processes on PostgreSQL.
         self._locks: ConversationLock[int] = locks if locks is not None else KeyedLocks[int]()
         """Serialises the turns of one conversation (by conversation id)."""
-        self.location = location
-        """Where shared positions go (never to the agent); None: location is not built."""
-        self.photos = photos
-        """Keeps and describes pictures sent with messages; None: pictures are not read."""
-        self.documents = documents
-        """Keeps and indexes PDF documents sent with messages; None: they are not read."""
+        self._arriving: dict[tuple[str, str, str, str], int] = {}
+        """Messages being handled per chat address, in this process (see ``_alone``)."""
+        self.early = tuple(h for h in inputs if h.before_storing)
+        """Features' inputs taken instead of a message (a shared location)."""
+        self.inputs = tuple(h for h in inputs if not h.before_storing)
+        """Features' inputs taken with a stored message (documents, photos), in order."""
 
     async def is_known(self, channel: str, account: str, sender_id: str) -> bool:
         """May this sender use lifebot (paired, linked or allowlisted)?
@@ -243,28 +238,27 @@ class Dispatcher:
         finally:
             msg.accept()  # stored, dropped or failed: the channel may acknowledge it now
 
-    async def _shared_location(
-        self, msg: InboundMessage, shared: SharedLocation, sink: LocationSink
+    async def _take_early(
+        self, msg: InboundMessage, handler: InputHandler
     ) -> DispatchResult | None:
-        """A known sender's position goes to the location sink, never to the agent or history.
+        """An input taken before storing goes to its feature, never to the agent or history.
 
-        A live location sends an update every few seconds: none of them is stored as a message.
-        An unknown sender's first share takes the normal path (pairing); updates are dropped.
+        None: the message takes the normal path after all (a stranger's first share pairs).
         """
         async with self.db.session() as s:
             users = UserRepo(s)
             a = msg.address
             ident = await users.find_identity(a.channel, a.account, msg.sender_id)
             user = await users.get(ident.user_id) if ident is not None else None
+        out = await handler.take(InputContext(user, msg, None, None))
         if user is None:
-            return DispatchResult("ignored") if shared.update else None
-        reply = await sink(user, shared)
+            return None if out.go_on else DispatchResult("ignored")
         receipt = None
-        if reply is not None:
+        if out.notice is not None:
             receipt = await self._send_quietly(
-                OutboundMessage(msg.address, reply, reply_to=msg.message_id, kind="notice")
+                OutboundMessage(msg.address, out.notice, reply_to=msg.message_id, kind="notice")
             )
-        return DispatchResult("location", reply, receipt)
+        return DispatchResult(str(handler.kind), out.notice, receipt)
 
     async def _keep_for_retry(self, msg: InboundMessage) -> bool:
         """After a failure, leave a person's stored message waiting for /retry.
@@ -279,10 +273,33 @@ class Dispatcher:
             return False
 
     async def _handle(self, msg: InboundMessage) -> DispatchResult:
-        if msg.location is not None and self.location is not None:
-            handled = await self._shared_location(msg, msg.location, self.location)
-            if handled is not None:
-                return handled
+        a = msg.address
+        key = (a.channel, a.account, a.chat_id, a.thread_id or "")
+        self._arriving[key] = self._arriving.get(key, 0) + 1
+        try:
+            return await self._handle_counted(msg)
+        finally:
+            left = self._arriving.pop(key) - 1
+            if left:
+                self._arriving[key] = left
+
+    def _alone(self, msg: InboundMessage) -> bool:
+        """No other message of this chat is anywhere on its way through this process.
+
+        Counted from before a message is stored to the end of its handling, so an earlier
+        message that is stored but not yet in its turn is always counted. On SQLite there is
+        one process (the conversation lock is in-process too): alone means no earlier message
+        can be waiting, and the turn skips asking the database.
+        """
+        a = msg.address
+        return self._arriving.get((a.channel, a.account, a.chat_id, a.thread_id or ""), 0) <= 1
+
+    async def _handle_counted(self, msg: InboundMessage) -> DispatchResult:
+        for handler in self.early:
+            if handler.takes(msg):
+                handled = await self._take_early(msg, handler)
+                if handled is not None:
+                    return handled
         known = await self._record_known(msg)
         if known is not None:
             sender, conversation, stored = known
@@ -407,8 +424,10 @@ class Dispatcher:
                 # answer a question we asked (taken here, so the turn does not read again).
                 taken: tuple[str | None] | None = None
                 async with self.db.session() as s:
-                    waiting = await MessageRepo(s).earlier_waiting(
-                        conv_id, message_id, msg.received_at, timedelta(seconds=30)
+                    waiting = not (self.db.is_sqlite and self._alone(msg)) and (
+                        await MessageRepo(s).earlier_waiting(
+                            conv_id, message_id, msg.received_at, timedelta(seconds=30)
+                        )
                     )
                     if not waiting and plain:
                         taken = (await self.commands.take_answer_line(s, user, msg),)
@@ -417,8 +436,8 @@ class Dispatcher:
             await asyncio.sleep(0.05)
 
     def _plain(self, msg: InboundMessage) -> bool:
-        """Words alone (no picture, document or command): the turn may answer our question."""
-        if any(is_image(a) or is_document(a) for a in msg.attachments):
+        """Words alone (no feature's input, no command): the turn may answer our question."""
+        if any(h.takes(msg) for h in self.inputs):
             return False
         return self.commands.command_line(msg) is None
 
@@ -433,14 +452,9 @@ class Dispatcher:
     ) -> DispatchResult:
         """The turn itself; ``taken``: the answer line already looked up under the lock."""
         text = msg.callback_data if msg.callback_data is not None else msg.text
-        pictures = [a for a in msg.attachments if is_image(a)]
-        docs = [a for a in msg.attachments if is_document(a)]
-        if docs and self.documents is not None:
-            done = await self._read(self.documents, user, conv_id, msg, message_id, docs)
-            if done is not None and not pictures:
-                return done
-        if pictures and self.photos is not None:
-            return await self._photo_turn(self.photos, user, conv_id, msg, message_id, pictures)
+        handlers = [h for h in self.inputs if h.takes(msg)]
+        if handlers:
+            return await self._inputs_turn(handlers, user, conv_id, msg, message_id)
         line = self.commands.command_line(msg)
         if line is None:  # perhaps the answer to a question we asked ("What was this place?")
             line = taken[0] if taken is not None else await self.commands.answer_line(user, msg)
@@ -488,69 +502,45 @@ class Dispatcher:
             spoken=any(a.kind in ("voice", "audio") for a in msg.attachments),
         )
 
-    async def _read(
+    async def _inputs_turn(
         self,
-        documents: Documents,
+        handlers: list[InputHandler],
         user: User,
         conv_id: int,
         msg: InboundMessage,
         message_id: int,
-        docs: list[Attachment],
-    ) -> DispatchResult | None:
-        """Keep and index documents; the answer when no words came with them (else None)."""
-        assert user.id is not None
-        read = [await documents.keep(user.id, message_id, a, n) for n, a in enumerate(docs)]
-        said = "\n".join(r.reply() for r in read)
-        if not msg.text.strip():
-            return await self._say(user, conv_id, msg, message_id, said)
-        await self._send_quietly(
-            OutboundMessage(msg.address, said, reply_to=msg.message_id, kind="notice")
-        )
-        return None
-
-    async def _photo_turn(
-        self,
-        photos: Photos,
-        user: User,
-        conv_id: int,
-        msg: InboundMessage,
-        message_id: int,
-        pictures: list[Attachment],
     ) -> DispatchResult:
-        """Keep the pictures, describe them (vision), then answer the words sent with them."""
-        assert user.id is not None
-        urls = await photos.keep(user.id, message_id, pictures)
-        problem: str | None = None
-        seen: list[Seen] = []
-        if not photos.vision:
-            problem = NO_VISION
-        else:
-            try:
-                seen = await photos.describe(user.id, message_id, urls)
-            except AgentError as exc:
-                log.warning("could not describe a picture for user %s: %s", user.id, exc)
-                problem = (
-                    f"I saved your photo, but I couldn't look at it just now ({exc}). "
-                    "`lifebot memory reindex --images` will describe it later."
-                )
-        if msg.text.strip():
-            if problem is not None:
+        """Each feature takes its input (in registration order), then the words go on.
+
+        A feature's fixed reply answers the message; else its words go to the agent with
+        the pictures the features handed over.
+        """
+        images: list[str] = []
+        said: DispatchResult | None = None
+        for handler in handlers:
+            out = await handler.take(InputContext(user, msg, conv_id, message_id))
+            if out.notice is not None:
                 await self._send_quietly(
-                    OutboundMessage(msg.address, problem, reply_to=msg.message_id, kind="notice")
+                    OutboundMessage(msg.address, out.notice, reply_to=msg.message_id, kind="notice")
                 )
-            return await self._answer(
-                user,
-                conv_id,
-                msg.address,
-                msg.text,
-                message_id,
-                msg.message_id,
-                trusted=not msg.overheard,
-                images=urls if photos.vision and problem is None else (),
-            )
-        if problem is not None:
-            return await self._say(user, conv_id, msg, message_id, problem, assistant=False)
-        return await self._say(user, conv_id, msg, message_id, saw(seen))
+            images.extend(out.images)
+            if out.reply is not None:
+                said = await self._say(
+                    user, conv_id, msg, message_id, out.reply, assistant=out.assistant
+                )
+        if said is not None:
+            return said
+        return await self._answer(
+            user,
+            conv_id,
+            msg.address,
+            msg.text,
+            message_id,
+            msg.message_id,
+            trusted=not msg.overheard,
+            images=images,
+            spoken=any(a.kind in ("voice", "audio") for a in msg.attachments),
+        )
 
     async def _say(
         self,
@@ -589,9 +579,9 @@ class Dispatcher:
             return DispatchResult("command", "Nothing to retry.")
         overheard = bool((pending.meta or {}).get("overheard"))
         # A question asked with a photo is asked with it again (the model looks at it anew).
-        images: Sequence[str] = ()
-        if self.photos is not None and self.photos.vision:
-            images = await self.photos.stored_urls(pending.meta)
+        images: list[str] = []
+        for handler in self.inputs:
+            images.extend(await handler.again(pending.meta))
         return await self._answer(
             user,
             conv_id,

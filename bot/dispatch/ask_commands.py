@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.agent.ask import take_answer
+from bot.chat import CommandContext, CommandReply, CommandTable
 from bot.clock import Clock
-from bot.dispatch.commands import CommandContext, CommandReply, Commands
 from storage.db import Database
 
 
 def register_ask_commands(
-    commands: Commands, db: Database, clock: Clock, timeout: timedelta
+    commands: CommandTable, db: Database, clock: Clock, timeout: timedelta
 ) -> None:
     """Add /answer (sent by the question's buttons) to the command table."""
 

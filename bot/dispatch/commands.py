@@ -1,69 +1,29 @@
 """Slash commands: deterministic, channel-agnostic, never call the LLM.
 
-Features register their own commands (``Commands.register``): memory adds /sources, the
-scheduler /briefing, /quiet and the reminder and calendar commands.
+The table holds the spine's own commands (pairing, linking, tasks, time zone, retry); every
+feature registers its own from its package through ``bot.chat.CommandTable`` (memory's
+/remember and /facts in ``bot/agent/memory/commands.py``, the journal's in
+``bot/agent/journal/commands.py``, the scheduler's /briefing and /quiet in
+``bot/jobs/commands.py``) and declares their names in its ``Feature.commands``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from datetime import timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot.agent.rules import RULE_CATEGORY
+from bot.chat import CommandContext, CommandFn, CommandReply, Trigger
 from bot.clock import Clock
 from bot.dispatch.identity import LINK_TTL, approve, confirm_link, issue_link_code
-from bot.messages import Address, Button, Image, InboundMessage, OutboundMessage
+from bot.messages import Address, InboundMessage, OutboundMessage
 from storage.db import Database
 from storage.models import User
 from storage.repos.answers import AnswerRepo
-from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
 from storage.repos.tasks import TaskRepo
 from storage.repos.users import UserRepo
-
-
-@dataclass(slots=True)
-class CommandContext:
-    """Everything a command may use: one user's data only."""
-
-    user: User
-    msg: InboundMessage
-    conversation_id: int
-    args: str
-
-    @property
-    def user_id(self) -> int:
-        """The caller's user id."""
-        assert self.user.id is not None
-        return self.user.id
-
-
-@dataclass(slots=True)
-class CommandReply:
-    """A command's answer, plus anything dispatch must do next."""
-
-    text: str
-    buttons: list[Button] = field(default_factory=list)
-    retry_message_id: int | None = None
-    """Set by /retry: dispatch re-runs the agent on this stored message."""
-    resume_text: str | None = None
-    """Set by /answer: dispatch runs the agent on this text (a request plus its answer)."""
-    notify: list[OutboundMessage] = field(default_factory=list)
-    """Messages to send to other people (the welcome after /approve)."""
-    image: Image | None = None
-    """A picture to send with the reply (a journal chart)."""
-    expect: str | None = None
-    """The reply asks a question: the user's next plain message completes this command line
-    (``/place name 12`` + "climbing hall")."""
-
-
-CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]
-Trigger = Callable[[InboundMessage], str | None]
-"""Turns a plain message into a command line ("journal: ..." -> "/journal ..."), or None."""
 
 ANSWER_TTL = timedelta(hours=1)
 """How long a question asked in a command's reply waits for the answer."""
@@ -93,9 +53,6 @@ class Commands:
                 "link another channel to this one (/link, then send the code there)",
             ),
             ("approve", self._approve, "owner: approve a pairing code (/approve CODE)"),
-            ("remember", self._remember, "remember a fact (/remember my sister is Ana)"),
-            ("facts", self._facts, "list what I know about you"),
-            ("forget", self._forget, "forget a fact (/forget ID)"),
             ("tasks", self._tasks, "list your open tasks"),
             ("task", self._task, "add or finish a task: /task add buy milk | /task done ID"),
             ("tz", self._tz, "set your time zone (/tz Europe/Lisbon)"),
@@ -125,6 +82,11 @@ class Commands:
     def menu(self) -> list[tuple[str, str]]:
         """(command, description) pairs for channel menus such as Telegram's setMyCommands."""
         return [(n, h) for n, (_, h) in self._table.items()]
+
+    def handler(self, name: str) -> CommandFn | None:
+        """The function registered for ``name`` (the contract tests ask where it lives)."""
+        entry = self._table.get(name)
+        return entry[0] if entry is not None else None
 
     @staticmethod
     def parse(text: str) -> tuple[str, str]:
@@ -229,40 +191,6 @@ class Commands:
         )
         who = req.display_name or req.sender_id
         return CommandReply(f"Approved {who} on {req.channel}.", notify=[welcome])
-
-    async def _remember(self, ctx: CommandContext) -> CommandReply:
-        if not ctx.args:
-            return CommandReply("Usage: /remember something about you")
-        async with self.db.session() as s:
-            fact, created = await FactRepo(s).add(ctx.user_id, ctx.args)
-        return CommandReply(
-            f"{'Got it' if created else 'I already knew'}: {fact.text} (#{fact.id})"
-        )
-
-    async def _facts(self, ctx: CommandContext) -> CommandReply:
-        async with self.db.session() as s:
-            facts = await FactRepo(s).active(ctx.user_id)
-        if not facts:
-            return CommandReply("I don't know anything about you yet.")
-        rules = [f for f in facts if f.category == RULE_CATEGORY]
-        soft = [f for f in facts if f.category != RULE_CATEGORY]
-        if not rules:
-            return CommandReply("\n".join(f"#{f.id} {f.text}" for f in soft))
-        # Rules are kept apart: they are always followed, and checked where a tool can.
-        parts = ["Rules (always followed):", *(f"#{f.id} {f.text}" for f in rules)]
-        if soft:
-            parts += ["", "Facts:", *(f"#{f.id} {f.text}" for f in soft)]
-        return CommandReply("\n".join(parts))
-
-    async def _forget(self, ctx: CommandContext) -> CommandReply:
-        arg = ctx.args.lstrip("#")
-        if not arg.isdigit():
-            return CommandReply("Usage: /forget ID (send /facts to see the ids)")
-        async with self.db.session() as s:
-            fact = await FactRepo(s).forget(ctx.user_id, int(arg), self.clock.now())
-        if fact is None:
-            return CommandReply(f"You have no fact #{arg}.")
-        return CommandReply(f"Forgotten: {fact.text}")
 
     async def _tasks(self, ctx: CommandContext) -> CommandReply:
         async with self.db.session() as s:

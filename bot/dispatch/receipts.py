@@ -2,7 +2,7 @@
 
 Both store the outgoing message first, then hand it to the channel, then store the channel's
 message id as proof it arrived. The stored-first row is what makes pushes exactly-once: a
-crash between the send and the receipt leaves evidence (see ``bot/jobs/delivery.py``).
+crash between the send and the receipt leaves evidence (see ``bot/jobs/outbox/delivery.py``).
 What happens after a send, in one place:
 
 * delivered: the stored message gets the channel's id (``sent``) and the caller's own record

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from bot.adapters.base import ChannelAdapter, TopicAdapter
 from bot.agent.threads import TITLE_CHARS, Threads
-from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.chat import CommandContext, CommandReply, CommandTable
 from bot.errors import ChannelError
 from bot.messages import OutboundMessage
 from storage.db import Database
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 def register_thread_commands(
-    commands: Commands,
+    commands: CommandTable,
     db: Database,
     threads: Threads,
     adapters: Mapping[str, ChannelAdapter] | None = None,

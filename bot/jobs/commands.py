@@ -11,8 +11,8 @@ import re
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.chat import CommandContext, CommandReply, CommandTable
 from bot.clock import Clock, zone
-from bot.dispatch.commands import CommandContext, CommandReply, Commands
 from bot.errors import CalendarError
 from bot.jobs.calendars.events import event_line
 from bot.jobs.calendars.proposals import proposal_buttons
@@ -49,7 +49,7 @@ class JobCommands:
         self.db = db
         self.clock = clock
 
-    def register(self, commands: Commands) -> None:
+    def register(self, commands: CommandTable) -> None:
         """Add (or replace the placeholders of) the jobs commands."""
         for name, fn, help_text in (
             ("briefing", self.briefing, "morning briefing: /briefing now | at 07:30 | on | off"),

@@ -10,7 +10,7 @@ import re
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.chat import CommandContext, CommandReply, CommandTable
 from bot.jobs.calendars.proposals import MAX_OFFERED, proposal_buttons
 from bot.jobs.localtime import hhmm, parse_hhmm
 from bot.location.places import KINDS, norm, parse_aliases
@@ -47,7 +47,7 @@ class LocationCommands:
         self.location = location
         self.web_url = web_url
 
-    def register(self, commands: Commands) -> None:
+    def register(self, commands: CommandTable) -> None:
         """Add /location and /place to the command table."""
         commands.register("location", self.location_cmd, "location history on/off, forget")
         commands.register("place", self.place_cmd, "name places (/place add gym)")

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from bot.feature import Access, Feature, IntentWords, Route, Secret
+from bot.feature import Access, Feature, Input, IntentWords, Route, Secret
 
 FEATURE = Feature(
     name="location",
     about="Where the person has been: points from their phone become places and stays, and "
     "stays become proposed events each evening.",
+    inputs=(Input.LOCATION,),
     tables=("locationpoint", "locationsetting", "place", "stay"),
     secrets=(
         Secret(

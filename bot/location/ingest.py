@@ -6,19 +6,48 @@ update of a live location is stored; only the first message of a share gets an a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from bot.chat import InputContext, InputOutcome
+from bot.feature import Input
 from bot.location.geo import Fix, valid_coordinates
 from bot.location.service import LocationOff, LocationService
-from bot.messages import SharedLocation
+from bot.messages import InboundMessage, SharedLocation
 from storage.models import User
 
 
 class ChatLocation:
-    """Stores shared positions; answers the first message of a share in plain words."""
+    """The location feature's handler of shared positions (``Input.LOCATION``).
+
+    Stores them before anything else (a position is never a message in the history, never
+    the agent's); answers the first message of a share in plain words. A stranger's first
+    share takes the normal path (pairing); a stranger's live updates are dropped.
+    """
+
+    kind = Input.LOCATION
+    before_storing = True
 
     def __init__(self, location: LocationService) -> None:
         self.location = location
 
-    async def __call__(self, user: User, shared: SharedLocation) -> str | None:
+    def takes(self, msg: InboundMessage) -> bool:
+        """A message carrying a shared position."""
+        return msg.location is not None
+
+    async def take(self, ctx: InputContext) -> InputOutcome:
+        """Store the position of a known sender; the words to answer with, if any."""
+        shared = ctx.msg.location
+        assert shared is not None
+        if ctx.user is None:
+            return InputOutcome(go_on=not shared.update)
+        return InputOutcome(notice=await self.store(ctx.user, shared))
+
+    async def again(self, meta: dict[str, Any] | None) -> Sequence[str]:
+        """Positions are never stored as messages: nothing to retry with."""
+        return ()
+
+    async def store(self, user: User, shared: SharedLocation) -> str | None:
         """Store one shared position; the reply to send, or None to stay silent."""
         assert user.id is not None
         if not valid_coordinates(shared.lat, shared.lon):

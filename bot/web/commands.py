@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.chat import CommandContext, CommandReply, CommandTable
 from bot.web.auth import LINK_TTL, LinkRateLimited, WebAuth
 
 
-def register_web_commands(commands: Commands, auth: WebAuth) -> None:
+def register_web_commands(commands: CommandTable, auth: WebAuth) -> None:
     """Add /web to the command table."""
 
     async def web(ctx: CommandContext) -> CommandReply:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.agent.contact_offer import settle_offer
 from bot.agent.people import describe
-from bot.dispatch.commands import CommandContext, CommandReply, Commands
+from bot.chat import CommandContext, CommandReply, CommandTable
 from storage.db import Database
 from storage.repos.people import ContactRepo
 
@@ -14,7 +14,7 @@ USAGE = (
 )
 
 
-def register_people_commands(commands: Commands, db: Database) -> None:
+def register_people_commands(commands: CommandTable, db: Database) -> None:
     """Add /contacts and /contact to the command table."""
 
     async def contacts(ctx: CommandContext) -> CommandReply:

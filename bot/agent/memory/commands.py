@@ -1,13 +1,15 @@
-"""The chat commands over memory: /sources, /remember, /forget and /memoryfile."""
+"""The chat commands over memory: /sources, /remember, /facts, /forget and /memoryfile."""
 
 from __future__ import annotations
 
 from bot.agent.memory.memory_file import MemoryFileError, apply_text, write_for
 from bot.agent.memory.service import MemoryService
+from bot.agent.rules import RULE_CATEGORY
 from bot.agent.sources import last_answer_citations, render_sources
+from bot.chat import CommandContext, CommandReply, CommandTable
 from bot.clock import Clock, zone
-from bot.dispatch.commands import CommandContext, CommandReply, Commands
 from storage.db import Database
+from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
 
 CHAT_FILE_CHARS = 3500
@@ -15,9 +17,9 @@ CHAT_FILE_CHARS = 3500
 
 
 def register_memory_commands(
-    commands: Commands, memory: MemoryService, db: Database, clock: Clock, web_url: str = ""
+    commands: CommandTable, memory: MemoryService, db: Database, clock: Clock, web_url: str = ""
 ) -> None:
-    """Add /sources, /remember, /forget and /memoryfile to the command table."""
+    """Add /sources, /remember, /facts, /forget and /memoryfile to the command table."""
 
     async def sources(ctx: CommandContext) -> CommandReply:
         async with db.session() as s:
@@ -41,6 +43,21 @@ def register_memory_commands(
         decision = await memory.remember(ctx.user_id, ctx.args, sources=source[-1:] or None)
         reply = memory.remember_reply(decision)
         return CommandReply(f"{reply} (#{decision.fact.id})" if decision.fact else reply)
+
+    async def facts(ctx: CommandContext) -> CommandReply:
+        async with db.session() as s:
+            known = await FactRepo(s).active(ctx.user_id)
+        if not known:
+            return CommandReply("I don't know anything about you yet.")
+        rules = [f for f in known if f.category == RULE_CATEGORY]
+        soft = [f for f in known if f.category != RULE_CATEGORY]
+        if not rules:
+            return CommandReply("\n".join(f"#{f.id} {f.text}" for f in soft))
+        # Rules are kept apart: they are always followed, and checked where a tool can.
+        parts = ["Rules (always followed):", *(f"#{f.id} {f.text}" for f in rules)]
+        if soft:
+            parts += ["", "Facts:", *(f"#{f.id} {f.text}" for f in soft)]
+        return CommandReply("\n".join(parts))
 
     async def forget(ctx: CommandContext) -> CommandReply:
         arg = ctx.args.lstrip("#")
@@ -79,4 +96,5 @@ def register_memory_commands(
         "what I remember about you as MEMORY.md (send an edited copy back)",
     )
     commands.register("remember", remember, "remember a fact (/remember my sister is Ana)")
+    commands.register("facts", facts, "list what I know about you")
     commands.register("forget", forget, "forget a fact (/forget ID)")

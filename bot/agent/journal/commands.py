@@ -11,8 +11,8 @@ import re
 from bot.agent.journal.analytics import Metric
 from bot.agent.journal.service import JournalService
 from bot.agent.journal.tools import period_days
+from bot.chat import CommandContext, CommandReply, CommandTable
 from bot.clock import Clock, zone
-from bot.dispatch.commands import CommandContext, CommandReply, Commands
 from bot.errors import ToolError
 from bot.messages import InboundMessage
 
@@ -135,7 +135,9 @@ async def _mark(journal: JournalService, ctx: CommandContext) -> CommandReply:
     )
 
 
-def register_journal_commands(commands: Commands, journal: JournalService, clock: Clock) -> None:
+def register_journal_commands(
+    commands: CommandTable, journal: JournalService, clock: Clock
+) -> None:
     """Add /journal, /chart and their plain-words triggers to the command table."""
 
     async def chart_cmd(ctx: CommandContext) -> CommandReply:
