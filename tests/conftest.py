@@ -24,7 +24,7 @@ from tests.fakes.llm import FakeLLM
 from tests.fakes.scripted_llm import ScriptedLLM
 from tests.fakes.slack_api import TEAM_ID, FakeSlack
 from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
-from tests.support.app import AppFactory, add_user, make_settings
+from tests.support.app import AppFactory, add_user, make_settings, with_schema
 from tests.support.slack import ANA, Slack, manifest, start_slack
 from tests.support.telegram import CHAT, Starter
 
@@ -104,7 +104,7 @@ async def app_factory(tmp_path: Path) -> AsyncIterator[AppFactory]:
         clock: Clock | None = None,
         **overrides: Any,
     ) -> App:
-        settings = make_settings(tmp_path, llm, **overrides)
+        settings = with_schema(make_settings(tmp_path, llm, **overrides))
         application = build_app(settings, clock=clock, transcriber=transcriber)
         await start_app(application)
         apps.append(application)

@@ -16,7 +16,7 @@ from storage.models import Delivery, User
 from storage.repos.users import UserRepo
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM
-from tests.support.app import make_settings
+from tests.support.app import make_settings, with_schema
 
 
 @asynccontextmanager
@@ -28,7 +28,7 @@ async def jobs_app(
 ) -> AsyncIterator[App]:
     """A started app on ``clock`` (one per "process"; same tmp_path = same database)."""
     overrides.setdefault("jobs_send_rate", 0)  # tests do not wait for pacing
-    application = build_app(make_settings(tmp_path, llm, **overrides), clock=clock)
+    application = build_app(with_schema(make_settings(tmp_path, llm, **overrides)), clock=clock)
     await start_app(application)
     try:
         yield application
