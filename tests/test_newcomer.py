@@ -215,14 +215,17 @@ async def test_device_sim_says_plainly_when_the_server_goes_away(tmp_path: Path)
     async with serve(vanish, "127.0.0.1", 0) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         url = f"ws://127.0.0.1:{port}/v1/device"
+        began = time.monotonic()
         result = await asyncio.to_thread(
             CliRunner().invoke,
             cli,
             ["device-sim", str(wav), "--token", "t", "--url", url, "--wait", "10"],
             env={"LIFEBOT_DATA_DIR": str(tmp_path / "data")},
         )
+    took = time.monotonic() - began
     assert result.exit_code == 1
     assert "Traceback" not in result.output
+    assert took < 5, f"told only after {took:.1f} s (it waited out its --wait of 10 s)"
     assert (
         result.output.strip()
         .splitlines()[-1]

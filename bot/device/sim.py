@@ -93,6 +93,21 @@ class _Collector:
         self.changed = asyncio.Event()
         self.ready = asyncio.Event()
         self.pong = asyncio.Event()
+        self.closed = asyncio.Event()
+        """Set when the connection has ended (either side, or the network)."""
+
+    async def either(self, event: asyncio.Event) -> bool:
+        """Wait for ``event`` or the end of the connection; whether ``event`` came.
+
+        A server that dies mid-conversation must be reported at once, not after a timeout.
+        """
+        waiters = [asyncio.ensure_future(event.wait()), asyncio.ensure_future(self.closed.wait())]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        return event.is_set()
 
     def add(self, frame: dict[str, Any]) -> None:
         frame["_at"] = time.monotonic()
@@ -131,6 +146,7 @@ async def _receive(ws: ClientConnection, col: _Collector) -> None:
     finally:
         col.result.close_code = ws.close_code
         col.result.close_reason = ws.close_reason or ""
+        col.closed.set()
         col.changed.set()
 
 
@@ -207,7 +223,8 @@ async def _stream(
     if speak:
         hello["speak"] = True
     await ws.send(json.dumps(hello))
-    await asyncio.wait_for(col.ready.wait(), 10)
+    if not await asyncio.wait_for(col.either(col.ready), 10):
+        return  # the server went away before it was ready: the caller reports how
     step = max(2 * audio.channels, int(audio.rate * chunk_ms / 1000) * 2 * audio.channels)
     silence = bytes(int(audio.rate * tail_seconds) * 2 * audio.channels)
     if push_to_talk:
@@ -225,7 +242,7 @@ async def _stream(
         await ws.send(json.dumps({"type": "audio-stop"}))
     # Frames are handled in order: the pong proves every utterance has been announced.
     await ws.send(json.dumps({"type": "ping"}))
-    await col.pong.wait()
+    await col.either(col.pong)
 
 
 def describe(frame: dict[str, Any]) -> str:
