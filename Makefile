@@ -1,8 +1,7 @@
 # Two commands do all the set-up: `make serve` and `make check` (see README.md).
 PYTHON ?= python3
 VENV := .venv
-# The suite runs on two workers (pytest-xdist; an idle worker takes tests queued for the other,
-# so one long test near the end does not leave it waiting); TEST_WORKERS=0 runs it in one process.
+# The suite runs on two workers (pytest-xdist); TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -30,7 +29,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
 test: $(STAMP)
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 check: lint test
 
