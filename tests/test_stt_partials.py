@@ -132,4 +132,8 @@ async def test_speech_that_resumes_after_a_short_pause_is_one_utterance(
         finally:
             await ws.close()
     heard = finals[0]["text"].lower()
-    assert "dinner" in heard and "friday" in heard
+    # One utterance: the first final carries both halves. What it is about is segmentation;
+    # how well tiny.en hears the first half (on a loaded machine it once wrote "we'll catch
+    # you later" for "book a table for dinner") is the served-WER test's business.
+    before, _, _ = heard.partition("friday")
+    assert "friday" in heard and len(before.split()) >= 3, heard

@@ -75,6 +75,9 @@ class SpoolKeeper:
         self.check_seconds = check_seconds
         self._warned = False
         self._task: asyncio.Task[None] | None = None
+        # One check at a time: two that overlap both see the spool over its cap and each
+        # frees "the oldest", so together they delete more than was needed.
+        self._checking = asyncio.Lock()
 
     async def start(self) -> None:
         """Check now, then every ``check_seconds``."""
@@ -102,6 +105,10 @@ class SpoolKeeper:
 
     async def check(self) -> SpoolUsage:
         """Measure, free processed audio when over the cap, warn, and set the full flags."""
+        async with self._checking:
+            return await self._check()
+
+    async def _check(self) -> SpoolUsage:
         root = self.hub.spool.root
         used = await asyncio.to_thread(spool_bytes, root)
         if self.inbox is not None:
