@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,7 +27,7 @@ from storage.repos.devices import DeviceRepo
 from tests.support.app import AppFactory
 from tests.support.cli import run_cli
 from tests.support.device import _frame, add_device, running_device
-from tests.support.serve import free_port
+from tests.support.serve import free_port, spawn_serve
 from tests.support.web import client_for, sign_in
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,15 +153,7 @@ def _serve_on(postgres_url: str, tmp_path: Path, port: int) -> subprocess.Popen[
         LIFEBOT_WEB_ENABLED="false",
         PYTHONPATH=str(ROOT),
     )
-    with (tmp_path / "serve.log").open("ab") as log:
-        return subprocess.Popen(  # our own interpreter and arguments
-            [sys.executable, "-m", "bot", "serve"],
-            cwd=tmp_path,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
+    return spawn_serve(tmp_path, env)
 
 
 @pytest.mark.postgres
