@@ -5,6 +5,7 @@ no longer says "data dir: ok"."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from sqlmodel import select
@@ -13,6 +14,7 @@ from bot.app.build import App
 from bot.app.doctor import run_doctor
 from storage.models import Delivery
 from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user, channel, make_settings
 from tests.support.device import _frame, _open, add_device, running_device
@@ -52,7 +54,17 @@ async def _pushes(app: App) -> list[Delivery]:
     return [r for r in rows if (r.key or "").startswith("spool-problem:")]
 
 
-async def test_an_unwritable_spool_tells_the_owner_once_through_the_outbox(app: App) -> None:
+def _midday() -> ManualClock:
+    """A clock outside anyone's quiet hours: the notice is not urgent, so at night it waits
+    for the morning (the suite must not depend on the hour it runs at)."""
+    return ManualClock(datetime(2026, 3, 4, 12, 0, tzinfo=UTC))
+
+
+async def test_an_unwritable_spool_tells_the_owner_once_through_the_outbox(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    app = await app_factory(fake_llm, clock=_midday())
+    app.dispatcher.register(RecordingChannel("fake"))
     ana = await add_user(app, "ana")
     _, token = await add_device(app, "pendant-o", ana)
     spool = app.settings.data_dir / "spool"
@@ -79,7 +91,7 @@ async def test_an_unwritable_spool_tells_the_owner_once_through_the_outbox(app: 
 async def test_a_full_spool_refuses_audio_and_tells_the_owner_once(
     app_factory: AppFactory, fake_llm: FakeLLM
 ) -> None:
-    app = await app_factory(fake_llm, device_spool_max_mb=0.001)  # 1,000 bytes
+    app = await app_factory(fake_llm, clock=_midday(), device_spool_max_mb=0.001)  # 1,000 bytes
     app.dispatcher.register(RecordingChannel("fake"))
     ana = await add_user(app, "ana")
     _, token = await add_device(app, "pendant-full", ana)
