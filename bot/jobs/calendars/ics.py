@@ -172,6 +172,52 @@ def _rules(component: Any) -> Iterator[Any]:
                 continue  # the library refuses it with its own words
 
 
+_FINE = frozenset({"DAILY", "HOURLY", "MINUTELY", "SECONDLY"})
+_DAY_PARTS = ("BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYDAY")
+
+
+def _never_matches(text: str) -> bool:
+    """A DAILY-or-finer rule whose day filters match no date at all (30 February).
+
+    dateutil searches such a rule day by day to the year 9999 inside one call (about 12 s).
+    The same day filters in a YEARLY rule match every day the rule could fall on, and the
+    Gregorian calendar repeats every 400 years: a YEARLY search of the last 401 years that
+    dateutil knows finds none exactly when there is none, in milliseconds.
+    """
+    from dateutil.rrule import rrulestr  # noqa: PLC0415
+
+    parts = dict(part.split("=", 1) for part in text.upper().split(";") if "=" in part)
+    if parts.get("FREQ") not in _FINE or not any(name in parts for name in _DAY_PARTS):
+        return False
+    probe = ["FREQ=YEARLY"]
+    for name in ("BYMONTH", *_DAY_PARTS, "WKST"):
+        if name in parts:
+            value = parts[name]
+            if name == "BYDAY":  # "1MO" counts only in MONTHLY and YEARLY rules
+                value = ",".join(re.sub(r"^[+-]?\d+", "", day) for day in value.split(","))
+            probe.append(f"{name}={value}")
+    try:
+        rule = rrulestr(";".join(probe), dtstart=datetime(9599, 1, 1, tzinfo=UTC), cache=False)
+        return next(iter(rule), None) is None
+    except (ValueError, TypeError, OverflowError):
+        return False  # the library and the walk below judge it
+
+
+def _drop_empty_rules(components: list[Any]) -> None:
+    """Take away RRULEs that can never match: what is left (DTSTART, RDATE) is the same set."""
+    for c in components:
+        found = c.get("RRULE")
+        if found is None:
+            continue
+        rules = found if isinstance(found, list) else [found]
+        kept = [r for r in rules if not _never_matches(r.to_ical().decode("utf-8", "replace"))]
+        if len(kept) == len(rules):
+            continue
+        del c["RRULE"]
+        for rule in kept:
+            c.add("RRULE", rule)
+
+
 def _check_walk(components: list[Any], tz: ZoneInfo, start: datetime, end: datetime) -> None:
     """Refuse, before expanding, rules that walk too far or fill the window too full.
 
@@ -246,8 +292,6 @@ def expand(calendar: Any, tz: ZoneInfo, start: datetime, end: datetime) -> list[
     import recurring_ical_events  # noqa: PLC0415
 
     components = list(calendar.walk("VEVENT"))
-    _check_walk(components, tz, start, end)
-    _mend_ends(components)
     repeating = {
         str(c.get("UID"))
         for c in components
@@ -255,6 +299,9 @@ def expand(calendar: Any, tz: ZoneInfo, start: datetime, end: datetime) -> list[
         or c.get("RDATE") is not None
         or c.get("RECURRENCE-ID") is not None
     }
+    _drop_empty_rules(components)
+    _check_walk(components, tz, start, end)
+    _mend_ends(components)
     # X-WR-TIMEZONE is applied here; EXDATE, RDATE and edits (the highest SEQUENCE) too.
     query = recurring_ical_events.of(calendar)
     kept: dict[str, Occurrence] = {}
