@@ -39,8 +39,10 @@ MAX_WALKED = 100_000
 """Occurrences a calendar's rules may generate in all, counting those before the window."""
 MAX_BYTES = 5 * 1024 * 1024
 """Bigger documents are refused before parsing."""
-WINDOW = timedelta(days=31)
-"""The span asked of ``recurring-ical-events`` at a time: the cap is checked after each."""
+WINDOW = timedelta(days=92)
+"""The span asked of ``recurring-ical-events`` at a time; the cap is checked after each. Each
+ask walks every rule from its DTSTART again, so a quarter, not a month: 80 weekly events since
+2018 and 300 single ones (4,724 occurrences in 13 months) take 1.2 s, not 1.6 s."""
 
 
 @dataclass(frozen=True, slots=True)
