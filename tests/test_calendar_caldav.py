@@ -73,6 +73,9 @@ async def test_accepted_events_land_in_radicale_and_its_events_reach_the_briefin
             assert ana.id is not None
             with pytest.raises(CalendarError, match="refused the user name or password"):
                 await app.jobs.calendars.add_caldav(ana, str(cal.url), "ana", "wrong")
+            nobody = "http://127.0.0.1:9/ana/personal/"  # the discard port: nothing listens
+            with pytest.raises(CalendarError, match=r"could not be reached \(ConnectionError\)"):
+                await app.jobs.calendars.add_caldav(ana, nobody, "ana", "s3cret-pw")
             linked = await app.jobs.calendars.add_caldav(ana, str(cal.url), "ana", "s3cret-pw")
 
             # A plan from chat, accepted with the Yes button's command, goes to Radicale.

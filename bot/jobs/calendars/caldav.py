@@ -1,10 +1,10 @@
 """Two-way CalDAV: read the user's real calendar, write accepted events into it.
 
 The ``caldav`` client (3.x) is used through its synchronous API (over niquests), so every
-call runs in a worker thread. The
-password is stored Fernet-encrypted with ``LIFEBOT_CALENDAR_KEY``; it is decrypted only for
-the moment of a call. Events lifebot wrote carry lifebot's own event uid as their ICS UID, so
-reading the calendar back never doubles them.
+call runs in a worker thread. The password is stored Fernet-encrypted with
+``LIFEBOT_CALENDAR_KEY``; it is decrypted only for the moment of a call. Events lifebot wrote
+carry lifebot's own event uid as their ICS UID, so reading the calendar back never doubles
+them.
 """
 
 from __future__ import annotations
