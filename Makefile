@@ -11,7 +11,10 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt tests/a11y/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	# urllib3-future (niquests, for caldav) is built from source with URLLIB3_NO_OVERRIDE=1: its
+	# wheel installs a start-up hook that copies it over urllib3, which requests uses.
+	URLLIB3_NO_OVERRIDE=1 $(BIN)/python -m pip install --quiet --no-binary urllib3-future \
+		-c constraints.txt -e '.[dev]'
 	# axe-core for the browser tests' accessibility check (test only; needs npm).
 	if command -v npm >/dev/null; then npm ci --prefix tests/a11y --no-audit --no-fund --silent; fi
 	touch $(STAMP)

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import caldav
 import pytest
+from caldav.davclient import DAVClient
 from sqlmodel import select
 from typer.testing import CliRunner
 
@@ -29,14 +29,14 @@ NOW = datetime(2025, 6, 2, 6, 0, tzinfo=UTC)
 
 
 def _personal(base: str, user: str, password: str) -> Any:
-    """Make the user's "personal" calendar straight on the server (caldav is untyped)."""
-    client: Any = caldav.DAVClient(base, username=user, password=password)
-    return client.principal().make_calendar(name="Personal", cal_id="personal")
+    """The user's "personal" calendar, made on the server (Any: caldav returns "X | Coroutine")."""
+    client: Any = DAVClient(base, username=user, password=password)
+    return client.get_principal().make_calendar(name="Personal", cal_id="personal")
 
 
 def _server_titles(cal: Any) -> dict[str, str]:
     found = {}
-    for obj in cal.events():
+    for obj in cal.get_events():
         vevent = obj.icalendar_instance.walk("VEVENT")[0]
         found[str(vevent["UID"])] = str(vevent["SUMMARY"])
     return found
@@ -54,7 +54,7 @@ async def test_accepted_events_land_in_radicale_and_its_events_reach_the_briefin
     with radicale(tmp_path / "dav", {"ana": "s3cret-pw", "bob": "bobs-pw"}) as base:
         cal = await asyncio.to_thread(_personal, base, "ana", "s3cret-pw")
         await asyncio.to_thread(
-            cal.save_event,
+            cal.add_event,
             dtstart=datetime(2025, 6, 2, 15, 0, tzinfo=UTC),
             dtend=datetime(2025, 6, 2, 16, 0, tzinfo=UTC),
             summary="Team offsite",
@@ -73,6 +73,9 @@ async def test_accepted_events_land_in_radicale_and_its_events_reach_the_briefin
             assert ana.id is not None
             with pytest.raises(CalendarError, match="refused the user name or password"):
                 await app.jobs.calendars.add_caldav(ana, str(cal.url), "ana", "wrong")
+            nobody = "http://127.0.0.1:9/ana/personal/"  # the discard port: nothing listens
+            with pytest.raises(CalendarError, match=r"could not be reached \(ConnectionError\)"):
+                await app.jobs.calendars.add_caldav(ana, nobody, "ana", "s3cret-pw")
             linked = await app.jobs.calendars.add_caldav(ana, str(cal.url), "ana", "s3cret-pw")
 
             # A plan from chat, accepted with the Yes button's command, goes to Radicale.
@@ -96,7 +99,7 @@ async def test_accepted_events_land_in_radicale_and_its_events_reach_the_briefin
 
             # Someone adds an event in their calendar app; /briefing now shows it.
             await asyncio.to_thread(
-                cal.save_event,
+                cal.add_event,
                 dtstart=datetime(2025, 6, 2, 17, 0, tzinfo=UTC),
                 dtend=datetime(2025, 6, 2, 17, 30, tzinfo=UTC),
                 summary="Call the plumber",

@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import caldav
 import pytest
+from caldav.davclient import DAVClient
 
 from bot.app.build import App
 from bot.jobs.calendars.caldav import new_key
@@ -249,10 +249,10 @@ async def test_an_address_on_this_machine_is_refused_on_the_page_and_api_and_nev
 
 
 def _radicale_calendar(base: str, user: str, password: str) -> Any:
-    """Make the user's calendar on Radicale with one event (caldav is untyped)."""
-    client: Any = caldav.DAVClient(base, username=user, password=password)
-    cal = client.principal().make_calendar(name="Personal", cal_id="personal")
-    cal.save_event(
+    """The user's calendar on Radicale with one event (Any: caldav returns "X | Coroutine")."""
+    client: Any = DAVClient(base, username=user, password=password)
+    cal = client.get_principal().make_calendar(name="Personal", cal_id="personal")
+    cal.add_event(
         dtstart=datetime(2025, 6, 3, 15, 0, tzinfo=UTC),
         dtend=datetime(2025, 6, 3, 16, 0, tzinfo=UTC),
         summary="Team offsite",
@@ -283,7 +283,7 @@ async def test_a_caldav_calendar_linked_on_the_command_line_is_shown_refreshed_a
                 assert "Home" in shown and "CalDAV, two-way" in shown and "1 event(s)" in shown
                 assert "s3cret-pw" not in page
                 await asyncio.to_thread(
-                    cal.save_event,
+                    cal.add_event,
                     dtstart=datetime(2025, 6, 4, 9, 0, tzinfo=UTC),
                     dtend=datetime(2025, 6, 4, 10, 0, tzinfo=UTC),
                     summary="Dentist",

@@ -1,9 +1,10 @@
 """Two-way CalDAV: read the user's real calendar, write accepted events into it.
 
-The ``caldav`` client is synchronous (requests), so every call runs in a worker thread. The
-password is stored Fernet-encrypted with ``LIFEBOT_CALENDAR_KEY``; it is decrypted only for
-the moment of a call. Events lifebot wrote carry lifebot's own event uid as their ICS UID, so
-reading the calendar back never doubles them.
+The ``caldav`` client (3.x) is used through its synchronous API (over niquests), so every
+call runs in a worker thread. The password is stored Fernet-encrypted with
+``LIFEBOT_CALENDAR_KEY``; it is decrypted only for the moment of a call. Events lifebot wrote
+carry lifebot's own event uid as their ICS UID, so reading the calendar back never doubles
+them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from storage.models import CalendarEvent
 if TYPE_CHECKING:
     from cryptography.fernet import Fernet
 
-# caldav (with requests and lxml) and cryptography load on first use: most processes never
+# caldav (with niquests and lxml) and cryptography load on first use: most processes never
 # touch CalDAV, and start-up time is watched.
 
 
@@ -96,9 +97,14 @@ def event_ics(event: CalendarEvent, now: datetime, tz: ZoneInfo) -> str:
 
 
 def _client(login: Login) -> Any:
-    import caldav  # noqa: PLC0415  (first use only)
+    """The client, as Any: caldav 3 types its shared sync/async methods as ``X | Coroutine``."""
+    from caldav.davclient import DAVClient  # noqa: PLC0415  (first use only)
 
-    return caldav.DAVClient(login.url, username=login.username, password=login.password)
+    # No RFC 6764 discovery: the client talks to the URL it was given, never to a host that
+    # DNS SRV records name instead (caldav 1.x did not discover either).
+    return DAVClient(
+        login.url, username=login.username, password=login.password, enable_rfc6764=False
+    )
 
 
 def _open(login: Login) -> Any:
@@ -113,11 +119,11 @@ def _calendar(login: Login) -> Any:
     client = _client(login)
     target = client.calendar(url=login.url)
     try:
-        target.events()
+        target.get_events()
     except caldav_errors.AuthorizationError:
         raise
     except caldav_errors.DAVError:
-        calendars = client.principal().calendars()
+        calendars = client.get_principal().get_calendars()
         if not calendars:
             raise CalendarError("that CalDAV account has no calendar") from None
         return calendars[0]
@@ -127,7 +133,7 @@ def _calendar(login: Login) -> Any:
 def _translate(exc: Exception) -> CalendarError:
     """The server's failure in plain words; anything else is re-raised as it is."""
     from caldav.lib import error as caldav_errors  # noqa: PLC0415  (first use only)
-    from requests import RequestException  # noqa: PLC0415  (first use only)
+    from niquests import RequestException  # noqa: PLC0415  (first use only)
 
     if not isinstance(exc, caldav_errors.DAVError | RequestException):
         raise exc
@@ -144,7 +150,7 @@ def check(login: Login) -> str:
         return str(_calendar(login).url)
     except (CalendarError, ValueError, TypeError, AttributeError):
         raise  # our own words, or a programming error: not the server's doing
-    except Exception as exc:  # caldav raises DAVError, requests its own: translated
+    except Exception as exc:  # caldav raises DAVError, niquests its own: translated
         raise _translate(exc) from exc
 
 
@@ -152,10 +158,10 @@ def read_all(login: Login) -> list[str]:
     """Every event object's iCalendar text in the calendar (blocking)."""
     try:
         cal = _open(login)
-        return [str(obj.data) for obj in cal.events()]
+        return [str(obj.data) for obj in cal.get_events()]
     except (CalendarError, ValueError, TypeError, AttributeError):
         raise  # our own words, or a programming error: not the server's doing
-    except Exception as exc:  # caldav raises DAVError, requests its own: translated
+    except Exception as exc:  # caldav raises DAVError, niquests its own: translated
         raise _translate(exc) from exc
 
 
@@ -163,8 +169,8 @@ def write(login: Login, ics: str) -> None:
     """Create or replace one event (blocking)."""
     try:
         cal = _open(login)
-        cal.save_event(ics)
+        cal.add_event(ics)
     except (CalendarError, ValueError, TypeError, AttributeError):
         raise  # our own words, or a programming error: not the server's doing
-    except Exception as exc:  # caldav raises DAVError, requests its own: translated
+    except Exception as exc:  # caldav raises DAVError, niquests its own: translated
         raise _translate(exc) from exc

@@ -1,16 +1,19 @@
 """Reading other people's calendars: an ICS (RFC 5545) document becomes plain events.
 
-Recurring events are expanded over a window (RRULE, RDATE, EXDATE and edited occurrences with
-RECURRENCE-ID; the rules are built by ``recurring-ical-events``). Expansion is lazy and
-bounded while it runs: every repeating event is walked one occurrence at a time, the events
-are merged earliest first, and the walk stops at the window's end. A calendar with more than
-``MAX_OCCURRENCES`` in the window, or whose rules generate more than ``MAX_WALKED`` (a rule
-that repeats every minute from 1970), is refused with the limit in words: the walk stops as
-soon as it passes one, so it costs no more than that. Each occurrence gets a stable key
-(the UID, plus the original start for a repeating event), so re-reading the same file or
-feed updates rows instead of adding them. An all-day event (DATE values) becomes the user's
-local midnight to midnight and is marked ``all_day``: it does not block a stay in the
-evening proposal scan.
+Recurring events are expanded over a window by ``recurring-ical-events`` (3.x, its public
+``of(calendar).between``): RRULE, RDATE, EXDATE, edited occurrences with RECURRENCE-ID (the
+highest SEQUENCE wins) and X-WR-TIMEZONE. Expansion is bounded while it runs. Before asking
+the library, every repeat rule is walked here with dateutil, one occurrence at a time, to the
+window's end: a rule that generates more than ``MAX_WALKED`` occurrences (every second from
+1970) is refused with the limit in words the moment it passes it, and so is a calendar with
+more than ``MAX_OCCURRENCES`` in the window (every minute): the library is never asked to build
+them. The library is then asked one ``WINDOW`` at a time, and the cap is checked after each.
+A rule that can never match (30 February, every minute) makes dateutil search to the year
+9999 inside one call; nothing in this process can interrupt that, so the bounded child's
+deadline stops it. Each occurrence gets a stable key (the UID, plus the original start for a
+repeating event), so re-reading the same file or feed updates rows instead of adding them. An
+all-day event (DATE values) becomes the user's local midnight to midnight and is marked
+``all_day``: it does not block a stay in the evening proposal scan.
 
 A document from outside is read in a bounded child (``python -m bot.isolated ...
 bot.jobs.calendars.ics ZONE START END``, see ``own.py``): this module imports only the standard
@@ -19,8 +22,8 @@ library and the calendar libraries, reads the ICS on stdin and writes JSON on st
 
 from __future__ import annotations
 
-import heapq
 import json
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -36,6 +39,10 @@ MAX_WALKED = 100_000
 """Occurrences a calendar's rules may generate in all, counting those before the window."""
 MAX_BYTES = 5 * 1024 * 1024
 """Bigger documents are refused before parsing."""
+WINDOW = timedelta(days=92)
+"""The span asked of ``recurring-ical-events`` at a time; the cap is checked after each. Each
+ask walks every rule from its DTSTART again, so a quarter, not a month: 80 weekly events since
+2018 and 300 single ones (4,724 occurrences in 13 months) take 1.2 s, not 1.6 s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,18 +123,6 @@ def _end_of(component: Any, start: date | datetime) -> date | datetime:
     return start + timedelta(days=1) if not isinstance(start, datetime) else start
 
 
-class _Budget:
-    """Occurrences generated so far, against ``MAX_WALKED``."""
-
-    def __init__(self) -> None:
-        self.walked = 0
-        self.spent = False
-
-
-Item = tuple[datetime, int, Occurrence, bool]
-"""(start instant, tie-breaker, occurrence, from an edit): what the merged walk orders."""
-
-
 def _cancelled(component: Any) -> bool:
     return _text(component, "STATUS") == "CANCELLED"
 
@@ -139,73 +134,159 @@ def _overlaps(occurrence: Occurrence, start: datetime) -> bool:
     return occurrence.end > start
 
 
-def _series(
-    rep: Any, tz: ZoneInfo, start: datetime, end: datetime, budget: _Budget, order: int
-) -> Iterator[Item]:
-    """The occurrences of one repeating event that may overlap [start, end), earliest first.
+def _values(component: Any, name: str) -> list[date | datetime]:
+    """Every date of a property that may repeat and hold lists (RDATE, EXDATE)."""
+    found = component.get(name)
+    if found is None:
+        return []
+    found = found if isinstance(found, list) else [found]
+    values: list[date | datetime] = []
+    for prop in found:
+        for item in getattr(prop, "dts", []):
+            value = item.dt
+            values.append(value[0] if isinstance(value, tuple) else value)  # a PERIOD's start
+    return values
 
-    ``rep`` is a ``recurring_ical_events.RepeatedEvent`` (2.x): its ``rule``, a dateutil
-    rruleset of RRULE, RDATE, EXDATE and DTSTART, is iterated one occurrence at a time (its
-    ``between`` would build every occurrence of the window first, copying the event for each).
+
+def _rules(component: Any) -> Iterator[Any]:
+    """The component's RRULEs as dateutil rules from its DTSTART (unreadable ones skipped).
+
+    Only to count how far they walk: the occurrences themselves come from
+    ``recurring-ical-events``, which also mends the rules' common mistakes.
     """
-    from recurring_ical_events import is_pytz  # noqa: PLC0415
+    from dateutil.rrule import rrulestr  # noqa: PLC0415
 
-    # The rule runs in the event's own zone (or floating): a day of margin, exact filter below.
-    lo = start - timedelta(days=1) - rep.duration
-    lo = lo.astimezone(rep.tzinfo) if rep.tzinfo is not None else lo.replace(tzinfo=None)
-    skip = _cancelled(rep.component)
-    for generated in rep.rule:
-        budget.walked += 1
-        if budget.walked > MAX_WALKED:
-            budget.spent = True
-            return
-        value = generated
-        if value < lo:
-            continue
-        zone_of: Any = value.tzinfo
-        if is_pytz(zone_of):
-            # pytz needs the offset of each date (summer time) set again.
-            value = zone_of.localize(value.replace(tzinfo=None))
-            if rep.until is not None and value > rep.until and value not in rep.rdates:
-                continue
-        if value.timestamp() in rep.exdates_utc or value.date() in rep.exdates_utc:
-            continue
-        stop = rep.replace_ends.get(value.timestamp(), value + rep.duration)
-        first, last = rep.convert_to_original_type(value), rep.convert_to_original_type(stop)
-        when = _instant(first, tz)
-        if when >= end:
-            return
-        occurrence = _occurrence(rep.component, first, last, _instant(value, tz), tz)
-        if not skip and _overlaps(occurrence, start):
-            yield when, order, occurrence, False
+    first, found = component.get("DTSTART"), component.get("RRULE")
+    if first is None or found is None:
+        return
+    dtstart = first.dt if isinstance(first.dt, datetime) else datetime.combine(first.dt, time(0))
+    for prop in found if isinstance(found, list) else [found]:
+        text = prop.to_ical().decode("utf-8", "replace")
+        try:
+            yield rrulestr(text, dtstart=dtstart, cache=False)
+        except (ValueError, TypeError, OverflowError):
+            # UNTIL in UTC beside a local or all-day DTSTART (the library mends it): the
+            # same rule in wall-clock time walks as far, give or take hours.
+            floating = re.sub(r"(UNTIL=[0-9T]+)Z", r"\1", text)
+            try:
+                yield rrulestr(floating, dtstart=dtstart.replace(tzinfo=None), cache=False)
+            except (ValueError, TypeError, OverflowError):
+                continue  # the library refuses it with its own words
 
 
-def _single(component: Any, tz: ZoneInfo, order: int, repeating: bool) -> Item | None:
-    """An event that does not repeat, or an edited occurrence, as one item (None: no start)."""
-    start_prop = component.get("DTSTART")
-    if start_prop is None:
-        return None
-    first = start_prop.dt
-    rid = component.get("RECURRENCE-ID")
-    original: datetime | None = None
-    if repeating:
-        # An occurrence is named by its original start, even when an edit moved it elsewhere.
-        original = _instant(rid.dt, tz) if rid is not None else _instant(first, tz)
-    occurrence = _occurrence(component, first, _end_of(component, first), original, tz)
-    return occurrence.start, order, occurrence, rid is not None
+_FINE = frozenset({"DAILY", "HOURLY", "MINUTELY", "SECONDLY"})
+_DAY_PARTS = ("BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYDAY")
 
 
-def _edits(components: list[Any], tz: ZoneInfo) -> dict[str, Any]:
-    """Edited occurrences (RECURRENCE-ID) by the key of the occurrence they replace."""
-    edits: dict[str, Any] = {}
+def _never_matches(text: str) -> bool:
+    """A DAILY-or-finer rule whose day filters match no date at all (30 February).
+
+    dateutil searches such a rule day by day to the year 9999 inside one call (about 12 s).
+    The same day filters in a YEARLY rule match every day the rule could fall on, and the
+    Gregorian calendar repeats every 400 years: a YEARLY search of the last 401 years that
+    dateutil knows finds none exactly when there is none, in milliseconds.
+    """
+    from dateutil.rrule import rrulestr  # noqa: PLC0415
+
+    parts = dict(part.split("=", 1) for part in text.upper().split(";") if "=" in part)
+    if parts.get("FREQ") not in _FINE or not any(name in parts for name in _DAY_PARTS):
+        return False
+    probe = ["FREQ=YEARLY"]
+    for name in ("BYMONTH", *_DAY_PARTS, "WKST"):
+        if name in parts:
+            value = parts[name]
+            if name == "BYDAY":  # "1MO" counts only in MONTHLY and YEARLY rules
+                value = ",".join(re.sub(r"^[+-]?\d+", "", day) for day in value.split(","))
+            probe.append(f"{name}={value}")
+    try:
+        rule = rrulestr(";".join(probe), dtstart=datetime(9599, 1, 1, tzinfo=UTC), cache=False)
+        return next(iter(rule), None) is None
+    except (ValueError, TypeError, OverflowError):
+        return False  # the library and the walk below judge it
+
+
+def _drop_empty_rules(components: list[Any]) -> None:
+    """Take away RRULEs that can never match: what is left (DTSTART, RDATE) is the same set."""
     for c in components:
-        rid = c.get("RECURRENCE-ID")
-        if rid is None or c.get("DTSTART") is None:
+        found = c.get("RRULE")
+        if found is None:
             continue
-        key = f"{c.get('UID')}/{_instant(rid.dt, tz):%Y%m%dT%H%M%SZ}"
-        if key not in edits or int(c.get("SEQUENCE", 0)) >= int(edits[key].get("SEQUENCE", 0)):
-            edits[key] = c  # the highest SEQUENCE wins
-    return edits
+        rules = found if isinstance(found, list) else [found]
+        kept = [r for r in rules if not _never_matches(r.to_ical().decode("utf-8", "replace"))]
+        if len(kept) == len(rules):
+            continue
+        del c["RRULE"]
+        for rule in kept:
+            c.add("RRULE", rule)
+
+
+def _check_walk(components: list[Any], tz: ZoneInfo, start: datetime, end: datetime) -> None:
+    """Refuse, before expanding, rules that walk too far or fill the window too full.
+
+    ``recurring-ical-events`` asks every rule for a time span, and dateutil walks a rule
+    from its DTSTART to the span's end in one call that nothing can interrupt: a rule that
+    repeats every second from 1970 would never return. So each rule is walked here first, one
+    occurrence at a time, to the window's end: past ``MAX_WALKED`` occurrences in all it is
+    refused as repeating too often, and past ``MAX_OCCURRENCES`` starting in the window (more
+    than its EXDATEs and edits could take away) as too many, the moment either is passed.
+    """
+    walked = 0
+    inside = 0
+    # What EXDATEs and edits (each moves one occurrence, perhaps out) can take away.
+    slack = sum(
+        len(_values(c, "EXDATE")) + (c.get("RECURRENCE-ID") is not None) for c in components
+    )
+    for c in components:
+        for value in _values(c, "RDATE"):
+            walked += 1
+            inside += start <= _instant(value, tz) < end
+        for rule in _rules(c):
+            for value in rule:
+                walked += 1
+                if walked > MAX_WALKED:
+                    raise CalendarError(
+                        f"an event in it repeats too often (over {MAX_WALKED:,} times from "
+                        "its first date), my limit"
+                    )
+                when = _instant(value, tz)
+                if when >= end:
+                    break
+                if when >= start:
+                    inside += 1
+                    if inside - slack > MAX_OCCURRENCES:
+                        raise _too_many(start, end)
+    if walked > MAX_WALKED:
+        raise CalendarError(
+            f"an event in it repeats too often (over {MAX_WALKED:,} times from its first "
+            "date), my limit"
+        )
+
+
+def _mend_ends(components: list[Any]) -> None:
+    """An end before the start becomes the start, as before (the library refuses the event)."""
+    for c in components:
+        first, last = c.get("DTSTART"), c.get("DTEND")
+        if first is None or last is None:
+            continue
+        a, b = first.dt, last.dt
+        if type(a) is not type(b):
+            continue  # a date beside a date-time: the library's to judge
+        if isinstance(a, datetime) and (a.tzinfo is None) != (b.tzinfo is None):
+            continue
+        if b < a:
+            c["DTEND"] = c["DTSTART"]
+
+
+def _windows(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime]]:
+    """[start, end) in ``WINDOW`` steps, each widened by a day either side.
+
+    The library compares floating and all-day times with the span in its own way; the
+    margin lets it return everything near the edges, and the exact test is ``_overlaps``.
+    """
+    at = start
+    while at < end:
+        yield at - timedelta(days=1), min(at + WINDOW, end) + timedelta(days=1)
+        at += WINDOW
 
 
 def expand(calendar: Any, tz: ZoneInfo, start: datetime, end: datetime) -> list[Occurrence]:
@@ -220,42 +301,25 @@ def expand(calendar: Any, tz: ZoneInfo, start: datetime, end: datetime) -> list[
         or c.get("RDATE") is not None
         or c.get("RECURRENCE-ID") is not None
     }
-    edits = _edits(components, tz)
-    budget = _Budget()
-    streams: list[Iterator[Item]] = []
-    singles: list[Item] = []
-    unfolded = recurring_ical_events.of(calendar)  # applies X-WR-TIMEZONE, builds the rules
-    for n, rep in enumerate(unfolded.repetitions):
-        if rep.is_recurrence():
-            continue  # an edit: taken from ``edits`` below
-        if rep.component.get("RRULE") is None and rep.component.get("RDATE") is None:
-            item = _single(rep.component, tz, n, str(rep.component.get("UID")) in repeating)
-            if item is not None and not _cancelled(rep.component):
-                singles.append(item)
-            continue
-        streams.append(_series(rep, tz, start, end, budget, n))
-    order = len(unfolded.repetitions)
-    for n, component in enumerate(edits.values(), start=order):
-        item = _single(component, tz, n, repeating=True)
-        if item is not None and not _cancelled(component):
-            singles.append(item)
-    singles.sort(key=lambda item: (item[0], item[1]))
+    _drop_empty_rules(components)
+    _check_walk(components, tz, start, end)
+    _mend_ends(components)
+    # X-WR-TIMEZONE is applied here; EXDATE, RDATE and edits (the highest SEQUENCE) too.
+    query = recurring_ical_events.of(calendar)
     kept: dict[str, Occurrence] = {}
-    for when, _, occurrence, from_edit in heapq.merge(*streams, iter(singles)):
-        if when >= end:
-            break
-        if not _overlaps(occurrence, start):
-            continue
-        if occurrence.key in edits and not from_edit:
-            continue  # the edit replaces it (wherever the edit moved it)
-        kept[occurrence.key] = occurrence
-        if len(kept) > MAX_OCCURRENCES:
-            raise _too_many(start, end)
-    if budget.spent:
-        raise CalendarError(
-            f"an event in it repeats too often (over {MAX_WALKED:,} times from its first "
-            "date), my limit"
-        )
+    for low, high in _windows(start, end):
+        for component in query.between(low, high):
+            first = component["DTSTART"].dt
+            original: datetime | None = None
+            if str(component.get("UID")) in repeating:
+                # Named by its original start, even when an edit moved it elsewhere.
+                original = _instant(component["RECURRENCE-ID"].dt, tz)
+            occurrence = _occurrence(component, first, _end_of(component, first), original, tz)
+            if _cancelled(component) or occurrence.start >= end or not _overlaps(occurrence, start):
+                continue
+            kept[occurrence.key] = occurrence
+            if len(kept) > MAX_OCCURRENCES:
+                raise _too_many(start, end)
     return _by_start(kept)
 
 
