@@ -63,7 +63,10 @@ class WebServer:
         )
         # Bind here so a taken port is a plain OSError, not uvicorn's exit of the process.
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP named explicitly: asyncio turns Nagle off (TCP_NODELAY) only on sockets
+        # whose protocol says TCP, and accepted sockets inherit it. With proto 0 every answer
+        # on a kept-alive connection waited out the client's delayed ACK (~40 ms).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.host, self.port))
