@@ -333,11 +333,16 @@ class Retriever:
         self, plan: QueryPlan, flt: SearchFilter, query: str, limit: int = 10
     ) -> list[Evidence]:
         """Candidates best first (before diversity); empty when nothing is evidence."""
-        # Both may be cold (model not loaded, corpus not tokenised): overlap them.
-        qvec, corpus = await asyncio.gather(
-            self.index.embed_query(query), self.index.corpus(flt.user_id)
+        # Both may be cold (model not loaded, corpus not tokenised): overlap them. Who speaks
+        # is read from the corpus as last loaded, so the speaker-free copy of the question
+        # is embedded in the same model call.
+        loaded = self.index.corpora.loaded(flt.user_id)
+        bare = self._without_speakers(loaded, plan, query) if loaded is not None else None
+        texts = [query] if bare is None else [query, bare]
+        qvecs, corpus = await asyncio.gather(
+            self.index.embed_queries(texts), self.index.corpus(flt.user_id)
         )
-        qvec = await self._speaker_free(qvec, corpus, plan, query)
+        qvec = await self._speaker_free(qvecs, bare, corpus, plan, query)
         # Scoring every item is CPU work: off the event loop.
         chosen = await asyncio.to_thread(self._choose, corpus, plan, qvec, flt, 2 * limit)
         if not chosen:
@@ -354,26 +359,38 @@ class Retriever:
             ev.context_loaded = True
         return out
 
+    def _without_speakers(self, corpus: Corpus, plan: QueryPlan, query: str) -> str | None:
+        """The question without the names of people who speak in ``corpus`` (or None)."""
+        if self.tuning.speaker_free <= 0:
+            return None
+        return without_speakers(query, (*plan.people, *plan.candidates), corpus.speaker_names)
+
     async def _speaker_free(
         self,
-        qvec: npt.NDArray[np.float32] | None,
+        qvecs: list[npt.NDArray[np.float32]] | None,
+        bare: str | None,
         corpus: Corpus,
         plan: QueryPlan,
         query: str,
     ) -> npt.NDArray[np.float32] | None:
         """The question's vector, mixed with that of the question without its speakers' names.
 
-        One more (short) embedding, only when the question names someone who speaks in the
-        memory; the names still count through the words and the speaker bonus.
+        ``qvecs`` holds the question's vector and, when ``bare`` (the copy made from the
+        corpus as last loaded) is set, the copy's. One more short embedding only when the
+        names who speak changed since (or the corpus was not loaded yet); the names still
+        count through the words and the speaker bonus.
         """
-        share = self.tuning.speaker_free
-        if qvec is None or share <= 0:
+        if qvecs is None:
+            return None
+        qvec = qvecs[0]
+        now = self._without_speakers(corpus, plan, query)
+        if now is None:
             return qvec
-        bare = without_speakers(query, (*plan.people, *plan.candidates), corpus.speaker_names)
-        if bare is None:
-            return qvec
-        other = await self.index.embed_query(bare)
-        return qvec if other is None else mix(qvec, other, share)
+        if now == bare:
+            other: npt.NDArray[np.float32] | None = qvecs[1]
+        else:
+            other = await self.index.embed_query(now)
+        return qvec if other is None else mix(qvec, other, self.tuning.speaker_free)
 
     def _neighbours(self, corpus: Corpus, item_id: int) -> list[int]:
         """Ids of the turns just before and after an item in its session."""
