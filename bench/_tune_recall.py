@@ -27,9 +27,9 @@ import bot.agent.retrieval.query as query_rules
 from bench.recall import DEFAULT_DATA, UTC_ZONE, Conversation, _refs, load
 from bot.agent.memory.embeddings import MiniLMEmbedder
 from bot.agent.memory.service import MemoryService
-from bot.agent.retrieval.query import QueryPlan, understand
+from bot.agent.retrieval.query import QueryPlan, understand, without_speakers
 from bot.agent.retrieval.rank import RankTuning, rank
-from bot.agent.retrieval.search import _mask
+from bot.agent.retrieval.search import RetrievalTuning, _mask, mix
 from bot.app.importer import import_file
 from bot.clock import SystemClock
 from storage.db import Database
@@ -79,6 +79,26 @@ def start_config() -> Config:
         "speaker": t.speaker,
         "time_words": query_rules.TIME_WORD_WEIGHT,
     }
+
+
+def question_vectors(
+    embedder: MiniLMEmbedder, corpus: Corpus, conv: Conversation
+) -> npt.NDArray[np.float32]:
+    """The vector search ranks each question with (``Retriever._speaker_free``), in one batch."""
+    questions = [q for q, _, _ in conv.questions]
+    out = embedder.embed_sync(questions)
+    share = RetrievalTuning().speaker_free
+    bare: dict[int, str] = {}
+    for i, q in enumerate(questions):
+        plan = understand(q, conv.now, UTC_ZONE)
+        text = without_speakers(q, (*plan.people, *plan.candidates), corpus.speaker_names)
+        if text is not None and share > 0:
+            bare[i] = text
+    if bare:
+        others = embedder.embed_sync(list(bare.values()))
+        for i, other in zip(bare, others, strict=True):
+            out[i] = mix(out[i], other, share)
+    return out
 
 
 def ask(
@@ -135,7 +155,7 @@ async def prepare(
             corpus = await memory.index.corpus(user.id)
             corpora[name] = corpus
             refs[name] = await _refs(db, user.id, [int(i) for i in corpus.arrays().ids])
-            qvecs = embedder.embed_sync([q for q, _, _ in conv.questions])
+            qvecs = question_vectors(embedder, corpus, conv)
             asked.extend(ask(corpus, user.id, name, conv, qvecs))
         await db.dispose()
     return corpora, refs, asked

@@ -136,6 +136,9 @@ class Imported:
     refs: list[str]
     """The import id of each corpus item, in corpus order."""
     qvecs: np.ndarray
+    """Plain vectors of the questions (the "vectors" baseline)."""
+    searched: np.ndarray
+    """The vectors search ranks with (``_tune_recall.question_vectors``)."""
 
 
 async def fold_forests(memory: MemoryService, imported: dict[str, Imported]) -> dict[str, Forest]:
@@ -151,7 +154,9 @@ async def fold_forests(memory: MemoryService, imported: dict[str, Imported]) -> 
     from bench._tune_recall import ask  # noqa: PLC0415
 
     corpora = {n: await memory.index.corpus(i.user_id) for n, i in imported.items()}
-    asked = [a for n, i in imported.items() for a in ask(corpora[n], i.user_id, n, i.conv, i.qvecs)]
+    asked = [
+        a for n, i in imported.items() for a in ask(corpora[n], i.user_id, n, i.conv, i.searched)
+    ]
     rows = build(corpora, {n: i.refs for n, i in imported.items()}, asked)
     conv = np.array([a.conversation for a in asked])
     return {held: load_forest(export(train(rows, conv != held))) for held in imported}
@@ -166,6 +171,8 @@ async def import_all(
     tmp: Path,
 ) -> dict[str, Imported]:
     """Each conversation imported through ``lifebot import`` as one user, and indexed."""
+    from bench._tune_recall import question_vectors  # noqa: PLC0415 (circular)
+
     imported: dict[str, Imported] = {}
     for name in names:
         conv = load(data / f"{name}.json")
@@ -180,7 +187,8 @@ async def import_all(
         corpus = await memory.index.corpus(user.id)
         refs = await _refs(db, user.id, [int(i) for i in corpus.arrays().ids])
         qvecs = embedder.embed_sync([q for q, _, _ in conv.questions])
-        imported[name] = Imported(conv, user.id, bm25, refs, qvecs)
+        searched = question_vectors(embedder, corpus, conv)
+        imported[name] = Imported(conv, user.id, bm25, refs, qvecs, searched)
     return imported
 
 

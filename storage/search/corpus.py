@@ -736,6 +736,10 @@ class CorpusCache:
         else:
             self._cache.pop(user_id, None)
 
+    def loaded(self, user_id: int) -> Corpus | None:
+        """The user's corpus as last loaded (no database check: it may lack the newest rows)."""
+        return self._cache.get(user_id)
+
     def changed(self, user_id: int, item_id: int | None) -> None:
         """An item was rewritten in place: reload the corpus if it holds the old version.
 

@@ -448,12 +448,19 @@ class MemoryIndex:
 
     async def embed_query(self, text: str) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         """The query's vector, or None when the embedder is unavailable."""
+        vecs = await self.embed_queries([text])
+        return None if vecs is None else vecs[0]
+
+    async def embed_queries(
+        self, texts: list[str]
+    ) -> list[np.ndarray[Any, np.dtype[np.float32]]] | None:
+        """Vectors of a few query texts in one model call, or None when it failed."""
         try:
-            vec: np.ndarray[Any, np.dtype[np.float32]] = (await self.embedder.embed([text]))[0]
+            matrix = await self.embedder.embed(texts)
         except EmbeddingError as exc:
             log.warning("query embedding failed, searching full text only: %s", exc)
             return None
-        return vec
+        return [matrix[i] for i in range(len(texts))]
 
     @staticmethod
     def item_ids(items: list[MemoryItem]) -> list[int]:

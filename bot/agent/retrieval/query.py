@@ -157,3 +157,24 @@ def _names(text: str, known: Collection[str] | None) -> tuple[list[str], list[st
         elif not _PLACE_BEFORE.search(text[: m.start()]) or text.startswith("'s", m.end()):
             people.append(word)
     return people, candidates
+
+
+def without_speakers(text: str, names: Collection[str], speakers: Collection[str]) -> str | None:
+    """``text`` with the names of people who speak in the memory left out, for its vector.
+
+    A sentence vector of "What martial arts has John done?" leans towards the turns that
+    say "John" (often the other person greeting him), not the ones where John tells what he
+    does; who speaks is scored apart (the speaker bonus, the words). Only ``names`` that are
+    ``speakers`` (lower-cased; short forms count) are left out: "Vivaldi" or "Paris" are the
+    topic. None when no such name is asked about or no topic word would be left.
+    """
+    spoken = [n for n in names if is_known(n, speakers)]
+    if not spoken:
+        return None
+    out = text
+    for name in spoken:
+        out = re.sub(rf"\b{re.escape(name)}(?:['\u2019]s)?\b", " ", out)
+    out = re.sub(r"\s+", " ", out).strip()
+    if out == text.strip() or not [t for t in fts_terms(out) if t not in QUESTION_WORDS]:
+        return None
+    return out
