@@ -164,7 +164,7 @@ async def test_a_read_only_token_cannot_change_anything_and_a_write_token_can(
         assert [f["text"] for f in facts["facts"]] == ["My sister is called Rita"]
     async with app.db.session() as s:
         assert [f.id for f in await FactRepo(s).active(ann.id)] == [rita.id]
-    assert await app.web.service.reminders(ann) == []
+    assert await app.web.service.reminders.reminders(ann) == []
 
     async with http_client(url, writer, mode="legacy") as client:  # a pre-2026 client too
         made = structured(await client.call_tool("remember", {"text": "I am allergic to peanuts"}))

@@ -80,7 +80,7 @@ async def test_the_cli_writes_the_file_and_reads_an_edited_copy_back(
 
 async def test_the_web_page_shows_the_file_and_takes_an_edited_copy(app: App) -> None:
     user_id = await _ana(app)
-    ana = await app.web.service.user(user_id)
+    ana = await app.web.service.accounts.user(user_id)
     assert ana is not None
     async with client_for(app) as client:
         csrf = await sign_in(app, client, ana)

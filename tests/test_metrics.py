@@ -73,7 +73,7 @@ async def test_counts_never_go_down_when_the_rows_behind_them_are_deleted(
             result = await app.dispatcher.handle(make_inbound(words, sender="ann"))
             assert result.status == "answered"
         answered, kinds = await scrape(client)
-        await app.web.service.erase(ann)  # delete-my-data: every row of ann's is gone
+        await app.web.service.data.erase(ann)  # delete-my-data: every row of ann's is gone
         after, _ = await scrape(client)
 
     grew = value(answered, "lifebot_messages_total", channel="fake", direction="in")

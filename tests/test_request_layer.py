@@ -129,7 +129,7 @@ async def _callers(application: App, client: httpx.AsyncClient) -> Callers:
     _, api_token = await application.web.auth.new_api_token(ann.id, "sweep", WRITE)
     await application.location.set_enabled(ann.id, True)
     location_token = await application.location.new_token(ann.id)
-    _, device_token = await application.web.service.add_device(ann, "omi-sweep")
+    _, device_token = await application.web.service.devices.add_device(ann, "omi-sweep")
     feed = await application.web.auth.new_ics_url(ann.id)
     link = await application.web.auth.issue_link(ann.id)
     return Callers(

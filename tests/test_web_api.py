@@ -124,7 +124,7 @@ async def test_forms_without_the_csrf_token_are_refused_and_change_nothing(app: 
             assert refused.status_code == 403
         async with app.db.session() as s:
             assert [f.id for f in await FactRepo(s).active(ann.id)] == [mine.fact_id]
-        assert await app.web.service.reminders(ann) == []
+        assert await app.web.service.reminders.reminders(ann) == []
         ok = await client.post(f"/facts/{mine.fact_id}/forget", data={"csrf": csrf})
         assert ok.status_code == 303
         async with app.db.session() as s:
@@ -137,8 +137,10 @@ async def test_one_user_never_reaches_anothers_objects(app: App) -> None:
     assert ann.id is not None and bob.id is not None
     anns = await seed(app, ann, "ann's passport number is X123")
     await seed(app, bob, "bob likes tea")
-    device, _ = await app.web.service.add_device(ann, "ann-pendant")
-    reminder = (await app.web.service.add_reminder(ann, "tomorrow at 9 to call mom")).reminder
+    device, _ = await app.web.service.devices.add_device(ann, "ann-pendant")
+    reminder = (
+        await app.web.service.reminders.add_reminder(ann, "tomorrow at 9 to call mom")
+    ).reminder
     async with client_for(app) as client:
         csrf = await sign_in(app, client, bob)
         for path in (f"/memory/message/{anns.message_id}", "/memory/episode/1"):
@@ -176,9 +178,9 @@ async def test_one_user_never_reaches_anothers_objects(app: App) -> None:
         ).json()
         assert all("X123" not in h["text"] for h in hits["items"])
     # Nothing of ann's changed.
-    assert [f.id for f in await app.web.service.facts(ann)] == [anns.fact_id]
-    assert [r.id for r in await app.web.service.reminders(ann)] == [reminder.id]
-    assert [p.id for p in await app.web.service.proposals(ann)] == [anns.proposal_id]
+    assert [f.id for f in await app.web.service.facts.facts(ann)] == [anns.fact_id]
+    assert [r.id for r in await app.web.service.reminders.reminders(ann)] == [reminder.id]
+    assert [p.id for p in await app.web.service.calendar.proposals(ann)] == [anns.proposal_id]
 
 
 async def test_api_token_works_until_revoked(app: App) -> None:
@@ -232,7 +234,7 @@ async def test_export_and_delete_my_data(any_db_app: App) -> None:
     assert ann.id is not None and bob.id is not None
     await seed(app, ann, "ann plays the cello")
     await seed(app, bob, "bob plays drums")
-    await app.web.service.add_device(ann, "ann-pendant")
+    await app.web.service.devices.add_device(ann, "ann-pendant")
     async with client_for(app) as client:
         csrf = await sign_in(app, client, ann)
         got = await client.get("/export")
@@ -243,12 +245,12 @@ async def test_export_and_delete_my_data(any_db_app: App) -> None:
         assert "bob" not in json.dumps([json.loads(files.read(n)) for n in files.namelist()])
         refused = await client.post("/delete", data={"csrf": csrf, "confirm": "nope"})
         assert refused.status_code == 303
-        assert await app.web.service.user(ann.id) is not None
+        assert await app.web.service.accounts.user(ann.id) is not None
         gone = await client.post("/delete", data={"csrf": csrf, "confirm": "DELETE"})
         assert gone.headers["location"] == "/signin?deleted=1"
         assert (await client.get("/", follow_redirects=False)).status_code == 303
-    assert await app.web.service.user(ann.id) is None
-    assert [f.text for f in await app.web.service.facts(bob)] == ["bob plays drums"]
+    assert await app.web.service.accounts.user(ann.id) is None
+    assert [f.text for f in await app.web.service.facts.facts(bob)] == ["bob plays drums"]
 
 
 async def test_health_readiness_and_metrics(app: App) -> None:
@@ -300,7 +302,7 @@ def test_pages_carry_csrf_tokens() -> None:
 async def test_calendar_feed_url_serves_ics_until_turned_off(app: App) -> None:
     ann = await add_user(app, "ann")
     seeded = await seed(app, ann, "dinner plans")
-    assert await app.web.service.answer_proposal(ann, seeded.proposal_id, True)
+    assert await app.web.service.calendar.answer_proposal(ann, seeded.proposal_id, True)
     async with client_for(app) as client:
         csrf = await sign_in(app, client, ann)
         made = await client.post("/calendar/feed", data={"csrf": csrf}, follow_redirects=True)
@@ -328,7 +330,7 @@ async def test_settings_are_saved_and_bad_values_explained(app: App) -> None:
         }
         saved = await client.post("/settings", data=form, follow_redirects=True)
         assert "Settings saved." in saved.text
-        user = await app.web.service.user(ann.id)
+        user = await app.web.service.accounts.user(ann.id)
         assert user is not None
         assert (user.timezone, user.briefing_time, user.briefing_enabled) == (
             "Europe/Lisbon",
@@ -452,7 +454,7 @@ async def test_link_another_channel_from_the_settings_page(app: App) -> None:
         await app.dispatcher.handle(make_inbound(code, sender="ann-work-phone"))
         assert "confirm the link" in channel(app).texts("ann-work-phone")[-1]
         # Nothing is linked until Ann says yes on the page where she asked for the code.
-        senders = {i.sender_id for i in await app.web.service.identities(ann)}
+        senders = {i.sender_id for i in await app.web.service.settings.identities(ann)}
         assert senders == {"ann"}
         page = await client.get("/settings")
         assert "Link fake ann-work-phone to your account?" in page.text
@@ -461,7 +463,7 @@ async def test_link_another_channel_from_the_settings_page(app: App) -> None:
         done = await client.post(f"/settings/link/{action}", data={"csrf": csrf})
         assert done.status_code in (200, 303)
     assert "Linked." in channel(app).texts("ann-work-phone")[-1]
-    senders = {i.sender_id for i in await app.web.service.identities(ann)}
+    senders = {i.sender_id for i in await app.web.service.settings.identities(ann)}
     assert senders == {"ann", "ann-work-phone"}
 
 
@@ -516,7 +518,7 @@ async def test_a_token_is_read_only_unless_made_with_the_write_scope(app: App) -
         assert "read-only" in refused[0].json()["detail"]
         async with app.db.session() as s:
             assert [f.id for f in await FactRepo(s).active(ann.id)] == [mine.fact_id]
-        assert await app.web.service.reminders(ann) == []
+        assert await app.web.service.reminders.reminders(ann) == []
         assert len((await client.get("/api/v1/tokens", headers=look)).json()["items"]) == 2
         # The write token may change things, and make tokens of either scope by API.
         made = await client.post(

@@ -85,8 +85,8 @@ async def test_a_person_manages_memory_reminders_events_and_devices(
     await shot(page, "devices")
     await confirm(page, "ul.cards", "Revoke")
     assert "no longer works" in await page.inner_text(".note")
-    assert await application.web.service.devices(ann) and all(
-        d.revoked_at is not None for d in await application.web.service.devices(ann)
+    assert await application.web.service.devices.devices(ann) and all(
+        d.revoked_at is not None for d in await application.web.service.devices.devices(ann)
     )
 
     await page.goto(f"{base}/settings")
@@ -135,7 +135,7 @@ async def test_the_owner_approves_a_pairing_and_others_see_nothing_of_anns(
     # A form post without the CSRF token (what another site could forge) is refused.
     forged = await bobs.request.post(f"{base}/facts", form={"text": "forged"})
     assert forged.status == 403
-    assert await application.web.service.facts(bob) == []
+    assert await application.web.service.facts.facts(bob) == []
     await bobs.context.close()
 
 

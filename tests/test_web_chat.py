@@ -58,7 +58,7 @@ async def web_rows(app: App, user_id: int) -> list[Message]:
 
 
 async def web_conversation(app: App, user_id: int) -> int:
-    user = await app.web.service.user(user_id)
+    user = await app.web.service.accounts.user(user_id)
     assert user is not None
     conv = await app.web.chat.conversation(user)
     assert conv is not None
@@ -283,11 +283,13 @@ async def test_form_results_wait_in_the_session_never_in_the_url(any_db_app: App
         assert f'action="/facts/{seeded.fact_id}/restore"' in page  # Undo
         # Said once: the next page does not repeat it.
         assert "Forgotten:" not in (await web.get("/facts")).text
-        assert await app.web.service.facts(ann) == []
+        assert await app.web.service.facts.facts(ann) == []
 
         undone = await web.post(f"/facts/{seeded.fact_id}/restore", data={"csrf": csrf})
         assert "note=Kept: I am allergic to peanuts" in await said(web, undone)
-        assert [f.text for f in await app.web.service.facts(ann)] == ["I am allergic to peanuts"]
+        assert [f.text for f in await app.web.service.facts.facts(ann)] == [
+            "I am allergic to peanuts"
+        ]
         found = await web.get("/memory", params={"q": "peanuts"})
         assert "allergic to peanuts" in found.text  # searchable again
 
@@ -333,7 +335,7 @@ async def test_a_chat_message_waiting_for_retry_is_answered_from_the_today_page(
     fake_llm.add(fail(503), fail(503), fail(503))  # the model is down: the message waits
     down = await app.dispatcher.handle(make_inbound("what is on today?", sender="ann"))
     assert down.status == "llm_down"
-    [waiting] = await app.web.service.waiting(ann)
+    [waiting] = await app.web.service.pending.waiting(ann)
     agent(fake_llm, say("Nothing is on today."))
     async with client_for(app) as web:
         csrf = await sign_in(app, web, ann)
@@ -346,4 +348,4 @@ async def test_a_chat_message_waiting_for_retry_is_answered_from_the_today_page(
         assert "error=That message no longer waits" in await said(web, other)
     # The answer went to the chat where the question was asked.
     assert channel(app).texts("ann")[-1] == "Nothing is on today."
-    assert await app.web.service.waiting(ann) == []
+    assert await app.web.service.pending.waiting(ann) == []

@@ -206,11 +206,11 @@ async def test_without_scripts_the_chat_is_a_form_that_reloads_with_the_answer(
 
 async def _seed_every_page(application: App, ann_id: int) -> int:
     """Something on every page; returns the seeded conversation turn's id."""
-    ann = await application.web.service.user(ann_id)
+    ann = await application.web.service.accounts.user(ann_id)
     assert ann is not None
     seeded = await seed(application, ann, "I play the cello on Tuesdays")
-    await application.web.service.add_reminder(ann, "tomorrow at 9 to call mom")
-    await application.web.service.add_device(ann, "pendant-1")
+    await application.web.service.reminders.add_reminder(ann, "tomorrow at 9 to call mom")
+    await application.web.service.devices.add_device(ann, "pendant-1")
     await application.location.add_place(ann_id, "gym", 52.5150, 13.3800)
     async with application.db.session() as s:
         await ContactRepo(s).add(ann_id, "Ana Silva", relationship="sister")

@@ -47,9 +47,9 @@ async def test_the_owner_approves_once_and_refuses_on_the_page(app: App) -> None
         assert no.status_code in (302, 303)
         after = await web.get("/owner")
         csrf_of(after.text)  # still a page of its own
-    users = {row.user.display_name for row in await app.web.service.users()}
+    users = {row.user.display_name for row in await app.web.service.owner.users()}
     assert "Carol" in users and "Dave" not in users
-    assert await app.web.service.pairings() == []
+    assert await app.web.service.owner.pairings() == []
     async with app.db.session() as s:
         welcomes = list(
             (await s.exec(select(Delivery).where(Delivery.key == "welcome:KX7P2QRM"))).all()

@@ -108,7 +108,9 @@ async def test_proposals_on_the_web_are_renamed_and_a_new_place_is_named(tmp_pat
         clock.set(WEEK + timedelta(hours=21))
         await app.location.ingest(ann.id, fixes, "owntracks")
         await app.location_proposals.scan(clock.set(WEEK + timedelta(hours=21, minutes=35)))
-        gym_p, bar_p = [p for p in await app.web.service.proposals(ann) if p.source == "location"]
+        gym_p, bar_p = [
+            p for p in await app.web.service.calendar.proposals(ann) if p.source == "location"
+        ]
         assert gym_p.place == "gym" and bar_p.place is None
 
         async with client_for(app) as web:
@@ -124,7 +126,7 @@ async def test_proposals_on_the_web_are_renamed_and_a_new_place_is_named(tmp_pat
                 f"/proposals/{gym_p.id}/rename", data={"csrf": csrf, "title": "Bouldering"}
             )
             assert "Renamed" in await said(web, done)
-        titles = sorted(p.title for p in await app.web.service.proposals(ann))
+        titles = sorted(p.title for p in await app.web.service.calendar.proposals(ann))
         assert titles[0] == "Bouldering" and titles[1].startswith("Time at Kiezbar, 19:")
         assert "Kiezbar" in [p.name for p in await app.location.places(ann.id)]
 

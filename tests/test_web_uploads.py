@@ -194,7 +194,7 @@ async def test_a_file_over_the_limit_is_refused_and_nothing_is_stored(
         assert "I kept nothing." in sent.text
     assert await kept(app) == []
     assert await chunks_of(app, ann) == 0
-    assert await app.web.service.recent_days(ann) == []  # no message was stored either
+    assert await app.web.service.memory.recent_days(ann) == []  # no message was stored either
 
 
 async def test_a_wrong_kind_of_file_is_refused_whatever_its_name_says(app: App) -> None:
@@ -214,7 +214,7 @@ async def test_a_wrong_kind_of_file_is_refused_whatever_its_name_says(app: App) 
         empty = await client.post("/api/v1/uploads", data={"note": "hi"}, headers=headers)
         assert empty.status_code == 422
     assert await kept(app) == []
-    assert await app.web.service.recent_days(ann) == []
+    assert await app.web.service.memory.recent_days(ann) == []
 
 
 async def test_the_form_without_its_csrf_token_is_refused_and_stores_nothing(app: App) -> None:

@@ -21,7 +21,7 @@ from bot.agent.sources import citation_kind, describe
 from bot.agent.tools.base import ToolContext, ToolRegistry
 from bot.clock import zone
 from bot.mcp.principal import Principal
-from bot.web.service import WebService
+from bot.web.services import WebService
 from storage.models import Fact, Message, User
 
 SOURCE_SCHEME = "lifebot://source/"
@@ -175,7 +175,7 @@ class LifebotData:
 
     async def user(self, who: Principal) -> User:
         """The principal's user; NotFound when they were deleted."""
-        user = await self.web.user(who.user_id)
+        user = await self.web.accounts.user(who.user_id)
         if user is None or user.id is None:
             raise NotFound("this user no longer exists")
         return user
@@ -204,7 +204,7 @@ class LifebotData:
         """The chat's memory search: dates in the query are a hard window; nothing is made up."""
         user = await self.user(who)
         ctx = self._context(user)
-        memory = self.web.memory
+        memory = self.web.memory.engine
         # New messages become findable by their words now; vectors follow in the background.
         await memory.index_pending(ctx.user_id, embed=False)
         outcome = await memory.retriever.search(
@@ -244,7 +244,7 @@ class LifebotData:
     async def day(self, who: Principal, day: date) -> Day:
         """What was said on one local day, oldest first (at most DAY_LIMIT turns)."""
         user = await self.user(who)
-        rows = await self.web.day(user, day)
+        rows = await self.web.memory.day(user, day)
         return Day(
             date=day,
             timezone=user.timezone,
@@ -255,7 +255,7 @@ class LifebotData:
     async def facts(self, who: Principal, category: str | None = None) -> Facts:
         """The user's rules and facts (one category of facts when given)."""
         user = await self.user(who)
-        found = await self.web.facts(user)
+        found = await self.web.facts.facts(user)
         rules = [_fact_out(f) for f in found if f.category == RULE_CATEGORY]
         facts = [
             _fact_out(f)
@@ -310,7 +310,7 @@ class LifebotData:
         user = await self.user(who)
         tz = user.timezone
         if kind in ("message", "image"):
-            found = await self.web.around(user, source_id)
+            found = await self.web.memory.around(user, source_id)
             if found is None:
                 raise NotFound(f"there is no {kind} {source_id}")
             cited, around = found
@@ -320,14 +320,14 @@ class LifebotData:
                 lines.append(f"- {mark}{_line(m, tz)}")
             return "\n".join(lines) + "\n"
         if kind == "episode":
-            episode = await self.web.episode(user, source_id)
+            episode = await self.web.memory.episode(user, source_id)
             if episode is None:
                 raise NotFound(f"there is no episode {source_id}")
             ep, messages = episode
             head = [f"# {ep.title or 'A conversation'}", "", ep.summary, "", "## Messages", ""]
             return "\n".join([*head, *(f"- {_line(m, tz)}" for m in messages)]) + "\n"
         if kind == "fact":
-            fact = await self.web.fact(user, source_id)
+            fact = await self.web.facts.fact(user, source_id)
             if fact is None:
                 raise NotFound(f"there is no fact {source_id}")
             row, messages = fact
@@ -341,7 +341,7 @@ class LifebotData:
     async def memory_file(self, who: Principal) -> str:
         """The person's memory file (Markdown)."""
         user = await self.user(who)
-        return render_memory_file(user, await self.web.facts(user), self.web.clock.now())
+        return render_memory_file(user, await self.web.facts.facts(user), self.web.clock.now())
 
     # --- changes (write scope only) -------------------------------------------------------------
     async def change(self, who: Principal, tool: str, arguments: dict[str, object]) -> Changed:

@@ -93,7 +93,7 @@ def build_mcp(
         service = web.service
 
         async def user_exists(user_id: int) -> bool:
-            return await service.user(user_id) is not None
+            return await service.accounts.user(user_id) is not None
 
         http = McpHttp(
             build_server(data, from_http, lifebot_version()), web.auth.api_token, user_exists

@@ -34,7 +34,8 @@ from bot.web.paging import (
     stamp,
 )
 from bot.web.params import Day, RowId
-from bot.web.service import JOURNAL_DAYS, MAX_SERIES_DAYS, SettingsChange
+from bot.web.services.journal import JOURNAL_DAYS, MAX_SERIES_DAYS
+from bot.web.services.settings import SettingsChange
 from storage.models import ApiToken, Device, Reminder, User
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
@@ -252,7 +253,7 @@ def uid(user: User) -> int:
 @router.get("/me")
 async def me(request: Request, user: Me) -> UserOut:
     """Who the token belongs to, and their settings."""
-    idents = await ctx(request).service.identities(user)
+    idents = await ctx(request).service.settings.identities(user)
     return UserOut.of(user, sorted({i.channel for i in idents}))
 
 
@@ -261,10 +262,10 @@ async def patch_settings(request: Request, user: Me, body: SettingsIn) -> UserOu
     """Change time zone, briefing, quiet hours or preferred channel (422 on bad values)."""
     s = ctx(request).service
     change = SettingsChange(**body.model_dump())
-    fresh = await s.change_settings(user, change)
+    fresh = await s.settings.change_settings(user, change)
     if change.errors:
         raise HTTPException(422, " ".join(change.errors))
-    idents = await s.identities(fresh)
+    idents = await s.settings.identities(fresh)
     return UserOut.of(fresh, sorted({i.channel for i in idents}))
 
 
@@ -280,7 +281,7 @@ async def search(
     seal = seal_of(request)
     offset = await offset_cursor(seal, scope, uid(user), cursor)
     end = min(offset + limit, SEARCH_DEPTH)
-    result = await ctx(request).service.search(user, q, limit=end + 1)
+    result = await ctx(request).service.memory.search(user, q, limit=end + 1)
     hits = result.hits[offset:end]
     more = len(result.hits) > end and end < SEARCH_DEPTH
     return SearchOut(
@@ -296,7 +297,7 @@ async def facts(
 ) -> Page[FactOut]:
     """What lifebot knows about you, oldest first."""
     page, nxt = await keyset_page(
-        await ctx(request).service.facts(user),
+        await ctx(request).service.facts.facts(user),
         lambda f: (f.id or 0,),
         limit=limit,
         cursor=cursor,
@@ -327,8 +328,8 @@ async def add_fact(request: Request, user: Me, body: TextIn, response: Response)
     one fact (nothing is stored then).
     """
     s = ctx(request).service
-    decision = await s.remember_decision(user, body.text)
-    said = s.memory.remember_reply(decision)
+    decision = await s.facts.remember_decision(user, body.text)
+    said = s.facts.engine.remember_reply(decision)
     if decision.fact is None or decision.fact.id is None:
         raise HTTPException(
             422, "A fact is one sentence of 3 characters to 40 words; nothing was stored."
@@ -347,7 +348,7 @@ async def add_fact(request: Request, user: Me, body: TextIn, response: Response)
 @router.put("/facts/{fact_id}")
 async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) -> Said:
     """Change a fact's words."""
-    said = await ctx(request).service.edit_fact(user, fact_id, body.text)
+    said = await ctx(request).service.facts.edit_fact(user, fact_id, body.text)
     if said is None:
         raise _404()
     return Said(message=said)
@@ -356,7 +357,7 @@ async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) ->
 @router.delete("/facts/{fact_id}", status_code=204)
 async def forget_fact(request: Request, user: Me, fact_id: RowId) -> Response:
     """Forget a fact."""
-    if await ctx(request).service.forget(user, fact_id) is None:
+    if await ctx(request).service.facts.forget(user, fact_id) is None:
         raise _404()
     return Response(status_code=204)
 
@@ -367,7 +368,7 @@ async def reminders(
 ) -> Page[ReminderOut]:
     """Active reminders, soonest first."""
     page, nxt = await keyset_page(
-        await ctx(request).service.reminders(user),
+        await ctx(request).service.reminders.reminders(user),
         lambda r: (stamp(r.next_at), r.id or 0),
         limit=limit,
         cursor=cursor,
@@ -382,7 +383,7 @@ async def reminders(
 async def add_reminder(request: Request, user: Me, body: TextIn) -> ReminderOut:
     """Create a reminder from words ("tomorrow at 9 to call mom"); 422 when unreadable."""
     try:
-        created = await ctx(request).service.add_reminder(user, body.text)
+        created = await ctx(request).service.reminders.add_reminder(user, body.text)
     except PhraseError as exc:
         raise HTTPException(422, str(exc)) from exc
     return ReminderOut.of(created.reminder)
@@ -391,7 +392,7 @@ async def add_reminder(request: Request, user: Me, body: TextIn) -> ReminderOut:
 @router.delete("/reminders/{reminder_id}", status_code=204)
 async def cancel_reminder(request: Request, user: Me, reminder_id: RowId) -> Response:
     """Cancel a reminder."""
-    if await ctx(request).service.cancel_reminder(user, reminder_id) is None:
+    if await ctx(request).service.reminders.cancel_reminder(user, reminder_id) is None:
         raise _404()
     return Response(status_code=204)
 
@@ -402,7 +403,7 @@ async def events(
 ) -> Page[EventOut]:
     """Calendar events from yesterday to two months ahead, soonest first."""
     page, nxt = await keyset_page(
-        await ctx(request).service.events(user),
+        await ctx(request).service.calendar.events(user),
         lambda e: (stamp(e.start_at), e.id or 0),
         limit=limit,
         cursor=cursor,
@@ -433,7 +434,7 @@ async def proposals(
     """Proposed events waiting for an answer, soonest first."""
     s = ctx(request).service
     page, nxt = await keyset_page(
-        await s.proposals(user),
+        await s.calendar.proposals(user),
         lambda p: (stamp(p.start_at), p.id or 0),
         limit=limit,
         cursor=cursor,
@@ -448,7 +449,7 @@ async def proposals(
                 title=p.title,
                 start_at=p.start_at,
                 end_at=p.end_at,
-                question=s.proposal_words(p, user),
+                question=s.calendar.proposal_words(p, user),
             )
             for p in page
         ],
@@ -465,7 +466,7 @@ class Rename(BaseModel):
 @router.post("/proposals/{proposal_id}/rename")
 async def rename(request: Request, user: Me, proposal_id: RowId, body: Rename) -> Said:
     """Give a pending proposed event a new title."""
-    said = await ctx(request).service.rename_proposal(user, proposal_id, body.title)
+    said = await ctx(request).service.calendar.rename_proposal(user, proposal_id, body.title)
     if said is None:
         raise _404()
     return Said(message=said)
@@ -476,7 +477,9 @@ async def answer(request: Request, user: Me, proposal_id: RowId, answer: str) ->
     """``accept`` or ``decline`` a proposed event."""
     if answer not in ("accept", "decline"):
         raise _404()
-    said = await ctx(request).service.answer_proposal(user, proposal_id, answer == "accept")
+    said = await ctx(request).service.calendar.answer_proposal(
+        user, proposal_id, answer == "accept"
+    )
     if said is None:
         raise _404()
     return Said(message=said)
@@ -488,7 +491,7 @@ async def devices(
 ) -> Page[DeviceOut]:
     """Your pendants, newest first (revoked ones too, marked)."""
     page, nxt = await keyset_page(
-        await ctx(request).service.devices(user),
+        await ctx(request).service.devices.devices(user),
         lambda d: (-(d.id or 0),),
         limit=limit,
         cursor=cursor,
@@ -507,7 +510,7 @@ async def devices(
 async def add_device(request: Request, user: Me, body: TextIn) -> NewDeviceOut:
     """Add a pendant named ``text``; the token is in this answer only."""
     try:
-        d, token = await ctx(request).service.add_device(user, body.text)
+        d, token = await ctx(request).service.devices.add_device(user, body.text)
     except NameTaken as exc:
         raise HTTPException(409, str(exc)) from exc
     except ValueError as exc:
@@ -518,7 +521,7 @@ async def add_device(request: Request, user: Me, body: TextIn) -> NewDeviceOut:
 @router.delete("/devices/{device_id}", status_code=204)
 async def revoke_device(request: Request, user: Me, device_id: RowId) -> Response:
     """Revoke a pendant."""
-    if await ctx(request).service.revoke_device(user, device_id) is None:
+    if await ctx(request).service.devices.revoke_device(user, device_id) is None:
         raise _404()
     return Response(status_code=204)
 
@@ -611,13 +614,13 @@ async def revoke_token(request: Request, user: Me, token_id: RowId) -> Response:
 async def export(request: Request, user: Me) -> Response:
     """All your data and files as a zip (the one ``lifebot export`` writes)."""
     service = ctx(request).service
-    path = await service.export_file(user)
+    path = await service.data.export_file(user)
     return FileResponse(
         path,
         media_type="application/zip",
         filename="lifebot-export.zip",
         headers={"Cache-Control": "no-store"},
-        background=BackgroundTask(service.forget_export, path),
+        background=BackgroundTask(service.data.forget_export, path),
     )
 
 
@@ -632,14 +635,14 @@ async def journal_series(
 ) -> SeriesOut:
     """A journal metric's averages with counts (default: the last 30 days, daily)."""
     s = ctx(request).service
-    _, today = s.journal_range(user, 1)
+    _, today = s.journal.journal_range(user, 1)
     last = end or today
     first = start or last - timedelta(days=JOURNAL_DAYS - 1)
     if first > last:
         raise HTTPException(422, "start is after end.")
     if (last - first).days >= MAX_SERIES_DAYS:
         raise HTTPException(422, f"Ask for at most {MAX_SERIES_DAYS} days at a time.")
-    points = await s.journal_series(user, metric, first, last, bucket)
+    points = await s.journal.journal_series(user, metric, first, last, bucket)
     return SeriesOut(
         metric=metric,
         start=first,

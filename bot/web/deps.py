@@ -24,7 +24,7 @@ from bot.jobs.meetings.ingest import MeetingIngest
 from bot.location.service import LocationService
 from bot.web.auth import WRITE, WebAuth
 from bot.web.chat import WebChat
-from bot.web.service import WebService
+from bot.web.services import WebService
 from bot.web.sources import SourceView
 from bot.web.uploads import Uploads
 from storage.models import ApiToken, User, WebSession
@@ -172,7 +172,7 @@ async def viewer(request: Request) -> Viewer:
     session = await c.auth.session(request.cookies.get(COOKIE))
     if session is None:
         raise NeedsSignIn
-    user = await c.service.user(session.user_id)
+    user = await c.service.accounts.user(session.user_id)
     if user is None:
         raise NeedsSignIn
     found = Viewer(user, session)
@@ -208,7 +208,7 @@ async def _token_user(request: Request) -> tuple[ApiToken, User]:
         return known  # type: ignore[no-any-return]  # set below, always this pair
     c = ctx(request)
     token = await c.auth.api_token(request.headers.get("authorization"))
-    user = await c.service.user(token.user_id) if token is not None else None
+    user = await c.service.accounts.user(token.user_id) if token is not None else None
     if token is None or user is None:
         # RFC 6750's error code too: MCP clients and other OAuth-minded ones look for it.
         raise Refused(

@@ -53,10 +53,10 @@ async def readyz(request: Request) -> JSONResponse:
     except StorageError as exc:
         checks["database"] = Check(ok=False, detail=str(exc))
         leases = []
-    checks["channels"] = Check(ok=True, detail=", ".join(s.channel_names()) or "none started")
+    checks["channels"] = Check(ok=True, detail=", ".join(s.owner.channel_names()) or "none started")
     if not c.jobs_enabled:
         checks["leader"] = Check(ok=True, detail="jobs are off in this process")
-    elif s.is_leader():
+    elif s.owner.is_leader():
         checks["leader"] = Check(ok=True, detail="this process")
     elif leases:
         checks["leader"] = Check(ok=True, detail=f"another process ({leases[0].holder})")
@@ -123,6 +123,6 @@ async def metrics(request: Request) -> Response:
     c = ctx(request)
     g = await c.control.gauges()
     body = exposition() + _gauges(
-        g.unanswered, g.outbox_depth, g.audio_waiting, c.service.is_leader()
+        g.unanswered, g.outbox_depth, g.audio_waiting, c.service.owner.is_leader()
     )
     return Response(body, media_type=CONTENT_TYPE_PLAIN_0_0_4)  # what every Prometheus reads

@@ -65,7 +65,7 @@ async def transcript(request: Request, user: Me) -> IngestOut:
 @omi_router.post("/omi/{token}/conversation", status_code=202)
 async def omi_conversation(token: str, request: Request) -> IngestOut:
     """Omi's conversation webhook for the user whose Omi device this token is."""
-    device = await ctx(request).service.device_registry.authenticate(token)
+    device = await ctx(request).service.devices.registry.authenticate(token)
     if device is None:
         raise HTTPException(401, "Unknown or revoked device token.")
     return await _queue(request, device.user_id, await _capped_body(request))

@@ -37,18 +37,18 @@ async def overview(request: Request, who: Owner) -> HTMLResponse:
         who,
         "owner.html",
         script=SCRIPT,
-        pairings=await s.pairings(),
-        users=await s.users(),
+        pairings=await s.owner.pairings(),
+        users=await s.owner.users(),
         processes=await control.processes(),
         lease=await control.leader(),
-        leader=s.is_leader(),
+        leader=s.owner.is_leader(),
         jobs=await control.job_views(),
         runs=await control.recent_runs(),
         outbox=outbox,
         deliveries=outbox.newest,
         tail=await control.tail(),
         settings=control.settings,
-        channels=s.channel_names(),
+        channels=s.owner.channel_names(),
     )
 
 
@@ -67,7 +67,7 @@ async def decide(request: Request, who: Owner, code: str, decision: str) -> Resp
     await checked_form(request, who)
     if decision not in ("approve", "refuse"):
         raise HTTPException(404)
-    req = await ctx(request).service.decide_pairing(code, decision == "approve")
+    req = await ctx(request).service.owner.decide_pairing(code, decision == "approve")
     if req is None:
         return await back(
             request,
@@ -84,7 +84,7 @@ async def decide(request: Request, who: Owner, code: str, decision: str) -> Resp
 async def retry(request: Request, who: Owner, delivery_id: RowId) -> Response:
     """Queue a failed push again."""
     await checked_form(request, who)
-    if not await ctx(request).service.retry_delivery(delivery_id):
+    if not await ctx(request).service.owner.retry_delivery(delivery_id):
         return await back(
             request, who, "/owner", error=f"Push #{delivery_id} is not a failed push."
         )

@@ -25,7 +25,8 @@ from bot.location.service import NamingError
 from bot.web.auth import READ, WRITE
 from bot.web.deps import COOKIE, Viewer, checked_form, ctx, page_csp, viewer
 from bot.web.params import RowId, SpanDays
-from bot.web.service import JOURNAL_DAYS, SettingsChange
+from bot.web.services.journal import JOURNAL_DAYS
+from bot.web.services.settings import SettingsChange
 
 router = APIRouter()
 MAX_MEMORY_FILE_BYTES = 4 * MAX_FILE_CHARS
@@ -115,20 +116,22 @@ async def back(
 async def today(request: Request, who: Who) -> HTMLResponse:
     """Next reminders, proposals awaiting an answer, the briefing."""
     s = ctx(request).service
-    proposals = [(p, s.proposal_words(p, who.user)) for p in await s.proposals(who.user)]
+    proposals = [
+        (p, s.calendar.proposal_words(p, who.user)) for p in await s.calendar.proposals(who.user)
+    ]
     preview = None
     if request.query_params.get("preview") == "1":
-        preview = await s.briefing_preview(who.user)
+        preview = await s.reminders.briefing_preview(who.user)
     return render(
         request,
         who,
         "today.html",
-        reminders=(await s.reminders(who.user))[:8],
+        reminders=(await s.reminders.reminders(who.user))[:8],
         proposals=proposals,
-        events=(await s.events(who.user, days=2))[:8],
+        events=(await s.calendar.events(who.user, days=2))[:8],
         preview=preview,
-        questions=await s.questions(who.user),
-        waiting=await s.waiting(who.user),
+        questions=await s.pending.questions(who.user),
+        waiting=await s.pending.waiting(who.user),
     )
 
 
@@ -136,7 +139,7 @@ async def today(request: Request, who: Who) -> HTMLResponse:
 async def retry_waiting(request: Request, who: Who, message_id: RowId) -> Response:
     """Answer a message that waits for /retry; the answer goes where it was asked."""
     await checked_form(request, who)
-    if not await ctx(request).service.retry(who.user, message_id):
+    if not await ctx(request).service.pending.retry(who.user, message_id):
         return await back(request, who, "/", error="That message no longer waits.")
     return await back(request, who, "/", note="Answered: my reply is in the chat where you asked.")
 
@@ -147,7 +150,7 @@ async def answer_question(request: Request, who: Who, message_id: RowId, choice:
     await checked_form(request, who)
     if not (choice == "other" or (choice.isascii() and choice.isdigit() and len(choice) <= 3)):
         raise HTTPException(404)
-    if not await ctx(request).service.answer_question(who.user, message_id, choice):
+    if not await ctx(request).service.pending.answer_question(who.user, message_id, choice):
         return await back(request, who, "/", error="That question no longer waits for an answer.")
     return await back(request, who, "/", note="Answered: my reply is in the chat where I asked.")
 
@@ -157,7 +160,7 @@ async def rename_proposal(request: Request, who: Who, proposal_id: RowId) -> Res
     """Rename a proposed event; for a stay at an unnamed place, the name names the place."""
     form = await checked_form(request, who)
     c = ctx(request)
-    p = await c.service.proposal(who.user, proposal_id)
+    p = await c.service.calendar.proposal(who.user, proposal_id)
     if p is None:
         raise HTTPException(404)
     name = form.get("title", "")
@@ -172,7 +175,7 @@ async def rename_proposal(request: Request, who: Who, proposal_id: RowId) -> Res
         return await back(
             request, who, "/", note=f"Saved the place {done.place.name}; later stays there use it."
         )
-    said = await c.service.rename_proposal(who.user, proposal_id, name)
+    said = await c.service.calendar.rename_proposal(who.user, proposal_id, name)
     return await back(request, who, "/", note=said)
 
 
@@ -182,7 +185,9 @@ async def answer_proposal(request: Request, who: Who, proposal_id: RowId, answer
     await checked_form(request, who)
     if answer not in ("accept", "decline"):
         raise HTTPException(404)
-    said = await ctx(request).service.answer_proposal(who.user, proposal_id, answer == "accept")
+    said = await ctx(request).service.calendar.answer_proposal(
+        who.user, proposal_id, answer == "accept"
+    )
     if said is None:
         raise HTTPException(404)
     return await back(request, who, "/", note=said)
@@ -192,7 +197,7 @@ async def answer_proposal(request: Request, who: Who, proposal_id: RowId, answer
 async def send_briefing(request: Request, who: Who) -> Response:
     """Queue a briefing now."""
     await checked_form(request, who)
-    await ctx(request).service.send_briefing(who.user)
+    await ctx(request).service.reminders.send_briefing(who.user)
     return await back(request, who, "/", note="Your briefing is on its way to your chat.")
 
 
@@ -201,13 +206,13 @@ async def send_briefing(request: Request, who: Who) -> Response:
 async def memory(request: Request, who: Who, q: str = "", day: str = "") -> HTMLResponse:
     """Search, and the day-by-day timeline."""
     s = ctx(request).service
-    result = await s.search(who.user, q) if q.strip() else None
-    days = await s.recent_days(who.user)
+    result = await s.memory.search(who.user, q) if q.strip() else None
+    days = await s.memory.recent_days(who.user)
     try:
         shown = date.fromisoformat(day) if day else (days[0] if days else None)
     except ValueError:
         shown = None
-    messages = await s.day(who.user, shown) if shown else []
+    messages = await s.memory.day(who.user, shown) if shown else []
     return render(
         request,
         who,
@@ -219,14 +224,14 @@ async def memory(request: Request, who: Who, q: str = "", day: str = "") -> HTML
         prev_day=shown - timedelta(days=1) if shown else None,
         next_day=shown + timedelta(days=1) if shown else None,
         messages=messages,
-        episodes=(await s.episodes(who.user))[:20],
+        episodes=(await s.memory.episodes(who.user))[:20],
     )
 
 
 @router.get("/memory/message/{message_id}", response_class=HTMLResponse)
 async def message(request: Request, who: Who, message_id: RowId) -> HTMLResponse:
     """A conversation opened at one turn."""
-    found = await ctx(request).service.around(who.user, message_id)
+    found = await ctx(request).service.memory.around(who.user, message_id)
     if found is None:
         raise HTTPException(404)
     target, around = found
@@ -236,7 +241,7 @@ async def message(request: Request, who: Who, message_id: RowId) -> HTMLResponse
 @router.get("/memory/episode/{episode_id}", response_class=HTMLResponse)
 async def episode(request: Request, who: Who, episode_id: RowId) -> HTMLResponse:
     """An episode and its messages."""
-    found = await ctx(request).service.episode(who.user, episode_id)
+    found = await ctx(request).service.memory.episode(who.user, episode_id)
     if found is None:
         raise HTTPException(404)
     ep, messages = found
@@ -248,14 +253,14 @@ async def episode(request: Request, who: Who, episode_id: RowId) -> HTMLResponse
 async def journal(request: Request, who: Who, days: SpanDays = JOURNAL_DAYS) -> HTMLResponse:
     """Recent entries with their scores, and a chart of each metric over the last days."""
     s = ctx(request).service
-    first, last = s.journal_range(who.user, days)
+    first, last = s.journal.journal_range(who.user, days)
     return render(
         request,
         who,
         "journal.html",
         days=(last - first).days + 1,
-        views=await s.journal_views(who.user, first, last),
-        entries=await s.journal_entries(who.user),
+        views=await s.journal.journal_views(who.user, first, last),
+        entries=await s.journal.journal_entries(who.user),
     )
 
 
@@ -268,8 +273,8 @@ async def journal_chart(
         raise HTTPException(404)
     chosen: Metric = metric  # narrowed by the check above
     s = ctx(request).service
-    first, last = s.journal_range(who.user, days)
-    png = await s.journal_chart(who.user, chosen, first, last)
+    first, last = s.journal.journal_range(who.user, days)
+    png = await s.journal.journal_chart(who.user, chosen, first, last)
     if png is None:
         raise HTTPException(404)
     # Private data: never kept by a shared cache.
@@ -282,8 +287,8 @@ async def facts(request: Request, who: Who) -> HTMLResponse:
     """What lifebot knows, each with its sources."""
     s = ctx(request).service
     rows = []
-    for f in await s.facts(who.user):
-        found = await s.fact(who.user, f.id or 0)
+    for f in await s.facts.facts(who.user):
+        found = await s.facts.fact(who.user, f.id or 0)
         rows.append((f, found[1] if found else []))
     return render(request, who, "facts.html", rows=rows)
 
@@ -296,7 +301,7 @@ async def add_fact(request: Request, who: Who) -> Response:
     if not text:
         return await back(request, who, "/facts", error="Type something to remember.")
     return await back(
-        request, who, "/facts", note=await ctx(request).service.remember(who.user, text)
+        request, who, "/facts", note=await ctx(request).service.facts.remember(who.user, text)
     )
 
 
@@ -304,7 +309,7 @@ async def add_fact(request: Request, who: Who) -> Response:
 async def edit_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Change a fact's words."""
     form = await checked_form(request, who)
-    said = await ctx(request).service.edit_fact(who.user, fact_id, form.get("text", ""))
+    said = await ctx(request).service.facts.edit_fact(who.user, fact_id, form.get("text", ""))
     if said is None:
         raise HTTPException(404)
     return await back(request, who, "/facts", note=said)
@@ -314,7 +319,7 @@ async def edit_fact(request: Request, who: Who, fact_id: RowId) -> Response:
 async def forget_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Forget a fact."""
     await checked_form(request, who)
-    gone = await ctx(request).service.forget(who.user, fact_id)
+    gone = await ctx(request).service.facts.forget(who.user, fact_id)
     if gone is None:
         raise HTTPException(404)
     return await back(
@@ -330,7 +335,7 @@ async def forget_fact(request: Request, who: Who, fact_id: RowId) -> Response:
 async def restore_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Undo a Forget."""
     await checked_form(request, who)
-    back_again = await ctx(request).service.restore_fact(who.user, fact_id)
+    back_again = await ctx(request).service.facts.restore_fact(who.user, fact_id)
     if back_again is None:
         return await back(request, who, "/facts", error="That fact cannot come back any more.")
     return await back(request, who, "/facts", note=f"Kept: {back_again.text}")
@@ -340,14 +345,14 @@ async def restore_fact(request: Request, who: Who, fact_id: RowId) -> Response:
 @router.get("/memory/file", response_class=HTMLResponse)
 async def memory_file(request: Request, who: Who) -> HTMLResponse:
     """The user's facts and rules as one Markdown file, to read, edit here, or download."""
-    text = await ctx(request).service.memory_file(who.user)
+    text = await ctx(request).service.facts.memory_file(who.user)
     return render(request, who, "memory_file.html", text=text, report=None)
 
 
 @router.get("/memory/file.md")
 async def memory_file_download(request: Request, who: Who) -> Response:
     """MEMORY.md as a file."""
-    text = await ctx(request).service.memory_file(who.user)
+    text = await ctx(request).service.facts.memory_file(who.user)
     return Response(
         text,
         media_type="text/markdown; charset=utf-8",
@@ -370,7 +375,7 @@ async def apply_memory_file(request: Request, who: Who) -> Response:
     text = form.get("text", "")
     s = ctx(request).service
     try:
-        report = await s.apply_memory_file(who.user, text)
+        report = await s.facts.apply_memory_file(who.user, text)
     except MemoryFileError as exc:
         return await back(
             request, who, "/memory/file", error=f"I couldn't read that as your memory file: {exc}."
@@ -387,7 +392,7 @@ async def apply_memory_file(request: Request, who: Who) -> Response:
 @router.get("/reminders", response_class=HTMLResponse)
 async def reminders(request: Request, who: Who) -> HTMLResponse:
     """Active reminders and a box to add one in words."""
-    items = await ctx(request).service.reminders(who.user)
+    items = await ctx(request).service.reminders.reminders(who.user)
     return render(request, who, "reminders.html", reminders=items)
 
 
@@ -396,7 +401,7 @@ async def add_reminder(request: Request, who: Who) -> Response:
     """Create a reminder from words ("tomorrow at 9 to call mom")."""
     form = await checked_form(request, who)
     try:
-        created = await ctx(request).service.add_reminder(who.user, form.get("text", ""))
+        created = await ctx(request).service.reminders.add_reminder(who.user, form.get("text", ""))
     except PhraseError as exc:
         return await back(request, who, "/reminders", error=str(exc))
     return await back(request, who, "/reminders", note=created.text)
@@ -406,7 +411,7 @@ async def add_reminder(request: Request, who: Who) -> Response:
 async def cancel_reminder(request: Request, who: Who, reminder_id: RowId) -> Response:
     """Cancel a reminder."""
     await checked_form(request, who)
-    gone = await ctx(request).service.cancel_reminder(who.user, reminder_id)
+    gone = await ctx(request).service.reminders.cancel_reminder(who.user, reminder_id)
     if gone is None:
         raise HTTPException(404)
     return await back(request, who, "/reminders", note=f"Cancelled: {gone.text or 'reminder'}")
@@ -425,7 +430,7 @@ async def _calendar_page(request: Request, who: Viewer, feed_url: str | None) ->
         request,
         who,
         "calendar.html",
-        events=await c.service.events(who.user),
+        events=await c.service.calendar.events(who.user),
         feed_on=await c.auth.has_ics(who.user_id),
         feed_url=feed_url,
     )
@@ -457,8 +462,8 @@ async def devices(request: Request, who: Who) -> HTMLResponse:
         request,
         who,
         "devices.html",
-        devices=await s.devices(who.user),
-        waiting=await s.audio_waiting(who.user),
+        devices=await s.devices.devices(who.user),
+        waiting=await s.devices.audio_waiting(who.user),
         new=None,
     )
 
@@ -469,7 +474,7 @@ async def add_device(request: Request, who: Who) -> Response:
     form = await checked_form(request, who)
     s = ctx(request).service
     try:
-        device, token = await s.add_device(who.user, form.get("name", ""))
+        device, token = await s.devices.add_device(who.user, form.get("name", ""))
     except ValueError as exc:
         return await back(request, who, "/devices", error=str(exc))
     qr = segno.make(token, error="m").svg_data_uri(scale=4, border=2)
@@ -477,8 +482,8 @@ async def add_device(request: Request, who: Who) -> Response:
         request,
         who,
         "devices.html",
-        devices=await s.devices(who.user),
-        waiting=await s.audio_waiting(who.user),
+        devices=await s.devices.devices(who.user),
+        waiting=await s.devices.audio_waiting(who.user),
         new={"name": device.name, "token": token, "qr": qr},
     )
     response.headers["Cache-Control"] = "no-store"  # the token is shown once
@@ -489,7 +494,7 @@ async def add_device(request: Request, who: Who) -> Response:
 async def revoke_device(request: Request, who: Who, device_id: RowId) -> Response:
     """Revoke a pendant: its token stops working at once."""
     await checked_form(request, who)
-    gone = await ctx(request).service.revoke_device(who.user, device_id)
+    gone = await ctx(request).service.devices.revoke_device(who.user, device_id)
     if gone is None:
         raise HTTPException(404)
     return await back(
@@ -515,8 +520,8 @@ async def _settings_page(
         "settings.html",
         script="zones.js",
         zones=ZONES.zones(),
-        identities=await c.service.identities(who.user),
-        link_questions=await c.service.link_questions(who.user),
+        identities=await c.service.settings.identities(who.user),
+        link_questions=await c.service.settings.link_questions(who.user),
         tokens=await c.auth.api_tokens(who.user_id),
         new_token=new_token,
         link_code=link_code,
@@ -534,7 +539,7 @@ async def save_settings(request: Request, who: Who) -> Response:
         quiet=form.get("quiet", ""),
         preferred_channel=form.get("preferred_channel") or None,
     )
-    await ctx(request).service.change_settings(who.user, change)
+    await ctx(request).service.settings.change_settings(who.user, change)
     if change.errors:
         return await back(request, who, "/settings", error=" ".join(change.errors))
     zone_words = f" Time zone: {change.found}." if change.found else ""
@@ -555,7 +560,7 @@ async def zones(request: Request, who: Who, q: str = "") -> JSONResponse:
 async def link_channel(request: Request, who: Who) -> Response:
     """A code to send from another chat app to link it."""
     await checked_form(request, who)
-    code = await ctx(request).service.link_code(who.user)
+    code = await ctx(request).service.settings.link_code(who.user)
     return await _settings_page(request, who, link_code=code)
 
 
@@ -565,7 +570,7 @@ async def answer_link(request: Request, who: Who, code: str, answer: str) -> Res
     await checked_form(request, who)
     if answer not in ("yes", "no"):
         raise HTTPException(404)
-    said = await ctx(request).service.answer_link(who.user, code, yes=answer == "yes")
+    said = await ctx(request).service.settings.answer_link(who.user, code, yes=answer == "yes")
     return await back(request, who, "/settings", note=said)
 
 
@@ -608,13 +613,13 @@ async def sign_out(request: Request, who: Who) -> Response:
 async def export(request: Request, who: Who) -> Response:
     """All my data and files as a zip (the one ``lifebot export`` writes)."""
     service = ctx(request).service
-    path = await service.export_file(who.user)
+    path = await service.data.export_file(who.user)
     return FileResponse(
         path,
         media_type="application/zip",
         filename="lifebot-export.zip",
         headers={"Cache-Control": "no-store"},
-        background=BackgroundTask(service.forget_export, path),
+        background=BackgroundTask(service.data.forget_export, path),
     )
 
 
@@ -630,7 +635,7 @@ async def delete_everything(request: Request, who: Who) -> Response:
     form = await checked_form(request, who)
     if form.get("confirm", "").strip().upper() != "DELETE":
         return await back(request, who, "/delete", error="Type DELETE to confirm.")
-    await ctx(request).service.erase(who.user)
+    await ctx(request).service.data.erase(who.user)
     response = RedirectResponse("/signin?deleted=1", status_code=303)
     response.delete_cookie(COOKIE, path="/")
     return response

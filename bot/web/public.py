@@ -131,9 +131,9 @@ async def calendar_feed(request: Request, secret: str) -> Response:
     """The user's events as iCalendar, for phone calendar subscriptions."""
     c = ctx(request)
     user_id = await c.auth.ics_user(secret)
-    user = await c.service.user(user_id) if user_id is not None else None
+    user = await c.service.accounts.user(user_id) if user_id is not None else None
     if user is None:
         raise HTTPException(404)
-    events = await c.service.all_events(user)
+    events = await c.service.calendar.all_events(user)
     body = to_ics(events, name="lifebot", now=c.service.clock.now(), tz=zone(user.timezone))
     return Response(body, media_type="text/calendar; charset=utf-8")

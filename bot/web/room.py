@@ -11,10 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.adapters.base import ChannelAdapter
+from bot.agent.accounts import Accounts
+from bot.agent.contacts import Contacts
+from bot.agent.conversations import Conversations
 from bot.agent.journal.service import JournalService
 from bot.agent.memory.service import MemoryService
+from bot.agent.memory.views import MemoryViews
 from bot.clock import Clock
 from bot.device.omi import OmiInbox
+from bot.device.registry import DeviceRegistry
 from bot.dispatch import DispatchResult
 from bot.dispatch.commands import Commands
 from bot.jobs.engine.control import ControlPanel
@@ -27,7 +32,19 @@ from bot.web.channel import WebChannel
 from bot.web.chat import WebChat
 from bot.web.commands import register_web_commands
 from bot.web.limits import RequestOptions
-from bot.web.service import WebService
+from bot.web.services import (
+    WebCalendar,
+    WebData,
+    WebDevices,
+    WebFacts,
+    WebJournal,
+    WebMemory,
+    WebOwner,
+    WebPending,
+    WebReminders,
+    WebService,
+    WebSettings,
+)
 from bot.web.uploads import Uploads
 from storage.db import Database
 from storage.portable import UserData
@@ -98,7 +115,7 @@ class WebRoom:
     auth: WebAuth
     """Sign-in links, sessions and API tokens."""
     service: WebService
-    """Every operation the pages and the API offer, scoped to one user."""
+    """The operations the pages and the API offer, one service per room, scoped to one user."""
     options: WebOptions
     """Where to listen and how cookies are set."""
     location: LocationService
@@ -227,17 +244,27 @@ def build_web_core(
         options.url,
         timedelta(days=options.session_days),
     )
+    accounts = Accounts(db)
+    conversations = Conversations(db)
+    views = MemoryViews(db)
     service = WebService(
-        db,
-        clock,
-        memory,
-        jobs,
-        channels,
-        options.default_timezone,
-        journal,
-        userdata,
-        press=press,
-        ask_wait=ask_wait,
+        db=db,
+        clock=clock,
+        accounts=accounts,
+        contacts=Contacts(db),
+        conversations=conversations,
+        memory_views=views,
+        jobs=jobs,
+        pending=WebPending(db, clock, conversations, press=press, ask_wait=ask_wait),
+        memory=WebMemory(clock, memory, views, conversations),
+        facts=WebFacts(clock, memory, views),
+        reminders=WebReminders(clock, jobs),
+        calendar=WebCalendar(clock, jobs),
+        devices=WebDevices(DeviceRegistry(db, clock)),
+        settings=WebSettings(db, clock, accounts, channels),
+        journal=WebJournal(clock, journal),
+        data=WebData(userdata),
+        owner=WebOwner(db, clock, accounts, jobs, channels, options.default_timezone),
     )
     register_web_commands(commands, auth)
     return WebCore(auth, service)

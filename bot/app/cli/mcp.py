@@ -76,7 +76,7 @@ async def _principal(app: App, user: str | None, token: str | None, *, write: bo
         assert found.id is not None
         return Principal(found.id, write, "stdio")
     row = await app.web.auth.api_token(f"Bearer {token}")
-    if row is None or row.id is None or await app.web.service.user(row.user_id) is None:
+    if row is None or row.id is None or await app.web.service.accounts.user(row.user_id) is None:
         typer.echo(
             "That token is unknown or revoked: make one on the web page's Settings page.",
             err=True,
