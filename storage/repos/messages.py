@@ -5,13 +5,25 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import String, cast, or_, update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address, InboundMessage
 from storage.models import Conversation, Message, utcnow
 from storage.repos._upsert import insert_ignore
+
+_MESSAGES = Message.__table__  # type: ignore[attr-defined]
+_INSERT_ROW = sa.insert(_MESSAGES).returning(_MESSAGES.c.id)
+"""Built once: the hot path's reply rows go in without statement construction per call."""
+_CONVERSATIONS = Conversation.__table__  # type: ignore[attr-defined]
+_TOUCH = (
+    sa.update(_CONVERSATIONS)
+    .where(_CONVERSATIONS.c.id == sa.bindparam("conv_id"))
+    .values(last_message_at=sa.bindparam("at"))
+)
 
 
 class MessageRepo:
@@ -293,6 +305,56 @@ class MessageRepo:
             await self.s.flush()
         return row
 
+    async def add_row(
+        self,
+        user_id: int,
+        conversation_id: int,
+        *,
+        role: str,
+        text: str,
+        direction: str = "internal",
+        channel: str = "",
+        chat_id: str = "",
+        citations: list[dict[str, Any]] | None = None,
+        reply_to_id: int | None = None,
+        status: str = "stored",
+    ) -> int:
+        """Store a reply (or notice) as ``add`` does, in one INSERT; the new row's id.
+
+        The hot path's variant: no ORM object, no unit-of-work flush of it. Rows left
+        pending by ``add(flush=False)`` (a turn's transcript) are written first, so ids keep
+        the order things were said in.
+        """
+        if self.s.new:
+            await self.s.flush()
+        conn = await self.s.connection()
+        res = await conn.execute(
+            _INSERT_ROW,
+            {
+                "user_id": user_id,
+                "conversation_id": conversation_id,
+                "direction": direction,
+                "role": role,
+                "channel": channel,
+                "account": "",
+                "chat_id": chat_id,
+                "sender_id": None,
+                "external_id": None,
+                "dedupe_key": None,
+                "text": text,
+                "status": status,
+                "tool_name": None,
+                "tool_call_id": None,
+                # None as the ORM stores it (JSON null): the same rows as ``add`` writes.
+                "tool_calls": None,
+                "citations": citations,
+                "reply_to_id": reply_to_id,
+                "meta": None,
+                "created_at": utcnow(),
+            },
+        )
+        return int(res.scalar_one())
+
     async def set_receipt(self, user_id: int, message_id: int, external_id: str) -> None:
         """Record the channel's id for a sent message: the proof it was delivered."""
         await self._update(
@@ -478,6 +540,15 @@ class ConversationRepo:
             )
         )
         return (await self.s.exec(q)).one()
+
+    async def touch(self, conv: Conversation, at: datetime) -> None:
+        """Note that a message arrived in ``conv`` at ``at`` (one UPDATE, no flush).
+
+        The loaded object is kept in step without being marked changed.
+        """
+        conn = await self.s.connection()
+        await conn.execute(_TOUCH, {"conv_id": conv.id, "at": at})
+        set_committed_value(conv, "last_message_at", at)
 
     async def get(self, user_id: int, conversation_id: int) -> Conversation | None:
         """The user's conversation by id (None when it is not theirs)."""
