@@ -13,7 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address, InboundMessage
 from storage.models import Conversation, Message, utcnow
-from storage.repos._upsert import insert_ignore
+from storage.repos._upsert import dialect_insert, insert_ignore
 
 _MESSAGES = Message.__table__  # type: ignore[attr-defined]
 _INSERT_ROW = sa.insert(_MESSAGES).returning(_MESSAGES.c.id)
@@ -24,6 +24,21 @@ _TOUCH = (
     .where(_CONVERSATIONS.c.id == sa.bindparam("conv_id"))
     .values(last_message_at=sa.bindparam("at"))
 )
+
+
+_RECORD: dict[str, Any] = {}
+
+
+def _record_statement(dialect: str) -> Any:
+    """The inbound message's INSERT ... ON CONFLICT DO NOTHING RETURNING id, built once."""
+    stmt = _RECORD.get(dialect)
+    if stmt is None:
+        stmt = _RECORD[dialect] = (
+            dialect_insert(dialect, _MESSAGES)
+            .on_conflict_do_nothing(index_elements=["dedupe_key"])
+            .returning(_MESSAGES.c.id)
+        )
+    return stmt
 
 
 class MessageRepo:
@@ -44,28 +59,29 @@ class MessageRepo:
         A known sender's message is stored with its user and conversation at once.
         """
         a = msg.address
-        stmt = (
-            insert_ignore(self.s, Message, ["dedupe_key"])
-            .values(
-                user_id=user_id,
-                conversation_id=conversation_id,
-                direction="in",
-                role="user",
-                channel=a.channel,
-                account=a.account,
-                chat_id=a.chat_id,
-                sender_id=msg.sender_id,
-                external_id=msg.message_id,
-                dedupe_key=msg.dedupe_key,
-                text=msg.text,
-                status="received",
-                created_at=msg.received_at,
-                # Overheard speech stays untrusted when /retry answers it later.
-                meta={"overheard": True} if msg.overheard else None,
+        conn = await self.s.connection()
+        row = (
+            await conn.execute(
+                _record_statement(conn.dialect.name),
+                {
+                    "user_id": user_id,
+                    "conversation_id": conversation_id,
+                    "direction": "in",
+                    "role": "user",
+                    "channel": a.channel,
+                    "account": a.account,
+                    "chat_id": a.chat_id,
+                    "sender_id": msg.sender_id,
+                    "external_id": msg.message_id,
+                    "dedupe_key": msg.dedupe_key,
+                    "text": msg.text,
+                    "status": "received",
+                    "created_at": msg.received_at,
+                    # Overheard speech stays untrusted when /retry answers it later.
+                    "meta": {"overheard": True} if msg.overheard else None,
+                },
             )
-            .returning(Message.__table__.c.id)  # type: ignore[attr-defined]
-        )
-        row = (await self.s.exec(stmt)).first()
+        ).first()
         return int(row[0]) if row is not None else None
 
     async def texts_by_dedupe_key(self, user_id: int, keys: list[str]) -> dict[str, str]:
