@@ -58,6 +58,18 @@ def embed_text(kind: str, speaker: str, text: str) -> str:
     return text
 
 
+_INDEXABLE = (
+    select(Message)
+    .where(
+        col(Message.user_id) == sa.bindparam("user_id"),
+        col(Message.id).in_(sa.bindparam("ids", expanding=True)),
+        *indexable_message(),
+    )
+    .order_by(col(Message.id))
+)
+"""Built once: every turn's hook reads its own message through it."""
+
+
 class MemoryIndexRepo:
     """Reads and writes index rows; every read that returns content takes a user id."""
 
@@ -112,10 +124,8 @@ class MemoryIndexRepo:
         """Those of these messages of the user that are memory (see ``indexable_message``)."""
         if not message_ids:
             return []
-        q = select(Message).where(
-            Message.user_id == user_id, col(Message.id).in_(list(message_ids)), *indexable_message()
-        )
-        return list((await self.s.exec(q.order_by(col(Message.id)))).all())
+        params = {"user_id": user_id, "ids": list(message_ids)}
+        return list((await self.s.exec(_INDEXABLE, params=params)).all())
 
     async def unembedded_messages(
         self, user_id: int, message_ids: Sequence[int], model: str, *, kind: str = "message"
