@@ -26,6 +26,27 @@ _TOUCH = (
 )
 
 
+_MINE = (_MESSAGES.c.id == sa.bindparam("mid")) & (_MESSAGES.c.user_id == sa.bindparam("uid"))
+_SET_STATUS = sa.update(_MESSAGES).where(_MINE).values(status=sa.bindparam("status"))
+_SET_RECEIPT = (
+    sa.update(_MESSAGES).where(_MINE).values(external_id=sa.bindparam("ext"), status="sent")
+)
+_HISTORY = (
+    select(Message)
+    .where(
+        col(Message.user_id) == sa.bindparam("user_id"),
+        col(Message.conversation_id) == sa.bindparam("conv_id"),
+        col(Message.status) != "refused",
+    )
+    .order_by(col(Message.id).desc())
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+"""Every turn reads its history window through these, built once (as is every per-turn
+status change): building and cache-keying a statement costs more than SQLite running it."""
+_CONVERSATION = select(Conversation).where(
+    col(Conversation.id) == sa.bindparam("conv_id"),
+    col(Conversation.user_id) == sa.bindparam("user_id"),
+)
 _RECORD: dict[str, Any] = {}
 
 
@@ -273,9 +294,8 @@ class MessageRepo:
 
     async def set_status(self, user_id: int, message_id: int, status: str) -> None:
         """Change an inbound message's status (answered, pending_retry, failed)."""
-        await self._update(
-            (col(Message.id) == message_id) & (col(Message.user_id) == user_id), status=status
-        )
+        conn = await self.s.connection()
+        await conn.execute(_SET_STATUS, {"mid": message_id, "uid": user_id, "status": status})
 
     async def add(
         self,
@@ -373,11 +393,8 @@ class MessageRepo:
 
     async def set_receipt(self, user_id: int, message_id: int, external_id: str) -> None:
         """Record the channel's id for a sent message: the proof it was delivered."""
-        await self._update(
-            (col(Message.id) == message_id) & (col(Message.user_id) == user_id),
-            external_id=external_id,
-            status="sent",
-        )
+        conn = await self.s.connection()
+        await conn.execute(_SET_RECEIPT, {"mid": message_id, "uid": user_id, "ext": external_id})
 
     async def history(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
         """The last ``limit`` messages of a conversation, oldest first, in the order stored.
@@ -386,16 +403,8 @@ class MessageRepo:
         the channel's own time (Telegram's is whole seconds), so a message sent within a
         second of a reply would otherwise come before that reply.
         """
-        res = await self.s.exec(
-            select(Message)
-            .where(
-                Message.user_id == user_id,
-                Message.conversation_id == conversation_id,
-                col(Message.status) != "refused",
-            )
-            .order_by(col(Message.id).desc())
-            .limit(limit)
-        )
+        params = {"user_id": user_id, "conv_id": conversation_id, "limit": limit}
+        res = await self.s.exec(_HISTORY, params=params)
         return list(reversed(res.all()))
 
     async def thread_parent(self, conv: Conversation) -> Message | None:
@@ -569,9 +578,7 @@ class ConversationRepo:
     async def get(self, user_id: int, conversation_id: int) -> Conversation | None:
         """The user's conversation by id (None when it is not theirs)."""
         res = await self.s.exec(
-            select(Conversation).where(
-                Conversation.id == conversation_id, Conversation.user_id == user_id
-            )
+            _CONVERSATION, params={"conv_id": conversation_id, "user_id": user_id}
         )
         return res.first()
 
