@@ -27,7 +27,7 @@ _TOUCH = (
 
 
 _MINE = (_MESSAGES.c.id == sa.bindparam("mid")) & (_MESSAGES.c.user_id == sa.bindparam("uid"))
-_SET_STATUS = sa.update(_MESSAGES).where(_MINE).values(status=sa.bindparam("status"))
+_SET_STATUS = sa.update(_MESSAGES).where(_MINE).values(status=sa.bindparam("new_status"))
 _SET_RECEIPT = (
     sa.update(_MESSAGES).where(_MINE).values(external_id=sa.bindparam("ext"), status="sent")
 )
@@ -46,6 +46,18 @@ status change): building and cache-keying a statement costs more than SQLite run
 _CONVERSATION = select(Conversation).where(
     col(Conversation.id) == sa.bindparam("conv_id"),
     col(Conversation.user_id) == sa.bindparam("user_id"),
+)
+_SAVE_THREAD = (
+    sa.update(_CONVERSATIONS)
+    .where(
+        _CONVERSATIONS.c.id == sa.bindparam("conv_id"),
+        _CONVERSATIONS.c.user_id == sa.bindparam("uid"),
+    )
+    .values(
+        title=sa.bindparam("new_title"),
+        summary=sa.bindparam("new_summary"),
+        summary_through=sa.bindparam("through"),
+    )
 )
 _RECORD: dict[str, Any] = {}
 
@@ -295,7 +307,7 @@ class MessageRepo:
     async def set_status(self, user_id: int, message_id: int, status: str) -> None:
         """Change an inbound message's status (answered, pending_retry, failed)."""
         conn = await self.s.connection()
-        await conn.execute(_SET_STATUS, {"mid": message_id, "uid": user_id, "status": status})
+        await conn.execute(_SET_STATUS, {"mid": message_id, "uid": user_id, "new_status": status})
 
     async def add(
         self,
@@ -593,11 +605,16 @@ class ConversationRepo:
     ) -> None:
         """Store a thread's title and running summary (all three replace what was there)."""
         # One UPDATE, no read first: a turn that moved its history window runs it.
-        await self.s.exec(
-            update(Conversation)
-            .where(col(Conversation.id) == conversation_id, col(Conversation.user_id) == user_id)
-            .values(title=title, summary=summary, summary_through=summary_through)
-            .execution_options(synchronize_session=False)
+        conn = await self.s.connection()
+        await conn.execute(
+            _SAVE_THREAD,
+            {
+                "conv_id": conversation_id,
+                "uid": user_id,
+                "new_title": title,
+                "new_summary": summary,
+                "through": summary_through,
+            },
         )
 
     async def titled(self, user_id: int, limit: int = 20) -> list[Conversation]:
