@@ -35,16 +35,28 @@ CACHED_TEXT_CHARS = 2000
 """Strings up to this long keep their token count (a turn counts its history again each time)."""
 
 
+CACHED_LONG_CHARS = 64_000
+"""Longer strings up to this many characters are kept too, but only the last few: the system
+prompt and the tool schemas, counted again by every round of a turn and by the next turn."""
+
+
 def count_tokens(text: str) -> int:
     """Tokens in a string (cl100k; close enough for budgeting any model)."""
     if len(text) <= CACHED_TEXT_CHARS:
         return _count_short(text)
+    if len(text) <= CACHED_LONG_CHARS:
+        return _count_long(text)
     return len(_encoder().encode(text, disallowed_special=()))
 
 
 @functools.lru_cache(maxsize=8192)
 def _count_short(text: str) -> int:
     # Every turn counts the same history window again: each line is encoded once.
+    return len(_encoder().encode(text, disallowed_special=()))
+
+
+@functools.lru_cache(maxsize=16)
+def _count_long(text: str) -> int:
     return len(_encoder().encode(text, disallowed_special=()))
 
 

@@ -337,8 +337,7 @@ class Dispatcher:
             else:
                 conv = await ConversationRepo(s).get_or_create(res.user.id, msg.address)
                 assert conv.id is not None
-                conv.last_message_at = msg.received_at
-                s.add(conv)
+                await ConversationRepo(s).touch(conv, msg.received_at)
                 await MessageRepo(s).claim_for_user(message_id, res.user.id, conv.id)
                 if res.identity is not None and msg.private:
                     # Only a DM becomes the place pushes go: never a group or public channel.
@@ -385,8 +384,7 @@ class Dispatcher:
             )
             if message_id is None:
                 return user, conv.id, None
-            conv.last_message_at = msg.received_at
-            s.add(conv)
+            await ConversationRepo(s).touch(conv, msg.received_at)
             if msg.private:
                 # Only a DM becomes the place pushes go: never a group or public channel.
                 await UserRepo(s).touch_identity(ident, a.chat_id)
@@ -708,7 +706,7 @@ class Dispatcher:
         async with self.db.session() as s:
             if also is not None:
                 await also(s)
-            row = await MessageRepo(s).add(
+            row_id = await MessageRepo(s).add_row(
                 user.id,
                 conv_id,
                 role="assistant" if assistant else "notice",
@@ -728,8 +726,7 @@ class Dispatcher:
             image=image,
             speak=speak,
         )
-        assert row.id is not None
-        user_id, row_id = user.id, row.id
+        user_id = user.id
 
         async def record(s: AsyncSession, receipt: Receipt) -> None:
             await DeliveryRepo(s).record_sent(

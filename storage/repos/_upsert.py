@@ -9,7 +9,13 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 def _insert(session: AsyncSession, table: Any) -> Any:
     """The dialect's own INSERT construct (it knows ON CONFLICT)."""
-    dialect = session.bind.dialect.name if session.bind is not None else "sqlite"
+    return dialect_insert(
+        session.bind.dialect.name if session.bind is not None else "sqlite", table
+    )
+
+
+def dialect_insert(dialect: str, table: Any) -> Any:
+    """The INSERT construct of the dialect named ``dialect`` (for statements built once)."""
     # Imported per dialect: loading PostgreSQL's dialect costs a SQLite start-up ~50 ms.
     if dialect == "postgresql":
         from sqlalchemy.dialects import postgresql  # noqa: PLC0415

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import sqlalchemy as sa
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import PendingAnswer
+
+_ANSWERS = PendingAnswer.__table__  # type: ignore[attr-defined]
+_OPEN = sa.select(_ANSWERS.c.command, _ANSWERS.c.since, _ANSWERS.c.until).where(
+    _ANSWERS.c.user_id == sa.bindparam("user_id")
+)
+"""Built once: every plain message asks whether it answers a question (usually not)."""
+_CLOSE = sa.delete(_ANSWERS).where(_ANSWERS.c.user_id == sa.bindparam("user_id"))
 
 
 class AnswerRepo:
@@ -29,12 +37,13 @@ class AnswerRepo:
 
         A question not yet open (held through quiet hours) is left alone; a lapsed one goes.
         """
-        row = await self.s.get(PendingAnswer, user_id)
+        # Columns, not an ORM object: this runs for every plain message.
+        conn = await self.s.connection()
+        row = (await conn.execute(_OPEN, {"user_id": user_id})).first()
         if row is None or now < row.since:
             return None
-        await self.s.delete(row)
-        await self.s.flush()
-        return row.command if now <= row.until else None
+        await conn.execute(_CLOSE, {"user_id": user_id})
+        return str(row.command) if now <= row.until else None
 
     async def clear(self, user_id: int, command: str | None = None) -> None:
         """Forget the open question (only if it is ``command``, when given)."""

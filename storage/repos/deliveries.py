@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import sqlalchemy as sa
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Delivery
+from storage.models import Delivery, utcnow
+
+_DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]
+_INSERT_SENT = sa.insert(_DELIVERIES)
+"""Built once: every reply writes one delivery row."""
 
 
 class DeliveryRepo:
@@ -26,22 +31,30 @@ class DeliveryRepo:
         receipt: str,
         kind: str,
         now: datetime,
-    ) -> Delivery:
-        """Store a delivered message together with the channel's receipt."""
-        row = Delivery(
-            user_id=user_id,
-            kind=kind,
-            message_id=message_id,
-            channel=channel,
-            chat_id=chat_id,
-            status="delivered",
-            receipt=receipt,
-            attempts=1,
-            delivered_at=now,
+    ) -> None:
+        """Store a delivered message together with the channel's receipt (one INSERT)."""
+        conn = await self.s.connection()
+        await conn.execute(
+            _INSERT_SENT,
+            {
+                "user_id": user_id,
+                "key": None,
+                "kind": kind,
+                "message_id": message_id,
+                "channel": channel,
+                "chat_id": chat_id,
+                "status": "delivered",
+                "receipt": receipt,
+                "attempts": 1,
+                "last_error": None,
+                "payload": None,  # JSON null, as the ORM stored it
+                "due_at": None,
+                "created_at": utcnow(),
+                "delivered_at": now,
+                "account": None,
+                "claimed_at": None,
+            },
         )
-        self.s.add(row)
-        await self.s.flush()
-        return row
 
     async def for_user(self, user_id: int, limit: int = 50) -> list[Delivery]:
         """The user's most recent deliveries, newest first."""

@@ -6,6 +6,7 @@ import hashlib
 import re
 from datetime import datetime
 
+from sqlalchemy import bindparam
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -16,6 +17,17 @@ def fact_hash(text: str) -> str:
     """A hash that treats case, spacing and end punctuation as the same fact."""
     norm = re.sub(r"\s+", " ", text.strip().lower()).rstrip(".!")
     return hashlib.sha256(norm.encode()).hexdigest()[:32]
+
+
+_ACTIVE = (
+    select(Fact)
+    .where(
+        col(Fact.user_id) == bindparam("user_id"),
+        col(Fact.forgotten_at).is_(None),
+        col(Fact.superseded_by).is_(None),
+    )
+    .order_by(col(Fact.id))
+)
 
 
 class FactRepo:
@@ -76,13 +88,15 @@ class FactRepo:
 
     async def active(self, user_id: int, category: str | None = None) -> list[Fact]:
         """The user's current facts (not forgotten, not superseded), oldest first."""
+        if not category:  # every turn's prompt: the statement is built once
+            res = await self.s.exec(_ACTIVE, params={"user_id": user_id})
+            return list(res.all())
         q = select(Fact).where(
             Fact.user_id == user_id,
             col(Fact.forgotten_at).is_(None),
             col(Fact.superseded_by).is_(None),
+            Fact.category == category,
         )
-        if category:
-            q = q.where(Fact.category == category)
         return list((await self.s.exec(q.order_by(col(Fact.id)))).all())
 
     async def forget(self, user_id: int, fact_id: int, now: datetime | None = None) -> Fact | None:

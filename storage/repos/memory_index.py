@@ -11,7 +11,7 @@ from sqlmodel import col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import ChannelIdentity, Episode, Fact, MemoryItem, Message, User
-from storage.repos._upsert import insert_ignore
+from storage.repos._upsert import dialect_insert
 from storage.search.base import SearchFilter
 
 _ITEM_COLUMNS = (
@@ -56,6 +56,44 @@ def embed_text(kind: str, speaker: str, text: str) -> str:
     if kind == "message" and speaker.lower() not in OWN_SPEAKERS:
         return f"{speaker}: {text}"
     return text
+
+
+_ADD: dict[str, Any] = {}
+
+
+def _add_statement(dialect: str) -> Any:
+    """INSERT ... ON CONFLICT (kind, source_id) DO NOTHING on the index, built once."""
+    stmt = _ADD.get(dialect)
+    if stmt is None:
+        table = MemoryItem.__table__  # type: ignore[attr-defined]
+        insert = dialect_insert(dialect, table)
+        stmt = _ADD[dialect] = insert.on_conflict_do_nothing(index_elements=["kind", "source_id"])
+    return stmt
+
+
+MessageColumns = sa.Row[Any]
+"""A message read as the columns its index row is made of (``id``, ``text``, ``meta``...)."""
+
+_INDEXABLE = (
+    sa.select(
+        col(Message.id),
+        col(Message.user_id),
+        col(Message.conversation_id),
+        col(Message.channel),
+        col(Message.external_id),
+        col(Message.text),
+        col(Message.meta),
+        col(Message.created_at),
+    )
+    .where(
+        col(Message.user_id) == sa.bindparam("user_id"),
+        col(Message.id).in_(sa.bindparam("ids", expanding=True)),
+        *indexable_message(),
+    )
+    .order_by(col(Message.id))
+)
+"""Built once: every turn's hook reads its own message through it (the columns an index
+row is made of, not ORM objects)."""
 
 
 class MemoryIndexRepo:
@@ -108,14 +146,18 @@ class MemoryIndexRepo:
             q = q.where(Message.user_id == user_id)
         return list((await self.s.exec(q)).all())
 
-    async def indexable_messages(self, user_id: int, message_ids: Sequence[int]) -> list[Message]:
-        """Those of these messages of the user that are memory (see ``indexable_message``)."""
+    async def indexable_messages(
+        self, user_id: int, message_ids: Sequence[int]
+    ) -> list[MessageColumns]:
+        """Those of these messages of the user that are memory (see ``indexable_message``).
+
+        Rows with what an index row needs (``id``, ``text``, ``meta``, ...), oldest first.
+        """
         if not message_ids:
             return []
-        q = select(Message).where(
-            Message.user_id == user_id, col(Message.id).in_(list(message_ids)), *indexable_message()
-        )
-        return list((await self.s.exec(q.order_by(col(Message.id)))).all())
+        conn = await self.s.connection()
+        params = {"user_id": user_id, "ids": list(message_ids)}
+        return list((await conn.execute(_INDEXABLE, params)).all())
 
     async def unembedded_messages(
         self, user_id: int, message_ids: Sequence[int], model: str, *, kind: str = "message"
@@ -155,10 +197,8 @@ class MemoryIndexRepo:
                 r[k] = r[k] or ""
         # One compiled statement run for many parameter sets: a multi-row VALUES clause is
         # compiled anew for every chunk, which cost more than the inserts themselves.
-        table = MemoryItem.__table__  # type: ignore[attr-defined]
-        stmt = insert_ignore(self.s, table, ["kind", "source_id"])
         conn = await self.s.connection()
-        await conn.execute(stmt, chunk)
+        await conn.execute(_add_statement(conn.dialect.name), chunk)
 
     async def upsert(self, row: dict[str, Any]) -> MemoryItem:
         """Insert or update the index row of one source (episodes and facts change text)."""

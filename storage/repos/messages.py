@@ -5,13 +5,73 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import String, cast, or_, update
+from sqlalchemy.orm.attributes import set_committed_value
 from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address, InboundMessage
 from storage.models import Conversation, Message, utcnow
-from storage.repos._upsert import insert_ignore
+from storage.repos._upsert import dialect_insert, insert_ignore
+
+_MESSAGES = Message.__table__  # type: ignore[attr-defined]
+_INSERT_ROW = sa.insert(_MESSAGES).returning(_MESSAGES.c.id)
+"""Built once: the hot path's reply rows go in without statement construction per call."""
+_CONVERSATIONS = Conversation.__table__  # type: ignore[attr-defined]
+_TOUCH = (
+    sa.update(_CONVERSATIONS)
+    .where(_CONVERSATIONS.c.id == sa.bindparam("conv_id"))
+    .values(last_message_at=sa.bindparam("at"))
+)
+
+
+_MINE = (_MESSAGES.c.id == sa.bindparam("mid")) & (_MESSAGES.c.user_id == sa.bindparam("uid"))
+_SET_STATUS = sa.update(_MESSAGES).where(_MINE).values(status=sa.bindparam("new_status"))
+_SET_RECEIPT = (
+    sa.update(_MESSAGES).where(_MINE).values(external_id=sa.bindparam("ext"), status="sent")
+)
+_HISTORY = (
+    select(Message)
+    .where(
+        col(Message.user_id) == sa.bindparam("user_id"),
+        col(Message.conversation_id) == sa.bindparam("conv_id"),
+        col(Message.status) != "refused",
+    )
+    .order_by(col(Message.id).desc())
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+"""Every turn reads its history window through these, built once (as is every per-turn
+status change): building and cache-keying a statement costs more than SQLite running it."""
+_CONVERSATION = select(Conversation).where(
+    col(Conversation.id) == sa.bindparam("conv_id"),
+    col(Conversation.user_id) == sa.bindparam("user_id"),
+)
+_SAVE_THREAD = (
+    sa.update(_CONVERSATIONS)
+    .where(
+        _CONVERSATIONS.c.id == sa.bindparam("conv_id"),
+        _CONVERSATIONS.c.user_id == sa.bindparam("uid"),
+    )
+    .values(
+        title=sa.bindparam("new_title"),
+        summary=sa.bindparam("new_summary"),
+        summary_through=sa.bindparam("through"),
+    )
+)
+_RECORD: dict[str, Any] = {}
+
+
+def _record_statement(dialect: str) -> Any:
+    """The inbound message's INSERT ... ON CONFLICT DO NOTHING RETURNING id, built once."""
+    stmt = _RECORD.get(dialect)
+    if stmt is None:
+        stmt = _RECORD[dialect] = (
+            dialect_insert(dialect, _MESSAGES)
+            .on_conflict_do_nothing(index_elements=["dedupe_key"])
+            .returning(_MESSAGES.c.id)
+        )
+    return stmt
 
 
 class MessageRepo:
@@ -32,28 +92,29 @@ class MessageRepo:
         A known sender's message is stored with its user and conversation at once.
         """
         a = msg.address
-        stmt = (
-            insert_ignore(self.s, Message, ["dedupe_key"])
-            .values(
-                user_id=user_id,
-                conversation_id=conversation_id,
-                direction="in",
-                role="user",
-                channel=a.channel,
-                account=a.account,
-                chat_id=a.chat_id,
-                sender_id=msg.sender_id,
-                external_id=msg.message_id,
-                dedupe_key=msg.dedupe_key,
-                text=msg.text,
-                status="received",
-                created_at=msg.received_at,
-                # Overheard speech stays untrusted when /retry answers it later.
-                meta={"overheard": True} if msg.overheard else None,
+        conn = await self.s.connection()
+        row = (
+            await conn.execute(
+                _record_statement(conn.dialect.name),
+                {
+                    "user_id": user_id,
+                    "conversation_id": conversation_id,
+                    "direction": "in",
+                    "role": "user",
+                    "channel": a.channel,
+                    "account": a.account,
+                    "chat_id": a.chat_id,
+                    "sender_id": msg.sender_id,
+                    "external_id": msg.message_id,
+                    "dedupe_key": msg.dedupe_key,
+                    "text": msg.text,
+                    "status": "received",
+                    "created_at": msg.received_at,
+                    # Overheard speech stays untrusted when /retry answers it later.
+                    "meta": {"overheard": True} if msg.overheard else None,
+                },
             )
-            .returning(Message.__table__.c.id)  # type: ignore[attr-defined]
-        )
-        row = (await self.s.exec(stmt)).first()
+        ).first()
         return int(row[0]) if row is not None else None
 
     async def texts_by_dedupe_key(self, user_id: int, keys: list[str]) -> dict[str, str]:
@@ -245,9 +306,8 @@ class MessageRepo:
 
     async def set_status(self, user_id: int, message_id: int, status: str) -> None:
         """Change an inbound message's status (answered, pending_retry, failed)."""
-        await self._update(
-            (col(Message.id) == message_id) & (col(Message.user_id) == user_id), status=status
-        )
+        conn = await self.s.connection()
+        await conn.execute(_SET_STATUS, {"mid": message_id, "uid": user_id, "new_status": status})
 
     async def add(
         self,
@@ -293,13 +353,60 @@ class MessageRepo:
             await self.s.flush()
         return row
 
+    async def add_row(
+        self,
+        user_id: int,
+        conversation_id: int,
+        *,
+        role: str,
+        text: str,
+        direction: str = "internal",
+        channel: str = "",
+        chat_id: str = "",
+        citations: list[dict[str, Any]] | None = None,
+        reply_to_id: int | None = None,
+        status: str = "stored",
+    ) -> int:
+        """Store a reply (or notice) as ``add`` does, in one INSERT; the new row's id.
+
+        The hot path's variant: no ORM object, no unit-of-work flush of it. Rows left
+        pending by ``add(flush=False)`` (a turn's transcript) are written first, so ids keep
+        the order things were said in.
+        """
+        if self.s.new:
+            await self.s.flush()
+        conn = await self.s.connection()
+        res = await conn.execute(
+            _INSERT_ROW,
+            {
+                "user_id": user_id,
+                "conversation_id": conversation_id,
+                "direction": direction,
+                "role": role,
+                "channel": channel,
+                "account": "",
+                "chat_id": chat_id,
+                "sender_id": None,
+                "external_id": None,
+                "dedupe_key": None,
+                "text": text,
+                "status": status,
+                "tool_name": None,
+                "tool_call_id": None,
+                # None as the ORM stores it (JSON null): the same rows as ``add`` writes.
+                "tool_calls": None,
+                "citations": citations,
+                "reply_to_id": reply_to_id,
+                "meta": None,
+                "created_at": utcnow(),
+            },
+        )
+        return int(res.scalar_one())
+
     async def set_receipt(self, user_id: int, message_id: int, external_id: str) -> None:
         """Record the channel's id for a sent message: the proof it was delivered."""
-        await self._update(
-            (col(Message.id) == message_id) & (col(Message.user_id) == user_id),
-            external_id=external_id,
-            status="sent",
-        )
+        conn = await self.s.connection()
+        await conn.execute(_SET_RECEIPT, {"mid": message_id, "uid": user_id, "ext": external_id})
 
     async def history(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
         """The last ``limit`` messages of a conversation, oldest first, in the order stored.
@@ -308,16 +415,8 @@ class MessageRepo:
         the channel's own time (Telegram's is whole seconds), so a message sent within a
         second of a reply would otherwise come before that reply.
         """
-        res = await self.s.exec(
-            select(Message)
-            .where(
-                Message.user_id == user_id,
-                Message.conversation_id == conversation_id,
-                col(Message.status) != "refused",
-            )
-            .order_by(col(Message.id).desc())
-            .limit(limit)
-        )
+        params = {"user_id": user_id, "conv_id": conversation_id, "limit": limit}
+        res = await self.s.exec(_HISTORY, params=params)
         return list(reversed(res.all()))
 
     async def thread_parent(self, conv: Conversation) -> Message | None:
@@ -479,12 +578,19 @@ class ConversationRepo:
         )
         return (await self.s.exec(q)).one()
 
+    async def touch(self, conv: Conversation, at: datetime) -> None:
+        """Note that a message arrived in ``conv`` at ``at`` (one UPDATE, no flush).
+
+        The loaded object is kept in step without being marked changed.
+        """
+        conn = await self.s.connection()
+        await conn.execute(_TOUCH, {"conv_id": conv.id, "at": at})
+        set_committed_value(conv, "last_message_at", at)
+
     async def get(self, user_id: int, conversation_id: int) -> Conversation | None:
         """The user's conversation by id (None when it is not theirs)."""
         res = await self.s.exec(
-            select(Conversation).where(
-                Conversation.id == conversation_id, Conversation.user_id == user_id
-            )
+            _CONVERSATION, params={"conv_id": conversation_id, "user_id": user_id}
         )
         return res.first()
 
@@ -499,11 +605,16 @@ class ConversationRepo:
     ) -> None:
         """Store a thread's title and running summary (all three replace what was there)."""
         # One UPDATE, no read first: a turn that moved its history window runs it.
-        await self.s.exec(
-            update(Conversation)
-            .where(col(Conversation.id) == conversation_id, col(Conversation.user_id) == user_id)
-            .values(title=title, summary=summary, summary_through=summary_through)
-            .execution_options(synchronize_session=False)
+        conn = await self.s.connection()
+        await conn.execute(
+            _SAVE_THREAD,
+            {
+                "conv_id": conversation_id,
+                "uid": user_id,
+                "new_title": title,
+                "new_summary": summary,
+                "through": summary_through,
+            },
         )
 
     async def titled(self, user_id: int, limit: int = 20) -> list[Conversation]:

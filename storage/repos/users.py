@@ -191,6 +191,9 @@ class UserRepo:
 
     async def touch_identity(self, ident: ChannelIdentity, chat_id: str) -> None:
         """Remember where the identity last wrote from; a message proves it is reachable."""
+        unchanged = ident.chat_id == chat_id and ident.unreachable_at is None
+        if unchanged and ident.unreachable_reason is None:
+            return  # the usual case: nothing changes, and the session stays clean
         ident.chat_id = chat_id
         ident.unreachable_at = None
         ident.unreachable_reason = None

@@ -19,7 +19,7 @@ from bot.agent.memory.embeddings import Embedder
 from bot.errors import EmbeddingError
 from storage.db import Database
 from storage.models import DocumentChunk, Episode, Fact, JournalEntry, MemoryItem, Message
-from storage.repos.memory_index import MemoryIndexRepo
+from storage.repos.memory_index import MemoryIndexRepo, MessageColumns
 from storage.search import FullTextIndex, VectorIndex, full_text_for, vector_index_for
 from storage.search.corpus import Corpus, CorpusCache, Mentions
 from storage.search.termcache import TermStore
@@ -47,8 +47,8 @@ class Waiting:
         return sum(w for _, w in self.kinds.values())
 
 
-def message_row(msg: Message) -> dict[str, Any]:
-    """The index row for a message."""
+def message_row(msg: Message | MessageColumns) -> dict[str, Any]:
+    """The index row for a message (an ORM row, or a row of its columns)."""
     meta = msg.meta or {}
     speaker = str(meta.get("speaker") or meta.get("sender_name") or "")
     if not speaker and msg.channel == "device":
