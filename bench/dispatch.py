@@ -18,13 +18,22 @@ the ratio shows only what the adapter saves; the statement counts are printed be
 is ``time.process_time`` of the whole process: the fake LLM server, the client and the
 database thread are included, as they are in the p50 wall figures.
 
+Against the code before issue 28 (the target's "21-31 ms today"): that ratio isolates only the
+adapter, so the same greetings also run, alternately, in a temporary git worktree of the
+commit before the issue's work (``BENCH_DISPATCH_AGAINST``, default ``e0dfffc``; empty to
+skip), each in a fresh process of this interpreter with these libraries
+(``bench/_greeting_cpu.py``); what differs is only lifebot's own code.
+
 ``python -m bench dispatch`` (both sizes); ``BENCH_DISPATCH_SIZES=0`` for the empty one only.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -56,6 +65,9 @@ ROUNDS = 3
 RATE_MESSAGES = 200
 """Messages per concurrency level (split over the conversations)."""
 SIZES = [int(n) for n in os.environ.get("BENCH_DISPATCH_SIZES", "0,100000").split(",")]
+AGAINST = os.environ.get("BENCH_DISPATCH_AGAINST", "e0dfffc")
+"""The commit whose per-message path the CPU is compared with: the one before issue 28."""
+REPO = Path(__file__).resolve().parents[1]
 WORDS = ("lunch with anna at the harbour on friday about the garden plans and the old car").split()  # noqa: SIM905  (a sentence reads better)
 
 
@@ -290,8 +302,54 @@ async def rate(fn: Callable[[int], Awaitable[object]], concurrency: int, per_wor
     return concurrency * per_worker / (time.perf_counter() - start)
 
 
+def _run(args: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    """Run a fixed command of this benchmark (git, this interpreter); output captured."""
+    return subprocess.run(args, capture_output=True, text=True, check=False, **kw)  # noqa: S603
+
+
+def greeting_cpu(tree: Path) -> float:
+    """CPU ms per greeting of the checkout at ``tree``, measured in a fresh process."""
+    script = REPO / "bench" / "_greeting_cpu.py"
+    # Run from the tree's root with -c, so the script's own folder (bench/, which holds a
+    # telegram.py and a slack.py) is not first on sys.path and only ``tree`` is imported.
+    code = f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = _run([sys.executable, "-c", code], cwd=tree, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"greeting CPU in {tree} failed:\n{done.stderr[-2000:]}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_ms"])
+
+
+def against_reference(rev: str) -> None:
+    """CPU per greeting here and at ``rev``, alternately, ``ROUNDS`` times each; best of each."""
+    git = ["git", "-C", str(REPO)]
+    if _run([*git, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"]).returncode != 0:
+        print(f"  (no commit {rev} in this checkout: the comparison with it is skipped)")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "reference"
+        added = _run([*git, "worktree", "add", "--detach", "--quiet", str(tree), rev])
+        if added.returncode != 0:
+            print(f"  (could not check out {rev}: {added.stderr.strip()}; comparison skipped)")
+            return
+        try:
+            best = {"reference": float("inf"), "here": float("inf")}
+            for _ in range(ROUNDS):  # alternately: drift on a shared machine hits both alike
+                best["reference"] = min(best["reference"], greeting_cpu(tree))
+                best["here"] = min(best["here"], greeting_cpu(REPO))
+        finally:
+            _run([*git, "worktree", "remove", "--force", str(tree)])
+    print(f"  greeting CPU per message against commit {rev} (before issue 28), best of {ROUNDS}:")
+    print(f"    {rev:<10}: {best['reference']:.2f} ms")
+    print(f"    this code : {best['here']:.2f} ms")
+    print(f"    -> this / {rev}: {best['here'] / best['reference']:.2f}")
+
+
 async def run() -> None:
     """Every database size in turn."""
+    if AGAINST:
+        print("-- against the per-message path before issue 28 --", flush=True)
+        await asyncio.to_thread(against_reference, AGAINST)
     for size in SIZES:
         print(f"-- database with {size:,} earlier messages of the first user --", flush=True)
         await measure(size)
