@@ -8,9 +8,10 @@ Screenshots land in tmp/screenshots (the README's come from there).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from aiohttp import web
@@ -32,6 +33,9 @@ from tests.support.browser import (
 )
 from tests.support.documents import pdf
 from tests.support.web import seed
+
+if TYPE_CHECKING:  # playwright is optional: the module skips without it
+    from playwright.async_api import FileChooser
 
 pytest.importorskip("playwright.async_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")
@@ -172,10 +176,14 @@ async def test_the_chat_works_with_the_keyboard_alone(
     # The file is chosen from the keyboard too: Tab to Attach, Space opens the chooser.
     note = tmp_path / "note.pdf"
     note.write_bytes(pdf("Gym opens at 7"))
+    # Listen for the chooser before walking to it: Playwright turns on its interception
+    # without waiting for the browser, so a listener added just before the key press lost
+    # the race on a loaded machine and the chooser opened unseen.
+    chooser: asyncio.Future[FileChooser] = asyncio.get_running_loop().create_future()
+    page.once("filechooser", lambda got: chooser.set_result(got))  # noqa: PLW0108 (playwright needs a Python function, not a bound builtin)
     await tab_to("#chat-file")
-    async with page.expect_file_chooser() as chooser:
-        await page.keyboard.press("Space")
-    await (await chooser.value).set_files(str(note))
+    await page.keyboard.press("Space")
+    await (await asyncio.wait_for(chooser, 30)).set_files(str(note))
     await tab_to("#chat-send")
     await page.keyboard.press("Enter")
     await page.locator("li.bubble.bot", has_text="I read note.pdf").wait_for()
