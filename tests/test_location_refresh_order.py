@@ -104,3 +104,30 @@ def test_any_order_and_batching_stores_exactly_one_detection_over_all_points(
         stored = asyncio.run(_feed(template, order, sizes, Path(work)))
     assert len(EXPECTED) > 25
     assert stored == EXPECTED, f"{how}, batches {sizes}: {len(stored)} of {len(EXPECTED)}"
+
+
+async def test_overlapping_batches_count_only_new_points_on_sqlite_and_postgresql(
+    postgres_or_sqlite_url: str,
+) -> None:
+    # A phone that resends part of its queue: the repeats are not counted or stored twice,
+    # on either database, and the stays are still exactly one detection over the week.
+    db = Database(postgres_or_sqlite_url)
+    await db.migrate()
+    try:
+        async with db.session() as s:
+            user = await UserRepo(s).create("ana")
+            assert user.id is not None
+            await LocationRepo(s).set_enabled(user.id, True, WEEK - timedelta(days=1))
+        service = LocationService(db, ManualClock(WEEK + timedelta(days=8)))
+        half = len(FIXES) // 2
+        first = await service.ingest(user.id, FIXES[: half + 300], "owntracks")
+        second = await service.ingest(user.id, FIXES[half:], "owntracks")
+        again = await service.ingest(user.id, FIXES[:50], "owntracks")
+        async with db.session() as s:
+            stored = await LocationRepo(s).count_points(user.id)
+            rows = (await s.exec(select(Stay).order_by(col(Stay.start)))).all()
+    finally:
+        await db.engine.dispose()
+    assert (first, second, again) == (half + 300, len(FIXES) - half - 300, 0)
+    assert stored == len(FIXES)
+    assert [(r.start, r.end, r.lat, r.lon, r.points) for r in rows] == EXPECTED

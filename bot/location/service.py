@@ -241,10 +241,10 @@ class LocationService:
                 head += await repo.points_between(user_id, start, start)
             middle = await repo.points_between(user_id, start, end)
             tail = await repo.run_after(user_id, end, p.max_gap)
-            points = {pt.ts: pt for pt in [*head, *middle, *tail]}
+            points = {pt[0]: pt for pt in [*head, *middle, *tail]}
             if not points:
                 return
-            fixes = [Fix(pt.ts, pt.lat, pt.lon, pt.accuracy_m) for pt in points.values()]
+            fixes = [Fix(*pt) for pt in points.values()]
             # Detection is CPU work (a long run of tracking is thousands of fixes): off the loop.
             runs = await asyncio.to_thread(detect_runs, fixes, p)
             found = merge(runs, p, seed)
