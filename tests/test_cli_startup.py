@@ -84,24 +84,36 @@ def test_subcommand_help_imports_nothing_heavy(tmp_path: Path, group: str) -> No
     assert not modules & HEAVY, f"`lifebot {group} --help` imports {sorted(modules & HEAVY)}"
 
 
-def test_memory_search_loads_no_model_client_channel_or_migrator(tmp_path: Path) -> None:
-    # The first run creates and migrates the database; the second finds it up to date.
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], str]:
+    """One cold ``memory search`` (what it imported), after a first run that made the database.
+
+    Both tests below read the same run: a cold search starts an interpreter and the
+    embedding model, the slow part of this module.
+    """
+    tmp_path = tmp_path_factory.mktemp("search")
     code, _, out = _modules(tmp_path, "users", "add", "alice")
     assert code == 0, out
-    code, modules, out = _modules(tmp_path, "memory", "search", "coffee", "--user", "alice")
-    assert code == 0, out
-    loaded = modules & NOT_FOR_SEARCH
+    return _report(tmp_path, "memory", "search", "sunsets", "--user", "alice")
+
+
+def test_memory_search_loads_no_model_client_channel_or_migrator(
+    searched: tuple[dict[str, object], str],
+) -> None:
+    # The first run created and migrated the database; the search finds it up to date.
+    report, out = searched
+    assert report["code"] == 0, out
+    loaded = set(report["modules"]) & NOT_FOR_SEARCH  # type: ignore[call-overload]
     assert not loaded, f"`lifebot memory search` imports {sorted(loaded)}"
     # On SQLite, SQLAlchemy's PostgreSQL dialect (0.1 s to import) stays unloaded too.
-    report, out = _report(tmp_path, "memory", "search", "coffee", "--user", "alice")
     assert report["pg"] is False, out
 
 
-def test_memory_search_stems_with_the_c_snowball_engine(tmp_path: Path) -> None:
+def test_memory_search_stems_with_the_c_snowball_engine(
+    searched: tuple[dict[str, object], str],
+) -> None:
     # The pure-Python stemmer made tokenising a few thousand messages cost most of a cold
     # search; snowballstemmer switches to PyStemmer (same Snowball rules, in C) when present.
-    code, _, out = _modules(tmp_path, "users", "add", "alice")
-    assert code == 0, out
-    code, modules, out = _modules(tmp_path, "memory", "search", "sunsets", "--user", "alice")
-    assert code == 0, out
-    assert "Stemmer" in modules
+    report, out = searched
+    assert report["code"] == 0, out
+    assert "Stemmer" in set(report["modules"])  # type: ignore[call-overload]
