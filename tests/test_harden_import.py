@@ -270,3 +270,34 @@ async def test_a_telegram_export_accounts_for_every_message(app: App, tmp_path: 
         "result.json, message 4 of chat 'Carlos': refused: invalid literal for int() with "
         "base 10: 'x'",
     ]
+
+
+async def test_a_field_under_another_tools_name_is_refused_with_the_name_to_use(
+    app: App, tmp_path: Path
+) -> None:
+    # Exports of other tools call the time "time" or "timestamp" and the text "message": the
+    # line is refused (a guessed field could mean something else), and the refusal says which
+    # field of the line to rename.
+    user = await add_user(app, "ana")
+    assert user.id is not None
+    path = tmp_path / "other.jsonl"
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps({"id": "a", "time": "2024-05-03T10:00:00Z", "text": "hi"}),
+                json.dumps({"id": "b", "ts": "2024-05-03T10:00:00Z", "message": "hi"}),
+                json.dumps({"id": "c", "text": "hi"}),
+                _line(id="d"),
+            ]
+        )
+    )
+
+    report = await import_file(app.db, user.id, path)
+
+    assert report.added == 1
+    assert report.problems() == [
+        "other.jsonl, line 1: refused: 'ts' is missing (this line has 'time': rename it to 'ts')",
+        "other.jsonl, line 2: refused: 'text' is missing or empty (this line has 'message': "
+        "rename it to 'text')",
+        "other.jsonl, line 3: refused: 'ts' is missing",
+    ]

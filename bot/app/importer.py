@@ -160,6 +160,22 @@ def _parse_ts(value: Any, tz: tzinfo) -> datetime:
     return ts
 
 
+_OTHER_NAMES = {
+    "id": ("message_id", "msg_id", "uuid", "dia_id"),
+    "ts": ("time", "timestamp", "date", "datetime", "created_at", "sent_at"),
+    "text": ("message", "content", "body", "msg"),
+}
+"""Field names other tools use for ours: named in the refusal, never guessed at (a "date"
+column of another export may mean something else)."""
+
+
+def _missing(field: str, data: dict[str, Any], what: str = "is missing") -> ValueError:
+    """The refusal for a missing field, naming a look-alike field the line does have."""
+    alike = [name for name in _OTHER_NAMES[field] if name in data]
+    hint = f" (this line has {alike[0]!r}: rename it to {field!r})" if alike else ""
+    return ValueError(f"{field!r} {what}{hint}")
+
+
 def _jsonl_record(line: str, tz: ZoneInfo) -> ImportRecord:
     try:
         data = json.loads(line)
@@ -171,10 +187,12 @@ def _jsonl_record(line: str, tz: ZoneInfo) -> ImportRecord:
         raise ValueError("not a JSON object")  # noqa: TRY004  (reported as a bad line)
     rid = data.get("id")
     if rid is None or str(rid).strip() == "":
-        raise ValueError("'id' is missing")
+        raise _missing("id", data)
     text = data.get("text")
     if not isinstance(text, str) or not text.strip():
-        raise ValueError("'text' is missing or empty")
+        raise _missing("text", data, "is missing or empty")
+    if data.get("ts") in (None, ""):
+        raise _missing("ts", data)
     notes: list[str] = []
     text = _clean(text, "text", notes).strip()
     if not text:
