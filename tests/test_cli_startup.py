@@ -117,3 +117,24 @@ def test_memory_search_stems_with_the_c_snowball_engine(
     report, out = searched
     assert report["code"] == 0, out
     assert "Stemmer" in set(report["modules"])  # type: ignore[call-overload]
+
+
+# What a command that opens the whole app (users, backup, export...) never uses: the MCP SDK
+# (the /mcp endpoint and the clients load it when they run), the web server, the model
+# client, the channels, speech and charts.
+NOT_FOR_APP_COMMANDS = {
+    "mcp", "aiohttp", "fastapi", "starlette", "uvicorn", "openai", "telegram", "slack_bolt",
+    "slack_sdk", "faster_whisper", "ctranslate2", "websockets", "matplotlib",
+}  # fmt: skip
+
+
+def test_a_command_that_opens_the_app_loads_no_mcp_sdk_web_server_or_channel(
+    tmp_path: Path,
+) -> None:
+    code, _, out = _modules(tmp_path, "users", "add", "alice")
+    assert code == 0, out
+    code, modules, out = _modules(tmp_path, "users")
+    assert code == 0, out
+    assert "alice" in out
+    loaded = modules & NOT_FOR_APP_COMMANDS
+    assert not loaded, f"`lifebot users` imports {sorted(loaded)}"

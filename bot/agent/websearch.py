@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
-import aiohttp
 from pydantic import BaseModel, Field
 
 from bot.agent.tools.base import Tool, ToolContext
@@ -57,6 +56,10 @@ class WebSearch(Protocol):
 
 
 async def _get_json(url: str, params: dict[str, str], headers: dict[str, str], what: str) -> Any:
+    # Imported here: aiohttp takes a fifth of a second, and every CLI command that opens the
+    # app builds this tool without ever searching.
+    import aiohttp  # noqa: PLC0415
+
     timeout = aiohttp.ClientTimeout(total=15)
     try:
         async with (

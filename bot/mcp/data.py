@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -20,9 +21,11 @@ from bot.agent.rules import RULE_CATEGORY
 from bot.agent.sources import citation_kind, describe
 from bot.agent.tools.base import ToolContext, ToolRegistry
 from bot.clock import zone
-from bot.mcp.principal import Principal
 from bot.web.services import WebService
 from storage.models import Fact, Message, User
+
+if TYPE_CHECKING:
+    from bot.mcp.principal import Principal  # the SDK's types; data needs only the name
 
 SOURCE_SCHEME = "lifebot://source/"
 """A source's URI is this, its kind, a slash and its id: ``lifebot://source/message/42``."""

@@ -28,13 +28,12 @@ from starlette.authentication import AuthCredentials
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
+from bot.mcp.endpoint import PATH
 from bot.mcp.principal import WRITE, Principal
 from storage.models import ApiToken
 
 log = logging.getLogger(__name__)
 
-PATH = "/mcp"
-"""Where the web page serves MCP."""
 MAX_BODY = 1_000_000
 """A request body larger than this (bytes) is refused (413): tool arguments are small."""
 

@@ -10,17 +10,21 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-
-from mcp.server.mcpserver import MCPServer
+from typing import TYPE_CHECKING
 
 from bot.agent.tools.base import ToolRegistry
 from bot.mcp.client.config import ClientSettings
-from bot.mcp.client.hub import McpClients
 from bot.mcp.data import LifebotData
-from bot.mcp.http import PATH, McpHttp
-from bot.mcp.principal import Principal, fixed, from_http
-from bot.mcp.server import build_server
+from bot.mcp.endpoint import PATH, LazyMcpHttp
 from bot.web.room import Endpoint, WebCore
+
+if TYPE_CHECKING:
+    # The MCP SDK (most of a second to import) loads only when a server or client is used:
+    # CLI commands that open the app never need it.
+    from mcp.server.mcpserver import MCPServer
+
+    from bot.mcp.client.hub import McpClients
+    from bot.mcp.principal import Principal
 
 
 def lifebot_version() -> str:
@@ -37,7 +41,7 @@ class McpRoom:
 
     data: LifebotData
     """Every read and change the server offers, per principal."""
-    http: McpHttp | None
+    http: LazyMcpHttp | None
     """The ``/mcp`` endpoint on the web port (None when LIFEBOT_MCP_HTTP is off)."""
     client_settings: ClientSettings
     """Where the servers lifebot uses are configured."""
@@ -54,11 +58,16 @@ class McpRoom:
 
     def stdio_server(self, principal: Principal) -> MCPServer:
         """A server whose every request acts for ``principal`` (``lifebot mcp serve``)."""
+        from bot.mcp.principal import fixed  # noqa: PLC0415  (the SDK, only when used)
+        from bot.mcp.server import build_server  # noqa: PLC0415
+
         return build_server(self.data, fixed(principal), lifebot_version())
 
     async def start_clients(self) -> McpClients:
         """Read the servers file and start every server's connection (returns at once)."""
         if self.clients is None:
+            from bot.mcp.client.hub import McpClients  # noqa: PLC0415  (the SDK, only when used)
+
             config = await asyncio.to_thread(self.client_settings.load)
             self.clients = McpClients(
                 config,
@@ -88,14 +97,12 @@ def build_mcp(
     is built after it, with this room's endpoints among its own.
     """
     data = LifebotData(web.service, tools)
-    http: McpHttp | None = None
+    http: LazyMcpHttp | None = None
     if serve_http:
         service = web.service
 
         async def user_exists(user_id: int) -> bool:
             return await service.accounts.user(user_id) is not None
 
-        http = McpHttp(
-            build_server(data, from_http, lifebot_version()), web.auth.api_token, user_exists
-        )
+        http = LazyMcpHttp(data, web.auth.api_token, user_exists, lifebot_version())
     return McpRoom(data, http, client_settings, tools)
