@@ -33,7 +33,7 @@ from bot.web.paging import (
     offset_cursor,
     stamp,
 )
-from bot.web.params import Day, RowId
+from bot.web.params import BodyIn, Day, RowId
 from bot.web.services.journal import JOURNAL_DAYS, MAX_SERIES_DAYS
 from bot.web.services.settings import SettingsChange
 from storage.models import ApiToken, Device, Reminder, User
@@ -108,7 +108,7 @@ class FactOut(BaseModel):
     sources: list[int]
 
 
-class TextIn(BaseModel):
+class TextIn(BodyIn):
     """A text body (a fact, a reminder request, a device name)."""
 
     text: str = Field(min_length=1, max_length=2000)
@@ -204,7 +204,7 @@ class NewDeviceOut(DeviceOut):
     token: str
 
 
-class SettingsIn(BaseModel):
+class SettingsIn(BodyIn):
     """Settings to change; leave a field out to keep it."""
 
     timezone: str | None = None
@@ -457,7 +457,7 @@ async def proposals(
     )
 
 
-class Rename(BaseModel):
+class Rename(BodyIn):
     """A new title for a proposed event."""
 
     title: str = Field(min_length=1, max_length=120)
@@ -526,7 +526,7 @@ async def revoke_device(request: Request, user: Me, device_id: RowId) -> Respons
     return Response(status_code=204)
 
 
-class TokenIn(BaseModel):
+class TokenIn(BodyIn):
     """A new personal API token: its name and what it may do."""
 
     name: str = Field("token", max_length=60)

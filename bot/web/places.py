@@ -17,7 +17,7 @@ from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
 from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
-from bot.web.params import RowId
+from bot.web.params import BodyIn, RowId
 from storage.models import Place
 
 router = APIRouter()
@@ -53,7 +53,7 @@ class PlaceOut(BaseModel):
         )
 
 
-class PlaceChange(BaseModel):
+class PlaceChange(BodyIn):
     """A new name and/or kind (omitted fields stay)."""
 
     name: str | None = Field(None, min_length=1, max_length=60)
