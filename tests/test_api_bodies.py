@@ -83,3 +83,19 @@ async def test_a_contact_named_only_with_spaces_is_refused(app: App) -> None:
         assert body["detail"] == "A contact needs a name."
         listed = (await web.get("/api/v1/contacts", headers=ann)).json()["items"]
         assert [c["name"] for c in listed] == ["Rui"]
+
+
+async def test_an_edited_fact_answers_with_the_id_it_is_known_by_now(app: App) -> None:
+    ann = await _writer(app)
+    async with client_for(app) as web:
+        made = await web.post("/api/v1/facts", json={"text": "I play the cello"}, headers=ann)
+        assert made.status_code == 201
+        edited = await web.put(
+            f"/api/v1/facts/{made.json()['id']}", json={"text": "My bike is green"}, headers=ann
+        )
+        assert edited.status_code == 200
+        assert edited.json()["message"] == "Saved: My bike is green"
+        facts = (await web.get("/api/v1/facts", headers=ann)).json()["items"]
+        assert [(f["id"], f["text"]) for f in facts] == [(edited.json()["id"], "My bike is green")]
+        gone = await web.delete(f"/api/v1/facts/{edited.json()['id']}", headers=ann)
+        assert gone.status_code == 204

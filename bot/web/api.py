@@ -345,13 +345,21 @@ async def add_fact(request: Request, user: Me, body: TextIn, response: Response)
     )
 
 
+class FactEdited(BaseModel):
+    """A fact's new words: what was done, and the id the fact is known by now."""
+
+    id: int
+    """New words make a new fact (the old one is kept in history), so use this id from now on."""
+    message: str
+
+
 @router.put("/facts/{fact_id}")
-async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) -> Said:
-    """Change a fact's words."""
-    said = await ctx(request).service.facts.edit_fact(user, fact_id, body.text)
-    if said is None:
+async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) -> FactEdited:
+    """Change a fact's words; the answer's ``id`` is the one the fact has now."""
+    edited = await ctx(request).service.facts.edit_fact(user, fact_id, body.text)
+    if edited is None:
         raise _404()
-    return Said(message=said)
+    return FactEdited(message=edited[0], id=edited[1])
 
 
 @router.delete("/facts/{fact_id}", status_code=204)
