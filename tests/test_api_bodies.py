@@ -99,3 +99,15 @@ async def test_an_edited_fact_answers_with_the_id_it_is_known_by_now(app: App) -
         assert [(f["id"], f["text"]) for f in facts] == [(edited.json()["id"], "My bike is green")]
         gone = await web.delete(f"/api/v1/facts/{edited.json()['id']}", headers=ann)
         assert gone.status_code == 204
+
+
+async def test_a_search_for_nothing_is_refused_not_answered_with_anything(app: App) -> None:
+    ann = await _writer(app)
+    async with client_for(app) as web:
+        await web.post("/api/v1/facts", json={"text": "I play the cello"}, headers=ann)
+        for q in ["", "   "]:
+            answer = await web.get("/api/v1/memory/search", params={"q": q}, headers=ann)
+            body = _refused(answer)
+            assert [e["name"] for e in body["errors"]] == ["q"], q
+        found = await web.get("/api/v1/memory/search", params={"q": "cello"}, headers=ann)
+        assert found.status_code == 200 and found.json()["items"]

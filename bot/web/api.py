@@ -15,6 +15,7 @@ from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
@@ -277,6 +278,10 @@ async def search(
 
     Pages reach the first 200 hits of the ranking; a cursor is good for its query only.
     """
+    if not q.strip():  # a search for nothing would answer with whatever ranks first
+        raise RequestValidationError(
+            [{"type": "missing", "loc": ("query", "q"), "msg": "say what to search for"}]
+        )
     scope = "search:" + hashlib.sha256(q.encode()).hexdigest()[:16]
     seal = seal_of(request)
     offset = await offset_cursor(seal, scope, uid(user), cursor)
