@@ -111,3 +111,19 @@ async def test_a_search_for_nothing_is_refused_not_answered_with_anything(app: A
             assert [e["name"] for e in body["errors"]] == ["q"], q
         found = await web.get("/api/v1/memory/search", params={"q": "cello"}, headers=ann)
         assert found.status_code == 200 and found.json()["items"]
+
+
+async def test_refused_settings_change_nothing_and_do_not_echo_what_was_sent(app: App) -> None:
+    ann = await _writer(app)
+    async with client_for(app) as web:
+        before = (await web.get("/api/v1/me", headers=ann)).json()
+        for body, words in [
+            ({"timezone": "Europe/Berlin", "briefing_time": "zq99"}, "Briefing time"),
+            ({"quiet": "off", "timezone": "Zqland/Nowhere"}, "time zone"),
+            ({"briefing_enabled": False, "preferred_channel": "zqchat"}, "channel"),
+            ({"timezone": "Europe/Berlin", "quiet": "22:00-zq"}, "Quiet hours"),
+        ]:
+            problem = _refused(await web.patch("/api/v1/settings", json=body, headers=ann))
+            assert words in problem["detail"], problem
+            assert "zq" not in problem["detail"].lower(), problem  # README: never echoed
+            assert (await web.get("/api/v1/me", headers=ann)).json() == before, body

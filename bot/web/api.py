@@ -262,8 +262,8 @@ async def me(request: Request, user: Me) -> UserOut:
 async def patch_settings(request: Request, user: Me, body: SettingsIn) -> UserOut:
     """Change time zone, briefing, quiet hours or preferred channel (422 on bad values)."""
     s = ctx(request).service
-    change = SettingsChange(**body.model_dump())
-    fresh = await s.settings.change_settings(user, change)
+    change = SettingsChange(**body.model_dump(), echo=False)
+    fresh = await s.settings.change_settings(user, change, partly=False)
     if change.errors:
         raise HTTPException(422, " ".join(change.errors))
     idents = await s.settings.identities(fresh)
