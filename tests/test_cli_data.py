@@ -252,3 +252,22 @@ async def test_export_and_delete_cover_location_history(any_db_app: App) -> None
             )
         ).one()
     assert left == 0
+
+
+def test_an_export_is_not_imported_into_another_user_by_a_user_option(tmp_path: Path) -> None:
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+    runner = CliRunner()
+    for name in ("ana", "bob"):
+        assert runner.invoke(cli, ["users", "add", name], env=env).exit_code == 0
+    zpath = tmp_path / "ana.zip"
+    assert runner.invoke(cli, ["export", "--user", "ana", "-o", str(zpath)], env=env).exit_code == 0
+    assert runner.invoke(cli, ["users", "delete", "ana", "--yes"], env=env).exit_code == 0
+
+    into_bob = runner.invoke(cli, ["import", str(zpath), "--user", "bob"], env=env)
+    assert into_bob.exit_code == 2
+    assert "brings back its own user" in into_bob.output and "--user" in into_bob.output
+    listed = runner.invoke(cli, ["users"], env=env).output
+    assert "ana" not in listed  # nothing was imported
+
+    imported = runner.invoke(cli, ["import", str(zpath)], env=env)
+    assert imported.exit_code == 0 and imported.output.startswith("Imported ana (user 1)")

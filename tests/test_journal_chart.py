@@ -150,3 +150,12 @@ async def test_show_my_energy_uploads_the_chart_on_slack(
         "files.completeUploadExternal",
         "chat.postMessage",
     ]
+
+
+async def test_one_entry_is_counted_as_one_entry(app, fake_llm: FakeLLM) -> None:
+    user = await add_user(app, "u1")
+    await load(app, fake_llm, user.id or 0, datetime.now(UTC).date(), days=1)
+    await app.dispatcher.handle(make_inbound("/chart stress"))
+    out = channel(app).sent[-1]
+    assert out.image is None
+    assert "only 1 journal entry, too little to tell" in out.text

@@ -185,6 +185,9 @@ async def test_bad_payloads_get_a_clear_4xx_and_lose_nothing(tmp_path: Path) -> 
         )
         no_ts = {**good_f, "properties": {"horizontal_accuracy": 5}}
         assert "timestamp" in await refused(ov, {"locations": [no_ts]}, bearer(token), 400)
+        odd = {**good_f, "properties": {"timestamp": "secret-ish words"}}
+        said = await refused(ov, {"locations": [odd]}, bearer(token), 400)
+        assert "not ISO 8601" in said and "secret-ish" not in said  # the value is never echoed
         assert "locations" in await refused(ov, {"points": []}, bearer(token), 400)
         huge = {"locations": [good_f] * 100_000}
         r = await client.post(ov, json=huge, headers=bearer(token))

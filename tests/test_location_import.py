@@ -159,3 +159,24 @@ def test_google_timeline_records_are_read(tmp_path: Path) -> None:
         (52.5201, 13.4051, None),
     ]
     assert [where for where, _ in history.bad] == ["locations[3]"]
+
+
+async def test_one_point_and_one_stay_are_said_in_the_singular(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    app = await app_factory(fake_llm)
+    ana = await add_user(app, "ana-chat", name="ana")
+    assert ana.id is not None
+    await app.location.set_enabled(ana.id, True)
+    env = {"LIFEBOT_DATA_DIR": str(make_settings(tmp_path).data_dir)}
+    one = _gpx(WEEK_FIXES[:1], tmp_path / "one.gpx")
+    code, out, err = await run_cli(
+        "import", "location", str(one), "--user", "ana", cwd=tmp_path, env=env
+    )
+    assert code == 0, err
+    assert out.startswith("Imported 1 point from one.gpx (gpx; 0 already there, 0 skipped): ")
+    assert "0 stays between" in out
+    code, out, err = await run_cli(
+        "import", "location", str(one), "--user", "ana", cwd=tmp_path, env=env
+    )
+    assert out.startswith("Imported 0 points from one.gpx (gpx; 1 already there, 0 skipped)")

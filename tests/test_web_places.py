@@ -83,6 +83,9 @@ async def test_places_page_and_api_rename_mark_and_delete_for_their_owner_only(
             assert bad.status_code == 422
             clash = await web.patch(f"/api/v1/places/{gym.id}", headers=api, json={"name": "HOME"})
             assert clash.status_code == 409 and "already have" in clash.json()["detail"]
+            blank = await web.patch(f"/api/v1/places/{gym.id}", headers=api, json={"name": "  "})
+            assert blank.status_code == 422, blank.text  # not a clash: no name at all
+            assert blank.json()["detail"] == "A place name is 1 to 60 characters."
             hidden = await web.patch(f"/api/v1/places/{gym.id}", headers=other, json={"name": "x"})
             assert hidden.status_code == 404
             assert (await web.delete(f"/api/v1/places/{gym.id}", headers=other)).status_code == 404

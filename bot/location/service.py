@@ -44,6 +44,10 @@ class NamingError(Exception):
     """A place could not be named from a proposal; the message is for the user."""
 
 
+PLACE_NAME_RULE = "A place name is 1 to 60 characters."
+"""The words for a name that is blank or too long (a 422 in the API; a taken name is a 409)."""
+
+
 @dataclass(frozen=True, slots=True)
 class NamedFromStay:
     """The outcome of answering "What was this place?"."""
@@ -339,7 +343,7 @@ class LocationService:
             if name is not None:
                 name = " ".join(name.split())
                 if not name or len(name) > 60:
-                    raise NamingError("A place name is 1 to 60 characters.")
+                    raise NamingError(PLACE_NAME_RULE)
                 for other in await repo.places(user_id):
                     if other.id != place_id and norm(other.name) == norm(name):
                         raise NamingError(f"You already have a place called {other.name}.")

@@ -111,7 +111,10 @@ def parse_timestamp(value: Any) -> datetime:
     try:
         ts = datetime.fromisoformat(value)
     except ValueError:
-        raise BadPayload(f"properties.timestamp {value[:40]!r} is not ISO 8601") from None
+        # the value is not repeated: a refusal never echoes what was sent (README: Errors)
+        raise BadPayload(
+            "properties.timestamp is not ISO 8601 (e.g. 2026-03-01T12:00:00Z)"
+        ) from None
     if ts.tzinfo is None:
         raise BadPayload("properties.timestamp needs a time zone (Z or an offset)")
     return ts.astimezone(UTC)

@@ -15,6 +15,7 @@ from datetime import date, datetime, timedelta
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
@@ -33,7 +34,7 @@ from bot.web.paging import (
     offset_cursor,
     stamp,
 )
-from bot.web.params import Day, RowId
+from bot.web.params import BodyIn, Day, RowId
 from bot.web.services.journal import JOURNAL_DAYS, MAX_SERIES_DAYS
 from bot.web.services.settings import SettingsChange
 from storage.models import ApiToken, Device, Reminder, User
@@ -108,7 +109,7 @@ class FactOut(BaseModel):
     sources: list[int]
 
 
-class TextIn(BaseModel):
+class TextIn(BodyIn):
     """A text body (a fact, a reminder request, a device name)."""
 
     text: str = Field(min_length=1, max_length=2000)
@@ -204,7 +205,7 @@ class NewDeviceOut(DeviceOut):
     token: str
 
 
-class SettingsIn(BaseModel):
+class SettingsIn(BodyIn):
     """Settings to change; leave a field out to keep it."""
 
     timezone: str | None = None
@@ -261,8 +262,8 @@ async def me(request: Request, user: Me) -> UserOut:
 async def patch_settings(request: Request, user: Me, body: SettingsIn) -> UserOut:
     """Change time zone, briefing, quiet hours or preferred channel (422 on bad values)."""
     s = ctx(request).service
-    change = SettingsChange(**body.model_dump())
-    fresh = await s.settings.change_settings(user, change)
+    change = SettingsChange(**body.model_dump(), echo=False)
+    fresh = await s.settings.change_settings(user, change, partly=False)
     if change.errors:
         raise HTTPException(422, " ".join(change.errors))
     idents = await s.settings.identities(fresh)
@@ -277,6 +278,10 @@ async def search(
 
     Pages reach the first 200 hits of the ranking; a cursor is good for its query only.
     """
+    if not q.strip():  # a search for nothing would answer with whatever ranks first
+        raise RequestValidationError(
+            [{"type": "missing", "loc": ("query", "q"), "msg": "say what to search for"}]
+        )
     scope = "search:" + hashlib.sha256(q.encode()).hexdigest()[:16]
     seal = seal_of(request)
     offset = await offset_cursor(seal, scope, uid(user), cursor)
@@ -345,13 +350,21 @@ async def add_fact(request: Request, user: Me, body: TextIn, response: Response)
     )
 
 
+class FactEdited(BaseModel):
+    """A fact's new words: what was done, and the id the fact is known by now."""
+
+    id: int
+    """New words make a new fact (the old one is kept in history), so use this id from now on."""
+    message: str
+
+
 @router.put("/facts/{fact_id}")
-async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) -> Said:
-    """Change a fact's words."""
-    said = await ctx(request).service.facts.edit_fact(user, fact_id, body.text)
-    if said is None:
+async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) -> FactEdited:
+    """Change a fact's words; the answer's ``id`` is the one the fact has now."""
+    edited = await ctx(request).service.facts.edit_fact(user, fact_id, body.text)
+    if edited is None:
         raise _404()
-    return Said(message=said)
+    return FactEdited(message=edited[0], id=edited[1])
 
 
 @router.delete("/facts/{fact_id}", status_code=204)
@@ -457,7 +470,7 @@ async def proposals(
     )
 
 
-class Rename(BaseModel):
+class Rename(BodyIn):
     """A new title for a proposed event."""
 
     title: str = Field(min_length=1, max_length=120)
@@ -526,7 +539,7 @@ async def revoke_device(request: Request, user: Me, device_id: RowId) -> Respons
     return Response(status_code=204)
 
 
-class TokenIn(BaseModel):
+class TokenIn(BodyIn):
     """A new personal API token: its name and what it may do."""
 
     name: str = Field("token", max_length=60)

@@ -22,7 +22,7 @@ from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
 from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
-from bot.web.params import RowId
+from bot.web.params import BodyIn, RowId
 from storage.models import CalendarSource
 
 router = APIRouter()
@@ -64,7 +64,7 @@ class CalendarOut(BaseModel):
         )
 
 
-class FeedIn(BaseModel):
+class FeedIn(BodyIn):
     """An ICS feed to subscribe to."""
 
     url: str = Field(min_length=1, max_length=2000)

@@ -16,7 +16,7 @@ from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
 from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
-from bot.web.params import RowId
+from bot.web.params import BodyIn, RowId
 from storage.models import Contact
 
 router = APIRouter()
@@ -45,7 +45,7 @@ class ContactOut(BaseModel):
         )
 
 
-class ContactIn(BaseModel):
+class ContactIn(BodyIn):
     """A new contact, or the fields to change (omitted fields stay)."""
 
     name: str | None = Field(None, min_length=1, max_length=80)
@@ -57,7 +57,8 @@ class ContactIn(BaseModel):
         """As repository fields (aliases comma separated)."""
         aliases = ", ".join(a.strip() for a in self.aliases if a.strip()) if self.aliases else None
         return {
-            "name": self.name,
+            # a name of spaces is no name: None for "leave it", "" for "refuse it"
+            "name": self.name.strip() if self.name is not None else None,
             "aliases": aliases if self.aliases is not None else None,
             "relationship": self.relationship,
             "reach": self.reach,
@@ -152,7 +153,7 @@ async def add_contact(
         raise HTTPException(422, "A contact needs a name.")
     saved, created = await ctx(request).service.contacts.put(
         uid(user),
-        fields["name"].strip(),
+        fields["name"],
         aliases=fields["aliases"] or "",
         relationship=fields["relationship"] or "",
         reach=fields["reach"] or "",
@@ -171,8 +172,11 @@ async def change_contact(
 ) -> ContactOut:
     """Change some of a contact's fields."""
     assert user.id is not None
+    fields = body.fields()
+    if fields["name"] == "":
+        raise HTTPException(422, "A contact needs a name.")
     try:
-        saved = await ctx(request).service.contacts.change(user.id, contact_id, **body.fields())
+        saved = await ctx(request).service.contacts.change(user.id, contact_id, **fields)
     except ValueError as exc:
         raise HTTPException(409, str(exc)) from exc
     if saved is None:

@@ -309,10 +309,10 @@ async def add_fact(request: Request, who: Who) -> Response:
 async def edit_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Change a fact's words."""
     form = await checked_form(request, who)
-    said = await ctx(request).service.facts.edit_fact(who.user, fact_id, form.get("text", ""))
-    if said is None:
+    edited = await ctx(request).service.facts.edit_fact(who.user, fact_id, form.get("text", ""))
+    if edited is None:
         raise HTTPException(404)
-    return await back(request, who, "/facts", note=said)
+    return await back(request, who, "/facts", note=edited[0])
 
 
 @router.post("/facts/{fact_id}/forget")

@@ -12,6 +12,7 @@ from datetime import date
 from typing import Annotated
 
 from annotated_types import Ge, Le
+from pydantic import BaseModel, ConfigDict
 
 INT64_MAX = 2**63 - 1
 """The largest id a database row can have (SQLite and PostgreSQL ``BIGINT``)."""
@@ -24,6 +25,16 @@ Day = Annotated[date, Ge(date(1900, 1, 1)), Le(date(2999, 12, 31))]
 
 SpanDays = Annotated[int, Ge(1), Le(3660)]
 """A span of days to show (a journal chart): a day to ten years."""
+
+
+class BodyIn(BaseModel):
+    """A JSON body the API takes: a field it does not know is refused (422), not ignored.
+
+    A misspelt field (``tz`` for ``timezone``) would otherwise be dropped and the request
+    answered 200 having changed nothing, which a caller cannot tell from success.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def row_id(text: str | None) -> int | None:

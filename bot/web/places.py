@@ -12,12 +12,12 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
-from bot.location.service import NamingError
+from bot.location.service import PLACE_NAME_RULE, NamingError
 from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
 from bot.web.paging import DEFAULT_LIMIT, Cursor, Limit, Page, keyset_page
-from bot.web.params import RowId
+from bot.web.params import BodyIn, RowId
 from storage.models import Place
 
 router = APIRouter()
@@ -53,7 +53,7 @@ class PlaceOut(BaseModel):
         )
 
 
-class PlaceChange(BaseModel):
+class PlaceChange(BodyIn):
     """A new name and/or kind (omitted fields stay)."""
 
     name: str | None = Field(None, min_length=1, max_length=60)
@@ -141,6 +141,8 @@ async def list_places(
 async def change_place(request: Request, user: Me, place_id: RowId, body: PlaceChange) -> PlaceOut:
     """Rename a place and/or change its kind."""
     assert user.id is not None
+    if body.name is not None and not body.name.strip():  # no name at all is not a clash (409)
+        raise HTTPException(422, PLACE_NAME_RULE)
     try:
         place = await ctx(request).location.change_place(
             user.id, place_id, name=body.name, kind=body.kind

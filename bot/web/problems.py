@@ -115,13 +115,26 @@ def _where(loc: Sequence[Any]) -> str:
     return ".".join(parts) or "the request"
 
 
+_PROBLEMS = {
+    "json_invalid": "not valid JSON",
+    "extra_forbidden": "not a field this takes (check its spelling; /api/docs lists them)",
+}
+"""Pydantic's words for these, replaced: its location of a JSON error is a character offset
+(``12: JSON decode error``), and "Extra inputs are not permitted" does not say what to do."""
+
+
+def _error(e: Mapping[str, Any]) -> dict[str, str]:
+    loc = e.get("loc", ())
+    where = str(loc[0]) if loc else "body"
+    if e.get("type") == "json_invalid":
+        return {"in": where, "name": "body", "problem": _PROBLEMS["json_invalid"]}
+    problem = _PROBLEMS.get(str(e.get("type")), str(e.get("msg", "not valid")))
+    return {"in": where, "name": _where(loc), "problem": problem}
+
+
 def validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     """Each refused parameter: where it is and why (never the value sent: it may be a secret)."""
-    return [
-        {"in": str(e["loc"][0]) if e.get("loc") else "body", "name": _where(e.get("loc", ())),
-         "problem": str(e.get("msg", "not valid"))}
-        for e in exc.errors()
-    ]  # fmt: skip
+    return [_error(e) for e in exc.errors()]
 
 
 def install(app: FastAPI, templates: Jinja2Templates) -> None:

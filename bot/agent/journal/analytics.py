@@ -20,6 +20,13 @@ Metric = Literal["happiness", "stress", "energy"]
 Bucket = Literal["day", "week", "month"]
 METRIC_NAMES: tuple[Metric, ...] = ("happiness", "stress", "energy")
 MIN_ENTRIES = 3
+
+
+def journal_entries(count: int) -> str:
+    """``1 journal entry``, ``3 journal entries``: a count as people write it."""
+    return f"{count} journal {'entry' if count == 1 else 'entries'}"
+
+
 TREND_POINTS = 8.0
 """A change of at least this much (on 0-100) over the window counts as rising or falling."""
 DRIVER_GAP = 10.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
-from bot.agent.journal.analytics import MIN_ENTRIES, Bucket, Metric, Point
+from bot.agent.journal.analytics import MIN_ENTRIES, Bucket, Metric, Point, journal_entries
 
 COLOURS = {"happiness": "#2a9d8f", "stress": "#e76f51", "energy": "#e9c46a"}
 SIZE_INCHES = (8.0, 5.0)
@@ -62,7 +62,7 @@ def describe(points: Sequence[Point], metric: Metric, label: str) -> str:
     count = sum(p.count for p in points)
     if count < MIN_ENTRIES:
         return (
-            f"Your {metric}, {label}: only {count} journal entries, too little to tell. "
+            f"Your {metric}, {label}: only {journal_entries(count)}, too little to tell. "
             "Write a few more and ask again."
         )
     weighted = sum((p.mean or 0.0) * p.count for p in filled) / count

@@ -21,6 +21,7 @@ from bot.agent.journal.analytics import (
     CurrentState,
     Metric,
     Point,
+    journal_entries,
     mean_of,
     series,
     slope_per_day,
@@ -150,7 +151,7 @@ async def get_time_series(svc: JournalService, ctx: ToolContext, args: SeriesArg
     scored = [e for e in entries if e.scorer]
     head = f"{metric.capitalize()} (0-100) by {bucket}, {first:%a %d %b %Y} to {last:%a %d %b %Y}"
     if len(scored) < MIN_ENTRIES:
-        return f"{head}: only {len(scored)} journal entries, {TOO_LITTLE}."
+        return f"{head}: only {journal_entries(len(scored))}, {TOO_LITTLE}."
     if len(points) > 190:
         raise ToolError("that is more than 190 buckets; use a larger bucket (week or month)")
     trend = trend_word(slope_per_day(scored, metric), (last - first).days + 1)
@@ -163,7 +164,7 @@ def render_state(ctx: ToolContext, st: CurrentState) -> str:
     """The current state as a tool result, entries cited."""
     head = f"The last {RECENT_DAYS} days ({st.first:%d %b} to {st.last:%d %b %Y})"
     if not st.enough:
-        return f"{head}: only {len(st.entries)} journal entries, {TOO_LITTLE}."
+        return f"{head}: only {journal_entries(len(st.entries))}, {TOO_LITTLE}."
     lines = [DATA_NOTE, f"{head}, {len(st.entries)} entries:"]
     for m in st.metrics:
         before = (
@@ -209,7 +210,7 @@ async def _summary(
         ctx.user_id, period, label, entries, ctx.now, year=len(period) == 4
     )
     if row is None:
-        return f"{label}: only {len(ps.entries)} journal entries, {TOO_LITTLE}."
+        return f"{label}: only {journal_entries(len(ps.entries))}, {TOO_LITTLE}."
     note = {
         "cached": f"(Summary written {row.generated_at:%d %b %Y}; no entry changed since.)",
         "written": "(Summary written just now.)",

@@ -203,11 +203,9 @@ def caldav_add(
     user: UserOption,
     username: Annotated[str, typer.Option("--username", help="CalDAV user name")],
     password: Annotated[
-        str,
-        typer.Option(
-            "--password", prompt=True, hide_input=True, help="CalDAV password (asked if absent)"
-        ),
-    ],
+        str | None,
+        typer.Option("--password", help="CalDAV password (asked if absent, once the rest is ok)"),
+    ] = None,
     name: Annotated[str | None, typer.Option("--name", help="What to call it")] = None,
 ) -> None:
     """Link a user's CalDAV calendar: its events are read, accepted proposals written to it."""
@@ -215,8 +213,12 @@ def caldav_add(
 
     async def go(application: App) -> None:
         found = await find_user(application, user)  # by name or id, as everywhere
+        calendars = application.jobs.calendars
         try:
-            said = await application.jobs.calendars.add_caldav(found, url, username, password, name)
+            # Refused before the password is typed: an unknown user or a missing key is known now.
+            calendars.secrets.seal("")
+            secret = password if password is not None else typer.prompt("Password", hide_input=True)
+            said = await calendars.add_caldav(found, url, username, secret, name)
         except CalendarError as exc:
             typer.echo(f"Not linked: {exc}", err=True)
             raise typer.Exit(1) from exc

@@ -56,7 +56,7 @@ def import_journal(folder: Path, user: str) -> None:
 def rescore(
     user: Annotated[str | None, typer.Option("--user", "-u", help="Only this user")] = None,
 ) -> None:
-    """Score every journal entry again (e.g. after configuring or changing the LLM)."""
+    """Score every journal entry again (after configuring or changing the LLM, for one)."""
 
     async def go(app: App) -> None:
         who = await _user(app, user) if user else None

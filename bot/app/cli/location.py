@@ -48,9 +48,10 @@ def import_location(path: Path, user: str) -> None:
         stays = await app.location.stays(who.id, first, last + timedelta(seconds=1))
         retention = app.settings.location_retention_days
         print(
-            f"Imported {new} points from {path.name} ({history.kind}; "
+            f"Imported {new} point{'' if new == 1 else 's'} from {path.name} ({history.kind}; "
             f"{len(history.fixes) - new} already there, {len(history.bad)} skipped): "
-            f"{len(stays)} stays between {first:%Y-%m-%d} and {last:%Y-%m-%d}. Raw points "
+            f"{len(stays)} stay{'' if len(stays) == 1 else 's'} between {first:%Y-%m-%d} and "
+            f"{last:%Y-%m-%d}. Raw points "
             f"older than {retention:g} days are deleted at the next hourly clean-up; the "
             "stays are kept."
         )

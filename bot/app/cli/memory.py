@@ -312,6 +312,13 @@ def import_command(
         return
 
     if file.is_file() and is_export(file):
+        if user is not None:  # it would be ignored: the export's person comes back, not U
+            typer.echo(
+                f"{file} is a `lifebot export`: it brings back its own user, with their ids; "
+                "leave out --user (it cannot go into another user).",
+                err=True,
+            )
+            raise typer.Exit(2)
         _import_export(file)
         return
     if user is None:

@@ -38,8 +38,11 @@ class WebFacts:
         assert user.id is not None
         return await self.engine.remember(user.id, text)
 
-    async def edit_fact(self, user: User, fact_id: int, text: str) -> str | None:
-        """Replace a fact's words (keeping its sources); None when it is not the user's."""
+    async def edit_fact(self, user: User, fact_id: int, text: str) -> tuple[str, int] | None:
+        """Replace a fact's words (keeping its sources); None when it is not the user's.
+
+        Returns what was done, in words, and the id the fact has now (new words make a new fact).
+        """
         assert user.id is not None
         found = await self.fact(user, fact_id)
         if found is None:
@@ -47,15 +50,15 @@ class WebFacts:
         old = found[0]
         text = text.strip()
         if not text or text == old.text:
-            return "Nothing changed."
+            return "Nothing changed.", fact_id
         decision = await self.engine.remember(
             user.id, text, sources=list(old.source_message_ids or []), category=old.category
         )
-        if decision.fact is None:
-            return self.engine.remember_reply(decision)
+        if decision.fact is None or decision.fact.id is None:
+            return self.engine.remember_reply(decision), fact_id
         if decision.fact.id != old.id:
             await self.engine.keeper.forget(user.id, fact_id, self.clock.now())
-        return f"Saved: {decision.fact.text}"
+        return f"Saved: {decision.fact.text}", decision.fact.id
 
     async def forget(self, user: User, fact_id: int) -> Fact | None:
         """Forget a fact; None when it is not the user's."""

@@ -32,6 +32,8 @@ class SettingsChange:
     """``HH:MM-HH:MM`` or ``off``."""
     preferred_channel: str | None = None
     """A linked channel name, or ``auto``."""
+    echo: bool = True
+    """Repeat a refused value in its error (a person's own form); the API never does."""
     errors: list[str] = field(default_factory=list)
     found: str | None = None
     """The zone the time zone field was read as, in words (``Europe/Lisbon (Porto, ...)``)."""
@@ -59,17 +61,22 @@ class WebSettings:
         return await self.accounts.identities(user.id)
 
     async def change_settings(  # noqa: PLR0912  # one branch per setting reads plainly
-        self, user: User, change: SettingsChange
+        self, user: User, change: SettingsChange, *, partly: bool = True
     ) -> User:
-        """Apply every valid field; problems are added to ``change.errors`` in plain words."""
+        """Apply every valid field; problems are added to ``change.errors`` in plain words.
+
+        With ``partly=False`` (the API) nothing is applied when any field is refused, so a 422
+        has changed nothing.
+        """
         assert user.id is not None
         now = self.clock.now()
         values: dict[str, object] = {}
         if change.timezone:
             found = await asyncio.to_thread(ZONES.find, change.timezone)
             if found is None:
+                what = change.timezone if change.echo else "The time zone"
                 change.errors.append(
-                    f"{change.timezone} is neither a time zone nor a town I know: try a bigger "
+                    f"{what} is neither a time zone nor a town I know: try a bigger "
                     "town nearby, or a zone such as Europe/Lisbon."
                 )
             else:
@@ -80,7 +87,7 @@ class WebSettings:
             try:
                 at = hhmm(parse_hhmm(change.briefing_time))
             except ValueError as exc:
-                change.errors.append(f"Briefing time: {exc}.")
+                change.errors.append(f"Briefing time: {_said(exc, change.echo)}.")
             else:
                 if at != user.briefing_time:
                     values.update(briefing_time=at, briefing_set_at=now)
@@ -96,7 +103,13 @@ class WebSettings:
             elif wanted in mine:
                 values["preferred_channel"] = wanted
             else:
-                change.errors.append(f"You have no {wanted} channel linked.")
+                change.errors.append(
+                    f"You have no {wanted} channel linked."
+                    if change.echo
+                    else f"That is not a linked channel ({', '.join(sorted(mine))} or auto)."
+                )
+        if change.errors and not partly:
+            return user
         return await self.accounts.save(user.id, values)
 
     @staticmethod
@@ -112,7 +125,7 @@ class WebSettings:
         try:
             a, b = hhmm(parse_hhmm(start.strip())), hhmm(parse_hhmm(end.strip()))
         except ValueError as exc:
-            change.errors.append(f"Quiet hours: {exc}.")
+            change.errors.append(f"Quiet hours: {_said(exc, change.echo)}.")
             return
         if a == b:
             change.errors.append("Quiet hours need a start and an end that differ.")
@@ -148,3 +161,8 @@ class WebSettings:
         )
         async with self.db.session() as s:
             return await issue_link_code(s, user.id, here, now)
+
+
+def _said(exc: ValueError, echo: bool) -> str:
+    # parse_hhmm's words quote the text it refused; without echo, the same words without it
+    return str(exc) if echo else "not a time of day; write it like 07:30"
