@@ -277,6 +277,9 @@ def test_serve_with_no_chat_channel_keeps_the_web_page_up_after_its_input_ends(
         proc.terminate()
         proc.communicate(timeout=60)
     assert proc.returncode == 0
+    # The operator reading the log afterwards sees why it stopped.
+    log = (tmp_path / "data" / "lifebot.log").read_text()
+    assert "stopping: SIGTERM received" in log, log[-2000:]
 
 
 def _run(coro_fn: Callable[[App], Awaitable[T]], tmp_path: Path) -> T:

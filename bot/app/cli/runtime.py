@@ -168,10 +168,16 @@ async def wait_for(awaitable: Awaitable[object]) -> None:
     """Wait for ``awaitable`` or SIGINT/SIGTERM, whichever comes first."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+
+    def stop_on(sig: signal.Signals) -> None:
+        # An operator reading the log after a stop should see why it stopped.
+        logging.getLogger("lifebot.serve").info("stopping: %s received", sig.name)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         # Not available off the main thread or on some platforms; Ctrl-C still works there.
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stop_on, sig)
     waiter = asyncio.ensure_future(awaitable)
     stopper = asyncio.ensure_future(stop.wait())
     try:
