@@ -271,3 +271,25 @@ def test_an_export_is_not_imported_into_another_user_by_a_user_option(tmp_path: 
 
     imported = runner.invoke(cli, ["import", str(zpath)], env=env)
     assert imported.exit_code == 0 and imported.output.startswith("Imported ana (user 1)")
+
+
+def test_importing_a_chat_file_again_adds_nothing_and_shows_no_empty_progress(
+    tmp_path: Path,
+) -> None:
+    runner = CliRunner()
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+    assert runner.invoke(cli, ["users", "add", "ana"], env=env).exit_code == 0
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(
+        json.dumps({"id": "m1", "ts": "2024-05-03T10:00:00Z", "text": "I adopted Biscuit"}) + "\n"
+    )
+
+    first = runner.invoke(cli, ["import", str(chat), "--user", "ana"], env=env)
+    again = runner.invoke(cli, ["import", str(chat), "--user", "ana"], env=env)
+
+    assert first.exit_code == 0, first.output
+    assert "Imported 1 message (0 already there)" in first.output
+    assert "indexing" in first.output
+    assert again.exit_code == 0, again.output
+    assert "Imported 0 messages (1 already there)" in again.output
+    assert "indexing" not in again.output  # was an empty "indexing 0/?" bar

@@ -329,6 +329,11 @@ def import_command(
     _import_history(file, user)
 
 
+def _count(n: int, noun: str) -> str:
+    """``1 message``, ``2 messages``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _import_export(file: Path) -> None:
     from storage.portable import ExportFileError
 
@@ -370,19 +375,24 @@ def _import_history(file: Path, user: str) -> None:
             raise typer.Exit(1) from exc
         for problem in report.problems():
             typer.echo(problem, err=True)
-        with _progress("indexing") as bar:
-            task = bar.add_task("index", total=report.added or None)
+        if report.added:
+            with _progress("indexing") as bar:
+                task = bar.add_task("index", total=report.added)
+                await app.memory.after_import(
+                    who.id or 0,
+                    report.conversations,
+                    progress=lambda n: bar.advance(task, n),
+                    embed=False,
+                )
+        else:  # nothing new (a file imported again): no empty "0/?" bar
             await app.memory.after_import(
-                who.id or 0,
-                report.conversations,
-                progress=lambda n: bar.advance(task, n),
-                embed=False,
+                who.id or 0, report.conversations, progress=lambda _n: None, embed=False
             )
         skipped = f", {report.skipped} not text (skipped)" if report.skipped else ""
         print(
-            f"{report.file}: {report.lines} records: {report.read} read, "
+            f"{report.file}: {_count(report.lines, 'record')}: {report.read} read, "
             f"{len(report.cleaned)} cleaned, {len(report.bad)} refused{skipped}. "
-            f"Imported {report.added} messages ({report.duplicates} already there); "
+            f"Imported {_count(report.added, 'message')} ({report.duplicates} already there); "
             "searchable by their words now."
         )
         # Vectors last, in committed batches: stopping here (Ctrl-C) loses nothing, and
