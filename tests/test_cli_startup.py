@@ -51,21 +51,26 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _report(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
+def _report(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[dict[str, object], str]:
     proc = subprocess.run(  # our own interpreter and arguments
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=_env(tmp_path),
+        env={**_env(tmp_path), **(env or {})},
+        stdin=subprocess.DEVNULL,
         timeout=60,
         check=False,
     )
     return json.loads(proc.stderr.strip().splitlines()[-1]), proc.stdout
 
 
-def _modules(tmp_path: Path, *args: str) -> tuple[int, set[str], str]:
-    report, out = _report(tmp_path, *args)
+def _modules(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, set[str], str]:
+    report, out = _report(tmp_path, *args, env=env)
     return int(str(report["code"])), set(report["modules"]), out  # type: ignore[call-overload]
 
 
@@ -138,3 +143,16 @@ def test_a_command_that_opens_the_app_loads_no_mcp_sdk_web_server_or_channel(
     assert "alice" in out
     loaded = modules & NOT_FOR_APP_COMMANDS
     assert not loaded, f"`lifebot users` imports {sorted(loaded)}"
+
+
+def test_the_console_loads_the_mcp_sdk_only_when_a_server_is_configured(tmp_path: Path) -> None:
+    # `serve` and `chat` start the operator's MCP servers; with none configured, the SDK
+    # (about a second of CPU to import) was still loaded by every start.
+    code, modules, out = _modules(tmp_path, "chat")
+    assert code == 0, out
+    assert "mcp" not in modules, "`lifebot chat` with no MCP server imports the MCP SDK"
+    servers = tmp_path / "servers.toml"
+    servers.write_text('[servers.clock]\ncommand = "/bin/false"\n', encoding="utf-8")
+    code, modules, out = _modules(tmp_path, "chat", env={"LIFEBOT_MCP_SERVERS": str(servers)})
+    assert code == 0, out
+    assert "mcp" in modules, "a configured MCP server is started with the console"

@@ -65,6 +65,13 @@ def offered(body: dict[str, Any]) -> set[str]:
     return {t["function"]["name"] for t in body.get("tools") or []}
 
 
+async def _started(app: Any) -> McpClients:
+    """The app's MCP clients, started from its servers file (which names servers)."""
+    clients = await app.mcp.start_clients()
+    assert clients is not None, "a servers file naming servers starts clients"
+    return clients  # type: ignore[no-any-return]
+
+
 async def make_owner(app: Any, user_id: int) -> None:
     async with app.db.session() as s:
         user = await s.get(User, user_id)
@@ -134,7 +141,7 @@ async def test_only_the_owner_may_use_a_server_unless_the_operator_says_otherwis
 ) -> None:
     app = await app_factory(fake_llm, mcp_servers_file=time_server(tmp_path))
     app.dispatcher.register(RecordingChannel("fake"))
-    clients = await app.mcp.start_clients()
+    clients = await _started(app)
     assert await clients.wait_ready(30)
     owner = await add_user(app, "ann", owner=True)
     guest = await add_user(app, "bob")
@@ -188,7 +195,7 @@ users = ["everyone"]
     )
     app = await app_factory(fake_llm, mcp_servers_file=config)
     app.dispatcher.register(RecordingChannel("fake"))
-    assert await (await app.mcp.start_clients()).wait_ready(30)
+    assert await (await _started(app)).wait_ready(30)
     user = await add_user(app, "ana")
     assert user.id is not None
     await app.memory.remember(user.id, "My sister is called Rita")
@@ -352,7 +359,7 @@ timeout = {DEADLINE}
     )
     app = await app_factory(fake_llm, mcp_servers_file=config)
     app.dispatcher.register(RecordingChannel("fake"))
-    assert await (await app.mcp.start_clients()).wait_ready(30)
+    assert await (await _started(app)).wait_ready(30)
     await add_user(app, "ana")
 
     def respond(body: dict[str, Any]) -> Step:

@@ -32,6 +32,11 @@ TOOLS = {
 }
 
 
+def _mcp_started(app: App) -> bool:
+    """Whether the app's /mcp endpoint has started the SDK's session manager."""
+    return app.mcp.http is not None and app.mcp.http.started
+
+
 async def served(app_factory: AppFactory, fake_llm: FakeLLM) -> tuple[App, str]:
     """A started app serving its web page on a free port; (app, the /mcp URL)."""
     app = await app_factory(fake_llm, web_enabled=True, web_port=0, jobs_enabled=False)
@@ -52,9 +57,12 @@ async def test_http_search_cites_the_imported_turns_and_only_the_tokens_user_see
     )
     _, ann_token = await app.web.auth.new_api_token(ann.id, "claude")
     _, bob_token = await app.web.auth.new_api_token(bob.id, "claude")
+    # Serving the page does not start MCP (its SDK costs a second); the first request does.
+    assert not _mcp_started(app)
 
     async with http_client(url, ann_token) as client:
         assert {t.name for t in (await client.list_tools()).tools} >= TOOLS
+        assert _mcp_started(app)
         found = structured(await client.call_tool("search_memory", {"query": "kayaking"}))
         hits = found["hits"]
         assert hits, found

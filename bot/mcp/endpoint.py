@@ -3,12 +3,17 @@
 The MCP SDK takes most of a second to import. Every CLI command that opens the app (``users``,
 ``backup``, ``export``...) builds the MCP room, but only a serving web page, a request to
 ``/mcp`` or ``lifebot mcp serve`` uses the SDK; so the room holds this endpoint, which imports
-``http.py`` and builds the server and its session manager the first time it is run or called.
+``http.py`` and builds the server and its session manager the first time it is called. A
+serving web page only marks it as wanted: the session manager starts with the first request to
+``/mcp`` (the SDK imported in a thread, off the event loop), so ``serve`` does not pay for
+MCP unless someone uses it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -37,6 +42,9 @@ class LazyMcpHttp:
         self.user_exists = user_exists
         self.version = version
         self._real: McpHttp | None = None
+        self._serving = False
+        self._started: contextlib.AsyncExitStack | None = None
+        self._lock = asyncio.Lock()
 
     def real(self) -> McpHttp:
         """The endpoint itself, built (and the SDK imported) the first time it is asked for."""
@@ -51,10 +59,35 @@ class LazyMcpHttp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one HTTP request (authenticated by the real endpoint before anything else)."""
+        if self._serving and self._started is None:
+            await self._start()
         await self.real()(scope, receive, send)
+
+    async def _start(self) -> None:
+        """Import the SDK in a thread, then start the session manager (once)."""
+        async with self._lock:
+            if self._started is not None or not self._serving:
+                return
+            for module in ("bot.mcp.http", "bot.mcp.principal", "bot.mcp.server"):
+                await asyncio.to_thread(importlib.import_module, module)
+            stack = contextlib.AsyncExitStack()
+            await stack.enter_async_context(self.real().running())
+            self._started = stack
+
+    @property
+    def started(self) -> bool:
+        """Whether the SDK's session manager runs (after the first request while serving)."""
+        return self._started is not None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """Run the SDK's session manager while the web page serves."""
-        async with self.real().running():
+        """While the web page serves: requests may start the session manager; stop it after."""
+        self._serving = True
+        try:
             yield
+        finally:
+            self._serving = False
+            async with self._lock:
+                started, self._started = self._started, None
+            if started is not None:
+                await started.aclose()

@@ -63,12 +63,18 @@ class McpRoom:
 
         return build_server(self.data, fixed(principal), lifebot_version())
 
-    async def start_clients(self) -> McpClients:
-        """Read the servers file and start every server's connection (returns at once)."""
+    async def start_clients(self) -> McpClients | None:
+        """Read the servers file and start every server's connection (returns at once).
+
+        None when no server is configured and the file named no problem: the SDK (about a
+        second of CPU to import) is then never loaded, so ``serve`` starts that much sooner.
+        """
         if self.clients is None:
+            config = await asyncio.to_thread(self.client_settings.load)
+            if not config.servers and not config.problems:
+                return None
             from bot.mcp.client.hub import McpClients  # noqa: PLC0415  (the SDK, only when used)
 
-            config = await asyncio.to_thread(self.client_settings.load)
             self.clients = McpClients(
                 config,
                 tools=self.tools,
