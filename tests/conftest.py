@@ -248,16 +248,12 @@ async def http(
 
 
 @pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    """Headless chromium, the system one (no browser download); Playwright drives it."""
-    from playwright.async_api import async_playwright  # browser tests only
-
-    from tests.support.browser import ARGS, CHROMIUM
-
-    async with async_playwright() as pw:
-        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield chromium
-        await chromium.close()
+async def browser(_chromium: Any) -> AsyncIterator[Any]:
+    """Headless chromium (Debian's, driven by Playwright), one per browser test module
+    (``tests.support.browser._chromium``); every context a test opened is closed after it."""
+    yield _chromium
+    for context in list(_chromium.contexts):
+        await context.close()
 
 
 @pytest.fixture

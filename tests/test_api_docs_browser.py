@@ -12,7 +12,14 @@ import pytest
 
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory
-from tests.support.browser import AXE, CHROMIUM, axe_problems, shot
+from tests.support.browser import (  # noqa: F401  (one browser per module)
+    AXE,
+    CHROMIUM,
+    _chromium,
+    _function_scoped_runner,
+    axe_problems,
+    shot,
+)
 
 pytest.importorskip("playwright.async_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")

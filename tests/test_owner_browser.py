@@ -17,7 +17,16 @@ import pytest
 from bot.app.build import App
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user
-from tests.support.browser import AXE, CHROMIUM, SCREENS, axe_problems, shot, small_targets
+from tests.support.browser import (  # noqa: F401  (one browser per module)
+    AXE,
+    CHROMIUM,
+    SCREENS,
+    _chromium,
+    _function_scoped_runner,
+    axe_problems,
+    shot,
+    small_targets,
+)
 
 pytest.importorskip("playwright.async_api")
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="chromium is not installed")

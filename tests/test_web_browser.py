@@ -16,7 +16,15 @@ from storage.repos.pairing import PairingRepo
 from tests.fakes.ics_feed import FakeFeed
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user
-from tests.support.browser import CHROMIUM, confirm, go, shot, signed_in_page
+from tests.support.browser import (  # noqa: F401  (one browser per module)
+    CHROMIUM,
+    _chromium,
+    _function_scoped_runner,
+    confirm,
+    go,
+    shot,
+    signed_in_page,
+)
 from tests.support.calendars import ics_body
 from tests.support.documents import pdf
 from tests.support.web import seed

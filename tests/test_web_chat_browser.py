@@ -21,10 +21,12 @@ from storage.repos.people import ContactRepo
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, call, say
 from tests.support.app import add_user
-from tests.support.browser import (
+from tests.support.browser import (  # noqa: F401  (one browser per module)
     AXE,
     CHROMIUM,
     SCREENS,
+    _chromium,
+    _function_scoped_runner,
     axe_problems,
     go,
     shot,

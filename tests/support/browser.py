@@ -5,8 +5,13 @@ screens, the main menu, confirm-first buttons, screenshots and the axe-core audi
 from __future__ import annotations
 
 import shutil
+from asyncio import Runner
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+
+import pytest
+import pytest_asyncio
 
 from bot.app.build import App
 
@@ -34,6 +39,30 @@ DESKTOP: dict[str, Any] = {"viewport": {"width": 1280, "height": 860}}
 SCREENS = {"phone": PHONE, "desktop": DESKTOP}
 TAP = 44
 """The smallest tap target, in CSS pixels (WCAG 2.5.5)."""
+
+
+@pytest.fixture
+def _function_scoped_runner(_module_scoped_runner: Runner) -> Runner:
+    """In a browser test module, every test and async fixture runs on the module's loop.
+
+    Playwright's driver and browser belong to the loop that started them, and starting them
+    costs about two seconds of a loaded two-core machine: a module that imports this (as
+    ``from tests.support.browser import _function_scoped_runner``) shares one browser among
+    its tests (the ``browser`` fixture); each test still gets fresh contexts, apps and fakes.
+    This overrides pytest-asyncio's own fixture of that name (pinned in constraints.txt).
+    """
+    return _module_scoped_runner
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def _chromium() -> AsyncIterator[Any]:
+    """Headless chromium, the system one (no browser download), started once per module."""
+    from playwright.async_api import async_playwright  # browser tests only
+
+    async with async_playwright() as pw:
+        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield chromium
+        await chromium.close()
 
 
 async def signed_in_page(
