@@ -86,6 +86,7 @@ def test_export_delete_import_brings_everything_back(
 
     exported = runner.invoke(cli, ["export", "--user", "ana", "-o", str(zpath)], env=env)
     assert exported.exit_code == 0, exported.output
+    assert " messages, " in exported.output and "1 audio file." in exported.output
     with zipfile.ZipFile(zpath) as zf:
         names = set(zf.namelist())
         facts = json.loads(zf.read("fact.json"))
@@ -109,7 +110,9 @@ def test_export_delete_import_brings_everything_back(
     deleted = runner.invoke(cli, ["users", "delete", "ana", "--yes"], env=env)
     assert deleted.exit_code == 0, deleted.output
     assert not any(p.exists() for p in anas)
-    assert "1 audio file(s)" in deleted.output
+    # Said in people's words, not table names: "..., 1 device session and 7 other records".
+    assert "1 audio file." in deleted.output and "1 device session" in deleted.output
+    assert "devicesession" not in deleted.output and "other records" in deleted.output
     after_delete = _with_app(tmp_path, _counts)
     assert after_delete["user"] == before["user"] - 1
     assert after_delete["fact"] == 0

@@ -27,8 +27,42 @@ def register_data_cli(app: typer.Typer, users_app: typer.Typer) -> None:
     users_app.command("delete")(users_delete)
 
 
+_SAID = {
+    "message": ("message", "messages"),
+    "fact": ("fact", "facts"),
+    "episode": ("summary of a talk", "summaries of talks"),
+    "journalentry": ("journal entry", "journal entries"),
+    "reminder": ("reminder", "reminders"),
+    "proposal": ("proposed event", "proposed events"),
+    "contact": ("contact", "contacts"),
+    "place": ("place", "places"),
+    "stay": ("stay", "stays"),
+    "locationpoint": ("location point", "location points"),
+    "calendarevent": ("calendar event", "calendar events"),
+    "calendarsource": ("calendar", "calendars"),
+    "documentchunk": ("document passage", "document passages"),
+    "device": ("device", "devices"),
+    "devicesession": ("device session", "device sessions"),
+}
+"""What people call the rows of the tables they know, in the order a summary names them.
+
+Any other table (tokens, cursors, counters, caches...) is counted as "other records": a
+feature's new table needs no entry here to be exported, deleted or backed up."""
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def _rows(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {table}" for table, n in sorted(counts.items()) if n) or "no rows"
+    """``counts`` by table, in people's words: "40 messages, 2 facts and 9 other records"."""
+    parts = [_plural(counts[t], *said) for t, said in _SAID.items() if counts.get(t)]
+    others = sum(n for t, n in counts.items() if t not in _SAID and t != "user")
+    if others:
+        parts.append(_plural(others, "other record", "other records"))
+    if not parts:
+        return "no records"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _files(counts: dict[str, int]) -> str:
@@ -36,7 +70,9 @@ def _files(counts: dict[str, int]) -> str:
     if not total:
         return "no stored files"
     return (
-        f"{total} stored file(s) (" + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + ")"
+        f"{_plural(total, 'stored file', 'stored files')} ("
+        + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+        + ")"
     )
 
 
@@ -61,8 +97,8 @@ def export(
             raise typer.Exit(1) from exc
         typer.echo(
             f"Wrote {target}: {_rows(done.rows)}; {_files(done.files)}; "
-            f"{done.audio_files} audio file(s). It holds everything lifebot knows about "
-            "them: keep it private."
+            f"{_plural(done.audio_files, 'audio file', 'audio files')}. It holds everything "
+            "lifebot knows about them: keep it private."
         )
 
     run_with_app(go)
@@ -206,7 +242,7 @@ def users_delete(
         done = await application.userdata.delete(who.id or 0)
         typer.echo(
             f"Deleted {done.name} (user {done.user_id}): {_rows(done.rows)}; "
-            f"{_files(done.files)}; {done.audio_files} audio file(s)."
+            f"{_files(done.files)}; {_plural(done.audio_files, 'audio file', 'audio files')}."
         )
 
     run_with_app(go)
