@@ -2,12 +2,38 @@
 
 from __future__ import annotations
 
-from bot.feature import Access, Feature, FileKind, IntentWords, Route
+from bot.feature import Access, Feature, FileKind, IntentWords, NotReference, Reference, Route
 
 FEATURE = Feature(
     name="memory",
     about="Facts, episodes and the search index over everything said; answers cite it.",
     tables=("fact", "episode", "memoryitem", "memorycursor"),
+    references=(
+        Reference("fact", "source_message_ids", target="message", path=("*",)),
+        Reference("fact", "superseded_by", target="fact"),
+        Reference("episode", "source_message_ids", target="message", path=("*",)),
+        Reference("episode", "scope", template="conv:{conversation}"),
+        Reference("memorycursor", "scope", template="conv:{conversation}"),
+        Reference("memorycursor", "last_message_id", target="message", mark=True),
+        Reference(
+            "memoryitem",
+            "source_id",
+            by="kind",
+            targets=(
+                ("message", "message"),
+                ("episode", "episode"),
+                ("fact", "fact"),
+                ("document", "documentchunk"),
+            ),
+        ),
+        Reference("memoryitem", "conversation_id", target="conversation"),
+        # A message without a channel id is known by its own id (bot/agent/memory/index.py).
+        Reference("memoryitem", "ref", same_as="source_id"),
+    ),
+    not_references=(
+        NotReference("episode", "people", "names"),
+        NotReference("episode", "topics", "words"),
+    ),
     files=(
         FileKind(
             "search-cache",
