@@ -114,7 +114,11 @@ MEETINGS = Feature(
     name="meetings",
     about="Meeting transcripts posted by other apps become memory, action items and events.",
     tables=("ingestjob",),
-    references=(Reference("ingestjob", "episode_id", target="episode"),),
+    references=(
+        Reference("ingestjob", "episode_id", target="episode"),
+        # A transcript's lines are deduplicated per user: the same meeting posted again adds none.
+        Reference("message", "dedupe_key", template="meeting:{user}:"),
+    ),
     not_references=(NotReference("ingestjob", "body", "the meeting as the other app posted it"),),
     routes=(Route("/api/v1/ingest", Access.BEARER, max_body=5_000_000),),
 )

@@ -29,6 +29,9 @@ FEATURE = Feature(
         Reference("memoryitem", "conversation_id", target="conversation"),
         # A message without a channel id is known by its own id (bot/agent/memory/index.py).
         Reference("memoryitem", "ref", same_as="source_id"),
+        # Imported chat history is deduplicated per user (bot/app/importer.py): the same file
+        # imported again after a move still adds nothing.
+        Reference("message", "dedupe_key", template="import:{user}:"),
     ),
     not_references=(
         NotReference("episode", "people", "names"),
