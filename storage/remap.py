@@ -127,6 +127,7 @@ class Remapper:
         for ref in references:
             self.by_column.setdefault((ref.table, ref.column), []).append(ref)
         self._templates: dict[str, Template] = {}
+        self._plans: dict[str, tuple[str | None, list[tuple[str, str, bool]], list[str]]] = {}
 
     def template(self, template: str) -> Template:
         """The compiled ``template`` (compiled once)."""
@@ -134,27 +135,53 @@ class Remapper:
             self._templates[template] = Template.of(template)
         return self._templates[template]
 
+    def new_id_columns(self, table: Table) -> set[str]:
+        """Columns of ``table`` holding new ids after the import: no row here can share them.
+
+        Its own id, foreign keys to rows with new ids, plain references to a table.
+        """
+        hard = {c for c, _t, _n in self._plan(table)[1]}
+        soft = {
+            c
+            for (t, c), refs in self.by_column.items()
+            if t == table.name and all((r.target or r.by) and not r.path for r in refs)
+        }
+        own = int_id_column(table)
+        return hard | soft | ({own} if own else set())
+
+    def _plan(self, table: Table) -> tuple[str | None, list[tuple[str, str, bool]], list[str]]:
+        """Worked out once per table: own id, foreign keys, columns with soft references.
+
+        The foreign keys as (column, target table, nullable), those of rows with new ids.
+        """
+        if table.name not in self._plans:
+            fks = []
+            for column in table.columns:
+                for fk in column.foreign_keys:
+                    target = fk.column.table
+                    if int_id_column(target) is None and target.name != USER:
+                        continue  # a text id (a pendant session's): kept as it is
+                    fks.append((column.name, target.name, bool(column.nullable)))
+            soft = [c for (t, c) in self.by_column if t == table.name]
+            self._plans[table.name] = (int_id_column(table), fks, soft)
+        return self._plans[table.name]
+
     def row(self, table: Table, old: dict[str, Any]) -> dict[str, Any]:
         """``old`` (decoded values) with its own id, foreign keys and soft references new."""
         new = dict(old)
-        id_col = int_id_column(table)
+        id_col, fks, soft = self._plan(table)
         if id_col is not None and old.get(id_col) is not None:
             new[id_col] = self.ids.get(table.name, int(old[id_col]))
-        for column in table.columns:
-            value = old.get(column.name)
-            if value is None or column.name not in old:
-                continue
-            for fk in column.foreign_keys:
-                target = fk.column.table
-                if int_id_column(target) is None and target.name != USER:
-                    continue  # a text id (a pendant session's): kept as it is
-                mapped = self.ids.get(target.name, int(value))
-                new[column.name] = mapped if mapped is not None or column.nullable else 0
-        for (tname, cname), refs in self.by_column.items():
-            if tname == table.name and old.get(cname) is not None:
-                new[cname] = self._soft(refs, old, new, old[cname])
-                if new[cname] is None and not table.c[cname].nullable:
-                    new[cname] = 0  # points at nothing (ids start at 1)
+        for name, target, nullable in fks:
+            value = old.get(name)
+            if value is not None:
+                mapped = self.ids.get(target, int(value))
+                new[name] = mapped if mapped is not None or nullable else 0
+        for name in soft:
+            if old.get(name) is not None:
+                new[name] = self._soft(self.by_column[(table.name, name)], old, new, old[name])
+                if new[name] is None and not table.c[name].nullable:
+                    new[name] = 0  # points at nothing (ids start at 1)
         return new
 
     def _soft(

@@ -28,8 +28,10 @@ FEATURE = Feature(
             targets=(
                 ("message", "message"),
                 ("transcript", "message"),
+                ("image", "message"),
                 ("episode", "episode"),
                 ("fact", "fact"),
+                ("journal", "journalentry"),
                 ("document", "documentchunk"),
             ),
         ),

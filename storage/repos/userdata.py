@@ -154,7 +154,11 @@ class UserDataRepo:
             t.name: [remap.row(t, r) for r in decode_rows(t, data.get(t.name) or [])]
             for t in self.tables
         }
-        taken = [hit for t in self.tables for hit in await self._taken(t, rows[t.name])]
+        taken = [
+            hit
+            for t in self.tables
+            for hit in await self._taken(t, rows[t.name], remap.new_id_columns(t))
+        ]
         if taken:
             more = f" (and {len(taken) - 5} more)" if len(taken) > 5 else ""
             raise ImportConflict(
@@ -185,17 +189,22 @@ class UserDataRepo:
                 "(`lifebot import EXPORT.zip --as NEW-NAME`); nothing was imported."
             )
 
-    async def _taken(self, table: Table, rows: list[dict[str, Any]]) -> list[str]:
-        """What of ``rows`` must be unique across users and is already there, in words."""
+    async def _taken(self, table: Table, rows: list[dict[str, Any]], fresh: set[str]) -> list[str]:
+        """What of ``rows`` must be unique across users and is already there, in words.
+
+        A set with a column of ``fresh`` (new ids, which no row here has) cannot clash.
+        """
         found: list[str] = []
         if not rows:
             return found
         conn = await self._conn()
         for cols in _unique_sets(table):
+            if fresh & set(cols):
+                continue
             keyed = [tuple(r.get(c) for c in cols) for r in rows]
             values = sorted({k for k in keyed if None not in k}, key=repr)
-            for start in range(0, len(values), 200):
-                chunk = values[start : start + 200]
+            for start in range(0, len(values), 500):
+                chunk = values[start : start + 500]
                 columns = [table.c[c] for c in cols]
                 where = (
                     columns[0].in_([v[0] for v in chunk])

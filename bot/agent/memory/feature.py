@@ -21,13 +21,20 @@ FEATURE = Feature(
             by="kind",
             targets=(
                 ("message", "message"),
+                ("image", "message"),
                 ("episode", "episode"),
                 ("fact", "fact"),
+                ("journal", "journalentry"),
                 ("document", "documentchunk"),
             ),
         ),
         Reference("memoryitem", "conversation_id", target="conversation"),
-        # A message without a channel id is known by its own id (bot/agent/memory/index.py).
+        # What an item is known by (bot/agent/memory/index.py): ``episode:12`` and kin, and a
+        # message without a channel id by its own id.
+        Reference("memoryitem", "ref", template="episode:{episode}"),
+        Reference("memoryitem", "ref", template="fact:{fact}"),
+        Reference("memoryitem", "ref", template="journal:{journalentry}"),
+        Reference("memoryitem", "ref", template="image:{message}"),
         Reference("memoryitem", "ref", same_as="source_id"),
         # Imported chat history is deduplicated per user (bot/app/importer.py): the same file
         # imported again after a move still adds nothing.
