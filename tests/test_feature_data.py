@@ -546,3 +546,62 @@ async def test_an_export_that_fails_half_way_leaves_no_zip_and_keeps_the_last_go
     assert target.read_bytes() == good
     names = await asyncio.to_thread(os.listdir, tmp_path)
     assert [n for n in names if "ana" in n] == ["ana.zip"]  # no half-written .part either
+
+
+async def test_a_reference_to_a_row_the_export_lacks_points_at_nothing_not_at_another_person(
+    db_app: App, tmp_path: Path
+) -> None:
+    """An id the export holds no row for must not land on whoever has that id here."""
+    app = db_app
+    ana = await bare_user(app, "ana")
+    dan = await bare_user(app, "dan")
+    async with app.db.engine.begin() as conn:
+        anas = await fill(conn, TABLES, ana, salt=1, references=REFS)
+        dans = await fill(conn, TABLES, dan, salt=2, references=REFS)
+    target = tmp_path / "ana.zip"
+    await without_hooks(app).export(ana, target)
+    await app.userdata.delete(ana)
+
+    # Her rows name Dan's message (as a damaged or hand-edited export could).
+    edited = tmp_path / "edited.zip"
+    with zipfile.ZipFile(target) as zin, zipfile.ZipFile(edited, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename in ("fact.json", "message.json", "memorycursor.json"):
+                rows = json.loads(data)
+                for row in rows:
+                    if info.filename == "fact.json":
+                        row["source_message_ids"] = [dans["message"], anas["message"]]
+                    elif info.filename == "message.json":
+                        row["reply_to_id"] = dans["message"]
+                    else:  # read up to a message past her last one: up to her last one
+                        row["last_message_id"] = anas["message"] + 5
+                data = json.dumps(rows).encode()
+            zout.writestr(info, data)
+    async with app.db.engine.connect() as conn:
+        dans_rows = await rows_of(conn, TABLES, dan)
+    back = await without_hooks(app).import_(edited)
+    async with app.db.engine.connect() as conn:
+        new = await ids_of(conn, back.user_id)
+        tables = {t.name: t for t in SQLModel.metadata.sorted_tables}
+        fact = (
+            await conn.execute(
+                select(tables["fact"]).where(tables["fact"].c.user_id == back.user_id)
+            )
+        ).one()
+        msg = (
+            await conn.execute(
+                select(tables["message"]).where(tables["message"].c.user_id == back.user_id)
+            )
+        ).one()
+        cur = (
+            await conn.execute(
+                select(tables["memorycursor"]).where(
+                    tables["memorycursor"].c.user_id == back.user_id
+                )
+            )
+        ).one()
+        assert await rows_of(conn, TABLES, dan) == dans_rows
+    assert fact.source_message_ids == [new["message"]]  # Dan's message is not her source
+    assert msg.reply_to_id is None
+    assert cur.last_message_id == new["message"]
