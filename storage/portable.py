@@ -300,7 +300,7 @@ class UserData:
                 try:
                     await asyncio.to_thread(_extract, path, member, copy)
                 except (zipfile.BadZipFile, OSError) as exc:
-                    raise ExportFileError(f"{path}: {member} cannot be read: {exc}") from exc
+                    raise ExportFileError(f"{path}: {member} could not be put back: {exc}") from exc
                 if kind == "audio":
                     target = self.spool_dir / key
                     await asyncio.to_thread(private_dir, self.spool_dir)

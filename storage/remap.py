@@ -63,15 +63,22 @@ class Template:
         parts.append(re.escape(template[at:]))
         return cls(re.compile("".join(parts)), tuple(tables))
 
-    def rewrite(self, value: str, new_id: Callable[[str, int], int | None]) -> str | None:
-        """``value`` with its ids new (0: one the import lacks); None if not of this shape."""
+    def rewrite(
+        self, value: str, new_id: Callable[[str, int], int | None], *, keep_missing: bool = False
+    ) -> str | None:
+        """``value`` with its ids new (0: one the import lacks); None if not of this shape.
+
+        ``keep_missing``: an id the import lacks stays as it was (a file key, already the new
+        user's own by its first part: two orphaned files must not become one).
+        """
         m = self.pattern.match(value)
         if m is None:
             return None
         out, at = [], 0
         for n, table in enumerate(self.tables, start=1):
             out.append(value[at : m.start(n)])
-            out.append(str(new_id(table, int(m.group(n))) or 0))
+            got = new_id(table, int(m.group(n)))
+            out.append(m.group(n) if got is None and keep_missing else str(got or 0))
             at = m.end(n)
         out.append(value[at:])
         return "".join(out)
@@ -279,7 +286,7 @@ class Remapper:
 
     def file_key(self, template: str, key: str) -> str | None:
         """A stored file's key with its ids new; None when it is not of the kind's shape."""
-        return self.template(template).rewrite(key, self.ids.get)
+        return self.template(template).rewrite(key, self.ids.get, keep_missing=True)
 
 
 def _copy(value: Any) -> Any:

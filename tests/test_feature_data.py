@@ -548,6 +548,59 @@ async def test_an_export_that_fails_half_way_leaves_no_zip_and_keeps_the_last_go
     assert [n for n in names if "ana" in n] == ["ana.zip"]  # no half-written .part either
 
 
+async def test_an_import_that_fails_half_way_leaves_no_rows_and_no_files(tmp_path: Path) -> None:
+    """The disk fills up (a file size limit) while `lifebot import` puts Ana's files back:
+    the command says so, and the database and the store hold nothing of her."""
+    home, family = tmp_path / "home", tmp_path / "family"
+    app = await _started(home / "data", None)
+    try:
+        ana = await add_user(app, "ana")
+        assert ana.id is not None
+        await app.files.put("photos", f"{ana.id}/1-0.jpg", os.urandom(50_000))
+        await app.files.put("photos", f"{ana.id}/2-0.jpg", os.urandom(3_000_000))
+    finally:
+        await app.close()
+    target = tmp_path / "ana.zip"
+    code, out, err = await run_lifebot(
+        "export", "--user", "ana", "-o", str(target), cwd=tmp_path,
+        env={"LIFEBOT_DATA_DIR": str(home / "data")},
+    )  # fmt: skip
+    assert code == 0, out + err
+    app = await _started(family / "data", None)
+    try:
+        await add_user(app, "cleo")
+    finally:
+        await app.close()
+    env = {**os.environ, "LIFEBOT_DATA_DIR": str(family / "data")}
+    db_file = family / "data" / "lifebot.db"
+    limit = max(1_000_000, 2 * db_file.stat().st_size) if db_file.exists() else 1_000_000
+
+    def small_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = await asyncio.create_subprocess_exec(
+        str(lifebot_script()), "import", str(target), cwd=tmp_path, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, preexec_fn=small_disk,
+    )  # fmt: skip
+    said, failed = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 1, said + failed
+    assert b"error:" in failed and b"2-0.jpg" in failed and b"Traceback" not in failed
+    app = await _started(family / "data", None)
+    try:
+        async with app.db.engine.connect() as conn:
+            users = User.__table__  # type: ignore[attr-defined]
+            names = [r[0] for r in (await conn.execute(select(users.c.display_name))).all()]
+        assert names == ["cleo"]
+        assert await app.files.listing("photos") == []  # the first photo was taken back
+    finally:
+        await app.close()
+    code, out, err = await run_lifebot("import", str(target), cwd=tmp_path, env=env)
+    assert code == 0, out + err
+    assert out.startswith("Imported ana as user 2 (was 1): no messages.")
+    assert "2 stored files" in out
+
+
 async def test_a_reference_to_a_row_the_export_lacks_points_at_nothing_not_at_another_person(
     db_app: App, tmp_path: Path
 ) -> None:
