@@ -42,6 +42,61 @@ class FileKind:
     derived: bool = False
     """Rebuilt from the database when missing (a cache): deleted with its user, never
     exported or backed up."""
+    key_ids: str = ""
+    """Ids in a key beyond the owner's, as a template of the key's start (``{user}/{message}-``:
+    a user id, a slash, a message id, a dash, then anything). An import gives rows new ids and
+    rewrites keys by it; per-user keys always start ``{user}/`` (implied when empty)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A column holding ids of rows with no ForeignKey: a soft reference an import rewrites.
+
+    An import gives rows new ids. Foreign keys are read from the tables' metadata; these are
+    the ids kept in plain integer, text or JSON columns (a list of message ids, a citation's
+    source, ``conv:12``). Each is declared by the feature that writes it. One of ``target``,
+    ``template``, ``by`` or ``same_as`` says what the value points at.
+    """
+
+    table: str
+    """The table holding the column."""
+    column: str
+    """The column."""
+    target: str = ""
+    """The table whose ids the value holds (``message``): an integer, or digits as text."""
+    path: tuple[str, ...] = ()
+    """Inside a JSON column, where the ids sit: keys, ``*`` for every element of a list,
+    digits for one element (``("*",)``: a list of ids; ``("images", "*", "path")``;
+    ``("buttons", "*", "1")``). Empty: the column itself."""
+    template: str = ""
+    """The value is text whose start holds ids: ``conv:{conversation}`` (each ``{table}``
+    is an id of that table, ``{user}`` the user's); the rest of the text is kept."""
+    by: str = ""
+    """The target depends on the row: this column of the row (or, with ``path``, this key
+    of the JSON object holding the id) names it through ``targets``."""
+    targets: tuple[tuple[str, str], ...] = ()
+    """With ``by``: (value, table) pairs; a value not listed is not an id (a web citation)."""
+    mark: bool = False
+    """A position in the target's ids, not a row (``last_message_id``: read up to here): it
+    becomes the new id of the last row at or before it."""
+    same_as: str = ""
+    """The value is an id only where it equals this column's value in the same row (a
+    search item's ``ref`` is its message's id when the message has no channel id)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NotReference:
+    """A column that looks like it holds ids (``*_id``, ``*_ids``, JSON) but holds none.
+
+    The contract tests want every such column declared one way or the other.
+    """
+
+    table: str
+    """The table holding the column."""
+    column: str
+    """The column."""
+    why: str
+    """Why it is not rewritten, in a few words."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +199,11 @@ class Feature:
     deleted and backed up with the user. Every such table belongs to exactly one feature."""
     files: tuple[FileKind, ...] = ()
     """Kinds of file it keeps through the file store."""
+    references: tuple[Reference, ...] = ()
+    """Ids it keeps without a ForeignKey (soft references), rewritten when an import gives
+    rows new ids."""
+    not_references: tuple[NotReference, ...] = ()
+    """Id-like or JSON columns of its tables that hold no ids to rewrite, and why."""
     secrets: tuple[Secret, ...] = ()
     """Credentials and token shapes never to be logged."""
     intents: tuple[IntentWords, ...] = ()
@@ -200,6 +260,14 @@ class Registry:
             if kind.name == name:
                 return kind
         raise KeyError(f"no registered feature declares the file kind {name!r}")
+
+    def references(self) -> tuple[Reference, ...]:
+        """Every declared soft reference."""
+        return tuple(r for f in self.features for r in f.references)
+
+    def not_references(self) -> tuple[NotReference, ...]:
+        """Every column declared to hold no ids to rewrite."""
+        return tuple(n for f in self.features for n in f.not_references)
 
     def secrets(self) -> tuple[Secret, ...]:
         """Every declared secret."""

@@ -15,8 +15,11 @@ The export is a zip:
 - ``audio/<session>.pcm``: their pendant sessions' audio still in this host's live spool.
 
 It is written under a temporary name (0600) and renamed into place when complete: a failure
-half way leaves no zip that looks whole. Import takes the same zip (and format 1 zips) into a
-database without that user, files included; every key is checked to be the user's own.
+half way leaves no zip that looks whole. Import takes the same zip (and format 1 zips) into any
+database, files included: every row gets a new id and every reference to one is rewritten
+(``storage.remap``), the user's files get keys with the new ids, and every key is checked to
+be the user's own. It is all or nothing: one transaction, and the files it put are deleted
+again when anything fails before it commits.
 """
 
 from __future__ import annotations
@@ -35,14 +38,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from bot.clock import Clock
+from bot.feature import Reference
 from storage.codec import dumps
 from storage.db import Database
 from storage.files import FileStore
 from storage.files.base import BadKey, check_key
 from storage.files.private import FILE_MODE, private_dir
-from storage.repos.userdata import USER, UserDataRepo, columns_of, user_tables
+from storage.remap import IdMap, Remapper
+from storage.repos.userdata import USER, ImportConflict, UserDataRepo, columns_of, user_tables
 
 FORMAT = "lifebot-user-export"
 VERSION = 2
@@ -57,7 +63,10 @@ UserHook = Callable[[int], Awaitable[object]]
 
 
 class ExportFileError(Exception):
-    """The file is not a lifebot export (or a damaged one); the message says which."""
+    """Not a lifebot export, a damaged one, or one that cannot go into this database.
+
+    (It cannot when it would merge two people: ImportConflict.) The message says which.
+    """
 
 
 @dataclass(slots=True)
@@ -67,11 +76,13 @@ class Moved:
     user_id: int
     name: str
     rows: dict[str, int]
-    """Rows by table."""
+    """Rows by table (the user row under ``user``)."""
     files: dict[str, int] = field(default_factory=dict)
     """Stored files by kind."""
     audio_files: int = 0
     """Live spool files of pendant sessions."""
+    old_user_id: int | None = None
+    """An import: the user's id in the export (``user_id`` is their new id here)."""
 
 
 class UserData:
@@ -88,6 +99,7 @@ class UserData:
         work_dir: Path,
         after_import: Sequence[UserHook] = (),
         after_delete: Sequence[UserHook] = (),
+        references: Sequence[Reference] = (),
     ) -> None:
         self.db = db
         self.files = files
@@ -103,6 +115,8 @@ class UserData:
         vectors)."""
         self.after_delete = tuple(after_delete)
         """Called with the user id once they are gone (memory forgets its in-memory copy)."""
+        self.references = tuple(references)
+        """Every declared soft reference (the registry's): rewritten by an import."""
         user_tables(self.tables)  # fail at start-up, not at the first export
 
     def exported_kinds(self) -> list[str]:
@@ -195,47 +209,108 @@ class UserData:
 
     # --- import ------------------------------------------------------------------------------
 
-    async def import_(self, path: Path) -> Moved:
-        """Load an export into the database (files included); ExportFileError if it is not one."""
+    async def import_(self, path: Path, *, name: str | None = None) -> Moved:
+        """Load an export as a new user (files included): every row gets a new id.
+
+        ``name``: the user's name here instead of the exported one. ExportFileError if it is
+        not an export, or (ImportConflict) if it would merge two people; then nothing of it is
+        in the database and none of its files are stored.
+        """
         manifest, data, members = await asyncio.to_thread(read_export, path)
-        async with self.db.session() as s:
-            try:
-                user_id = await UserDataRepo(s, self.tables).load(data)
-            except ValueError as exc:
-                raise ExportFileError(str(exc)) from exc
-        files, audio = await self._restore_files(path, members, user_id, data)
+        users = data.get(USER) or []
+        if len(users) != 1 or users[0].get("id") is None:
+            raise ExportFileError(f"{path}: the export holds no user")
+        old_user = int(users[0]["id"])
+        put: list[tuple[str, str]] = []
+        """Files stored so far (kind, key; ``audio`` for the spool): taken back on failure."""
+        try:
+            async with self.db.session() as s:
+                try:
+                    user_id, ids = await UserDataRepo(s, self.tables).load_new(
+                        data, self.references, name=name
+                    )
+                except ImportConflict as exc:
+                    raise ExportFileError(str(exc)) from exc
+                except ValueError as exc:
+                    raise ExportFileError(f"{path}: {exc}") from exc
+                # Files go in before the commit: a file that fails rolls the rows back too.
+                files, audio = await self._restore_files(path, members, data, ids, put)
+        except IntegrityError as exc:
+            await self._take_back(put)
+            raise ExportFileError(
+                "the import clashed with rows written meanwhile (or a value this database "
+                f"already has); nothing was imported: {exc.orig}"
+            ) from exc
+        except BaseException:
+            await self._take_back(put)
+            raise
         for hook in self.after_import:
             await hook(user_id)
+        shown = name.strip() if name and name.strip() else manifest.get("name", user_id)
         return Moved(
             user_id,
-            str(manifest.get("name", user_id)),
+            str(shown),
             {k: len(v) for k, v in data.items()},
             files,
             audio,
+            old_user_id=old_user,
         )
 
+    async def _take_back(self, put: list[tuple[str, str]]) -> None:
+        """Delete the files an import stored before it failed (best effort, each one)."""
+        for kind, key in reversed(put):
+            with contextlib.suppress(Exception):
+                if kind == "audio":
+                    await asyncio.to_thread((self.spool_dir / key).unlink, True)
+                else:
+                    await self.files.delete(kind, key)
+
     async def _restore_files(
-        self, path: Path, members: list[str], user_id: int, data: dict[str, list[dict[str, Any]]]
+        self,
+        path: Path,
+        members: list[str],
+        data: dict[str, list[dict[str, Any]]],
+        ids: IdMap,
+        put: list[tuple[str, str]],
     ) -> tuple[dict[str, int], int]:
-        """Put the zip's files back: stored kinds into the store, live audio into the spool."""
+        """Put the zip's files back under their new keys (each one put is added to ``put``).
+
+        Stored kinds go into the store, live audio into the spool.
+        """
+        old_user = int(data[USER][0]["id"])
         sessions = {str(r["id"]) for r in data.get("devicesession", [])}
-        kinds = set(self.exported_kinds())
+        kinds = {k.name: k for k in self.files.kinds() if k.per_user and not k.derived}
+        remap = Remapper(ids, ())
         counts: dict[str, int] = {}
         audio = 0
         await asyncio.to_thread(private_dir, self.work_dir)
         with tempfile.TemporaryDirectory(prefix="import-", dir=self.work_dir) as tmp:
             copy = Path(tmp) / "file"
             for member in members:
-                place = _place(member, user_id, kinds, sessions)
+                place = _place(member, old_user, set(kinds), sessions)
                 if place is None:
                     continue
                 kind, key = place
-                await asyncio.to_thread(_extract, path, member, copy)
+                if kind != "audio":
+                    # A key of the kind's declared shape has its ids new; any other (an older
+                    # version's) at least its owner's. _place checked it starts with the id.
+                    key = remap.file_key(kinds[kind].key_ids or "{user}/", key) or str(
+                        remap.file_key("{user}/", key)
+                    )
+                try:
+                    await asyncio.to_thread(_extract, path, member, copy)
+                except (zipfile.BadZipFile, OSError) as exc:
+                    raise ExportFileError(f"{path}: {member} could not be put back: {exc}") from exc
                 if kind == "audio":
+                    target = self.spool_dir / key
                     await asyncio.to_thread(private_dir, self.spool_dir)
-                    await asyncio.to_thread(_move_private, copy, self.spool_dir / key)
+                    if await asyncio.to_thread(target.exists):
+                        raise ExportFileError(f"this host's spool already has {key}")
+                    put.append(("audio", key))
+                    await asyncio.to_thread(_move_private, copy, target)
                     audio += 1
                 else:
+                    put.append((kind, key))
                     await self.files.put_file(kind, key, copy)
                     counts[kind] = counts.get(kind, 0) + 1
         return counts, audio

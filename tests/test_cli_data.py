@@ -122,7 +122,7 @@ def test_export_delete_import_brings_everything_back(
 
     imported = runner.invoke(cli, ["import", str(zpath)], env=env)
     assert imported.exit_code == 0, imported.output
-    assert imported.output.startswith("Imported ana (user ")
+    assert imported.output.startswith("Imported ana as user 3 (was 1): 4 messages, 1 fact")
     assert _with_app(tmp_path, _counts) == before
     assert (tmp_path / "data" / "spool" / f"{SESSION}.pcm").read_bytes() == b"\x01\x00" * 1600
     found = runner.invoke(cli, ["memory", "search", "red gate", "--user", "ana", "--json"], env=env)
@@ -130,7 +130,8 @@ def test_export_delete_import_brings_everything_back(
     assert any("red gate" in hit["text"] for hit in json.loads(found.output))
 
     twice = runner.invoke(cli, ["import", str(zpath)], env=env)
-    assert twice.exit_code == 1 and "already has a user" in twice.output
+    assert twice.exit_code == 1 and "already has a user named ana" in twice.output
+    assert _with_app(tmp_path, _counts) == before  # nothing of the second try stayed
 
 
 @pytest.fixture
@@ -167,15 +168,16 @@ async def test_dump_load_delete_on_sqlite_and_postgres(any_db_app: App) -> None:
         counts = await UserDataRepo(s, REGISTRY.user_tables()).delete(ana.id or 0)
     assert counts["user"] == 1 and counts["fact"] == 1
     async with any_db_app.db.session() as s:
-        assert await UserDataRepo(s, REGISTRY.user_tables()).load(data) == ana.id
+        back, ids = await UserDataRepo(s, REGISTRY.user_tables()).load_new(data)
+    assert ids.get("user", ana.id or 0) == back  # a new id (SQLite may give a freed one)
     async with any_db_app.db.session() as s:
-        facts = (await s.exec(select(Fact).where(Fact.user_id == ana.id))).all()
+        facts = (await s.exec(select(Fact).where(Fact.user_id == back))).all()
         # New rows still get fresh ids after ids were inserted by hand (PostgreSQL sequences).
         newcomer = User(display_name="cleo")
         s.add(newcomer)
         await s.flush()
     assert [f.text for f in facts] == [f["text"] for f in data["fact"]]
-    assert newcomer.id is not None and newcomer.id > (ana.id or 0)
+    assert newcomer.id is not None and newcomer.id > back
 
 
 async def test_backup_is_consistent_while_the_database_is_written(tmp_path: Path, app: App) -> None:
@@ -273,7 +275,8 @@ def test_an_export_is_not_imported_into_another_user_by_a_user_option(tmp_path: 
     assert "ana" not in listed  # nothing was imported
 
     imported = runner.invoke(cli, ["import", str(zpath)], env=env)
-    assert imported.exit_code == 0 and imported.output.startswith("Imported ana (user 1)")
+    assert imported.exit_code == 0
+    assert imported.output.startswith("Imported ana as user 3 (was 1): no messages.")
 
 
 def test_importing_a_chat_file_again_adds_nothing_and_shows_no_empty_progress(
@@ -296,3 +299,101 @@ def test_importing_a_chat_file_again_adds_nothing_and_shows_no_empty_progress(
     assert again.exit_code == 0, again.output
     assert "Imported 0 messages (1 already there)" in again.output
     assert "indexing" not in again.output  # was an empty "indexing 0/?" bar
+
+
+async def _others(application: App) -> None:
+    """Cleo and Dan, each with turns of their own: their rows take the ids Ana had."""
+    from tests.fakes.channel import RecordingChannel
+
+    application.dispatcher.register(RecordingChannel("fake"))
+    for name in ("cleo", "dan"):
+        await make_user(application, name)
+        for text in (f"{name} likes the blue door", f"/remember {name} plays the cello"):
+            await application.dispatcher.handle(make_inbound(text, sender=name))
+
+
+async def _cite_first_message(application: App) -> None:
+    """Ana's last answer cites her first message (as a memory search would have it)."""
+    async with application.db.session() as s:
+        mine = sorted((await s.exec(select(Message))).all(), key=lambda m: m.id or 0)
+        ana = [m for m in mine if m.user_id == mine[0].user_id]
+        first, answer = ana[0], [m for m in ana if m.direction == "out"][-1]
+        answer.citations = [{"index": 1, "kind": "message", "source_id": str(first.id)}]
+        s.add(answer)
+
+
+async def _anas_links(application: App) -> dict[str, object]:
+    """Where Ana's references point, read back from the database the import went into."""
+    from storage.models import MemoryItem
+
+    async with application.db.session() as s:
+        ana = (await s.exec(select(User).where(User.display_name == "ana"))).one()
+        msgs = {m.id: m for m in (await s.exec(select(Message))).all()}
+        items = (await s.exec(select(MemoryItem).where(MemoryItem.user_id == ana.id))).all()
+        facts = (await s.exec(select(Fact).where(Fact.user_id == ana.id))).all()
+    cited = [
+        msgs[int(c["source_id"])]
+        for m in msgs.values()
+        if m.user_id == ana.id
+        for c in m.citations or []
+    ]
+    sources = [msgs[i] for f in facts for i in f.source_message_ids or []]
+    return {
+        "id": ana.id,
+        "items point at hers": all(
+            msgs[i.source_id].user_id == ana.id for i in items if i.kind == "message"
+        ),
+        "cited": [(m.user_id, m.text) for m in cited],
+        "fact sources": [(m.user_id, m.text) for m in sources],
+        "conversations": {m.conversation_id for m in msgs.values() if m.user_id == ana.id},
+        "others' conversations": {m.conversation_id for m in msgs.values() if m.user_id != ana.id},
+    }
+
+
+def test_import_into_a_lifebot_that_already_has_people(
+    tmp_path: Path, fake_llm_sync: FakeLLM
+) -> None:
+    fake_llm_sync.default = lambda _body: say("Noted.")
+    home, family = tmp_path / "home", tmp_path / "family"
+    _with_app(home, _fill, fake_llm_sync)
+    _with_app(home, _cite_first_message)
+    _with_app(family, _others, fake_llm_sync)
+    before = _with_app(family, _counts)
+    runner = CliRunner()
+    zpath = tmp_path / "ana.zip"
+    out = runner.invoke(
+        cli,
+        ["export", "--user", "ana", "-o", str(zpath)],
+        env={"LIFEBOT_DATA_DIR": str(home / "data")},
+    )
+    assert out.exit_code == 0, out.output
+
+    env = {"LIFEBOT_DATA_DIR": str(family / "data")}
+    imported = runner.invoke(cli, ["import", str(zpath)], env=env)
+    assert imported.exit_code == 0, imported.output
+    assert imported.output.startswith("Imported ana as user 3 (was 1): 4 messages, 1 fact")
+    assert "every id is new" in imported.output
+    after = _with_app(family, _counts)
+    assert after == {"user": 3, "message": before["message"] + 4, "fact": before["fact"] + 1}
+
+    links = _with_app(family, _anas_links)
+    assert links["id"] == 3 and links["items point at hers"]
+    assert links["cited"] == [(3, "/remember my bike is a green Gazelle")]
+    assert links["fact sources"] == [(3, "/remember my bike is a green Gazelle")]
+    assert not set(links["conversations"]) & set(links["others' conversations"])  # type: ignore[call-overload]
+    found = runner.invoke(cli, ["memory", "search", "red gate", "--user", "ana", "--json"], env=env)
+    assert found.exit_code == 0, found.output
+    assert [h["text"] for h in json.loads(found.output)][:1] == ["I parked at the red gate"]
+    cleo = runner.invoke(cli, ["memory", "search", "red gate", "--user", "cleo", "--json"], env=env)
+    assert "red gate" not in cleo.output
+    assert (family / "data" / "spool" / f"{SESSION}.pcm").read_bytes() == b"\x01\x00" * 1600
+
+    # The same person again: refused by name, and under another name by her identity.
+    again = runner.invoke(cli, ["import", str(zpath)], env=env)
+    assert again.exit_code == 1 and "already has a user named ana (user 3)" in again.output
+    renamed = runner.invoke(cli, ["import", str(zpath), "--as", "ana b"], env=env)
+    assert renamed.exit_code == 1
+    assert (
+        "channelidentity" in renamed.output and "already belongs to ana (user 3)" in renamed.output
+    )
+    assert _with_app(family, _counts) == after

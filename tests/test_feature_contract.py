@@ -7,10 +7,14 @@ skipped (an export without its rows, a log with its token, a tool offered for ev
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.routing import APIRoute
+from sqlalchemy import Column, types
 from sqlmodel import SQLModel
 from starlette.routing import Mount
 
@@ -150,3 +154,85 @@ def test_a_route_belongs_to_its_longest_declaration() -> None:
     assert page is not None
     assert page.prefix == "/calendar"
     assert REGISTRY.route_for("/calendarx") is None
+
+
+def _looks_like_ids(column: Column[Any]) -> bool:
+    """An integer column named ``*_id``/``*_ids``, or any JSON column."""
+    sa_type = column.type
+    if isinstance(sa_type, types.TypeDecorator):
+        sa_type = sa_type.impl_instance
+    if isinstance(sa_type, types.JSON):
+        return True
+    return isinstance(sa_type, types.Integer) and column.name.endswith(("_id", "_ids"))
+
+
+def undeclared_id_columns(registry: Registry) -> list[str]:
+    """Columns of users' tables that may hold ids and are declared no way at all.
+
+    Each must be a foreign key (the metadata says so), a soft reference a feature declares
+    (an import rewrites it) or declared not to be one.
+    """
+    declared = {(r.table, r.column) for r in registry.references()}
+    declared |= {(n.table, n.column) for n in registry.not_references()}
+    tables = {t.name: t for t in SQLModel.metadata.sorted_tables}
+    missing = []
+    for name in sorted(registry.user_tables() | {"user"}):
+        for column in tables[name].columns:
+            if column.foreign_keys or column.primary_key or not _looks_like_ids(column):
+                continue
+            if (name, column.name) not in declared:
+                missing.append(f"{name}.{column.name}")
+    return missing
+
+
+def test_every_column_that_may_hold_ids_is_declared_a_reference_or_not() -> None:
+    missing = undeclared_id_columns(REGISTRY)
+    assert not missing, (
+        "columns that may hold ids but no feature says (bot.feature.Reference: an import "
+        f"rewrites it; NotReference: it holds none): {missing}"
+    )
+
+
+def test_a_feature_that_forgets_a_reference_fails_the_contract() -> None:
+    forgetful = tuple(
+        replace(f, references=tuple(r for r in f.references if r.column != "reply_to_id"))
+        for f in REGISTRY.features
+    )
+    assert undeclared_id_columns(Registry(forgetful)) == ["message.reply_to_id"]
+    new_table = Feature("new", "a table of ids", tables=("fact",))
+    others = tuple(
+        replace(
+            f, tables=tuple(t for t in f.tables if t != "fact"), references=(), not_references=()
+        )
+        for f in REGISTRY.features
+    )
+    assert "fact.source_message_ids" in undeclared_id_columns(Registry((*others, new_table)))
+
+
+def test_every_declared_reference_names_real_tables_and_columns() -> None:
+    tables = {t.name: t for t in SQLModel.metadata.sorted_tables}
+    users = REGISTRY.user_tables() | {"user"}
+    places = [(r.table, r.column) for r in REGISTRY.references()]
+    places += [(n.table, n.column) for n in REGISTRY.not_references()]
+    problems = [
+        f"{table}.{column}: no such column of a user table"
+        for table, column in places
+        if table not in users or column not in tables[table].c
+    ]
+    for ref in REGISTRY.references():
+        shapes = [bool(ref.target), bool(ref.template), bool(ref.by), bool(ref.same_as)]
+        if sum(shapes) != 1:
+            problems.append(f"{ref.table}.{ref.column}: one of target, template, by, same_as")
+        named = [ref.target, *(t for _v, t in ref.targets)]
+        named += re.findall(r"\{([a-z_]+)\}", ref.template)
+        problems += [
+            f"{ref.table}.{ref.column}: {t} is not a user table"
+            for t in named
+            if t and t not in users
+        ]
+        if ref.by and not ref.path and ref.by not in tables[ref.table].c:
+            problems.append(f"{ref.table}.{ref.column}: by {ref.by!r} is not a column")
+    for kind in REGISTRY.file_kinds():
+        if kind.key_ids and not kind.key_ids.startswith("{user}/"):
+            problems.append(f"{kind.name}: a per-user key starts with {{user}}/")
+    assert not problems, problems

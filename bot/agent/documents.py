@@ -27,7 +27,7 @@ from typing import Any
 
 from bot.agent.memory.index import MemoryIndex
 from bot.chat import InputContext, InputOutcome
-from bot.feature import Feature, FileKind, Input
+from bot.feature import Feature, FileKind, Input, Reference
 from bot.isolated import Bounds, ChildFailed, OverBound, run_bounded
 from bot.messages import Attachment, InboundMessage
 from storage.db import Database
@@ -225,6 +225,12 @@ FEATURE = Feature(
     about="PDFs people send: kept, read page by page and searchable with page citations.",
     inputs=(Input.DOCUMENT,),
     tables=("documentchunk",),
-    files=(FileKind(KIND, "PDF files people sent, by user and message"),),
+    files=(
+        FileKind(KIND, "PDF files people sent, by user and message", key_ids="{user}/{message}-"),
+    ),
+    references=(
+        Reference("documentchunk", "message_id", target="message"),
+        Reference("message", "meta", path=("documents", "*", "path"), template="{user}/{message}-"),
+    ),
 )
 """Documents' declaration (issue 28)."""

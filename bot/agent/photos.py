@@ -21,7 +21,7 @@ from bot.agent.llm import LLM, data_url, image_parts, parse_json_object
 from bot.agent.memory.index import MemoryIndex
 from bot.chat import InputContext, InputOutcome
 from bot.errors import AgentError
-from bot.feature import Feature, FileKind, Input
+from bot.feature import Feature, FileKind, Input, Reference
 from bot.messages import Attachment, InboundMessage
 from storage.db import Database
 from storage.files import FileStore
@@ -255,6 +255,11 @@ FEATURE = Feature(
     name="photos",
     about="Pictures people send: kept with their message, described by a vision model, searchable.",
     inputs=(Input.PHOTO,),
-    files=(FileKind(KIND, "pictures people sent, by user and message"),),
+    files=(
+        FileKind(KIND, "pictures people sent, by user and message", key_ids="{user}/{message}-"),
+    ),
+    references=(
+        Reference("message", "meta", path=("images", "*", "path"), template="{user}/{message}-"),
+    ),
 )
 """Photos' declaration (issue 28): the pictures live in their messages' ``meta``."""

@@ -487,6 +487,8 @@ def build_storage(
         # Rows imported without vectors are embedded; a deleted user's words are forgotten.
         after_import=[memory.index_pending],
         after_delete=[forget_words],
+        # Ids kept without a ForeignKey: an import gives rows new ids and rewrites these.
+        references=REGISTRY.references(),
     )
 
 

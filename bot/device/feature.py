@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.feature import Access, Feature, FileKind, Route, Secret
+from bot.feature import Access, Feature, FileKind, NotReference, Reference, Route, Secret
 
 DEVICE_AUDIO = FileKind(
     "device-audio",
@@ -15,6 +15,8 @@ PENDANT = Feature(
     name="pendant",
     about="Voice devices on lifebot's own WebSocket protocol: ask, listen ambiently, hear back.",
     tables=("device", "devicesession", "audiosegment"),
+    references=(Reference("delivery", "key", template="spool-problem:{device}:"),),
+    not_references=(NotReference("devicesession", "anchors", "sample offsets and times"),),
     files=(DEVICE_AUDIO,),
     secrets=(
         Secret(

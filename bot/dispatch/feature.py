@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.feature import Feature, IntentWords, Secret
+from bot.feature import Feature, IntentWords, NotReference, Reference, Secret
 
 FEATURE = Feature(
     name="conversations",
@@ -16,6 +16,33 @@ FEATURE = Feature(
         "pairingrequest",
         "pendinganswer",
         "task",
+    ),
+    references=(
+        Reference("message", "reply_to_id", target="message"),
+        # An answer's sources: each citation names its kind and the row's id (as text).
+        Reference(
+            "message",
+            "citations",
+            path=("*", "source_id"),
+            by="kind",
+            targets=(
+                ("message", "message"),
+                ("transcript", "message"),
+                ("image", "message"),
+                ("episode", "episode"),
+                ("fact", "fact"),
+                ("journal", "journalentry"),
+                ("document", "documentchunk"),
+            ),
+        ),
+        Reference("conversation", "summary_through", target="message", mark=True),
+        # A question back that got no answer is pushed once (bot/agent/ask.py).
+        Reference("delivery", "key", template="ask_timeout:{user}:{message}"),
+    ),
+    not_references=(
+        NotReference("message", "tool_calls", "the model's calls as it made them, replayed"),
+        NotReference("message", "meta", "channel extras; photos and documents declare theirs"),
+        NotReference("delivery", "payload", "the push's text; features declare their ids"),
     ),
     secrets=(
         Secret("language model API key", setting="openai_api_key"),

@@ -5,12 +5,20 @@ Reminders, briefings, proposed events, the user's own calendars and meeting tran
 
 from __future__ import annotations
 
-from bot.feature import Access, Feature, IntentWords, Route, Secret
+from bot.feature import Access, Feature, IntentWords, NotReference, Reference, Route, Secret
 
 REMINDERS = Feature(
     name="reminders",
     about="Reminders, once or repeating, pushed at the right local time through the outbox.",
     tables=("reminder",),
+    references=(
+        Reference("delivery", "key", template="reminder:{user}:{reminder}:"),
+        Reference("delivery", "payload", target="reminder", path=("reminder_id",)),
+    ),
+    not_references=(
+        NotReference("reminder", "recurrence", "a schedule"),
+        NotReference("reminder", "people", "names"),
+    ),
     intents=(IntentWords("reminders", r"\b(remind(ers?)?|alarm)\b"),),
     tools=("set_reminder", "list_reminders", "cancel_reminder"),
     commands=("remind", "reminders"),
@@ -23,6 +31,10 @@ BRIEFINGS = Feature(
     name="briefings",
     about="A morning briefing in each person's own time zone: the day's events, reminders, news.",
     commands=("briefing",),
+    references=(
+        Reference("delivery", "key", template="briefing:{user}:"),
+        Reference("delivery", "key", template="journal-review:{user}:"),
+    ),
     jobs=("briefings.plan",),
     routes=(Route("/briefing", Access.SESSION),),
 )
@@ -32,6 +44,23 @@ PROPOSALS = Feature(
     name="proposals",
     about="Events lifebot noticed in chats, transcripts and stays, proposed for a yes or no.",
     tables=("proposal",),
+    references=(
+        Reference("proposal", "source_message_id", target="message"),
+        Reference("proposal", "event_id", target="calendarevent"),
+        Reference("delivery", "key", template="proposal:{user}:{proposal}"),
+        Reference("delivery", "payload", target="proposal", path=("proposal_id",)),
+        # The buttons of a proposal push: ``[label, command, row]``.
+        Reference(
+            "delivery", "payload", path=("buttons", "*", "1"), template="/proposal yes {proposal}"
+        ),
+        Reference(
+            "delivery", "payload", path=("buttons", "*", "1"), template="/proposal no {proposal}"
+        ),
+        # A question back about a proposal completes one of these command lines.
+        Reference("pendinganswer", "command", template="/place name {proposal}"),
+        Reference("pendinganswer", "command", template="/proposal rename {proposal}"),
+    ),
+    not_references=(NotReference("proposal", "people", "names"),),
     commands=("proposal",),
     jobs=("proposals.scan", "proposals.expire"),
     routes=(Route("/api/v1/proposals", Access.BEARER), Route("/proposals", Access.SESSION)),
@@ -43,6 +72,11 @@ CALENDAR = Feature(
     about="Events: lifebot's own, imported ICS files, subscribed feeds and linked CalDAV "
     "calendars, and the private feed of them a person can subscribe to.",
     tables=("calendarevent", "calendarsource", "icstoken"),
+    references=(
+        Reference("calendarevent", "source", template="ics:{calendarsource}"),
+        Reference("calendarevent", "source", template="caldav:{calendarsource}"),
+    ),
+    not_references=(NotReference("calendarevent", "people", "names"),),
     secrets=(
         Secret("calendar password key", setting="calendar_key"),
         # Subscribed feeds carry their secret in the address (Google's private-…/basic.ics).
@@ -80,6 +114,12 @@ MEETINGS = Feature(
     name="meetings",
     about="Meeting transcripts posted by other apps become memory, action items and events.",
     tables=("ingestjob",),
+    references=(
+        Reference("ingestjob", "episode_id", target="episode"),
+        # A transcript's lines are deduplicated per user: the same meeting posted again adds none.
+        Reference("message", "dedupe_key", template="meeting:{user}:"),
+    ),
+    not_references=(NotReference("ingestjob", "body", "the meeting as the other app posted it"),),
     routes=(Route("/api/v1/ingest", Access.BEARER, max_body=5_000_000),),
 )
 """Meeting transcripts' declaration (the worker is a task of the web room)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.feature import Access, Feature, Input, IntentWords, Route, Secret
+from bot.feature import Access, Feature, Input, IntentWords, Reference, Route, Secret
 
 FEATURE = Feature(
     name="location",
@@ -10,6 +10,7 @@ FEATURE = Feature(
     "stays become proposed events each evening.",
     inputs=(Input.LOCATION,),
     tables=("locationpoint", "locationsetting", "place", "stay"),
+    references=(Reference("delivery", "key", template="location-proposals:{user}:"),),
     secrets=(
         Secret(
             "location token",

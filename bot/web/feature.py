@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from bot.feature import Access, Feature, Route, Secret
+from bot.feature import Access, Feature, NotReference, Route, Secret
 
 FEATURE = Feature(
     name="web",
     about="The web page and REST API: sign-in links, sessions, personal API tokens, the "
     "owner's page, uploads, export and delete-my-data.",
     tables=("apitoken", "webloginlink", "websession"),
+    not_references=(NotReference("websession", "flash", "a notice for the next page"),),
     secrets=(
         Secret("web session key", setting="web_secret"),
         Secret(

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from bot.feature import Access, Feature, IntentWords, Route
+from bot.feature import Access, Feature, IntentWords, NotReference, Reference, Route
 
 FEATURE = Feature(
     name="journal",
     about="Journal entries with mood, stress and energy scores over time, charts and reviews.",
     tables=("journalentry", "journalsettings", "journalsummary"),
+    references=(
+        Reference("journalentry", "message_id", target="message"),
+        # Where an entry came from: ``message:<id>`` for a message without a channel id.
+        Reference("journalentry", "ref", template="message:{message}"),
+    ),
+    not_references=(
+        NotReference("journalentry", "themes", "words"),
+        NotReference("journalentry", "people", "names"),
+    ),
     intents=(
         IntentWords(
             "journal",

@@ -2,12 +2,48 @@
 
 from __future__ import annotations
 
-from bot.feature import Access, Feature, FileKind, IntentWords, Route
+from bot.feature import Access, Feature, FileKind, IntentWords, NotReference, Reference, Route
 
 FEATURE = Feature(
     name="memory",
     about="Facts, episodes and the search index over everything said; answers cite it.",
     tables=("fact", "episode", "memoryitem", "memorycursor"),
+    references=(
+        Reference("fact", "source_message_ids", target="message", path=("*",)),
+        Reference("fact", "superseded_by", target="fact"),
+        Reference("episode", "source_message_ids", target="message", path=("*",)),
+        Reference("episode", "scope", template="conv:{conversation}"),
+        Reference("memorycursor", "scope", template="conv:{conversation}"),
+        Reference("memorycursor", "last_message_id", target="message", mark=True),
+        Reference(
+            "memoryitem",
+            "source_id",
+            by="kind",
+            targets=(
+                ("message", "message"),
+                ("image", "message"),
+                ("episode", "episode"),
+                ("fact", "fact"),
+                ("journal", "journalentry"),
+                ("document", "documentchunk"),
+            ),
+        ),
+        Reference("memoryitem", "conversation_id", target="conversation"),
+        # What an item is known by (bot/agent/memory/index.py): ``episode:12`` and kin, and a
+        # message without a channel id by its own id.
+        Reference("memoryitem", "ref", template="episode:{episode}"),
+        Reference("memoryitem", "ref", template="fact:{fact}"),
+        Reference("memoryitem", "ref", template="journal:{journalentry}"),
+        Reference("memoryitem", "ref", template="image:{message}"),
+        Reference("memoryitem", "ref", same_as="source_id"),
+        # Imported chat history is deduplicated per user (bot/app/importer.py): the same file
+        # imported again after a move still adds nothing.
+        Reference("message", "dedupe_key", template="import:{user}:"),
+    ),
+    not_references=(
+        NotReference("episode", "people", "names"),
+        NotReference("episode", "topics", "words"),
+    ),
     files=(
         FileKind(
             "search-cache",

@@ -286,6 +286,12 @@ def import_command(
         str | None,
         typer.Option("--user", "-u", help="User id or name (chat history and journals)"),
     ] = None,
+    as_name: Annotated[
+        str | None,
+        typer.Option(
+            "--as", help="A `lifebot export`: the person's name here (one is already taken)"
+        ),
+    ] = None,
 ) -> None:
     """Import a `lifebot export` zip, chat history (JSON Lines, Telegram export) or a journal.
 
@@ -314,13 +320,16 @@ def import_command(
     if file.is_file() and is_export(file):
         if user is not None:  # it would be ignored: the export's person comes back, not U
             typer.echo(
-                f"{file} is a `lifebot export`: it brings back its own user, with their ids; "
-                "leave out --user (it cannot go into another user).",
+                f"{file} is a `lifebot export`: it brings back its own user, as a new user "
+                "here; leave out --user (it cannot go into another user; --as NAME names them).",
                 err=True,
             )
             raise typer.Exit(2)
-        _import_export(file)
+        _import_export(file, as_name)
         return
+    if as_name is not None:
+        typer.echo("--as names the person of a `lifebot export` zip only.", err=True)
+        raise typer.Exit(2)
     if user is None:
         typer.echo(
             "Chat history needs --user (an id or name; `lifebot users` lists them).", err=True
@@ -334,19 +343,42 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def _import_export(file: Path) -> None:
+_SHOWN = (
+    ("message", "message"),
+    ("fact", "fact"),
+    ("episode", "episode"),
+    ("journalentry", "journal entry"),
+    ("calendarevent", "event"),
+    ("reminder", "reminder"),
+    ("contact", "contact"),
+    ("place", "place"),
+)
+"""Tables the import's summary names (the rest are counted in "rows in all")."""
+
+
+def _imported_line(name: str, user_id: int, old: int | None, rows: dict[str, int]) -> str:
+    """``Imported ana as user 7 (was 3): 120 messages, 4 facts, ...``."""
+    was = f" (was {old})" if old is not None else ""
+    parts = [_count(rows[t], noun) for t, noun in _SHOWN if rows.get(t)]
+    return f"Imported {name} as user {user_id}{was}: {', '.join(parts) or 'no messages'}."
+
+
+def _import_export(file: Path, name: str | None) -> None:
     from storage.portable import ExportFileError
 
     async def go(app: App) -> None:
         try:
-            done = await app.userdata.import_(file)
+            done = await app.userdata.import_(file, name=name)
         except ExportFileError as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(1) from exc
+        print(_imported_line(done.name, done.user_id, done.old_user_id, done.rows))
+        files = sum(done.files.values())
         rows = sum(done.rows.values())
         print(
-            f"Imported {done.name} (user {done.user_id}): {rows} rows, "
-            f"{sum(done.files.values())} stored file(s), {done.audio_files} audio file(s)."
+            f"{_count(rows, 'row')} in all, {_count(files, 'stored file')}, "
+            f"{_count(done.audio_files, 'audio file')}; every id is new, and every reference "
+            "to one points at the new row."
         )
 
     run_with_app(go)
