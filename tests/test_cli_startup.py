@@ -51,15 +51,13 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _report(
-    tmp_path: Path, *args: str, env: dict[str, str] | None = None
-) -> tuple[dict[str, object], str]:
+def _report(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
     proc = subprocess.run(  # our own interpreter and arguments
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={**_env(tmp_path), **(env or {})},
+        env=_env(tmp_path),
         stdin=subprocess.DEVNULL,
         timeout=60,
         check=False,
@@ -67,10 +65,8 @@ def _report(
     return json.loads(proc.stderr.strip().splitlines()[-1]), proc.stdout
 
 
-def _modules(
-    tmp_path: Path, *args: str, env: dict[str, str] | None = None
-) -> tuple[int, set[str], str]:
-    report, out = _report(tmp_path, *args, env=env)
+def _modules(tmp_path: Path, *args: str) -> tuple[int, set[str], str]:
+    report, out = _report(tmp_path, *args)
     return int(str(report["code"])), set(report["modules"]), out  # type: ignore[call-overload]
 
 
@@ -151,8 +147,4 @@ def test_the_console_loads_the_mcp_sdk_only_when_a_server_is_configured(tmp_path
     code, modules, out = _modules(tmp_path, "chat")
     assert code == 0, out
     assert "mcp" not in modules, "`lifebot chat` with no MCP server imports the MCP SDK"
-    servers = tmp_path / "servers.toml"
-    servers.write_text('[servers.clock]\ncommand = "/bin/false"\n', encoding="utf-8")
-    code, modules, out = _modules(tmp_path, "chat", env={"LIFEBOT_MCP_SERVERS": str(servers)})
-    assert code == 0, out
-    assert "mcp" in modules, "a configured MCP server is started with the console"
+    # With a server configured, the console starts it: tests/test_mcp_client.py.
