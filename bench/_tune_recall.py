@@ -17,15 +17,17 @@ import asyncio
 import json
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 import bot.agent.retrieval.query as query_rules
 from bench.recall import DEFAULT_DATA, UTC_ZONE, Conversation, _refs, load
-from bot.agent.memory.embeddings import MiniLMEmbedder
+from bot.agent.memory.embeddings import MiniLMEmbedder, Vectors
 from bot.agent.memory.service import MemoryService
 from bot.agent.retrieval.query import QueryPlan, understand, without_speakers
 from bot.agent.retrieval.rank import RankTuning, rank
@@ -49,6 +51,25 @@ GRID: dict[str, list[float]] = {
     "time_words": [0.1, 0.2, 0.3, 0.5],
 }
 Config = dict[str, float]
+
+
+class BenchEmbedder(Protocol):
+    """What the bench needs of an embedder: the runtime port plus a blocking call.
+
+    A model that embeds questions differently from passages (e5's "query: " prefix) also has
+    ``embed_queries_sync``; ``question_vectors`` uses it when it is there.
+    """
+
+    model_id: str
+    """Stored next to every vector (see ``bot.agent.memory.embeddings.Embedder``)."""
+
+    def embed_sync(self, texts: list[str]) -> Vectors:
+        """Embed passages in the calling thread."""
+        ...
+
+    async def embed(self, texts: list[str]) -> Vectors:
+        """Embed passages from async code."""
+        ...
 
 
 @dataclass
@@ -81,12 +102,21 @@ def start_config() -> Config:
     }
 
 
+def query_embedder(embedder: BenchEmbedder) -> Callable[[list[str]], Vectors]:
+    """The call that embeds questions: ``embed_queries_sync`` when the model has one."""
+    found: Callable[[list[str]], Vectors] = getattr(
+        embedder, "embed_queries_sync", embedder.embed_sync
+    )
+    return found
+
+
 def question_vectors(
-    embedder: MiniLMEmbedder, corpus: Corpus, conv: Conversation
+    embedder: BenchEmbedder, corpus: Corpus, conv: Conversation
 ) -> npt.NDArray[np.float32]:
     """The vector search ranks each question with (``Retriever._speaker_free``), in one batch."""
     questions = [q for q, _, _ in conv.questions]
-    out = embedder.embed_sync(questions)
+    embed = query_embedder(embedder)
+    out = embed(questions)
     share = RetrievalTuning().speaker_free
     bare: dict[int, str] = {}
     for i, q in enumerate(questions):
@@ -95,7 +125,7 @@ def question_vectors(
         if text is not None and share > 0:
             bare[i] = text
     if bare:
-        others = embedder.embed_sync(list(bare.values()))
+        others = embed(list(bare.values()))
         for i, other in zip(bare, others, strict=True):
             out[i] = mix(out[i], other, share)
     return out
@@ -132,10 +162,14 @@ def ask(
 
 
 async def prepare(
-    data: Path, names: list[str]
+    data: Path, names: list[str], embedder: BenchEmbedder | None = None
 ) -> tuple[dict[str, Corpus], dict[str, list[str]], list[Asked]]:
-    """Import every conversation; each corpus, its import ids, and every question."""
-    embedder = MiniLMEmbedder()
+    """Import every conversation; each corpus, its import ids, and every question.
+
+    ``embedder``: the model that embeds turns and questions (the shipped MiniLM by default;
+    ``bench.embedders`` passes candidates).
+    """
+    embedder = embedder or MiniLMEmbedder()
     corpora: dict[str, Corpus] = {}
     refs: dict[str, list[str]] = {}
     asked: list[Asked] = []
