@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
+ON_REQUEST = frozenset({"embedders"})
+"""Benchmarks left out of a plain ``python -m bench`` (``make bench``): each retrains or
+re-embeds for many minutes and answers a research question, not a regression; run by name."""
 
 
 def available() -> dict[str, str]:
@@ -27,7 +30,10 @@ def available() -> dict[str, str]:
 def parse(argv: list[str]) -> list[str]:
     """The benchmark names to run (all when none are given); exits with usage on a bad name."""
     benches = available()
-    listing = "\n".join(f"  {name:<10} {line}" for name, line in benches.items())
+    listing = "\n".join(
+        f"  {name:<10} {line}" + (" (only when named)" if name in ON_REQUEST else "")
+        for name, line in benches.items()
+    )
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="Run lifebot's benchmarks; each prints ratios against a baseline measured "
@@ -35,12 +41,17 @@ def parse(argv: list[str]) -> list[str]:
         epilog=f"benchmarks:\n{listing}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run (default: all)")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help="benchmarks to run (default: all but those run only when named)",
+    )
     names: list[str] = parser.parse_args(argv).names
     unknown = [n for n in names if n not in benches]
     if unknown:
         parser.error(f"no benchmark called {', '.join(unknown)}; choose from {', '.join(benches)}")
-    return names or list(benches)
+    return names or [n for n in benches if n not in ON_REQUEST]
 
 
 def main() -> None:

@@ -36,3 +36,13 @@ def test_an_unknown_benchmark_is_named_with_the_choices() -> None:
     assert "Traceback" not in done.stderr
     assert "no benchmark called dispatchh; choose from" in done.stderr
     assert "dispatch" in done.stderr.rsplit("choose from", 1)[1]
+
+
+def test_the_research_benchmarks_run_only_when_named() -> None:
+    # `make bench` runs every benchmark but those that retrain for many minutes.
+    from bench.__main__ import ON_REQUEST, parse
+
+    assert "embedders" in ON_REQUEST
+    assert "embedders" not in parse([]) and "recall" in parse([])
+    assert parse(["embedders"]) == ["embedders"]
+    assert "(only when named)" in _bench("--help").stdout
