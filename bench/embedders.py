@@ -21,7 +21,6 @@ The data set stays outside the repository: ``--data`` (default ``../shared/data/
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib.metadata
 import os
@@ -38,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bench._tune_recall import Asked, BenchEmbedder, prepare, query_embedder
-from bench.recall import CATEGORIES, DEFAULT_DATA, load
+from bench.recall import CATEGORIES, load, locomo_parser
 from bot.agent.memory.embeddings import MiniLMEmbedder, Vectors, normalise
 from storage.search.corpus import Corpus
 
@@ -309,9 +308,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point."""
     if argv is None:
         argv = sys.argv[1:] if __name__ == "__main__" else []
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON folder")
-    parser.add_argument("--conversations", nargs="+", default=["26", "30", "41", "42", "43"])
+    parser = locomo_parser(__doc__)
     parser.add_argument(
         "--only", nargs="+", choices=[c.key for c in CANDIDATES], help="these candidates only"
     )

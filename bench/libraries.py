@@ -22,7 +22,6 @@ installs them all). Timing is noisy on a shared machine: compare within one run.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib.metadata as md
 import json
@@ -39,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.recall import DEFAULT_DATA, Imported, import_all
+from bench.recall import Imported, import_all, locomo_parser
 from bot.agent.memory.embeddings import MiniLMEmbedder
 from bot.agent.memory.service import MemoryService
 from bot.agent.retrieval.learned import load_forest
@@ -560,9 +559,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point; from ``python -m bench`` (all benchmarks) it runs with the defaults."""
     if argv is None:
         argv = sys.argv[1:] if __name__ == "__main__" else []
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON folder")
-    parser.add_argument("--conversations", nargs="+", default=["26", "30", "41", "42", "43"])
+    parser = locomo_parser(__doc__)
     parser.add_argument(
         "--rows", type=int, default=30_000, help="vectors in the larger scan (HNSW builds are slow)"
     )

@@ -284,13 +284,19 @@ async def _refs(db: Database, user_id: int, item_ids: list[int]) -> list[str]:
     return [items[i].ref for i in item_ids]
 
 
+def locomo_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments every LoCoMo benchmark takes: ``--data`` and ``--conversations``."""
+    parser = argparse.ArgumentParser(description=(doc or "").split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON folder")
+    parser.add_argument("--conversations", nargs="+", default=["26", "30", "41", "42", "43"])
+    return parser
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point; from ``python -m bench`` (all benchmarks) it runs with the defaults."""
     if argv is None:
         argv = sys.argv[1:] if __name__ == "__main__" else []
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="LoCoMo JSON folder")
-    parser.add_argument("--conversations", nargs="+", default=["26", "30", "41", "42", "43"])
+    parser = locomo_parser(__doc__)
     args = parser.parse_args(argv)
     missing = [c for c in args.conversations if not (args.data / f"{c}.json").exists()]
     if missing:
