@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from bot.agent.retrieval import yeartimes
+
 OPEN_START = datetime(1970, 1, 1, tzinfo=UTC)
 """Where a window with no lower bound ("as of May 2024") starts."""
 
@@ -62,14 +64,20 @@ MONTHS["sept"] = 9
 _DAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 WEEKDAYS = {d: i for i, d in enumerate(_DAY_NAMES)}
 NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3}  # fmt: skip
+           "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3,
+           "several": 4}  # fmt: skip
+VAGUE = {"few": (2, 4), "several": (3, 7)}
+"""Counts that are not one number: "a few weeks ago" is two to four weeks back."""
 ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4,
             "4th": 4, "fifth": 5, "5th": 5, "last": -1, "final": -1}  # fmt: skip
-_NUM = r"(?P<n>\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few)"
+_NUM = r"(?P<n>\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|couple of|few|several)"
 _MONTH = r"(?P<month>" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
 # Bare month names only in full: "from Jan" is more often a person than January.
 _MONTH_FULL = r"(?P<month>" + "|".join(m for m in MONTHS if len(m) > 3 or m == "may") + r")"
 _WD = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
+_MONTH_WORDS = "|".join(sorted(MONTHS, key=len, reverse=True))
+_DATE_AFTER = r"(?!,?\s+(?:the\s+)?\d{1,2}(?:st|nd|rd|th)?\b|,?\s+(?:" + _MONTH_WORDS + r")\b)"
+"""Not followed by a date: in "Sunday the 12th of October" the date, not the weekday, counts."""
 _PART = r"(?:\s+(?P<part>morning|afternoon|evening|night))?"
 _YEAR = r"(?P<y>(?:19|20)\d{2})"
 _DAY = r"(?P<d>\d{1,2})(?:st|nd|rd|th)?"
@@ -125,6 +133,7 @@ class _Resolver:
 
     def __init__(self, now: datetime, tz: ZoneInfo) -> None:
         self.tz = tz
+        self.zone = str(getattr(tz, "key", "UTC"))
         self.now = now.astimezone(tz)
         self.today = self.now.date()
 
@@ -307,23 +316,58 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
         ago = 1 if m.group("which") in ("last", "past", "previous") else 0
         return r.days(r.weekend(ago), 2, m.group(0))
 
+    def _back(word: str) -> tuple[int, int]:
+        """How many units back a count reaches, nearest and farthest ("a few": 2 to 4)."""
+        return VAGUE.get(word) or (_num(word), _num(word))
+
     @add(r"\b" + _NUM + r"\s+days?\s+ago\b")
     def _days_ago(m: re.Match[str]) -> TimeWindow:
-        return r.days(r.today - timedelta(days=_num(m.group("n"))), 1, m.group(0))
+        near, far = _back(m.group("n"))
+        return r.days(r.today - timedelta(days=far), far - near + 1, m.group(0))
 
-    @add(r"\b" + _NUM + r"\s+weeks?\s+ago\b")
+    @add(r"\b" + _NUM + r"\s+weeks?\s+ago\b|\b(?P<fortnight>a|one)\s+fortnight\s+ago\b")
     def _weeks_ago(m: re.Match[str]) -> TimeWindow:
-        start = r.week_start(r.today) - timedelta(weeks=_num(m.group("n")))
-        return r.days(start, 7, m.group(0))
+        near, far = (2, 2) if m.group("fortnight") else _back(m.group("n"))
+        start = r.week_start(r.today) - timedelta(weeks=far)
+        return r.days(start, 7 * (far - near + 1), m.group(0))
 
     @add(r"\b" + _NUM + r"\s+months?\s+ago\b")
     def _months_ago(m: re.Match[str]) -> TimeWindow:
-        total = r.today.year * 12 + r.today.month - 1 - _num(m.group("n"))
-        return r.month(total // 12, total % 12 + 1, m.group(0))
+        near, far = _back(m.group("n"))
+        total = r.today.year * 12 + r.today.month - 1
+        first = r.month((total - far) // 12, (total - far) % 12 + 1, m.group(0))
+        last = r.month((total - near) // 12, (total - near) % 12 + 1, m.group(0))
+        return TimeWindow(first.start, last.end, m.group(0))
+
+    @add(r"\b" + _NUM + r"\s+years?\s+ago\b")
+    def _years_ago(m: re.Match[str]) -> TimeWindow:
+        # "two years ago" is about this date two years back: half a year either side of it
+        near, far = _back(m.group("n"))
+        first = r.today - timedelta(days=round(365.25 * far) + 182)
+        after = min(r.today - timedelta(days=round(365.25 * near) - 183), r.today)
+        return r.span(first, after + timedelta(days=1), m.group(0))
+
+    @add(r"\b(?:the\s+)?(?P<unit>day|week|weekend|month|year)\s+before\s+last\b")
+    def _before_last(m: re.Match[str]) -> TimeWindow:
+        unit, label = m.group("unit"), m.group(0)
+        if unit == "day":
+            return r.days(r.today - timedelta(days=2), 1, label)
+        if unit == "weekend":
+            return r.days(r.weekend(2), 2, label)
+        if unit == "week":
+            return r.days(r.week_start(r.today) - timedelta(weeks=2), 7, label)
+        if unit == "month":
+            total = r.today.year * 12 + r.today.month - 3
+            return r.month(total // 12, total % 12 + 1, label)
+        return r.span(date(r.today.year - 2, 1, 1), _year_end(r.today.year - 2), label)
+
+    @add(r"\b(?:in\s+|over\s+|during\s+)?(?:the\s+)?(?:last|past)\s+fortnight\b")
+    def _last_fortnight(m: re.Match[str]) -> TimeWindow:
+        return r.days(r.today - timedelta(days=13), 14, m.group(0))
 
     @add(r"\b(?:in\s+the\s+)?(?:last|past)\s+" + _NUM + r"\s+(?P<unit>days?|weeks?|months?)\b")
     def _last_n(m: re.Match[str]) -> TimeWindow:
-        n = _num(m.group("n"))
+        n = _back(m.group("n"))[1]
         unit = m.group("unit").rstrip("s")
         span = {"day": n, "week": 7 * n, "month": 30 * n}[unit]
         return TimeWindow(
@@ -349,7 +393,142 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
         y = r.today.year - (m.group("which") == "last")
         return r.span(date(y, 1, 1), _year_end(y), m.group(0))
 
+    # --- named times of a year: seasons, holidays, parts of a year, decades ---------------
+    def _latest(span: yeartimes.Span, label: str) -> TimeWindow:
+        return r.span(span[0], span[1], label)
+
+    seasons = "|".join(yeartimes.SEASONS)
+
+    @add(
+        r"\b(?:(?P<which>last|this|past|previous)\s+(?P<s1>" + seasons + r")\b"
+        r"|(?:(?:in|during|over)\s+)?(?:the\s+)?(?P<s2>" + seasons + r")(?:\s+of)?\s*,?\s+"
+        + _YEAR + r"\b)"
+    )  # fmt: skip
+    def _season(m: re.Match[str]) -> TimeWindow | None:
+        # "during the summer" with no year and no last/this is left unresolved: in "we always
+        # go north during the summer" it is a habit, not one summer
+        word = m.group("s1") or m.group("s2")
+        which = m.group("which")
+        if m.group("y"):
+            span = yeartimes.season(word, int(m.group("y")), r.zone)
+        elif which == "this":
+            span = yeartimes.this_season(word, r.today, r.zone)
+        else:
+            ended = which is not None  # "last summer" is over; "in the summer" has begun
+            span = yeartimes.latest_season(word, r.today, r.zone, ended=ended)
+        return _latest(span, m.group(0))
+
+    holidays = r"christmas\s+eve|christmas\s+day|christmas|xmas|new\s+year(?:'?s)?\s+eve|"
+    holidays += r"new\s+year(?:'?s)?(?:\s+day)?|halloween|valentine'?s(?:\s+day)?|"
+    holidays += r"easter(?:\s+(?:sunday|weekend))?|thanksgiving"
+
+    @add(
+        r"\b(?:(?:on|at|over|around|for|during)\s+)?(?P<which>last\s+|this\s+)?"
+        r"(?P<h>" + holidays + r")\b(?:" + _Y_SEP + _YEAR + r"\b)?"
+    )
+    def _holiday(m: re.Match[str]) -> TimeWindow | None:
+        if not m.group("y") and not m.group("which"):
+            # "what do we eat at Thanksgiving?" asks about every one: no window of one year
+            return None
+        said = re.sub(r"\s+", " ", m.group("h")).replace("xmas", "christmas")
+        said = re.sub(r"new years?'?s?", "new year's", said).replace("valentines", "valentine's")
+        name = said.split()[0] if said.startswith(("easter", "thanksgiving")) else said
+        if name == "new year's":
+            name = "new year's day"
+        if name == "valentine's":
+            name = "valentine's day"
+        if m.group("y"):
+            span = yeartimes.holiday(name, int(m.group("y")))
+        else:  # "last Christmas" is over; "this Christmas" is this year's
+            span = yeartimes.latest_holiday(name, r.today)
+            if m.group("which").strip() == "last" and span[1] > r.today:
+                span = yeartimes.holiday(name, span[0].year - 1)
+        return _latest(span, m.group(0))
+
+    parts = "|".join(sorted(yeartimes.YEAR_PARTS, key=len, reverse=True)).replace(" ", r"\s+")
+
+    @add(
+        r"\b(?:(?:in|during|at|by)\s+)?(?:the\s+)?(?P<part>" + parts + r")"
+        r"(?:\s+of\s+|\s*-\s*|\s+)(?:" + _YEAR + r"|(?P<rel>this|last)\s+year|the\s+year)\b"
+    )
+    def _year_part(m: re.Match[str]) -> TimeWindow:
+        part = re.sub(r"\s+", " ", m.group("part").lower())
+        year = int(m.group("y")) if m.group("y") else r.today.year - (m.group("rel") == "last")
+        return _latest(yeartimes.year_part(part, year), m.group(0))
+
+    @add(
+        r"\b(?:(?:in|during)\s+)?(?:the\s+)?(?:(?P<cent>19|20)(?P<tens>\d)0'?s"
+        r"|'?(?P<short>\d)0'?s|(?P<word>" + "|".join(yeartimes.DECADE_WORDS) + r"))\b"
+    )
+    def _decade(m: re.Match[str]) -> TimeWindow | None:
+        if m.group("cent") and m.group("tens") == "0":  # "the 1900s": the century
+            return r.span(
+                date(int(m.group("cent")) * 100, 1, 1),
+                date(int(m.group("cent")) * 100 + 100, 1, 1),
+                m.group(0),
+            )
+        if m.group("cent"):
+            first = int(m.group("cent") + m.group("tens") + "0")
+        else:
+            if m.group("word") and not m.group(0).lower().lstrip().startswith(("in", "the")):
+                return None  # "twenties" alone is more often an age
+            tens = (
+                int(m.group("short"))
+                if m.group("short")
+                else yeartimes.DECADE_WORDS[m.group("word").lower()]
+            )
+            first = 2000 + 10 * tens
+            if first > r.today.year:
+                first -= 100
+        return _latest(yeartimes.decade(first), m.group(0))
+
     # --- calendar dates -----------------------------------------------------------------------
+    @add(
+        r"\b(?:between|from)\s+" + _MONTH_FULL.replace("month", "m1")
+        + r"(?:" + _Y_SEP + _YEAR.replace("y", "y1") + r")?"
+        r"\s+(?:and|to|until|till|through|thru|-)\s+" + _MONTH_FULL.replace("month", "m2")
+        + r"(?:" + _Y_SEP + _YEAR.replace("y", "y2") + r")?\b(?!\s*-?\s*\d{1,2}\b)"
+    )  # fmt: skip
+    def _month_range(m: re.Match[str]) -> TimeWindow | None:
+        # "between March and May 2025": the three months, not May alone
+        first_month, last_month = MONTHS[m.group("m1")], MONTHS[m.group("m2")]
+        last_year = int(m.group("y2")) if m.group("y2") else r.month_year(last_month, None)
+        first_year = int(m.group("y1")) if m.group("y1") else last_year - (first_month > last_month)
+        first = r.month(first_year, first_month, m.group(0))
+        last = r.month(last_year, last_month, m.group(0))
+        if first.start >= last.end:
+            return None
+        return TimeWindow(first.start, last.end, m.group(0))
+
+    @add(
+        r"\b(?:on\s+)?(?:" + _WD.replace("(?P<wd>", "(?:") + r",?\s+)?the\s+" + _DAY
+        + r"(?<![0-9])(?!\s+(?:of\s+)?(?:" + _MONTH_WORDS + r")\b|\s+(?:week|weekend|"
+        r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|day|time|century)\b)"
+    )  # fmt: skip
+    def _day_of_month(m: re.Match[str]) -> TimeWindow | None:
+        # "on the 3rd": the latest 3rd of a month, up to today
+        day = int(m.group("d"))
+        if not 1 <= day <= 31:
+            return None
+        year, month = r.today.year, r.today.month
+        for _ in range(13):
+            if day <= calendar.monthrange(year, month)[1] and date(year, month, day) <= r.today:
+                return r.days(date(year, month, day), 1, m.group(0))
+            year, month = (year - 1, 12) if month == 1 else (year, month - 1)
+        return None
+
+    @add(r"\b(?P<a>\d{1,2})[/.-](?P<b>\d{1,2})[/.-](?P<y>(?:19|20)\d{2}|\d{2})\b(?![/.-]\d)")
+    def _numeric(m: re.Match[str]) -> TimeWindow | None:
+        # 14/06/2025 is day first, 06/14/2025 month first; when both could be, the zone says
+        a, b, y = int(m.group("a")), int(m.group("b")), int(m.group("y"))
+        year = y if y > 99 else 2000 + y
+        month_first = b > 12 or (a <= 12 and _month_first(r.zone))
+        month, day = (a, b) if month_first else (b, a)
+        try:
+            return r.days(date(year, month, day), 1, m.group(0))
+        except ValueError:
+            return None
+
     @add(r"\b(?P<y>\d{4})[-/.](?P<mo>\d{1,2})[-/.](?P<d>\d{1,2})\b")
     def _iso(m: re.Match[str]) -> TimeWindow | None:
         try:
@@ -358,8 +537,21 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
             return None
         return r.days(d, 1, m.group(0))
 
-    def _dated(month: int, day: int, year: str | None, label: str) -> TimeWindow | None:
+    def _dated(
+        month: int, day: int, year: str | None, label: str, weekday: str | None = None
+    ) -> TimeWindow | None:
         d = _date_of(r, month, day, year)
+        if d is not None and weekday and not year:
+            # "Sunday the 12th of October": the latest 12 October that was a Sunday
+            want = WEEKDAYS[weekday.lower()]
+            for back in range(8):
+                try:
+                    earlier = d.replace(year=d.year - back)
+                except ValueError:
+                    continue
+                if earlier.weekday() == want:
+                    d = earlier
+                    break
         return None if d is None else r.days(d, 1, label)
 
     @add(
@@ -376,15 +568,19 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
         start = last.start.astimezone(r.tz).date() - timedelta(days=span - 1)
         return r.days(start, span, m.group(0))
 
-    @add(r"\b" + _DAY + _DM_SEP + _MONTH + r"(?:" + _Y_SEP + _YEAR + r")?\b")
+    said_weekday = r"(?:" + _WD.replace("wd>", "dw>") + r",?\s+(?:the\s+)?)?"
+
+    @add(r"\b" + said_weekday + _DAY + _DM_SEP + _MONTH + r"(?:" + _Y_SEP + _YEAR + r")?\b")
     def _day_month(m: re.Match[str]) -> TimeWindow | None:
-        return _dated(MONTHS[m.group("month")], int(m.group("d")), m.group("y"), m.group(0))
+        month, day = MONTHS[m.group("month")], int(m.group("d"))
+        return _dated(month, day, m.group("y"), m.group(0), m.group("dw"))
 
-    @add(r"\b" + _MONTH + r"\s*-?\s*" + _DAY + r"(?:" + _Y_SEP + _YEAR + r")?\b")
+    @add(r"\b" + said_weekday + _MONTH + r"\s*-?\s*" + _DAY + r"(?:" + _Y_SEP + _YEAR + r")?\b")
     def _month_day(m: re.Match[str]) -> TimeWindow | None:
-        return _dated(MONTHS[m.group("month")], int(m.group("d")), m.group("y"), m.group(0))
+        month, day = MONTHS[m.group("month")], int(m.group("d"))
+        return _dated(month, day, m.group("y"), m.group(0), m.group("dw"))
 
-    @add(r"\b(?:(?:in|during|of)\s+)?" + _MONTH_FULL + r"(?:" + _Y_SEP + _YEAR + r")\b")
+    @add(r"\b(?:(?:in|during|of)\s+)?" + _MONTH + r"(?:" + _Y_SEP + _YEAR + r")\b")
     def _month_year(m: re.Match[str]) -> TimeWindow:
         return r.month(int(m.group("y")), MONTHS[m.group("month")], m.group(0))
 
@@ -398,7 +594,7 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
         y = int(m.group("y"))
         return r.span(date(y, 1, 1), _year_end(y), m.group(0))
 
-    @add(r"\b(?P<which>last|this|past|previous|on)?\s*" + _WD + _PART + r"\b")
+    @add(r"\b(?P<which>last|this|past|previous|on)?\s*" + _WD + _PART + r"\b" + _DATE_AFTER)
     def _weekday(m: re.Match[str]) -> TimeWindow:
         which = m.group("which")
         wd = WEEKDAYS[m.group("wd")]
@@ -411,6 +607,20 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
         return r.day_part(d, m.group("part"), m.group(0).strip())
 
     return [(re.compile(p, re.IGNORECASE), fn) for p, fn in rules]
+
+
+_MONTH_FIRST_ZONES = (
+    "America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles",
+    "America/Phoenix", "America/Anchorage", "America/Detroit", "America/Boise",
+    "America/Indiana/", "America/Kentucky/", "America/North_Dakota/", "America/Juneau",
+    "America/Adak", "America/Menominee", "America/Nome", "America/Sitka", "Pacific/Honolulu",
+    "US/", "America/Puerto_Rico", "Pacific/Guam", "Asia/Manila",
+)  # fmt: skip
+"""Zones where 06/07/2025 is read month first (the United States, the Philippines)."""
+
+
+def _month_first(zone: str) -> bool:
+    return zone.startswith(_MONTH_FIRST_ZONES)
 
 
 def _date_of(r: _Resolver, month: int, day: int, year: str | None) -> date | None:
@@ -542,6 +752,11 @@ _LEADING = re.compile(r"^(?:of|since|before|after|until|till|by|to|at)\s+")
 _SINCE = re.compile(r"\b(?:since|ever\s+since|from)\s*$")
 _UP_TO = re.compile(r"\b(?:as\s+(?:of|at)|by|until|till|til|up\s+(?:un)?til|up\s+to)\s*$")
 _BEFORE_AFTER = re.compile(r"\b(?P<dir>before|prior\s+to|after)\s*$")
+_UNIT_BESIDE = re.compile(
+    r"\b(?:the\s+|a\s+)?(?:" + _NUM + r"\s+)?(?P<unit>days?|weeks?|weekends?|months?)\s+"
+    r"(?P<dir>before|after)\s*$"
+)
+"""'the week after New Year': that week, beside the named time, not all time after it."""
 
 
 def _resolve(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse:
@@ -577,6 +792,16 @@ def _resolve(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse:
     return TimeParse(window, None, lowered.replace(label, " "))
 
 
+def _beside(beside: re.Match[str], window: TimeWindow, label: str, to_now: datetime) -> TimeWindow:
+    """A unit beside a named time ("the week after"): that many days, on the side said."""
+    count = _num(beside.group("n")) if beside.group("n") else 1
+    reach = timedelta(days=count * _SPAN_DAYS.get(beside.group("unit").rstrip("s"), 7))
+    label = beside.group(0) + label
+    if beside.group("dir") == "after":
+        return TimeWindow(window.end, min(window.end + reach, to_now), label)
+    return TimeWindow(window.start - reach, window.start, label)
+
+
 def _bounded(head: str, window: TimeWindow, label: str, r: _Resolver) -> TimeWindow | None:
     """The window a bound word before the time makes of it ("since", "as of", "before")."""
     to_now = r.at(r.today + timedelta(days=1))
@@ -588,18 +813,27 @@ def _bounded(head: str, window: TimeWindow, label: str, r: _Resolver) -> TimeWin
     if up_to is not None:
         # "as of May 2024": what held up to the end of May, from whenever it began
         return TimeWindow(OPEN_START, window.end, up_to.group(0) + label, open_start=True)
+    beside = _UNIT_BESIDE.search(head)
+    if beside is not None:
+        return _beside(beside, window, label, to_now)
+    return _edge(head, window, label, r.now, to_now)
+
+
+def _edge(
+    head: str, window: TimeWindow, label: str, now: datetime, to_now: datetime
+) -> TimeWindow | None:
+    """A time said with "before" runs up to its start; with "after", from its end to today."""
     edge = _BEFORE_AFTER.search(head)
-    if edge is None:
+    if edge is None or (edge.group("dir") == "after" and window.end > now):
         return None
     if edge.group("dir") == "after":
-        if window.end > r.now:
-            return None
         return TimeWindow(window.end, to_now, edge.group(0) + label)
     return TimeWindow(OPEN_START, window.start, edge.group(0) + label, open_start=True)
 
 
 _MENTION_HINT = re.compile(
-    r"\b(?:yesterday|today|tonight|last|ago|week|weekend|month|year|"
+    r"\b(?:yesterday|today|tonight|last|ago|week|weekend|month|year|fortnight|(?:19|20)\d\d|"
+    r"spring|summer|autumn|fall|winter|christmas|xmas|easter|thanksgiving|halloween|"
     r"(?:mon|tues|wednes|thurs|fri|satur|sun)day|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)",
     re.IGNORECASE,
 )
