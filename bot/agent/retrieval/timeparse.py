@@ -12,7 +12,13 @@ The phrase classes, each tested as a class in ``tests/test_timeparse_classes.py`
   holding that day;
 - a bound on a named time: "since"/"from" (to today), "as of"/"by"/"until"/"up to" (from the
   beginning to the end of it), "before" (up to its start), "after" (from its end to today);
-- relative to a named date ("the week before August 3, 2023", "last Friday on 23 January").
+- relative to a named date ("the week before August 3, 2023", "last Friday on 23 January");
+- named times of a year (``yeartimes``): seasons by hemisphere, holidays with a year or "last",
+  parts and quarters of a year, decades; "the weekend before last", "a fortnight ago", "two
+  years ago", "a few weeks ago" (a span, not one week), "between March and May 2025", "on the
+  3rd", "Sunday the 12th of October" (the year it fits), 14/06/2025 (day or month first by
+  zone), "the week after <a named time>" (that week, not all time since). These are tested
+  as classes in ``tests/test_timeparse_year_classes.py``.
 
 Phrases that name a time only through an event ("after the move", "since the wedding", "the
 day before my birthday", "since I moved") are reported as unresolved, with the event's words
