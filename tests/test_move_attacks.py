@@ -1,0 +1,164 @@
+"""Moving a person between lifebots, against hand-crafted exports (outside QA).
+
+One real export (every declared table filled, a photo) is edited the way a hostile or
+damaged file could be, then brought with `lifebot import` into a lifebot where Bob and Cleo
+already live. Each is refused in plain words (exit 1, no traceback), nothing of it is kept,
+and nothing of Bob's or Cleo's changes; on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlmodel import SQLModel
+
+from bot.app.build import App, build_app, start_app
+from bot.app.features import REGISTRY
+from tests.support.app import make_settings
+from tests.support.cli import run_cli
+from tests.support.rows import fill
+
+TABLES = set(REGISTRY.user_tables())
+REFS = REGISTRY.references()
+Rows = dict[str, list[dict[str, Any]]]
+Edit = Callable[[Rows, dict[str, Any]], None]
+"""Changes an export's tables (and manifest, under ``manifest``) in place; gets Bob's ids."""
+
+
+async def _started(data_dir: Path, url: str | None = None) -> App:
+    app = build_app(make_settings(data_dir.parent, data_dir=data_dir, database_url_setting=url))
+    await start_app(app)
+    return app
+
+
+async def _person(app: App, name: str, salt: int) -> dict[str, Any]:
+    """A user with one generated row in every declared table, and a photo; their ids."""
+    from storage.models import User, utcnow
+
+    users = User.__table__  # type: ignore[attr-defined]
+    async with app.db.engine.begin() as conn:
+        q = users.insert().values(display_name=name, created_at=utcnow()).returning(users.c.id)
+        user_id = int((await conn.execute(q)).scalar_one())
+        ids = await fill(conn, TABLES, user_id, salt=salt, references=REFS)
+    await app.files.put("photos", f"{user_id}/{ids['message']}-0.jpg", f"{name}'s".encode())
+    return ids
+
+
+@pytest.fixture(scope="module")
+def export_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Ana's export: a row in every table and a photo, written by `lifebot export`."""
+    home = tmp_path_factory.mktemp("home")
+
+    async def make() -> Path:
+        app = await _started(home / "data")
+        try:
+            await _person(app, "ana", salt=1)
+        finally:
+            await app.close()
+        target = home / "ana.zip"
+        env = {"LIFEBOT_DATA_DIR": str(home / "data")}
+        code, out, err = await run_cli("export", "--user", "ana", "-o", str(target), cwd=home, env=env)
+        assert code == 0, out + err
+        return target
+
+    return asyncio.run(make())
+
+
+def _edited(source: Path, target: Path, edit: Edit, bobs: dict[str, Any]) -> Path:
+    """``source`` with its JSON members changed by ``edit`` (files copied as they are)."""
+    with zipfile.ZipFile(source) as zin:
+        tables = {
+            n.removesuffix(".json"): json.loads(zin.read(n))
+            for n in zin.namelist()
+            if n.endswith(".json") and "/" not in n
+        }
+        edit(tables, bobs)
+        with zipfile.ZipFile(target, "w") as zout:
+            for info in zin.infolist():
+                name = info.filename
+                if name.endswith(".json") and "/" not in name:
+                    zout.writestr(name, json.dumps(tables[name.removesuffix(".json")]))
+                else:
+                    zout.writestr(info, zin.read(name))
+    return target
+
+
+def _set(table: str, **values: Any) -> Edit:
+    def edit(tables: Rows, _bobs: dict[str, Any]) -> None:
+        tables[table][0].update(values)
+
+    return edit
+
+
+def _version(value: Any) -> Edit:
+    def edit(tables: Rows, _bobs: dict[str, Any]) -> None:
+        tables["manifest"]["version"] = value  # type: ignore[call-overload]
+
+    return edit
+
+
+def _bobs_session(tables: Rows, bobs: dict[str, Any]) -> None:
+    """Her audio segment claims Bob's pendant session (a text id, no new id to hide behind)."""
+    tables["audiosegment"][0].update(session_id=bobs["devicesession"], seq=999)
+
+
+ATTACKS: dict[str, Edit] = {
+    "a version that is not a number": _version([2]),
+    "no version": _version(None),
+    "a user id that is not a number": _set("user", id="ana"),
+    "a user id that is a list": _set("user", id=[1]),
+    "a row's owner that is a list": _set("message", user_id=[1]),
+    "a row of nobody (owner 0)": _set("message", user_id=0),
+    "a row of nobody (no owner)": _set("message", user_id=None),
+    "a text that is an object": _set("fact", text={"a": 1}),
+    "a time that is a number": _set("message", created_at=5),
+    "an integer too big for any database": _set("audiosegment", attempts=10**30),
+    "a row pointing at another person's pendant session": _bobs_session,
+}
+
+
+async def _state(app: App) -> dict[str, int]:
+    """Rows in every table (stored files' too)."""
+    async with app.db.engine.connect() as conn:
+        return {
+            t.name: int((await conn.execute(select(func.count()).select_from(t))).scalar() or 0)
+            for t in SQLModel.metadata.sorted_tables
+        }
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_hostile_or_damaged_export_is_refused_in_plain_words_and_leaves_nothing(
+    backend: str, export_zip: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    family = tmp_path / "family" / "data"
+    app = await _started(family, url)
+    try:
+        bobs = await _person(app, "bob", salt=2)
+        await _person(app, "cleo", salt=3)
+        before = await _state(app)
+        env = {"LIFEBOT_DATA_DIR": str(family), **({"LIFEBOT_DATABASE_URL": url} if url else {})}
+        wrong = []
+        for n, (what, edit) in enumerate(ATTACKS.items()):
+            crafted = _edited(export_zip, tmp_path / f"crafted-{n}.zip", edit, bobs)
+            code, out, err = await run_cli("import", str(crafted), cwd=tmp_path, env=env)
+            if code != 1 or "Traceback" in err or not err.startswith("error: "):
+                wrong.append(f"{what}: exit {code}, {(out + err).strip()[-300:]}")
+            if await _state(app) != before:
+                wrong.append(f"{what}: the database changed")
+                break
+        assert not wrong, "\n".join(wrong)
+        # The export itself still comes in whole.
+        code, out, err = await run_cli("import", str(export_zip), cwd=tmp_path, env=env)
+        assert code == 0, out + err
+        assert out.startswith("Imported ana as user ") and " (was 1): " in out
+        assert await _state(app) != before
+    finally:
+        await app.close()
