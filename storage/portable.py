@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, StatementError
 
 from bot.clock import Clock
 from bot.feature import Reference
@@ -220,6 +220,8 @@ class UserData:
         users = data.get(USER) or []
         if len(users) != 1 or users[0].get("id") is None:
             raise ExportFileError(f"{path}: the export holds no user")
+        if not _is_id(users[0]["id"]):
+            raise ExportFileError(f"{path}: user.json: the user's id is not a number")
         old_user = int(users[0]["id"])
         put: list[tuple[str, str]] = []
         """Files stored so far (kind, key; ``audio`` for the spool): taken back on failure."""
@@ -232,7 +234,7 @@ class UserData:
                 except ImportConflict as exc:
                     raise ExportFileError(str(exc)) from exc
                 except ValueError as exc:
-                    raise ExportFileError(f"{path}: {exc}") from exc
+                    raise ExportFileError(f"{path}: {exc}; nothing was imported") from exc
                 # Files go in before the commit: a file that fails rolls the rows back too.
                 files, audio = await self._restore_files(path, members, data, ids, put)
         except IntegrityError as exc:
@@ -240,6 +242,14 @@ class UserData:
             raise ExportFileError(
                 "the import clashed with rows written meanwhile (or a value this database "
                 f"already has); nothing was imported: {exc.orig}"
+            ) from exc
+        except (StatementError, OverflowError) as exc:
+            # A value of the wrong type or size for its column (a hand-edited export).
+            await self._take_back(put)
+            why = exc.orig if isinstance(exc, StatementError) and exc.orig else exc
+            raise ExportFileError(
+                f"{path}: a value does not fit its column in this database; nothing was "
+                f"imported: {str(why).splitlines()[0][:300]}"
             ) from exc
         except BaseException:
             await self._take_back(put)
@@ -366,7 +376,10 @@ def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
             manifest = json.loads(zf.read("manifest.json"))
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
                 raise ExportFileError(f"{path} is a zip but not a lifebot export")
-            if int(manifest.get("version", 0)) > VERSION:
+            version = manifest.get("version", 0)  # format 1 zips may not say
+            if not _is_id(version, zero=True):
+                raise ExportFileError(f"{path}: its manifest's version is not a number")
+            if version > VERSION:
                 raise ExportFileError(f"{path} comes from a newer lifebot; upgrade first")
             names = zf.namelist()
             tables = {
@@ -382,6 +395,11 @@ def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise ExportFileError(f"{path}: {table}.json is not a list of rows")
     return manifest, tables, names
+
+
+def _is_id(value: Any, *, zero: bool = False) -> bool:
+    """A whole number as an export writes ids (not text, not true or false), above zero."""
+    return type(value) is int and (value > 0 or (zero and value == 0))
 
 
 def is_export(path: Path) -> bool:

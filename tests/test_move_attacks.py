@@ -64,7 +64,9 @@ def export_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
             await app.close()
         target = home / "ana.zip"
         env = {"LIFEBOT_DATA_DIR": str(home / "data")}
-        code, out, err = await run_cli("export", "--user", "ana", "-o", str(target), cwd=home, env=env)
+        code, out, err = await run_cli(
+            "export", "--user", "ana", "-o", str(target), cwd=home, env=env
+        )
         assert code == 0, out + err
         return target
 
