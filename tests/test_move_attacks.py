@@ -243,3 +243,42 @@ async def test_a_person_moves_sqlite_to_postgresql_to_sqlite_and_arrives_whole(
         ]
     finally:
         await app.close()
+
+
+BOMB = 64 * 1024 * 1024
+"""Bytes a crafted member unpacks to (from about 64 kB in the zip)."""
+
+MEMBERS: dict[str, tuple[str, bytes]] = {
+    "a file climbing out of the store": ("files/photos/1/../../../../escaped.jpg", b"x"),
+    "a file from the root": ("/files/photos/1/9-0.jpg", b"x"),
+    "another person's file": ("files/photos/2/9-0.jpg", b"x"),
+    "a photo that unpacks to 64 MB": ("files/photos/1/9-0.jpg", bytes(BOMB)),
+    "a table that unpacks to 64 MB": ("contact.json", b"[" + b" " * BOMB + b"]"),
+}
+
+
+@pytest.mark.parametrize("what", list(MEMBERS))
+async def test_a_zip_member_that_is_not_hers_or_blows_up_is_refused_and_leaves_nothing(
+    what: str, export_zip: Path, tmp_path: Path
+) -> None:
+    name, data = MEMBERS[what]
+    crafted = tmp_path / "crafted.zip"
+    with zipfile.ZipFile(export_zip) as zin, zipfile.ZipFile(crafted, "w") as zout:
+        for info in zin.infolist():
+            if info.filename != name:
+                zout.writestr(info, zin.read(info.filename))
+        zout.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED)
+    family = tmp_path / "family" / "data"
+    app = await _started(family)
+    try:
+        await _person(app, "bob", salt=2)
+        before = await _state(app)
+        env = {"LIFEBOT_DATA_DIR": str(family)}
+        code, out, err = await run_cli("import", str(crafted), cwd=tmp_path, env=env)
+        assert code == 1 and err.startswith("error: ") and "Traceback" not in err, out + err
+        assert "nothing was imported" in err
+        assert await _state(app) == before
+        assert [i.key.split("/")[0] for i in await app.files.listing("photos")] == ["1"]
+    finally:
+        await app.close()
+    assert not await asyncio.to_thread(lambda: list(tmp_path.rglob("escaped.jpg")))
