@@ -223,6 +223,10 @@ class UserData:
         if not _is_id(users[0]["id"]):
             raise ExportFileError(f"{path}: user.json: the user's id is not a number")
         old_user = int(users[0]["id"])
+        kinds = {k.name for k in self.files.kinds() if k.per_user and not k.derived}
+        sessions = {str(r.get("id")) for r in data.get("devicesession", [])}
+        for member in members:  # every file hers and safe, before anything is written
+            _place(member, old_user, kinds, sessions)
         put: list[tuple[str, str]] = []
         """Files stored so far (kind, key; ``audio`` for the spool): taken back on failure."""
         try:
@@ -382,6 +386,8 @@ def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
             if version > VERSION:
                 raise ExportFileError(f"{path} comes from a newer lifebot; upgrade first")
             names = zf.namelist()
+            for info in zf.infolist():
+                _refuse_a_bomb(path, info)
             tables = {
                 name.removesuffix(".json"): json.loads(zf.read(name))
                 for name in names
@@ -413,9 +419,16 @@ def _place(
     """Where a zip member goes: (kind, key), ("audio", file name), or None to skip it.
 
     Never a path taken from the zip as it is: keys are checked, and a file must be the
-    importing user's own (its key starts with their id).
+    importing user's own (its key starts with their id); ExportFileError for one that is
+    not (no export lifebot writes has one). A kind this lifebot does not keep is skipped.
     """
-    parts = PurePosixPath(member).parts
+    path = PurePosixPath(member)
+    parts = path.parts
+    if path.is_absolute() or ".." in parts or "\\" in member:
+        raise ExportFileError(
+            f"{member} points outside the export; it is not one lifebot wrote. Nothing was "
+            "imported."
+        )
     if len(parts) == 2 and parts[0] == "audio":
         name = parts[1]
         if _SESSION_FILE.match(name) and name.removesuffix(".pcm") in sessions:
@@ -431,9 +444,29 @@ def _place(
         return None
     try:
         owner = check_key(key, per_user=True)
-    except BadKey:
-        return None
-    return (kind, key) if owner == user_id else None
+    except BadKey as exc:
+        raise ExportFileError(f"{member}: {exc}. Nothing was imported.") from exc
+    if owner != user_id:
+        raise ExportFileError(
+            f"{member} is a file of user {owner}, not of the exported user {user_id}. Nothing "
+            "was imported."
+        )
+    return kind, key
+
+
+_BOMB_SIZE = 8 * 1024 * 1024
+_BOMB_RATIO = 200
+"""A member over 8 MiB that unpacks to over 200 times its packed size is refused: lifebot's
+own tables pack a few times smaller, photos and audio not at all; zeros pack 1,000 times."""
+
+
+def _refuse_a_bomb(path: Path, info: zipfile.ZipInfo) -> None:
+    if info.file_size > _BOMB_SIZE and info.file_size > _BOMB_RATIO * max(info.compress_size, 1):
+        raise ExportFileError(
+            f"{path}: {info.filename} unpacks to {info.file_size / 1e6:.0f} MB from "
+            f"{info.compress_size / 1e3:.0f} kB, far more than any export lifebot writes; "
+            "nothing was imported"
+        )
 
 
 def _create_private(path: Path) -> BinaryIO:
