@@ -282,3 +282,56 @@ async def test_a_zip_member_that_is_not_hers_or_blows_up_is_refused_and_leaves_n
     finally:
         await app.close()
     assert not await asyncio.to_thread(lambda: list(tmp_path.rglob("escaped.jpg")))
+
+
+async def test_a_repeating_reminder_fires_once_after_the_move_and_keeps_repeating(
+    tmp_path: Path,
+) -> None:
+    """Ana's weekly reminder, fired once at home, moves to a lifebot where Bob's and Cleo's
+    weekly reminders have the same ids: each fires once on Monday, hers to her chat only."""
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from tests.fakes.channel import RecordingChannel
+    from tests.fakes.clock import ManualClock
+    from tests.support.builders import make_inbound
+    from tests.support.jobs import deliveries, jobs_app, jobs_of, make_user
+
+    ny = ZoneInfo("America/New_York")
+    clock = ManualClock(datetime(2025, 6, 3, 10, 0, tzinfo=ny).astimezone(UTC))
+    target = tmp_path / "ana.zip"
+    async with jobs_app(tmp_path / "home", clock) as home:
+        home.dispatcher.register(RecordingChannel("fake"))
+        await make_user(home, "ana", timezone="America/New_York")
+        said = make_inbound("/remind every Monday at 9 to water the fern", sender="ana")
+        await home.dispatcher.handle(said)
+        await jobs_of(home).plan_and_send(clock.set(datetime(2025, 6, 9, 9, 0, tzinfo=ny)))
+        assert [r.key for r in await deliveries(home, "reminder")] == ["reminder:1:1:0"]
+        await home.userdata.export(1, target)
+
+    async with jobs_app(tmp_path / "family", clock) as family:
+        fake = RecordingChannel("fake")
+        family.dispatcher.register(fake)
+        for name in ("bob", "cleo"):
+            await make_user(family, name, timezone="America/New_York")
+            said = make_inbound(f"/remind every Monday at 9 to call {name}'s mum", sender=name)
+            await family.dispatcher.handle(said)
+        done = await family.userdata.import_(target)
+        assert done.user_id == 3
+        for day, minute in ((16, 0), (16, 1), (23, 0)):  # a tick late changes nothing
+            await jobs_of(family).plan_and_send(
+                clock.set(datetime(2025, 6, day, 9, minute, tzinfo=ny))
+            )
+        keys = sorted(r.key for r in await deliveries(family, "reminder"))
+        listing = await family.dispatcher.handle(make_inbound("/reminders", sender="ana"))
+    sent = [(m.address.chat_id, m.text) for m in fake.sent if m.kind == "reminder"]
+    assert sorted(sent) == sorted(
+        [("ana", "⏰ Reminder: water the fern")] * 2
+        + [("bob", "⏰ Reminder: call bob's mum")] * 2
+        + [("cleo", "⏰ Reminder: call cleo's mum")] * 2
+    )
+    # Her push from home came along under her new ids; her occurrences count on from it.
+    assert keys == [f"reminder:{u}:{u}:{n}" for u in (1, 2) for n in (0, 1)] + [
+        f"reminder:3:3:{n}" for n in (0, 1, 2)
+    ]
+    assert listing.reply is not None and "Mon 30 Jun 09:00 water the fern" in listing.reply
