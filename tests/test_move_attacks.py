@@ -335,3 +335,72 @@ async def test_a_repeating_reminder_fires_once_after_the_move_and_keeps_repeatin
         f"reminder:3:3:{n}" for n in (0, 1, 2)
     ]
     assert listing.reply is not None and "Mon 30 Jun 09:00 water the fern" in listing.reply
+
+
+async def test_after_the_move_her_own_token_finds_her_history_and_no_one_else_does(
+    tmp_path: Path,
+) -> None:
+    """Chat history imported at home, her API token made there: at the family lifebot her
+    token's search finds her words with their source; Bob's token finds none of them."""
+    from tests.support.app import add_user
+    from tests.support.web import client_for
+
+    chat = tmp_path / "chat.jsonl"
+    lines = [
+        {
+            "id": "m1",
+            "ts": "2024-05-03T10:00:00Z",
+            "speaker": "me",
+            "text": "I parked at the red gate",
+        },
+        {"id": "m2", "ts": "2024-05-03T10:01:00Z", "speaker": "me", "text": "Biscuit is my cat"},
+    ]
+    chat.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    home, family = tmp_path / "home" / "data", tmp_path / "family" / "data"
+    app = await _started(home)
+    try:
+        ana = await add_user(app, "ana")
+        _, anas_token = await app.web.auth.new_api_token(ana.id or 0, "phone")
+    finally:
+        await app.close()
+    target = tmp_path / "ana.zip"
+    for data_dir, args in (
+        (home, ("import", str(chat), "--user", "ana")),
+        (home, ("export", "--user", "ana", "-o", str(target))),
+        (family, ("import", str(target))),
+    ):
+        if data_dir == family and args[0] == "import":
+            app = await _started(family)
+            try:
+                bob = await add_user(app, "bob")
+                await add_user(app, "cleo")
+                _, bobs_token = await app.web.auth.new_api_token(bob.id or 0, "laptop")
+            finally:
+                await app.close()
+        code, out, err = await run_cli(*args, cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data_dir)})
+        assert code == 0, out + err
+
+    app = await _started(family)
+    try:
+        async with client_for(app) as client:
+            found = {}
+            for who, token in (("ana", anas_token), ("bob", bobs_token)):
+                got = await client.get(
+                    "/api/v1/memory/search",
+                    params={"q": "red gate"},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                assert got.status_code == 200, got.text
+                found[who] = got.json()["items"]
+            me = await client.get("/api/v1/me", headers={"Authorization": f"Bearer {anas_token}"})
+        from storage.models import Message
+
+        async with app.db.session() as s:
+            source = await s.get(Message, found["ana"][0]["source_id"])
+    finally:
+        await app.close()
+    assert me.status_code == 200 and me.json()["name"] == "ana"
+    assert [h["text"] for h in found["ana"]][:1] == ["I parked at the red gate"]
+    assert source is not None and (source.user_id, source.text) == (3, "I parked at the red gate")
+    assert str(source.id) in found["ana"][0]["link"]  # the page that opens her source
+    assert not any("red gate" in h["text"] for h in found["bob"])
