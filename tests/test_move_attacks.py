@@ -322,7 +322,7 @@ async def test_a_repeating_reminder_fires_once_after_the_move_and_keeps_repeatin
             await jobs_of(family).plan_and_send(
                 clock.set(datetime(2025, 6, day, 9, minute, tzinfo=ny))
             )
-        keys = sorted(r.key for r in await deliveries(family, "reminder"))
+        keys = sorted(str(r.key) for r in await deliveries(family, "reminder"))
         listing = await family.dispatcher.handle(make_inbound("/reminders", sender="ana"))
     sent = [(m.address.chat_id, m.text) for m in fake.sent if m.kind == "reminder"]
     assert sorted(sent) == sorted(
