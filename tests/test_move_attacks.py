@@ -404,3 +404,88 @@ async def test_after_the_move_her_own_token_finds_her_history_and_no_one_else_do
     assert source is not None and (source.user_id, source.text) == (3, "I parked at the red gate")
     assert str(source.id) in found["ana"][0]["link"]  # the page that opens her source
     assert not any("red gate" in h["text"] for h in found["bob"])
+
+
+async def test_her_uploaded_pdf_and_photo_move_with_her_and_go_with_her(tmp_path: Path) -> None:
+    """Uploaded through the API at home; at the family lifebot, beside Bob's own upload,
+    her PDF is found by her token (not Bob's), and `users delete` takes her files, not his."""
+    from tests.support.app import add_user
+    from tests.support.documents import pdf
+    from tests.support.web import client_for
+
+    lease = pdf("Flat lease", "The monthly rent is 950 EUR, paid by the 5th")
+    photo = b"\x89PNG\r\n\x1a\n a whiteboard " + bytes(range(256))
+
+    async def upload(app: App, name: str, files: list[tuple[str, bytes, str]]) -> str:
+        user = await add_user(app, name)
+        _, token = await app.web.auth.new_api_token(user.id or 0, "phone", "write")
+        auth = {"Authorization": f"Bearer {token}"}
+        async with client_for(app) as client:
+            for file in files:
+                sent = await client.post("/api/v1/uploads", files={"file": file}, headers=auth)
+                assert sent.status_code == 201, sent.text
+        return token
+
+    home, family = tmp_path / "home" / "data", tmp_path / "family" / "data"
+    app = await _started(home)
+    try:
+        anas = await upload(
+            app, "ana", [("lease.pdf", lease, "application/pdf"), ("board.png", photo, "image/png")]
+        )
+    finally:
+        await app.close()
+    target = tmp_path / "ana.zip"
+    code, out, err = await run_cli(
+        "export", "--user", "ana", "-o", str(target), cwd=tmp_path,
+        env={"LIFEBOT_DATA_DIR": str(home)},
+    )  # fmt: skip
+    assert code == 0 and "2 stored files" in out, out + err
+    app = await _started(family)
+    try:
+        bobs = await upload(
+            app, "bob", [("bob.pdf", pdf("Bob's gym", "Gym at 7"), "application/pdf")]
+        )
+        await upload(app, "cleo", [])  # (her id is 2: Ana becomes user 3)
+    finally:
+        await app.close()
+    env = {"LIFEBOT_DATA_DIR": str(family)}
+    code, out, err = await run_cli("import", str(target), cwd=tmp_path, env=env)
+    assert code == 0 and "2 stored files" in out, out + err
+
+    app = await _started(family)
+    try:
+        async with client_for(app) as client:
+
+            async def search(token: str, q: str) -> list[str]:
+                got = await client.get(
+                    "/api/v1/memory/search",
+                    params={"q": q},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+                assert got.status_code == 200, got.text
+                return [h["text"] for h in got.json()["items"]]
+
+            assert any("950 EUR" in t for t in await search(anas, "monthly rent"))
+            assert not any("950 EUR" in t for t in await search(bobs, "monthly rent"))
+            keys = {k: [i.key for i in await app.files.listing(k)] for k in ("documents", "photos")}
+            assert sorted(k.split("/")[0] for k in keys["documents"]) == ["1", "3"]
+            assert [k.split("/")[0] for k in keys["photos"]] == ["3"]
+            assert await app.files.get("photos", keys["photos"][0]) == photo
+    finally:
+        await app.close()
+    code, out, err = await run_cli("users", "delete", "ana", "--yes", cwd=tmp_path, env=env)
+    assert code == 0, out + err
+    app = await _started(family)
+    try:
+        left = {k: [i.key for i in await app.files.listing(k)] for k in ("documents", "photos")}
+        assert [k.split("/")[0] for k in left["documents"]] == ["1"]
+        assert left["photos"] == []
+        async with client_for(app) as client:
+            got = await client.get(
+                "/api/v1/memory/search",
+                params={"q": "gym"},
+                headers={"Authorization": f"Bearer {bobs}"},
+            )
+        assert any("Gym at 7" in h["text"] for h in got.json()["items"])
+    finally:
+        await app.close()
