@@ -489,3 +489,70 @@ async def test_her_uploaded_pdf_and_photo_move_with_her_and_go_with_her(tmp_path
         assert any("Gym at 7" in h["text"] for h in got.json()["items"])
     finally:
         await app.close()
+
+
+async def test_a_running_lifebot_never_searches_a_deleted_persons_words_for_whoever_gets_her_id(
+    tmp_path: Path,
+) -> None:
+    """`serve` keeps each searched user's memory in its own memory. Ana (user 2) is deleted
+    with `lifebot users delete`, another process, and Zed moves in with `lifebot import`:
+    on SQLite he gets her freed id 2. The running lifebot searched as her before; searching
+    as him it must find his words, and never hers."""
+    from datetime import UTC, datetime
+    from zoneinfo import ZoneInfo
+
+    from tests.support.app import add_user
+
+    def chat(name: str, *texts: str) -> Path:
+        path = tmp_path / f"{name}.jsonl"
+        rows = [
+            {"id": f"m{n}", "ts": f"2024-05-0{n + 1}T10:00:00Z", "speaker": "me", "text": t}
+            for n, t in enumerate(texts)
+        ]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return path
+
+    zed_home = tmp_path / "zed" / "data"
+    app = await _started(zed_home)
+    try:
+        await add_user(app, "zed")
+    finally:
+        await app.close()
+    zed_zip = tmp_path / "zed.zip"
+    for args in (
+        ("import", str(chat("zed", "Zed likes the blue door")), "--user", "zed"),
+        ("export", "--user", "zed", "-o", str(zed_zip)),
+    ):
+        code, out, err = await run_cli(*args, cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(zed_home)})
+        assert code == 0, out + err
+
+    family = tmp_path / "family" / "data"
+    env = {"LIFEBOT_DATA_DIR": str(family)}
+    serving = await _started(family)
+    try:
+        await add_user(serving, "bob")
+        await add_user(serving, "ana")
+        # Bob's history first: Ana's rows have the highest ids, the ones Zed's will get.
+        for args in (
+            ("import", str(chat("bob", "Bob waters the fern", "Bob fixes bikes")), "--user", "bob"),
+            ("import", str(chat("ana", "I parked at the red gate")), "--user", "ana"),
+        ):
+            code, out, err = await run_cli(*args, cwd=tmp_path, env=env)
+            assert code == 0, out + err
+
+        async def search(user_id: int, q: str) -> list[str]:
+            found = await serving.memory.retriever.search(
+                user_id, q, now=datetime.now(UTC), tz=ZoneInfo("UTC"), limit=5
+            )
+            return [e.item.text for e in found.evidence]
+
+        assert await search(2, "red gate") == ["I parked at the red gate"]
+        for args in (("users", "delete", "ana", "--yes"), ("import", str(zed_zip))):
+            code, out, err = await run_cli(*args, cwd=tmp_path, env=env)
+            assert code == 0, out + err
+        assert out.startswith("Imported zed as user 2 (was 1)")
+
+        assert await search(2, "blue door") == ["Zed likes the blue door"]
+        assert await search(2, "red gate") == []
+    finally:
+        await serving.close()
