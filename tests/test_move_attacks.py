@@ -547,8 +547,12 @@ async def test_a_running_lifebot_never_searches_a_deleted_persons_words_for_whoe
             return [e.item.text for e in found.evidence]
 
         assert await search(2, "red gate") == ["I parked at the red gate"]
-        for args in (("users", "delete", "ana", "--yes"), ("import", str(zed_zip))):
-            code, out, err = await run_cli(*args, cwd=tmp_path, env=env)
+        moves: list[tuple[str, ...]] = [
+            ("users", "delete", "ana", "--yes"),
+            ("import", str(zed_zip)),
+        ]
+        for move in moves:
+            code, out, err = await run_cli(*move, cwd=tmp_path, env=env)
             assert code == 0, out + err
         assert out.startswith("Imported zed as user 2 (was 1)")
 

@@ -773,9 +773,7 @@ class CorpusCache:
         lock = self._locks.setdefault(user_id, asyncio.Lock())
         async with lock:
             corpus = self._cache.get(user_id)
-            owner = (
-                await session.exec(select(User.created_at).where(User.id == user_id))
-            ).first()
+            owner = (await session.exec(select(User.created_at).where(User.id == user_id))).first()
             if corpus is None or corpus.model != model or self._owners.get(user_id) != owner:
                 corpus = Corpus(model=model, mentions=self.mentions)
             newest = (
