@@ -560,3 +560,37 @@ async def test_a_running_lifebot_never_searches_a_deleted_persons_words_for_whoe
         assert await search(2, "red gate") == []
     finally:
         await serving.close()
+
+
+async def test_the_owner_of_her_own_lifebot_is_not_an_owner_of_the_family_one(
+    tmp_path: Path,
+) -> None:
+    """Ana owned the lifebot she leaves (she was its first user). Moved to the family's,
+    where Bob is the owner, she is one of its people: she may not approve strangers' pairing
+    codes nor open the owner's pages. Into an empty lifebot she is its owner again."""
+    home, family, empty = (tmp_path / n / "data" for n in ("home", "family", "empty"))
+    target = tmp_path / "ana.zip"
+    steps: list[tuple[Path, tuple[str, ...]]] = [
+        (home, ("users", "add", "ana")),
+        (home, ("export", "--user", "ana", "-o", str(target))),
+        (family, ("users", "add", "bob")),
+        (family, ("users", "add", "cleo")),
+        (family, ("import", str(target))),
+        (empty, ("import", str(target))),
+    ]
+    for data_dir, args in steps:
+        code, out, err = await run_cli(*args, cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data_dir)})
+        assert code == 0, out + err
+    owners = {}
+    for data_dir in (home, family, empty):
+        app = await _started(data_dir)
+        try:
+            async with app.db.engine.connect() as conn:
+                from storage.models import User
+
+                users = User.__table__  # type: ignore[attr-defined]
+                q = select(users.c.display_name).where(users.c.is_owner)
+                owners[data_dir.parent.name] = (await conn.execute(q)).scalars().all()
+        finally:
+            await app.close()
+    assert owners == {"home": ["ana"], "family": ["bob"], "empty": ["ana"]}
