@@ -148,6 +148,11 @@ class UserDataRepo:
         users_t = self.user_table
         (person,) = decode_rows(users_t, users)
         person.pop("id", None)
+        if person.get("is_owner"):
+            # Owning the lifebot she left does not make her an owner of this one (owners
+            # approve strangers' pairing codes): only of one that has no owner yet.
+            has_owner = select(users_t.c.id).where(users_t.c.is_owner).limit(1)
+            person["is_owner"] = (await conn.execute(has_owner)).first() is None
         # The user row first: its id comes from the database, and on SQLite this first write
         # takes the one writer's lock, so the ids handed out next stay free until commit.
         new_user = (
