@@ -594,3 +594,36 @@ async def test_the_owner_of_her_own_lifebot_is_not_an_owner_of_the_family_one(
         finally:
             await app.close()
     assert owners == {"home": ["ana"], "family": ["bob"], "empty": ["ana"]}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an outside event's uid hashes the owner's and the calendar's ids (outside_uid): "
+    "the same event of the same calendar file, read by user 1 in each of two lifebots, has "
+    "one uid, so the import is refused as if Bob's event were Ana's; the key it hashed is not "
+    "stored, so an import cannot make it anew (left for the lead: see the report)",
+)
+async def test_a_calendar_file_both_people_imported_does_not_stop_her_move(tmp_path: Path) -> None:
+    """Ana (user 1 at home) and Bob (user 1 at the family's) each imported the family's
+    calendar file: she moves in with her copy of its events, and his stay his."""
+    ics = tmp_path / "family.ics"
+    ics.write_text(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\nBEGIN:VEVENT\r\n"
+        "UID:school-play@family\r\nDTSTART:20261210T170000Z\r\nDTEND:20261210T183000Z\r\n"
+        "SUMMARY:School play\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    home, family = tmp_path / "home" / "data", tmp_path / "family" / "data"
+    target = tmp_path / "ana.zip"
+    steps: list[tuple[Path, tuple[str, ...]]] = [
+        (home, ("users", "add", "ana")),
+        (home, ("calendar", "import", str(ics), "--user", "ana")),
+        (home, ("export", "--user", "ana", "-o", str(target))),
+        (family, ("users", "add", "bob")),
+        (family, ("users", "add", "cleo")),
+        (family, ("calendar", "import", str(ics), "--user", "bob")),
+        (family, ("import", str(target))),
+    ]
+    for data_dir, args in steps:
+        code, out, err = await run_cli(*args, cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data_dir)})
+        assert code == 0, out + err
+    assert out.startswith("Imported ana as user 3 (was 1): ") and "1 event" in out
