@@ -596,16 +596,10 @@ async def test_the_owner_of_her_own_lifebot_is_not_an_owner_of_the_family_one(
     assert owners == {"home": ["ana"], "family": ["bob"], "empty": ["ana"]}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an outside event's uid hashes the owner's and the calendar's ids (outside_uid): "
-    "the same event of the same calendar file, read by user 1 in each of two lifebots, has "
-    "one uid, so the import is refused as if Bob's event were Ana's; the key it hashed is not "
-    "stored, so an import cannot make it anew (left for the lead: see the report)",
-)
 async def test_a_calendar_file_both_people_imported_does_not_stop_her_move(tmp_path: Path) -> None:
     """Ana (user 1 at home) and Bob (user 1 at the family's) each imported the family's
-    calendar file: she moves in with her copy of its events, and his stay his."""
+    calendar file: she moves in with her copy of its events (the import was refused: the
+    uid hashed the owner's and the calendar's ids), and a re-read there finds them."""
     ics = tmp_path / "family.ics"
     ics.write_text(
         "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\nBEGIN:VEVENT\r\n"
@@ -627,3 +621,55 @@ async def test_a_calendar_file_both_people_imported_does_not_stop_her_move(tmp_p
         code, out, err = await run_cli(*args, cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data_dir)})
         assert code == 0, out + err
     assert out.startswith("Imported ana as user 3 (was 1): ") and "1 event" in out
+    # Her file read again there finds her moved event: nothing new, nothing doubled.
+    env = {"LIFEBOT_DATA_DIR": str(family)}
+    code, out, err = await run_cli(
+        "calendar", "import", str(ics), "--user", "ana", cwd=tmp_path, env=env
+    )
+    assert code == 0, out + err
+    assert "0 new, 0 changed, 0 removed, 1 unchanged" in out
+
+
+async def test_an_event_stored_by_an_older_version_is_found_by_a_re_read_not_doubled(
+    tmp_path: Path,
+) -> None:
+    """Outside events stored before their uid held the ids as text: a re-read of the file
+    finds each (one row, now under the new uid), rather than adding it again."""
+    import hashlib
+
+    from sqlalchemy import update
+
+    from storage.models import CalendarEvent
+
+    ics = tmp_path / "family.ics"
+    ics.write_text(
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\nBEGIN:VEVENT\r\n"
+        "UID:school-play@family\r\nDTSTART:20261210T170000Z\r\nDTEND:20261210T183000Z\r\n"
+        "SUMMARY:School play\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    )
+    data = tmp_path / "data"
+    env = {"LIFEBOT_DATA_DIR": str(data)}
+    for args in (("users", "add", "ana"), ("calendar", "import", str(ics), "--user", "ana")):
+        code, out, err = await run_cli(*args, cwd=tmp_path, env=env)
+        assert code == 0, out + err
+    app = await _started(data)
+    try:
+        events = CalendarEvent.__table__  # type: ignore[attr-defined]
+        async with app.db.engine.begin() as conn:
+            (uid,) = (await conn.execute(select(events.c.uid))).scalars().all()
+            key = "school-play@family"  # how the older version hashed it, ids and all
+            older = hashlib.sha256(f"1|import|{key}".encode()).hexdigest()[:40] + "@import.lifebot"
+            await conn.execute(update(events).values(uid=older))
+    finally:
+        await app.close()
+    code, out, err = await run_cli(
+        "calendar", "import", str(ics), "--user", "ana", cwd=tmp_path, env=env
+    )
+    assert code == 0, out + err
+    assert "0 new, 0 changed, 0 removed, 1 unchanged" in out
+    app = await _started(data)
+    try:
+        async with app.db.engine.connect() as conn:
+            assert (await conn.execute(select(events.c.uid))).scalars().all() == [uid]
+    finally:
+        await app.close()
