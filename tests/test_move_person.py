@@ -1,9 +1,15 @@
-"""Moving a person between lifebots, against hand-crafted exports (outside QA).
+"""Moving a person from one lifebot to another, as a person and an attacker would (outside QA).
 
-One real export (every declared table filled, a photo) is edited the way a hostile or
-damaged file could be, then brought with `lifebot import` into a lifebot where Bob and Cleo
-already live. Each is refused in plain words (exit 1, no traceback), nothing of it is kept,
-and nothing of Bob's or Cleo's changes; on SQLite and on PostgreSQL.
+Attacks: one real export (every declared table filled, a photo) is edited the way a hostile
+or damaged file could be, then brought with `lifebot import` into a lifebot where Bob and
+Cleo already live. Each is refused in plain words (exit 1, no traceback), nothing of it is
+kept, and nothing of theirs changes; on SQLite and on PostgreSQL.
+
+Moves: SQLite -> PostgreSQL -> SQLite value for value; a weekly reminder fires once a week
+after the move; her API token finds her history there and Bob's does not; her PDF and photo
+move and go with her; she owns only an empty lifebot; a calendar file two people imported
+does not stop her; a running lifebot never searches a deleted person's words for whoever
+gets her freed id.
 """
 
 from __future__ import annotations
