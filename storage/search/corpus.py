@@ -773,14 +773,15 @@ class CorpusCache:
         lock = self._locks.setdefault(user_id, asyncio.Lock())
         async with lock:
             corpus = self._cache.get(user_id)
-            owner = (await session.exec(select(User.created_at).where(User.id == user_id))).first()
-            if corpus is None or corpus.model != model or self._owners.get(user_id) != owner:
-                corpus = Corpus(model=model, mentions=self.mentions)
-            newest = (
+            # One round trip: the newest row, and whose id this is (see ``_owners``).
+            born = select(User.created_at).where(User.id == user_id).scalar_subquery()
+            newest, owner = (
                 await session.exec(
-                    select(func.max(MemoryItem.id)).where(MemoryItem.user_id == user_id)
+                    select(func.max(MemoryItem.id), born).where(MemoryItem.user_id == user_id)
                 )
             ).one()
+            if corpus is None or corpus.model != model or self._owners.get(user_id) != owner:
+                corpus = Corpus(model=model, mentions=self.mentions)
             if newest is not None and newest > corpus.max_id:
                 staged = await self._stage(session, user_id, corpus, int(newest))
                 # Linking turns, folding postings and saving the cache are CPU and disk
