@@ -679,3 +679,21 @@ async def test_an_event_stored_by_an_older_version_is_found_by_a_re_read_not_dou
             assert (await conn.execute(select(events.c.uid))).scalars().all() == [uid]
     finally:
         await app.close()
+
+
+async def test_an_export_cut_short_is_named_a_damaged_export_not_read_as_chat_history(
+    export_zip: Path, tmp_path: Path
+) -> None:
+    """A download that broke off: its start is a zip's, its end (the zip's directory) is
+    missing. It was taken for chat history ("needs --user"; with it, every line refused)."""
+    cut = tmp_path / "ana.zip"
+    whole = await asyncio.to_thread(export_zip.read_bytes)
+    await asyncio.to_thread(cut.write_bytes, whole[:3000])
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+    code, out, err = await run_cli("users", "add", "bob", cwd=tmp_path, env=env)
+    assert code == 0, out + err
+    code, out, err = await run_cli("import", str(cut), cwd=tmp_path, env=env)
+    assert code == 1 and "Traceback" not in err, out + err
+    assert err.startswith(f"error: {cut} is a damaged zip") and "nothing was imported" in err
+    code, out, err = await run_cli("import", str(cut), "--user", "bob", cwd=tmp_path, env=env)
+    assert code == 2 and "lifebot export" in err, out + err
