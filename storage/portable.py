@@ -396,6 +396,11 @@ def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
         if isinstance(exc, ExportFileError):
             raise
+        if isinstance(exc, zipfile.BadZipFile):
+            raise ExportFileError(
+                f"{path} is a damaged zip (cut short, or changed after it was written): "
+                f"{exc}; nothing was imported. Export it again."
+            ) from exc
         raise ExportFileError(f"{path} is not a lifebot export: {exc}") from exc
     for table, rows in tables.items():
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
@@ -409,8 +414,18 @@ def _is_id(value: Any, *, zero: bool = False) -> bool:
 
 
 def is_export(path: Path) -> bool:
-    """True when ``path`` is a zip (``lifebot import`` then reads it as an export)."""
-    return zipfile.is_zipfile(path)
+    """True when ``path`` is a zip (``lifebot import`` then reads it as an export).
+
+    A zip cut short (a broken download) has lost its directory at the end but still starts
+    like one: it is an export too, and reading it says it is damaged.
+    """
+    if zipfile.is_zipfile(path):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
 
 
 def _place(
