@@ -38,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, StatementError
 
 from bot.clock import Clock
 from bot.feature import Reference
@@ -220,7 +220,13 @@ class UserData:
         users = data.get(USER) or []
         if len(users) != 1 or users[0].get("id") is None:
             raise ExportFileError(f"{path}: the export holds no user")
+        if not _is_id(users[0]["id"]):
+            raise ExportFileError(f"{path}: user.json: the user's id is not a number")
         old_user = int(users[0]["id"])
+        kinds = {k.name for k in self.files.kinds() if k.per_user and not k.derived}
+        sessions = {str(r.get("id")) for r in data.get("devicesession", [])}
+        for member in members:  # every file hers and safe, before anything is written
+            _place(member, old_user, kinds, sessions)
         put: list[tuple[str, str]] = []
         """Files stored so far (kind, key; ``audio`` for the spool): taken back on failure."""
         try:
@@ -232,7 +238,7 @@ class UserData:
                 except ImportConflict as exc:
                     raise ExportFileError(str(exc)) from exc
                 except ValueError as exc:
-                    raise ExportFileError(f"{path}: {exc}") from exc
+                    raise ExportFileError(f"{path}: {exc}; nothing was imported") from exc
                 # Files go in before the commit: a file that fails rolls the rows back too.
                 files, audio = await self._restore_files(path, members, data, ids, put)
         except IntegrityError as exc:
@@ -240,6 +246,14 @@ class UserData:
             raise ExportFileError(
                 "the import clashed with rows written meanwhile (or a value this database "
                 f"already has); nothing was imported: {exc.orig}"
+            ) from exc
+        except (StatementError, OverflowError) as exc:
+            # A value of the wrong type or size for its column (a hand-edited export).
+            await self._take_back(put)
+            why = exc.orig if isinstance(exc, StatementError) and exc.orig else exc
+            raise ExportFileError(
+                f"{path}: a value does not fit its column in this database; nothing was "
+                f"imported: {str(why).splitlines()[0][:300]}"
             ) from exc
         except BaseException:
             await self._take_back(put)
@@ -366,9 +380,14 @@ def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
             manifest = json.loads(zf.read("manifest.json"))
             if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
                 raise ExportFileError(f"{path} is a zip but not a lifebot export")
-            if int(manifest.get("version", 0)) > VERSION:
+            version = manifest.get("version", 0)  # format 1 zips may not say
+            if not _is_id(version, zero=True):
+                raise ExportFileError(f"{path}: its manifest's version is not a number")
+            if version > VERSION:
                 raise ExportFileError(f"{path} comes from a newer lifebot; upgrade first")
             names = zf.namelist()
+            for info in zf.infolist():
+                _refuse_a_bomb(path, info)
             tables = {
                 name.removesuffix(".json"): json.loads(zf.read(name))
                 for name in names
@@ -377,6 +396,11 @@ def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
     except (zipfile.BadZipFile, KeyError, ValueError, OSError) as exc:
         if isinstance(exc, ExportFileError):
             raise
+        if isinstance(exc, zipfile.BadZipFile):
+            raise ExportFileError(
+                f"{path} is a damaged zip (cut short, or changed after it was written): "
+                f"{exc}; nothing was imported. Export it again."
+            ) from exc
         raise ExportFileError(f"{path} is not a lifebot export: {exc}") from exc
     for table, rows in tables.items():
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
@@ -384,9 +408,24 @@ def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
     return manifest, tables, names
 
 
+def _is_id(value: Any, *, zero: bool = False) -> bool:
+    """A whole number as an export writes ids (not text, not true or false), above zero."""
+    return type(value) is int and (value > 0 or (zero and value == 0))
+
+
 def is_export(path: Path) -> bool:
-    """True when ``path`` is a zip (``lifebot import`` then reads it as an export)."""
-    return zipfile.is_zipfile(path)
+    """True when ``path`` is a zip (``lifebot import`` then reads it as an export).
+
+    A zip cut short (a broken download) has lost its directory at the end but still starts
+    like one: it is an export too, and reading it says it is damaged.
+    """
+    if zipfile.is_zipfile(path):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
 
 
 def _place(
@@ -395,9 +434,16 @@ def _place(
     """Where a zip member goes: (kind, key), ("audio", file name), or None to skip it.
 
     Never a path taken from the zip as it is: keys are checked, and a file must be the
-    importing user's own (its key starts with their id).
+    importing user's own (its key starts with their id); ExportFileError for one that is
+    not (no export lifebot writes has one). A kind this lifebot does not keep is skipped.
     """
-    parts = PurePosixPath(member).parts
+    path = PurePosixPath(member)
+    parts = path.parts
+    if path.is_absolute() or ".." in parts or "\\" in member:
+        raise ExportFileError(
+            f"{member} points outside the export; it is not one lifebot wrote. Nothing was "
+            "imported."
+        )
     if len(parts) == 2 and parts[0] == "audio":
         name = parts[1]
         if _SESSION_FILE.match(name) and name.removesuffix(".pcm") in sessions:
@@ -413,9 +459,29 @@ def _place(
         return None
     try:
         owner = check_key(key, per_user=True)
-    except BadKey:
-        return None
-    return (kind, key) if owner == user_id else None
+    except BadKey as exc:
+        raise ExportFileError(f"{member}: {exc}. Nothing was imported.") from exc
+    if owner != user_id:
+        raise ExportFileError(
+            f"{member} is a file of user {owner}, not of the exported user {user_id}. Nothing "
+            "was imported."
+        )
+    return kind, key
+
+
+_BOMB_SIZE = 8 * 1024 * 1024
+_BOMB_RATIO = 200
+"""A member over 8 MiB that unpacks to over 200 times its packed size is refused: lifebot's
+own tables pack a few times smaller, photos and audio not at all; zeros pack 1,000 times."""
+
+
+def _refuse_a_bomb(path: Path, info: zipfile.ZipInfo) -> None:
+    if info.file_size > _BOMB_SIZE and info.file_size > _BOMB_RATIO * max(info.compress_size, 1):
+        raise ExportFileError(
+            f"{path}: {info.filename} unpacks to {info.file_size / 1e6:.0f} MB from "
+            f"{info.compress_size / 1e3:.0f} kB, far more than any export lifebot writes; "
+            "nothing was imported"
+        )
 
 
 def _create_private(path: Path) -> BinaryIO:

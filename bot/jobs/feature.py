@@ -75,6 +75,10 @@ CALENDAR = Feature(
     references=(
         Reference("calendarevent", "source", template="ics:{calendarsource}"),
         Reference("calendarevent", "source", template="caldav:{calendarsource}"),
+        # An outside occurrence's uid: owner and source in front (outside_uid).
+        Reference("calendarevent", "uid", template="{user}/ics:{calendarsource}/"),
+        Reference("calendarevent", "uid", template="{user}/caldav:{calendarsource}/"),
+        Reference("calendarevent", "uid", template="{user}/"),
     ),
     not_references=(NotReference("calendarevent", "people", "names"),),
     secrets=(

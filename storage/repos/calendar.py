@@ -52,7 +52,19 @@ class SyncCounts:
 
 
 def outside_uid(user_id: int, source: str, key: str) -> str:
-    """The row uid of an outside occurrence: the same on every re-read, unique per user."""
+    """The row uid of an outside occurrence: the same on every re-read, unique per user.
+
+    The owner's id and the source (``ics:12``) stand in front as text, so an import that
+    gives them new ids rewrites them (the calendar feature's references) and a re-read there
+    finds the row; only the occurrence's own key is hashed. (Hashing the ids too made the
+    same event of one calendar file, read by user 1 of two lifebots, one uid: a move refused.)
+    """
+    digest = hashlib.sha256(key.encode()).hexdigest()[:40]
+    return f"{user_id}/{source}/{digest}@{source.split(':', 1)[0]}.lifebot"
+
+
+def _older_outside_uid(user_id: int, source: str, key: str) -> str:
+    """The uid versions before 2026-11 gave an outside occurrence (its ids hashed too)."""
     digest = hashlib.sha256(f"{user_id}|{source}|{key}".encode()).hexdigest()[:40]
     return f"{digest}@{source.split(':', 1)[0]}.lifebot"
 
@@ -204,6 +216,11 @@ class CalendarRepo:
             uid = outside_uid(user_id, source, ev.key)
             seen.add(uid)
             row = known.get(uid)
+            older = None if row else known.pop(_older_outside_uid(user_id, source, ev.key), None)
+            if older is not None:  # stored by an older version: its row, under the new uid
+                older.uid = uid
+                row = known[uid] = older
+                self.s.add(row)
             if row is None:
                 row = CalendarEvent(
                     user_id=user_id,

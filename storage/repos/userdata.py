@@ -70,7 +70,13 @@ def decode_rows(
     """
     known = {c.name: column_kind(c) for c in table.columns}
     kinds = {**known, **(kinds or {})}
-    return [{k: decode(kinds[k], v) for k, v in row.items() if k in known} for row in rows]
+    out = []
+    for row in rows:
+        try:
+            out.append({k: decode(kinds[k], v) for k, v in row.items() if k in known})
+        except (TypeError, ValueError, ArithmeticError) as exc:  # a hand-edited export
+            raise ValueError(f"{table.name}: a value is not what its column holds ({exc})") from exc
+    return out
 
 
 class UserDataRepo:
@@ -123,11 +129,17 @@ class UserDataRepo:
         users = data.get(USER) or []
         if len(users) != 1:
             raise ValueError("the export holds no user")
-        old_user = int(users[0]["id"])
+        old_user = users[0]["id"]
+        if type(old_user) is not int:
+            raise ValueError("the user's id is not a number")
         for table in self.tables:
             rows_in = data.get(table.name) or []
-            if any(int(r.get("user_id") or old_user) != old_user for r in rows_in):
-                raise ValueError(f"{table.name} holds rows of another user")
+            # Exactly hers: a row of no one (0, null, missing) would outlive `users delete`.
+            if any(type(r.get("user_id")) is not int or r["user_id"] != old_user for r in rows_in):
+                raise ValueError(f"{table.name} holds rows of another user, or of no one")
+            if int_id_column(table) and any(type(r.get("id")) is not int for r in rows_in):
+                raise ValueError(f"{table.name} holds a row whose id is not a number")
+            _refuse_kept_ids_elsewhere(table, rows_in, data)
         if name is not None and name.strip():
             users = [{**users[0], "display_name": name.strip()}]
         name = str(users[0].get("display_name") or "")
@@ -136,6 +148,11 @@ class UserDataRepo:
         users_t = self.user_table
         (person,) = decode_rows(users_t, users)
         person.pop("id", None)
+        if person.get("is_owner"):
+            # Owning the lifebot she left does not make her an owner of this one (owners
+            # approve strangers' pairing codes): only of one that has no owner yet.
+            has_owner = select(users_t.c.id).where(users_t.c.is_owner).limit(1)
+            person["is_owner"] = (await conn.execute(has_owner)).first() is None
         # The user row first: its id comes from the database, and on SQLite this first write
         # takes the one writer's lock, so the ids handed out next stay free until commit.
         new_user = (
@@ -242,6 +259,26 @@ class UserDataRepo:
         result = await conn.execute(delete(users).where(users.c.id == user_id))
         counts[USER] = int(getattr(result, "rowcount", 0) or 0)
         return {k: v for k, v in counts.items() if v}
+
+
+def _refuse_kept_ids_elsewhere(
+    table: Table, rows: list[dict[str, Any]], data: dict[str, list[dict[str, Any]]]
+) -> None:
+    """ValueError when a row points at a row of a kept (text) id the export does not hold.
+
+    Such ids are not made new (a pendant session's), so one the export lacks could only be
+    another person's row here: her audio segment in Bob's session.
+    """
+    for column in table.columns:
+        for fk in column.foreign_keys:
+            target = fk.column.table
+            if int_id_column(target) is not None or target.name == USER:
+                continue
+            held = {r.get(fk.column.name) for r in data.get(target.name) or []}
+            if any(r.get(column.name) is not None and r[column.name] not in held for r in rows):
+                raise ValueError(
+                    f"{table.name}.{column.name} points at a {target.name} the export does not hold"
+                )
 
 
 def _unique_sets(table: Table) -> list[tuple[str, ...]]:

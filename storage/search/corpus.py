@@ -34,7 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import MemoryItem
+from storage.models import MemoryItem, User
 from storage.search.analysis import analyse, asks, self_words
 from storage.search.termcache import Analysed, Saved, TermStore, row_digest
 from storage.search.vectors import KIND_CODES
@@ -726,6 +726,9 @@ class CorpusCache:
         self.last_load: dict[int, LoadStats] = {}
         """User id -> what their last load reused and analysed."""
         self._cache: dict[int, Corpus] = {}
+        self._owners: dict[int, datetime | None] = {}
+        """User id -> when the user whose corpus is cached was created: another person who
+        gets a freed id (deleted and imported by another process, on SQLite) is not them."""
         self._locks: dict[int, asyncio.Lock] = {}
         self._unsaved: dict[int, int] = {}
 
@@ -770,13 +773,15 @@ class CorpusCache:
         lock = self._locks.setdefault(user_id, asyncio.Lock())
         async with lock:
             corpus = self._cache.get(user_id)
-            if corpus is None or corpus.model != model:
-                corpus = Corpus(model=model, mentions=self.mentions)
-            newest = (
+            # One round trip: the newest row, and whose id this is (see ``_owners``).
+            born = select(User.created_at).where(User.id == user_id).scalar_subquery()
+            newest, owner = (
                 await session.exec(
-                    select(func.max(MemoryItem.id)).where(MemoryItem.user_id == user_id)
+                    select(func.max(MemoryItem.id), born).where(MemoryItem.user_id == user_id)
                 )
             ).one()
+            if corpus is None or corpus.model != model or self._owners.get(user_id) != owner:
+                corpus = Corpus(model=model, mentions=self.mentions)
             if newest is not None and newest > corpus.max_id:
                 staged = await self._stage(session, user_id, corpus, int(newest))
                 # Linking turns, folding postings and saving the cache are CPU and disk
@@ -788,6 +793,7 @@ class CorpusCache:
                 corpus.max_id = max(corpus.max_id, int(newest))
                 await asyncio.to_thread(self._loaded, user_id, corpus, staged)
             self._cache[user_id] = corpus
+            self._owners[user_id] = owner
             return corpus
 
     async def _stage(
