@@ -239,7 +239,10 @@ class OpenAILLM:
         }
 
         async def open_stream() -> Any:
-            return await self.client.chat.completions.create(**kwargs)
+            # The chunks as the JSON the server sent (dicts): read once here, so building
+            # the SDK's typed chunk models for each of them is work thrown away.
+            raw = await self.client.chat.completions.with_raw_response.create(**kwargs)
+            return raw.parse(to=_chunk_stream())
 
         try:
             stream = await retry_transient(
@@ -257,22 +260,25 @@ class OpenAILLM:
         calls: dict[int, dict[str, str]] = {}
         try:
             async for chunk in stream:
-                if not chunk.choices:
+                choice = _first_choice(chunk)
+                if choice is None:
                     continue
-                choice = chunk.choices[0]
-                delta = choice.delta
-                if delta.content:
-                    parts.append(delta.content)
-                    yield delta.content
-                for tc in delta.tool_calls or []:
-                    slot = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
-                    if tc.id:
-                        slot["id"] = tc.id
-                    if tc.function is not None:
-                        slot["name"] += tc.function.name or ""
-                        slot["arguments"] += tc.function.arguments or ""
-                if choice.finish_reason:
-                    result.finish_reason = choice.finish_reason
+                delta = choice.get("delta") or {}
+                content = delta.get("content")
+                if content:
+                    parts.append(content)
+                    yield content
+                for tc in delta.get("tool_calls") or ():
+                    empty = {"id": "", "name": "", "arguments": ""}
+                    slot = calls.setdefault(tc.get("index"), empty)
+                    if tc.get("id"):
+                        slot["id"] = tc["id"]
+                    function = tc.get("function")
+                    if function is not None:
+                        slot["name"] += function.get("name") or ""
+                        slot["arguments"] += function.get("arguments") or ""
+                if choice.get("finish_reason"):
+                    result.finish_reason = choice["finish_reason"]
         except _errors()[0] as exc:
             raise translate_openai_error(exc, self.base_url) from exc
         result.text = "".join(parts)
@@ -296,7 +302,8 @@ class OpenAILLM:
             kwargs["response_format"] = {"type": "json_object"}
 
         async def call() -> Any:
-            return await self.client.chat.completions.create(**kwargs)
+            raw = await self.client.chat.completions.with_raw_response.create(**kwargs)
+            return raw.parse(to=object)  # the JSON as sent: only one string is read from it
 
         try:
             resp = await retry_transient(
@@ -308,9 +315,9 @@ class OpenAILLM:
             )
         except _errors()[0] as exc:
             raise translate_openai_error(exc, self.base_url) from exc
-        if not resp.choices:
-            return ""
-        return str(resp.choices[0].message.content or "")
+        choice = _first_choice(resp)
+        message = choice.get("message") if choice is not None else None
+        return str(message.get("content") or "") if isinstance(message, dict) else ""
 
     async def list_models(self) -> list[str]:
         """Model ids the endpoint offers (for ``lifebot doctor``)."""
@@ -325,6 +332,24 @@ class OpenAILLM:
         """Close the HTTP connection pool (if a request ever opened one)."""
         if self._client is not None:
             await self._client.close()
+
+
+@functools.cache
+def _chunk_stream() -> type[openai.AsyncStream[object]]:
+    """The SDK's own stream (its SSE reading, error events and timeouts), yielding plain JSON."""
+    import openai  # noqa: PLC0415
+
+    return openai.AsyncStream[object]
+
+
+def _first_choice(chunk: object) -> dict[str, Any] | None:
+    """A streamed chunk's first choice (None for a chunk without one, such as usage)."""
+    if not isinstance(chunk, dict):
+        return None
+    choices = chunk.get("choices")
+    if not choices or not isinstance(choices[0], dict):
+        return None
+    return choices[0]
 
 
 def _as_json(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
