@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy import String, cast, or_, update
@@ -43,6 +43,23 @@ _HISTORY = (
 )
 """Every turn reads its history window through these, built once (as is every per-turn
 status change): building and cache-keying a statement costs more than SQLite running it."""
+_TURN_ROWS = (
+    sa.select(
+        _MESSAGES.c.id,
+        _MESSAGES.c.role,
+        _MESSAGES.c.text,
+        _MESSAGES.c.tool_calls,
+        _MESSAGES.c.tool_call_id,
+    )
+    .where(
+        _MESSAGES.c.user_id == sa.bindparam("user_id"),
+        _MESSAGES.c.conversation_id == sa.bindparam("conv_id"),
+        _MESSAGES.c.status != "refused",
+    )
+    .order_by(_MESSAGES.c.id.desc())
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+"""A turn's history window as plain rows: the five columns a prompt is built from."""
 _CONVERSATION = select(Conversation).where(
     col(Conversation.id) == sa.bindparam("conv_id"),
     col(Conversation.user_id) == sa.bindparam("user_id"),
@@ -72,6 +89,30 @@ def _record_statement(dialect: str) -> Any:
             .returning(_MESSAGES.c.id)
         )
     return stmt
+
+
+class HistoryRow(Protocol):
+    """What a turn reads of a stored message (a ``Message``, or a plain row of its columns)."""
+
+    @property
+    def id(self) -> int | None:
+        """The row's id (the order stored)."""
+
+    @property
+    def role(self) -> str:
+        """user, assistant, tool or notice."""
+
+    @property
+    def text(self) -> str:
+        """The words."""
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]] | None:
+        """An assistant row's tool calls (OpenAI's wire form)."""
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """A tool row's call id."""
 
 
 class MessageRepo:
@@ -418,6 +459,20 @@ class MessageRepo:
         params = {"user_id": user_id, "conv_id": conversation_id, "limit": limit}
         res = await self.s.exec(_HISTORY, params=params)
         return list(reversed(res.all()))
+
+    async def turn_history(
+        self, user_id: int, conversation_id: int, limit: int
+    ) -> list[HistoryRow]:
+        """``history`` as plain rows of the columns a prompt needs (every turn reads these).
+
+        Read-only rows rather than ORM objects: loading, keying and tracking some 30 objects
+        per turn was the largest part of reading the window.
+        """
+        conn = await self.s.connection()
+        params = {"user_id": user_id, "conv_id": conversation_id, "limit": limit}
+        rows: list[Any] = list((await conn.execute(_TURN_ROWS, params)).all())
+        rows.reverse()
+        return rows
 
     async def thread_parent(self, conv: Conversation) -> Message | None:
         """The message a thread hangs from, kept in its chat's main conversation, if stored.
