@@ -13,6 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address, InboundMessage
 from storage.models import Conversation, Message, utcnow
+from storage.repos._conn import connection_of
 from storage.repos._upsert import dialect_insert, insert_ignore
 
 _MESSAGES = Message.__table__  # type: ignore[attr-defined]
@@ -133,7 +134,7 @@ class MessageRepo:
         A known sender's message is stored with its user and conversation at once.
         """
         a = msg.address
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         row = (
             await conn.execute(
                 _record_statement(conn.dialect.name),
@@ -177,7 +178,7 @@ class MessageRepo:
         # Many parameter sets for one compiled statement (SQLAlchemy batches them with their
         # RETURNING): a multi-row VALUES clause would be compiled anew for every batch.
         stmt = insert_ignore(self.s, table, ["dedupe_key"]).returning(table.c.id)
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         return [int(r[0]) for r in (await conn.execute(stmt, rows)).all()]
 
     async def claim_for_user(self, message_id: int, user_id: int, conversation_id: int) -> None:
@@ -347,7 +348,7 @@ class MessageRepo:
 
     async def set_status(self, user_id: int, message_id: int, status: str) -> None:
         """Change an inbound message's status (answered, pending_retry, failed)."""
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(_SET_STATUS, {"mid": message_id, "uid": user_id, "new_status": status})
 
     async def add(
@@ -416,7 +417,7 @@ class MessageRepo:
         """
         if self.s.new:
             await self.s.flush()
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         res = await conn.execute(
             _INSERT_ROW,
             {
@@ -446,7 +447,7 @@ class MessageRepo:
 
     async def set_receipt(self, user_id: int, message_id: int, external_id: str) -> None:
         """Record the channel's id for a sent message: the proof it was delivered."""
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(_SET_RECEIPT, {"mid": message_id, "uid": user_id, "ext": external_id})
 
     async def history(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
@@ -468,7 +469,7 @@ class MessageRepo:
         Read-only rows rather than ORM objects: loading, keying and tracking some 30 objects
         per turn was the largest part of reading the window.
         """
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         params = {"user_id": user_id, "conv_id": conversation_id, "limit": limit}
         rows: list[Any] = list((await conn.execute(_TURN_ROWS, params)).all())
         rows.reverse()
@@ -638,7 +639,7 @@ class ConversationRepo:
 
         The loaded object is kept in step without being marked changed.
         """
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(_TOUCH, {"conv_id": conv.id, "at": at})
         set_committed_value(conv, "last_message_at", at)
 
@@ -660,7 +661,7 @@ class ConversationRepo:
     ) -> None:
         """Store a thread's title and running summary (all three replace what was there)."""
         # One UPDATE, no read first: a turn that moved its history window runs it.
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(
             _SAVE_THREAD,
             {
