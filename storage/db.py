@@ -16,6 +16,7 @@ from sqlalchemy import event, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.orm import Session
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.errors import NewerDatabaseError, StorageError
@@ -36,6 +37,14 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA busy_timeout=15000")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
+
+
+def _commit_and_close(session: Session) -> None:
+    """Commit a unit of work, then release its connection (on SQLAlchemy's sync side)."""
+    try:
+        session.commit()
+    finally:
+        session.close()
 
 
 class Database:
@@ -71,14 +80,27 @@ class Database:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
-        """A session committed on success and rolled back on error."""
-        async with self._sessions() as session:
-            try:
-                yield session
-                await session.commit()
-            except BaseException:
+        """A session committed on success and rolled back on error; closed either way.
+
+        On success the commit and the close are one call on the session (one hand-over to
+        SQLAlchemy's sync side), not two plus a shielded task for the close: every message
+        takes several units of work, so this is on the per-message path (issue 28). Should
+        that call fail or be cancelled, the close is made again the guarded way (a closed
+        session closes again as a no-op).
+        """
+        session = self._sessions()
+        try:
+            yield session
+        except BaseException:
+            async with session:  # closed even if cancelled meanwhile
                 await session.rollback()
-                raise
+            raise
+        try:
+            await session.run_sync(_commit_and_close)
+        except BaseException:
+            async with session:
+                await session.rollback()
+            raise
 
     async def migrate(self, revision: str = "head") -> None:
         """Bring the schema to ``revision`` (the newest migration by default)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlmodel.ext.asyncio.session import AsyncSession
@@ -19,7 +20,7 @@ from bot.agent.llm import LLM
 from bot.errors import AgentError
 from storage.db import Database
 from storage.models import Conversation, Message
-from storage.repos.messages import ConversationRepo
+from storage.repos.messages import ConversationRepo, HistoryRow
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ SUMMARY_PROMPT = (
 class ThreadView:
     """What the model is given of a thread: the recent rows and a summary of the rest."""
 
-    recent: list[Message]
+    recent: Sequence[HistoryRow]
     """The newest rows (the history window), oldest first."""
     summary: str | None
     """The older rows in short (None when nothing older is left out)."""
@@ -99,7 +100,7 @@ def _first_sentence(text: str) -> str:
     return head if len(head) <= LINE_CHARS else head[: LINE_CHARS - 1].rstrip() + "…"
 
 
-def plain_extract(rows: list[Message]) -> str:
+def plain_extract(rows: Sequence[HistoryRow]) -> str:
     """The older rows as lines: what the user said and the first sentence of each answer."""
     lines = []
     for row in rows:
@@ -145,7 +146,7 @@ class Threads:
                 log.info("thread title from the first words (fast model failed: %s)", exc)
         return plain_title(text)
 
-    async def _summarise(self, before: str | None, rows: list[Message]) -> str:
+    async def _summarise(self, before: str | None, rows: Sequence[HistoryRow]) -> str:
         """The summary ``before`` brought up to date with ``rows``."""
         extract = plain_extract(rows)
         if self.with_model and extract:
@@ -171,7 +172,7 @@ class Threads:
     async def view(
         self,
         conv: Conversation | None,
-        rows: list[Message],
+        rows: Sequence[HistoryRow],
         window: int,
         text: str,
         *,

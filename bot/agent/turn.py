@@ -31,7 +31,7 @@ from bot.messages import Button
 from storage.db import Database
 from storage.models import Conversation, Fact, Message, User
 from storage.repos.facts import FactRepo
-from storage.repos.messages import ConversationRepo, MessageRepo
+from storage.repos.messages import ConversationRepo, HistoryRow, MessageRepo
 
 if TYPE_CHECKING:
     from bot.agent.memory.service import MemoryService
@@ -79,7 +79,7 @@ EARLIER = (
 )
 
 
-def since_new(rows: list[Message]) -> list[Message]:
+def since_new(rows: list[HistoryRow]) -> list[HistoryRow]:
     """The rows after the latest "/new" (a fresh context the user asked for), else all."""
     for i in range(len(rows) - 1, -1, -1):
         row = rows[i]
@@ -88,7 +88,7 @@ def since_new(rows: list[Message]) -> list[Message]:
     return rows
 
 
-def history_to_openai(rows: list[Message]) -> list[dict[str, Any]]:
+def history_to_openai(rows: Sequence[HistoryRow]) -> list[dict[str, Any]]:
     """Stored rows as chat messages the LLM API accepts."""
     out: list[dict[str, Any]] = []
     for row in rows:
@@ -460,7 +460,7 @@ class Agent:
 
     async def _context(
         self, user_id: int, conversation_id: int, text: str, *, trusted: bool
-    ) -> tuple[list[Fact], list[Message], str | None, ThreadSave | None]:
+    ) -> tuple[list[Fact], Sequence[HistoryRow], str | None, ThreadSave | None]:
         """What the prompt needs, read in one unit of work.
 
         The user's active facts, the thread's recent rows (since the latest /new), a summary
@@ -476,7 +476,7 @@ class Agent:
             messages = MessageRepo(s)
             if threads:
                 conv = await ConversationRepo(s).get(user_id, conversation_id)
-            stored = await messages.history(
+            stored = await messages.turn_history(
                 user_id, conversation_id, self._history_span(window, conv, threads=threads)
             )
             through = conv.summary_through if conv is not None else None
@@ -485,7 +485,9 @@ class Agent:
                 and through is not None
                 and (stored[0].id or 0) > through
             ):  # more rows left the window since the last summary than the short read holds
-                stored = await messages.history(user_id, conversation_id, window + SUMMARY_SPAN)
+                stored = await messages.turn_history(
+                    user_id, conversation_id, window + SUMMARY_SPAN
+                )
             rows = since_new(stored)
             # A thread under a message (Slack) also gets that message, unless the person
             # started afresh with /new.

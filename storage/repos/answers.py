@@ -8,6 +8,7 @@ import sqlalchemy as sa
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import PendingAnswer
+from storage.repos._conn import connection_of
 
 _ANSWERS = PendingAnswer.__table__  # type: ignore[attr-defined]
 _OPEN = sa.select(_ANSWERS.c.command, _ANSWERS.c.since, _ANSWERS.c.until).where(
@@ -38,7 +39,7 @@ class AnswerRepo:
         A question not yet open (held through quiet hours) is left alone; a lapsed one goes.
         """
         # Columns, not an ORM object: this runs for every plain message.
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         row = (await conn.execute(_OPEN, {"user_id": user_id})).first()
         if row is None or now < row.since:
             return None

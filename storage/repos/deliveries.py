@@ -9,6 +9,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Delivery, utcnow
+from storage.repos._conn import connection_of
 
 _DELIVERIES = Delivery.__table__  # type: ignore[attr-defined]
 _INSERT_SENT = sa.insert(_DELIVERIES)
@@ -33,7 +34,7 @@ class DeliveryRepo:
         now: datetime,
     ) -> None:
         """Store a delivered message together with the channel's receipt (one INSERT)."""
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(
             _INSERT_SENT,
             {

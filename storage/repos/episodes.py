@@ -10,6 +10,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Episode, MemoryCursor, Message
+from storage.repos._conn import connection_of
 from storage.repos._upsert import insert_ignore
 from storage.repos.memory_index import indexable_message
 
@@ -208,7 +209,7 @@ class CursorRepo:
             )
             .group_by(col(Message.user_id), conv_scope)
         )
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         rows = (await conn.execute(q)).all()
         return [(int(r[0]), str(r[1]), _aware(r[2]), int(r[3])) for r in rows]
 

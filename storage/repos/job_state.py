@@ -11,6 +11,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import JobLease, JobRun, JobState
+from storage.repos._conn import connection_of
 
 RUNS_KEPT = 50
 """Runs of each job kept in its history (the owner's page); older ones are dropped."""
@@ -96,7 +97,7 @@ class JobStateRepo:
 
     async def next_runs(self) -> dict[str, Any]:
         """APScheduler's next run time per job id, from its own table ({} before it exists)."""
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         try:
             res = await conn.execute(text("SELECT id, next_run_time FROM apscheduler_jobs"))
         except SQLAlchemyError:
@@ -109,7 +110,7 @@ class JobStateRepo:
 
     async def advisory_holder(self, key: int) -> int | None:
         """The PostgreSQL backend pid holding advisory lock ``key``, if any (PostgreSQL only)."""
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         res = await conn.execute(
             text(
                 "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "

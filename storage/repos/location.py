@@ -10,6 +10,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import LocationPoint, LocationSetting, Place, Stay
+from storage.repos._conn import connection_of
 from storage.repos._upsert import insert_ignore
 
 PointRow = tuple[datetime, float, float, float | None]
@@ -104,7 +105,7 @@ class LocationRepo:
             }
             for ts, lat, lon, acc in points
         ]
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         return len((await conn.execute(stmt, rows)).all())
 
     async def points_between(self, user_id: int, start: datetime, end: datetime) -> list[PointRow]:

@@ -11,6 +11,7 @@ from sqlmodel import col, delete, select, update
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import ChannelIdentity, Episode, Fact, MemoryItem, Message, User
+from storage.repos._conn import connection_of
 from storage.repos._upsert import dialect_insert
 from storage.search.base import SearchFilter
 
@@ -155,7 +156,7 @@ class MemoryIndexRepo:
         """
         if not message_ids:
             return []
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         params = {"user_id": user_id, "ids": list(message_ids)}
         return list((await conn.execute(_INDEXABLE, params)).all())
 
@@ -180,7 +181,7 @@ class MemoryIndexRepo:
                 col(MemoryItem.embed_model) != model,
             ),
         )
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         return [
             (int(r[0] or 0), user_id, embed_text(str(r[2]), str(r[3]), str(r[1])))
             for r in (await conn.execute(q)).all()
@@ -197,7 +198,7 @@ class MemoryIndexRepo:
                 r[k] = r[k] or ""
         # One compiled statement run for many parameter sets: a multi-row VALUES clause is
         # compiled anew for every chunk, which cost more than the inserts themselves.
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(_add_statement(conn.dialect.name), chunk)
 
     async def upsert(self, row: dict[str, Any]) -> MemoryItem:
@@ -263,7 +264,7 @@ class MemoryIndexRepo:
         )
         if user_id is not None:
             q = q.where(col(MemoryItem.user_id) == user_id)
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         return [
             (int(r[0] or 0), int(r[1]), embed_text(str(r[3]), str(r[4]), str(r[2])))
             for r in (await conn.execute(q)).all()
@@ -271,7 +272,7 @@ class MemoryIndexRepo:
 
     async def set_embeddings(self, pairs: Sequence[tuple[int, bytes]], model: str) -> None:
         """Store vectors (float32 bytes) for items."""
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         stmt = (
             sa.update(MemoryItem)
             .where(col(MemoryItem.id) == sa.bindparam("item_id"))
@@ -443,7 +444,7 @@ class MemoryIndexRepo:
         )
         if user_id is not None:
             q = q.where(col(MemoryItem.user_id) == user_id)
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         return {str(k): (int(n), int(w or 0)) for k, n, w in (await conn.execute(q)).all()}
 
     async def count(self, user_id: int | None) -> int:

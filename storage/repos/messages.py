@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy import String, cast, or_, update
@@ -13,6 +13,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address, InboundMessage
 from storage.models import Conversation, Message, utcnow
+from storage.repos._conn import connection_of
 from storage.repos._upsert import dialect_insert, insert_ignore
 
 _MESSAGES = Message.__table__  # type: ignore[attr-defined]
@@ -43,6 +44,23 @@ _HISTORY = (
 )
 """Every turn reads its history window through these, built once (as is every per-turn
 status change): building and cache-keying a statement costs more than SQLite running it."""
+_TURN_ROWS = (
+    sa.select(
+        _MESSAGES.c.id,
+        _MESSAGES.c.role,
+        _MESSAGES.c.text,
+        _MESSAGES.c.tool_calls,
+        _MESSAGES.c.tool_call_id,
+    )
+    .where(
+        _MESSAGES.c.user_id == sa.bindparam("user_id"),
+        _MESSAGES.c.conversation_id == sa.bindparam("conv_id"),
+        _MESSAGES.c.status != "refused",
+    )
+    .order_by(_MESSAGES.c.id.desc())
+    .limit(sa.bindparam("limit", type_=sa.Integer))
+)
+"""A turn's history window as plain rows: the five columns a prompt is built from."""
 _CONVERSATION = select(Conversation).where(
     col(Conversation.id) == sa.bindparam("conv_id"),
     col(Conversation.user_id) == sa.bindparam("user_id"),
@@ -74,6 +92,30 @@ def _record_statement(dialect: str) -> Any:
     return stmt
 
 
+class HistoryRow(Protocol):
+    """What a turn reads of a stored message (a ``Message``, or a plain row of its columns)."""
+
+    @property
+    def id(self) -> int | None:
+        """The row's id (the order stored)."""
+
+    @property
+    def role(self) -> str:
+        """user, assistant, tool or notice."""
+
+    @property
+    def text(self) -> str:
+        """The words."""
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]] | None:
+        """An assistant row's tool calls (OpenAI's wire form)."""
+
+    @property
+    def tool_call_id(self) -> str | None:
+        """A tool row's call id."""
+
+
 class MessageRepo:
     """Records inbound and outbound messages and reads conversation history."""
 
@@ -92,7 +134,7 @@ class MessageRepo:
         A known sender's message is stored with its user and conversation at once.
         """
         a = msg.address
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         row = (
             await conn.execute(
                 _record_statement(conn.dialect.name),
@@ -136,7 +178,7 @@ class MessageRepo:
         # Many parameter sets for one compiled statement (SQLAlchemy batches them with their
         # RETURNING): a multi-row VALUES clause would be compiled anew for every batch.
         stmt = insert_ignore(self.s, table, ["dedupe_key"]).returning(table.c.id)
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         return [int(r[0]) for r in (await conn.execute(stmt, rows)).all()]
 
     async def claim_for_user(self, message_id: int, user_id: int, conversation_id: int) -> None:
@@ -306,7 +348,7 @@ class MessageRepo:
 
     async def set_status(self, user_id: int, message_id: int, status: str) -> None:
         """Change an inbound message's status (answered, pending_retry, failed)."""
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(_SET_STATUS, {"mid": message_id, "uid": user_id, "new_status": status})
 
     async def add(
@@ -375,7 +417,7 @@ class MessageRepo:
         """
         if self.s.new:
             await self.s.flush()
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         res = await conn.execute(
             _INSERT_ROW,
             {
@@ -405,7 +447,7 @@ class MessageRepo:
 
     async def set_receipt(self, user_id: int, message_id: int, external_id: str) -> None:
         """Record the channel's id for a sent message: the proof it was delivered."""
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(_SET_RECEIPT, {"mid": message_id, "uid": user_id, "ext": external_id})
 
     async def history(self, user_id: int, conversation_id: int, limit: int) -> list[Message]:
@@ -418,6 +460,20 @@ class MessageRepo:
         params = {"user_id": user_id, "conv_id": conversation_id, "limit": limit}
         res = await self.s.exec(_HISTORY, params=params)
         return list(reversed(res.all()))
+
+    async def turn_history(
+        self, user_id: int, conversation_id: int, limit: int
+    ) -> list[HistoryRow]:
+        """``history`` as plain rows of the columns a prompt needs (every turn reads these).
+
+        Read-only rows rather than ORM objects: loading, keying and tracking some 30 objects
+        per turn was the largest part of reading the window.
+        """
+        conn = await connection_of(self.s)
+        params = {"user_id": user_id, "conv_id": conversation_id, "limit": limit}
+        rows: list[Any] = list((await conn.execute(_TURN_ROWS, params)).all())
+        rows.reverse()
+        return rows
 
     async def thread_parent(self, conv: Conversation) -> Message | None:
         """The message a thread hangs from, kept in its chat's main conversation, if stored.
@@ -583,7 +639,7 @@ class ConversationRepo:
 
         The loaded object is kept in step without being marked changed.
         """
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(_TOUCH, {"conv_id": conv.id, "at": at})
         set_committed_value(conv, "last_message_at", at)
 
@@ -605,7 +661,7 @@ class ConversationRepo:
     ) -> None:
         """Store a thread's title and running summary (all three replace what was there)."""
         # One UPDATE, no read first: a turn that moved its history window runs it.
-        conn = await self.s.connection()
+        conn = await connection_of(self.s)
         await conn.execute(
             _SAVE_THREAD,
             {

@@ -25,6 +25,7 @@ from bot.feature import Reference
 from storage.codec import column_kind, decode, encode
 from storage.models import User
 from storage.remap import IdMap, Remapper, allocate, int_id_column
+from storage.repos._conn import connection_of
 
 USER = "user"
 """The user row's table, dumped first and deleted last."""
@@ -94,7 +95,7 @@ class UserDataRepo:
 
     async def _conn(self) -> AsyncConnection:
         """Core statements run on the session's connection (SQLModel wants ORM selects)."""
-        return await self.s.connection()
+        return await connection_of(self.s)
 
     async def dump(self, user_id: int) -> dict[str, list[dict[str, Any]]]:
         """``{table name: [row, ...]}`` with the user row under ``user``."""
