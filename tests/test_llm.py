@@ -51,6 +51,15 @@ async def test_streams_text_in_pieces(fake_llm: FakeLLM) -> None:
     assert fake_llm.chat_requests[0]["model"] == "smart"
 
 
+async def test_the_api_key_goes_with_every_streamed_and_plain_call(fake_llm: FakeLLM) -> None:
+    # chat requests go through the client's own post: its bearer auth must come along
+    fake_llm.add(say("hello"), say('{"route": "chat"}'))
+    llm = client(fake_llm)
+    await collect(llm)
+    await llm.complete([{"role": "user", "content": "x"}], fast=True, json_mode=True)
+    assert fake_llm.keys == ["Bearer k", "Bearer k"]
+
+
 async def test_streamed_tool_call_arguments_are_reassembled(fake_llm: FakeLLM) -> None:
     fake_llm.add(call("create_task", {"title": "water the plants", "due": None}))
     _, result = await collect(client(fake_llm), tools=[])

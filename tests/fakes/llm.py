@@ -86,6 +86,8 @@ class FakeLLM:
         """Unscripted calls, each named by its request; ``check`` fails on any."""
         self.requests: list[dict[str, Any]] = []
         self.times: list[float] = []
+        self.keys: list[str | None] = []
+        """The Authorization header of each chat request, in order (None when absent)."""
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -155,6 +157,7 @@ class FakeLLM:
         body = await request.json()
         self.requests.append(body)
         self.times.append(time.monotonic())
+        self.keys.append(request.headers.get("Authorization"))
         step = self._next(body)
         if step.hang:
             await asyncio.sleep(step.hang)
