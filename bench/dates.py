@@ -110,12 +110,51 @@ def phrase_classes() -> dict[str, list[tuple[str, str, Window]]]:
         d = date(year, month, 15)
         p = f"the week before {MONTHS[month - 1]} 15, {year}"
         add("relative to a named date", f"What happened {p}?", p, (d - timedelta(days=7), d))
+    _year_classes(add)
     for link, event in itertools.product(
         ["after", "since", "before"], ["the move", "my wedding", "the road trip", "her surgery"]
     ):
         p = f"{link} {event}"
         add("tied to an event (no date)", f"Which restaurant did we try {p}?", p, None)
     return out
+
+
+def _year_classes(add: Callable[[str, str, str, Window], None]) -> None:
+    """The named times of a year and the classes added with them (seasons, holidays, ...)."""
+    seasons = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11)}
+    for (word, (lo, hi)), year in itertools.product(seasons.items(), YEARS):
+        p = f"the {word} of {year}"
+        add("season of a year", f"What did I do in {p}?", p,
+            (date(year, lo, 1), _last_day(year, hi)))  # fmt: skip
+    for year in YEARS:
+        p = f"Christmas {year}"
+        add("holiday of a year", f"Who came over at {p}?", p,
+            (date(year, 12, 24), date(year, 12, 26)))  # fmt: skip
+        p = f"New Year's Eve {year}"
+        add("holiday of a year", f"Where was I on {p}?", p, (date(year, 12, 31),) * 2)
+    parts = {"early": (1, 4), "late": (9, 12), "Q2": (4, 6), "the second half of": (7, 12)}
+    for (part, (lo, hi)), year in itertools.product(parts.items(), YEARS):
+        p = f"{part} {year}"
+        add("part of a year", f"What happened in {p}?", p,
+            (date(year, lo, 1), _last_day(year, hi)))  # fmt: skip
+    today = NOW.date()
+    monday = today - timedelta(days=today.weekday())
+    for p, want in [
+        ("the weekend before last", (date(2026, 2, 28), date(2026, 3, 1))),
+        ("the week before last", (monday - timedelta(14), monday - timedelta(8))),
+        ("the month before last", (date(2026, 1, 1), date(2026, 1, 31))),
+        ("a fortnight ago", (monday - timedelta(14), monday - timedelta(8))),
+    ]:
+        add("before last, fortnight", f"What did I eat {p}?", p, want)
+    for month, year in itertools.product(range(1, 13, 2), YEARS):
+        d = date(year, month, 13 + month % 5)  # over 12: only one reading
+        p = f"{d.day}/{d.month}/{d.year}"
+        add("numeric dates", f"What did I do on {p}?", p, (d, d))
+        first = date(year, month, 1)
+        last_month = min(month + 2, 12)
+        p = f"between {MONTHS[month - 1]} and {MONTHS[last_month - 1]} {year}"
+        add("range of months", f"Where did I travel {p}?", p,
+            (first, _last_day(year, last_month)))  # fmt: skip
 
 
 def _ours(text: str) -> tuple[Window, bool]:
