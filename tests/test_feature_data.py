@@ -113,9 +113,9 @@ async def ids_of(conn: AsyncConnection, user_id: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def db_app(app_factory: AppFactory, postgres_or_sqlite_url: str) -> App:
-    """A started app on an empty SQLite or PostgreSQL database (no model: nothing to ask)."""
-    return await app_factory(database_url_setting=postgres_or_sqlite_url)
+async def db_app(app_factory: AppFactory, app_database_url: str) -> App:
+    """A started app on SQLite or PostgreSQL, holding nothing yet (no model: nothing to ask)."""
+    return await app_factory(database_url_setting=app_database_url)
 
 
 async def test_every_user_table_and_file_kind_round_trips_and_is_deleted(

@@ -17,9 +17,9 @@ from tests.support.app import AppFactory, add_user
 
 
 @pytest.fixture
-async def db_app(app_factory: AppFactory, postgres_or_sqlite_url: str) -> App:
+async def db_app(app_factory: AppFactory, app_database_url: str) -> App:
     """A started app on SQLite (the folder backend) or PostgreSQL (the database backend)."""
-    return await app_factory(database_url_setting=postgres_or_sqlite_url)
+    return await app_factory(database_url_setting=app_database_url)
 
 
 async def test_a_large_file_is_written_and_read_whole_and_renamed_at_once(

@@ -124,9 +124,9 @@ async def test_the_web_pages_revoke_closes_an_idle_pendant_within_2_s(app: App) 
 
 @pytest.mark.postgres
 async def test_on_postgresql_a_notification_closes_it_without_waiting_for_the_poll(
-    app_factory: AppFactory, postgres_url: str, tmp_path: Path
+    app_factory: AppFactory, migrated_postgres_url: str, tmp_path: Path
 ) -> None:
-    app = await app_factory(database_url_setting=postgres_url)
+    app = await app_factory(database_url_setting=migrated_postgres_url)
     _, token = await add_device(app, "idle-pg")
     # The poll is off (an hour): only the notification from the revoking process can close it.
     async with running_device(app, revoke_check_seconds=3600.0) as dev:
@@ -158,8 +158,9 @@ def _serve_on(postgres_url: str, tmp_path: Path, port: int) -> subprocess.Popen[
 
 @pytest.mark.postgres
 async def test_on_postgresql_the_serve_process_holding_the_socket_closes_it(
-    app_factory: AppFactory, postgres_url: str, tmp_path: Path
+    app_factory: AppFactory, migrated_postgres_url: str, tmp_path: Path
 ) -> None:
+    postgres_url = migrated_postgres_url
     app = await app_factory(database_url_setting=postgres_url)
     _, token = await add_device(app, "idle-far")
     port = free_port()

@@ -129,10 +129,10 @@ def test_lifebot_jobs_lists_jobs_next_runs_and_last_results(tmp_path: Path) -> N
 
 
 async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
-    tmp_path: Path, postgres_url: str
+    tmp_path: Path, migrated_postgres_url: str
 ) -> None:
     clock = ManualClock(T0)
-    async with jobs_app(tmp_path, clock, database_url_setting=postgres_url) as app:
+    async with jobs_app(tmp_path, clock, database_url_setting=migrated_postgres_url) as app:
         fake = NotifyingChannel("fake")
         app.dispatcher.register(fake)
         await make_user(app, "ana")

@@ -107,13 +107,13 @@ async def settled(app: App, within: float = 20.0) -> IngestJob:
 
 
 async def test_posted_twice_within_the_debounce_makes_one_episode(
-    app_factory: AppFactory, fake_llm: FakeLLM, postgres_or_sqlite_url: str
+    app_factory: AppFactory, fake_llm: FakeLLM, app_database_url: str
 ) -> None:
     model = Model(fake_llm)
     # Long enough that the second post lands inside it even on a loaded machine (a second post
     # after the debounce rightly runs the meeting again, which is not what this test is about).
     app, auth = await ready(
-        app_factory, fake_llm, debounce=4.0, database_url_setting=postgres_or_sqlite_url
+        app_factory, fake_llm, debounce=4.0, database_url_setting=app_database_url
     )
     async with client_for(app) as client:
         first = await client.post(URL, json=FIRST, headers=auth)
@@ -235,11 +235,11 @@ async def test_no_token_or_a_bad_body_is_refused_in_plain_words(
 
 
 async def test_posts_of_one_meeting_arriving_together_queue_one_job(
-    app_factory: AppFactory, fake_llm: FakeLLM, postgres_or_sqlite_url: str
+    app_factory: AppFactory, fake_llm: FakeLLM, app_database_url: str
 ) -> None:
     """A recorder that re-sends its growing transcript in a burst: one job, one episode."""
     Model(fake_llm)
-    app, auth = await ready(app_factory, fake_llm, database_url_setting=postgres_or_sqlite_url)
+    app, auth = await ready(app_factory, fake_llm, database_url_setting=app_database_url)
     async with client_for(app) as client:
         posted = await asyncio.gather(
             *(client.post(URL, json=body, headers=auth) for body in [FIRST, SECOND] * 4)

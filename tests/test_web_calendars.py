@@ -43,7 +43,7 @@ async def fake_feed() -> AsyncIterator[FakeFeed]:
 def database(request: pytest.FixtureRequest) -> dict[str, Any]:
     """App overrides for SQLite (the default), then a throwaway PostgreSQL database."""
     if request.param == "postgres":
-        return {"database_url_setting": request.getfixturevalue("postgres_url")}
+        return {"database_url_setting": request.getfixturevalue("migrated_postgres_url")}
     return {}
 
 

@@ -67,6 +67,14 @@ def _migrated_template() -> Path:
         return _template
 
 
+def migrated_sqlite_url(path: Path) -> str:
+    """A SQLite database at ``path`` already at the newest schema (a copy of the template)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.copyfile(_migrated_template(), path)
+    path.chmod(0o600)
+    return f"sqlite+aiosqlite:///{path}"
+
+
 def with_schema(settings: Settings) -> Settings:
     """Give a test's fresh default SQLite database the newest schema by copying a template.
 
