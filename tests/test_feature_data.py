@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 import pytest
 from sqlalchemy import func, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel import SQLModel
 
 from bot.app.build import App, build_app, start_app
@@ -43,7 +42,7 @@ from tests.support.cli import lifebot_script, run_cli, run_lifebot
 from tests.support.device import add_device
 from tests.support.documents import pdf
 from tests.support.omi import post_chunk
-from tests.support.rows import expected_rows, fill, rows_of
+from tests.support.rows import expected_rows, fill, ids_of, rows_of
 from tests.support.web import client_for, sign_in
 
 TABLES = set(REGISTRY.user_tables())
@@ -97,19 +96,6 @@ async def bare_user(app: App, name: str) -> int:
         users = User.__table__  # type: ignore[attr-defined]
         q = insert(users).values(display_name=name, created_at=utcnow()).returning(users.c.id)
         return int((await conn.execute(q)).scalar_one())
-
-
-async def ids_of(conn: AsyncConnection, user_id: int) -> dict[str, Any]:
-    """The key of the one row of ``user_id`` in each table (as ``tests.support.rows`` made)."""
-    ids: dict[str, Any] = {"user": user_id}
-    for table in SQLModel.metadata.sorted_tables:
-        pk = list(table.primary_key.columns)
-        if table.name not in TABLES or len(pk) != 1 or pk[0].foreign_keys:
-            continue
-        got = (await conn.execute(select(pk[0]).where(table.c.user_id == user_id))).all()
-        assert len(got) == 1, (table.name, got)
-        ids[table.name] = got[0][0]
-    return ids
 
 
 @pytest.fixture
@@ -171,7 +157,7 @@ async def test_every_user_table_and_file_kind_round_trips_and_is_deleted(
     back = await without_hooks(app).import_(target)
     assert back.user_id != ana.id and back.old_user_id == ana.id
     async with app.db.engine.connect() as conn:
-        new_ids = await ids_of(conn, back.user_id)
+        new_ids = await ids_of(conn, TABLES, back.user_id)
         assert await rows_of(conn, TABLES, back.user_id) == expected_rows(
             TABLES, back.user_id, 1, new_ids, REFS
         )
@@ -220,7 +206,7 @@ async def test_an_export_goes_into_a_database_of_other_people_under_new_ids(
     back = await without_hooks(app).import_(target)
     assert back.old_user_id == ana.id and back.user_id not in (ana.id, bob.id, dan.id)
     async with app.db.engine.connect() as conn:
-        new_ids = await ids_of(conn, back.user_id)
+        new_ids = await ids_of(conn, TABLES, back.user_id)
         # Every row, value for value, with its own id, its foreign keys and every declared
         # reference (lists of ids, ids in JSON, ids in text) pointing at Ana's new rows.
         assert await rows_of(conn, TABLES, back.user_id) == expected_rows(
@@ -635,7 +621,7 @@ async def test_a_reference_to_a_row_the_export_lacks_points_at_nothing_not_at_an
         dans_rows = await rows_of(conn, TABLES, dan)
     back = await without_hooks(app).import_(edited)
     async with app.db.engine.connect() as conn:
-        new = await ids_of(conn, back.user_id)
+        new = await ids_of(conn, TABLES, back.user_id)
         tables = {t.name: t for t in SQLModel.metadata.sorted_tables}
         fact = (
             await conn.execute(

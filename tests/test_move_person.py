@@ -29,7 +29,7 @@ from bot.app.build import App, build_app, start_app
 from bot.app.features import REGISTRY
 from tests.support.app import make_settings
 from tests.support.cli import run_cli
-from tests.support.rows import expected_rows, fill, rows_of
+from tests.support.rows import expected_rows, fill, ids_of, rows_of
 
 TABLES = set(REGISTRY.user_tables())
 REFS = REGISTRY.references()
@@ -177,16 +177,8 @@ async def test_a_hostile_or_damaged_export_is_refused_in_plain_words_and_leaves_
 
 async def _ids_of(app: App, user_id: int) -> dict[str, Any]:
     """The key of the one row of ``user_id`` in each table (as ``tests.support.rows`` made)."""
-    ids: dict[str, Any] = {"user": user_id}
     async with app.db.engine.connect() as conn:
-        for table in SQLModel.metadata.sorted_tables:
-            pk = list(table.primary_key.columns)
-            if table.name not in TABLES or len(pk) != 1 or pk[0].foreign_keys:
-                continue
-            got = (await conn.execute(select(pk[0]).where(table.c.user_id == user_id))).all()
-            assert len(got) == 1, (table.name, got)
-            ids[table.name] = got[0][0]
-    return ids
+        return await ids_of(conn, TABLES, user_id)
 
 
 def _unembedded(rows: dict[str, list[Any]]) -> dict[str, list[Any]]:

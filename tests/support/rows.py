@@ -213,3 +213,16 @@ async def rows_of(conn: AsyncConnection, tables: set[str], user_id: int) -> dict
             got = (await conn.execute(select(table).where(table.c.user_id == user_id))).all()
             out[table.name] = sorted((tuple(r) for r in got), key=repr)
     return out
+
+
+async def ids_of(conn: AsyncConnection, tables: set[str], user_id: int) -> dict[str, Any]:
+    """The key of the one row of ``user_id`` in each of ``tables`` (as ``fill`` made them)."""
+    ids: dict[str, Any] = {"user": user_id}
+    for table in SQLModel.metadata.sorted_tables:
+        pk = list(table.primary_key.columns)
+        if table.name not in tables or len(pk) != 1 or pk[0].foreign_keys:
+            continue
+        got = (await conn.execute(select(pk[0]).where(table.c.user_id == user_id))).all()
+        assert len(got) == 1, (table.name, got)
+        ids[table.name] = got[0][0]
+    return ids
