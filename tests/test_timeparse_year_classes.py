@@ -89,6 +89,16 @@ def test_last_season_is_the_latest_one_that_is_over(word: str) -> None:
         assert got[1] < today
 
 
+def test_ordinals_and_dotted_numbers_that_are_not_dates() -> None:
+    now = at(date(2026, 11, 28), LISBON)
+    for text in ["who lives on the 3rd floor?", "she came in on the 1st place podium",
+                 "python 3.11.25 broke my build", "the 21st century",
+                 "the 2nd time we met"]:  # fmt: skip
+        assert parse_time(text, now, LISBON).window is None, text
+    for text in ["what did I do on the 3rd?", "did we meet on the 3rd at noon", "14/06/25"]:
+        assert parse_time(text, now, LISBON).window is not None, text
+
+
 def test_a_season_word_inside_a_name_or_a_habit_is_not_a_time() -> None:
     now = at(date(2026, 11, 28), LISBON)
     for text in ["who ran the summer camp?", "did I fall on the ice", "spring cleaning tips",

@@ -508,9 +508,10 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
 
     @add(
         r"\b(?:on\s+)?(?:" + _WD.replace("(?P<wd>", "(?:") + r",?\s+)?the\s+" + _DAY
-        + r"(?<![0-9])(?!\s+(?:of\s+)?(?:" + _MONTH_WORDS + r")\b|\s+(?:week|weekend|"
-        r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|day|time|century)\b)"
+        + r"(?<![0-9])(?=\s*$|\s*[?!.,;:)]|\s+(?:at|in|and|or|when|while|before|after|"
+        r"this|last|i|we|you|he|she|they|my|our)\b)"
     )  # fmt: skip
+    # "on the 3rd?" or "on the 3rd at noon", never "the 3rd floor" or "the 3rd of May"
     def _day_of_month(m: re.Match[str]) -> TimeWindow | None:
         # "on the 3rd": the latest 3rd of a month, up to today
         day = int(m.group("d"))
@@ -523,7 +524,10 @@ def _rules(r: _Resolver) -> list[tuple[re.Pattern[str], Builder]]:  # noqa: PLR0
             year, month = (year - 1, 12) if month == 1 else (year, month - 1)
         return None
 
-    @add(r"\b(?P<a>\d{1,2})[/.-](?P<b>\d{1,2})[/.-](?P<y>(?:19|20)\d{2}|\d{2})\b(?![/.-]\d)")
+    @add(
+        r"(?<![\d.])\b(?P<a>\d{1,2})(?P<sep>[/.-])(?P<b>\d{1,2})(?P=sep)"
+        r"(?P<y>(?:19|20)\d{2}|(?<=/)\d{2})\b(?![/.-]\d)"
+    )  # a two-digit year only after a slash: "3.11.25" is more often a version
     def _numeric(m: re.Match[str]) -> TimeWindow | None:
         # 14/06/2025 is day first, 06/14/2025 month first; when both could be, the zone says
         a, b, y = int(m.group("a")), int(m.group("b")), int(m.group("y"))
