@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bot.agent.memory.facts import CATEGORIES, FactKeeper, guess_category
+from bot.agent.memory.facts import CATEGORIES, FACT_SIZE, FactKeeper, fact_fits, guess_category
 from bot.agent.rules import RULE_CATEGORY
 from storage.models import Fact
-from storage.repos.facts import FactRepo
+from storage.repos.facts import FactRepo, fact_hash
 
 HEADINGS = {
     RULE_CATEGORY: "Rules",
@@ -184,6 +184,8 @@ class Plan:
     """Facts added in chat after the file was written (not in it, and kept)."""
     removals_skipped: bool = False
     """The file has no "written" line, so lines missing from it were not taken as removals."""
+    emptied: bool = False
+    """The file has no fact lines at all: nothing is forgotten on its say-so."""
 
 
 def _current(fact: Fact, by_id: dict[int | None, Fact]) -> Fact | None:
@@ -205,32 +207,80 @@ def plan(parsed: MemoryFile, facts: Sequence[Fact]) -> Plan:
     seen = _plan_lines(parsed, by_id, out)
     if parsed.written_at is None:
         out.removals_skipped = True
+    elif not parsed.lines:
+        # Every line deleted (or an emptied box): too much to forget on a file's say-so.
+        out.removals_skipped = out.emptied = True
     else:
         _plan_missing(parsed.written_at, facts, by_id, seen, out)
     return out
 
 
+def _says(line: FileLine, fact: Fact) -> bool:
+    """The line says exactly what the fact says, under its heading."""
+    return line.text == " ".join(fact.text.split()) and line.category == fact.category
+
+
+def _own_markers(lines: list[FileLine], by_id: dict[int | None, Fact]) -> list[FileLine]:
+    """The lines, with a marker copied onto a second line taken off that line.
+
+    A copied line (marker and all) is a new fact: the line that still says what the fact
+    says keeps the marker (else the first), so splitting a fact in two loses neither half.
+    """
+    keeps: dict[int, FileLine] = {}
+    for line in lines:
+        fact = by_id.get(line.fact_id) if line.fact_id is not None else None
+        if fact is None or fact.id is None:
+            continue
+        first = keeps.get(fact.id)
+        if first is None or (not _says(first, fact) and _says(line, fact)):
+            keeps[fact.id] = line
+    kept = set(map(id, keeps.values()))
+    return [
+        ln
+        if ln.fact_id is None or id(ln) in kept or ln.fact_id not in keeps
+        else FileLine(ln.line, ln.text, ln.category)
+        for ln in lines
+    ]
+
+
 def _plan_lines(parsed: MemoryFile, by_id: dict[int | None, Fact], out: Plan) -> set[int]:
     """Adds, changes and conflicts from the file's lines; the ids of the facts they name."""
     seen: set[int] = set()
-    for line in parsed.lines:
+    lines = _own_markers(parsed.lines, by_id)
+    new: list[FileLine] = []
+    for line in lines:
         fact = by_id.get(line.fact_id) if line.fact_id is not None else None
         if fact is None:
-            out.add.append(line)  # a new line, or a marker naming no fact of this user
+            new.append(line)  # a new line, or a marker naming no fact of this user
             continue
         seen.add(fact.id or 0)
         active = fact.forgotten_at is None and fact.superseded_by is None
-        edited = line.text != " ".join(fact.text.split()) or line.category != fact.category
-        if not edited:
+        if _says(line, fact):
             continue  # unchanged in the file: whatever chat did since stands
         if active and line.version in (None, version(fact)):
             out.change.append((fact, line))
             continue
-        # changed in the file and, since it was written, in chat: both are shown
         now = fact if active else _current(fact, by_id)
-        out.conflicts.append(Conflict(fact.id or 0, line.text, now.text if now else None))
         if now is not None:
             seen.add(now.id or 0)
+            if _says(line, now):
+                continue  # the file's edit is what lifebot holds already (applied before)
+        # changed in the file and, since it was written, in chat: both are shown
+        out.conflicts.append(Conflict(fact.id or 0, line.text, now.text if now else None))
+    # A new line in the words of a fact lifebot holds is that fact (it keeps its sources).
+    holding = {
+        fact_hash(f.text): f
+        for f in by_id.values()
+        if f.forgotten_at is None and f.superseded_by is None
+    }
+    for line in new:
+        known = holding.get(fact_hash(line.text))
+        if known is None or known.id is None:
+            out.add.append(line)
+            continue
+        if known.id not in seen and line.category != known.category:
+            out.change.append((known, line))  # the same words under another heading
+        seen.add(known.id)
     return seen
 
 
@@ -272,12 +322,17 @@ class ApplyReport:
     kept_new: list[str] = field(default_factory=list)
     not_added: list[str] = field(default_factory=list)
     """New lines not stored, with why ("already known", "too long", "forgotten before")."""
+    not_changed: list[str] = field(default_factory=list)
+    """Edited lines not applied, with why (too long or too short for one fact)."""
     removals_skipped: bool = False
+    emptied: bool = False
 
     @property
     def nothing(self) -> bool:
         """The file matched lifebot's memory already."""
-        return not (self.added or self.changed or self.removed or self.conflicts)
+        return not (
+            self.added or self.changed or self.removed or self.conflicts or self.not_changed
+        )
 
     def describe(self) -> str:
         """The report in plain words, one line per change."""
@@ -288,8 +343,14 @@ class ApplyReport:
         out += [f'Changed: "{a}" is now "{b}"' for a, b in self.changed]
         out += [f"Forgotten: {t}" for t in self.removed]
         out += [f"Not added ({why})" for why in self.not_added]
+        out += [f"Not changed ({why})" for why in self.not_changed]
         out += [f"Kept (learned in chat after the file was written): {t}" for t in self.kept_new]
-        if self.removals_skipped:
+        if self.emptied:
+            out.append(
+                "The file has no facts in it, so nothing was forgotten. To forget facts, "
+                "delete their lines and keep at least one, or use /forget or the Facts page."
+            )
+        elif self.removals_skipped:
             out.append(
                 "The line saying when the file was written is missing, so lines missing from "
                 "the file were not forgotten."
@@ -307,11 +368,16 @@ async def apply(keeper: FactKeeper, user_id: int, todo: Plan, now: datetime) -> 
         conflicts=list(todo.conflicts),
         kept_new=[f.text for f in todo.kept_new],
         removals_skipped=todo.removals_skipped,
+        emptied=todo.emptied,
     )
     for fact, line in todo.change:
         new = await keeper.replace(user_id, fact.id or 0, line.text, line.category, now)
         if new is not None:
             report.changed.append((fact.text, new.text))
+        elif not fact_fits(line.text):
+            report.not_changed.append(f"a fact is {FACT_SIZE}: {line.text}")
+        else:
+            report.not_changed.append(f"it changed meanwhile: {line.text}")
     for fact in todo.remove:
         if await keeper.forget(user_id, fact.id or 0, now) is not None:
             report.removed.append(fact.text)
@@ -321,6 +387,8 @@ async def apply(keeper: FactKeeper, user_id: int, todo: Plan, now: datetime) -> 
             report.added.append(decision.fact.text)
         elif decision.action == "known":
             report.not_added.append(f"already known: {line.text}")
+        elif decision.action == "rejected":
+            report.not_added.append(f"a fact is {FACT_SIZE}: {line.text}")
         else:
             report.not_added.append(f"{decision.action}: {line.text}")
     return report

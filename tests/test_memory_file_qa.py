@@ -1,0 +1,111 @@
+"""MEMORY.md as people really edit it (outside QA of issue 30).
+
+Each test is a round trip a person does: hand the same file back twice, fix a capital letter,
+copy a line to split a fact, write too much, or delete every line. None of them may lose an
+edit silently, invent a conflict, or forget everything without being asked.
+"""
+
+from __future__ import annotations
+
+from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
+from bot.app.build import App
+from storage.repos.facts import FactRepo
+from tests.support.app import add_user
+
+FACTS = [
+    ("My sister is Ana Lima", "people"),
+    ("Never book meetings before 10", "rule"),
+    ("The spare key is under the blue pot", "notes"),
+]
+
+
+async def _ana(app: App) -> int:
+    user = await add_user(app, "ana", name="Ana")
+    assert user.id is not None
+    for text, category in FACTS:
+        assert (await app.memory.remember(user.id, text, category=category)).action == "added"
+    return user.id
+
+
+async def _active(app: App, user_id: int) -> dict[str, str]:
+    async with app.db.session() as s:
+        return {f.text: f.category for f in await FactRepo(s).active(user_id)}
+
+
+async def _file(app: App, user_id: int) -> str:
+    return await write_for(app.memory.keeper, user_id, "Ana", app.clock.now())
+
+
+async def _apply(app: App, user_id: int, text: str) -> ApplyReport:
+    return await apply_text(app.memory.keeper, user_id, text, app.clock.now())
+
+
+def _line(text: str, words: str) -> str:
+    return next(ln for ln in text.splitlines() if ln.startswith(f"- {words} <!--"))
+
+
+async def test_the_same_edited_file_handed_back_twice_changes_nothing_more(app: App) -> None:
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    text = text.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
+    text = text.replace("## Notes\n", "## Notes\n- The wifi password is on the fridge\n")
+    first = await _apply(app, user_id, text)
+    assert first.changed and first.added and not first.conflicts
+
+    again = await _apply(app, user_id, text)  # e.g. Save pressed twice, or the same upload
+    said = again.describe()
+    assert again.conflicts == [], said  # the file and lifebot agree: nothing to settle
+    assert again.nothing and "Kept (learned in chat" not in said, said
+    assert await _active(app, user_id) == {
+        "My sister is Ana Costa": "people",
+        "Never book meetings before 10": "rule",
+        "The spare key is under the blue pot": "notes",
+        "The wifi password is on the fridge": "notes",
+    }
+
+
+async def test_a_capital_letter_or_full_stop_fixed_in_the_file_is_kept(any_db_app: App) -> None:
+    app = any_db_app
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    edited = text.replace("- My sister is Ana Lima <!--", "- My sister is ana lima. <!--")
+    report = await _apply(app, user_id, edited)
+    assert report.changed == [("My sister is Ana Lima", "My sister is ana lima.")]
+    assert "My sister is ana lima." in await _active(app, user_id)
+    assert (await _apply(app, user_id, edited)).conflicts == []
+
+
+async def test_a_copied_line_keeps_both_facts(app: App) -> None:
+    """Copying a line (marker and all) and rewording the copy splits one fact into two."""
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    line = _line(text, "The spare key is under the blue pot")
+    copy = line.replace("The spare key is under the blue pot", "The car key is in the drawer")
+    report = await _apply(app, user_id, text.replace(line, f"{line}\n{copy}"))
+    assert report.added == ["The car key is in the drawer"] and report.changed == []
+    active = await _active(app, user_id)
+    assert "The spare key is under the blue pot" in active
+    assert "The car key is in the drawer" in active
+
+
+async def test_an_edit_that_cannot_be_kept_is_said_not_dropped(app: App) -> None:
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    long = "Never book meetings before 10 " + "because I walk the dog first " * 8
+    report = await _apply(
+        app, user_id, text.replace("- Never book meetings before 10 <!--", f"- {long} <!--")
+    )
+    said = report.describe()
+    assert not report.nothing and "Nothing to change" not in said, said
+    assert "Not changed" in said and "40 words" in said, said
+    assert "Never book meetings before 10" in await _active(app, user_id)
+
+
+async def test_a_file_with_every_line_deleted_forgets_nothing_without_asking(app: App) -> None:
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    emptied = "\n".join(ln for ln in text.splitlines() if not ln.startswith("- "))
+    report = await _apply(app, user_id, emptied)
+    assert report.removed == []
+    assert "no facts" in report.describe() and "/forget" in report.describe()
+    assert len(await _active(app, user_id)) == len(FACTS)
