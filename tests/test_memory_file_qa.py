@@ -109,3 +109,14 @@ async def test_a_file_with_every_line_deleted_forgets_nothing_without_asking(app
     assert report.removed == []
     assert "no facts" in report.describe() and "/forget" in report.describe()
     assert len(await _active(app, user_id)) == len(FACTS)
+
+
+async def test_a_very_long_line_is_not_kept_as_a_fact(app: App) -> None:
+    """Forty words is the limit, and one 'word' of 5,000 characters is not a fact either:
+    every fact goes into every prompt."""
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    pasted = "https://example.test/" + "a1b2" * 1_250
+    report = await _apply(app, user_id, text.replace("## Notes\n", f"## Notes\n- {pasted}\n"))
+    assert report.added == [] and "Not added" in report.describe()
+    assert pasted not in await _active(app, user_id)
