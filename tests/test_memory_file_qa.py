@@ -7,10 +7,15 @@ edit silently, invent a conflict, or forget everything without being asked.
 
 from __future__ import annotations
 
+import html
+import re
+
+from bot.adapters.telegram.format import markdown_to_html
 from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
 from bot.app.build import App
 from storage.repos.facts import FactRepo
-from tests.support.app import add_user
+from tests.support.app import add_user, channel
+from tests.support.builders import make_inbound
 
 FACTS = [
     ("My sister is Ana Lima", "people"),
@@ -120,3 +125,23 @@ async def test_a_very_long_line_is_not_kept_as_a_fact(app: App) -> None:
     report = await _apply(app, user_id, text.replace("## Notes\n", f"## Notes\n- {pasted}\n"))
     assert report.added == [] and "Not added" in report.describe()
     assert pasted not in await _active(app, user_id)
+
+
+async def test_the_file_copied_out_of_a_telegram_message_comes_back(app: App) -> None:
+    """Telegram shows headings bold and bullets as "•": that is what a person copies back."""
+    user_id = await _ana(app)
+    await app.dispatcher.handle(make_inbound("/memoryfile", sender="ana"))
+    sent = channel(app).texts("ana")[-1].split("\n\nEdit it and send it back")[0]
+    shown = html.unescape(re.sub(r"<[^>]+>", "", markdown_to_html(sent)))
+    assert "## Rules" not in shown and "\u2022 My sister is Ana Lima <!--" in shown
+    edited = shown.replace(
+        "\u2022 My sister is Ana Lima <!--", "\u2022 My sister is Ana Costa <!--"
+    )
+    await app.dispatcher.handle(make_inbound(f"/memoryfile\n{edited}", sender="ana"))
+    reply = channel(app).texts("ana")[-1]
+    assert reply == 'Changed: "My sister is Ana Lima" is now "My sister is Ana Costa"', reply
+    assert await _active(app, user_id) == {
+        "My sister is Ana Costa": "people",
+        "Never book meetings before 10": "rule",
+        "The spare key is under the blue pot": "notes",
+    }

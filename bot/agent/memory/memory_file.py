@@ -49,8 +49,11 @@ _BY_HEADING = {v.lower(): k for k, v in HEADINGS.items()}
 _STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"
 _MARKER = re.compile(r"\s*<!--\s*#(?P<id>\d+)\s+v(?P<version>" + _STAMP + r")\s*-->\s*$")
 _WRITTEN = re.compile(r"<!--\s*lifebot memory file; written (?P<at>" + _STAMP + ")")
-_ITEM = re.compile(r"^\s*[-*+]\s+(?P<text>.*\S)\s*$")
+_ITEM = re.compile(r"^\s*[-*+\u2022\u25e6\u2023]\s+(?P<text>.*\S)\s*$")
+"""A list item; "•" too: chat apps show "- " as a bullet, and that is what gets copied back."""
 _HEADING = re.compile(r"^\s*##\s+(?P<name>.+?)\s*#*\s*$")
+_SHOWN_HEADING = re.compile(r"^\s*[*_]*\s*(?P<name>[A-Za-z]+)\s*[*_]*\s*$")
+"""A heading as a chat app shows it (bold, "##" gone): counts only when it names a heading."""
 MAX_FILE_CHARS = 200_000
 """A memory file longer than this is refused (a person's facts fit in far less)."""
 
@@ -137,6 +140,10 @@ def parse(text: str) -> MemoryFile:
         if heading is not None:
             name = heading.group("name").strip().lower()
             category = _BY_HEADING.get(name, name if name in CATEGORIES else "")
+            continue
+        shown = _SHOWN_HEADING.match(raw)
+        if shown is not None and shown.group("name").lower() in _BY_HEADING:
+            category = _BY_HEADING[shown.group("name").lower()]
             continue
         item = _ITEM.match(raw)
         if item is None:
