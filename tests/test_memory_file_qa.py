@@ -145,3 +145,16 @@ async def test_the_file_copied_out_of_a_telegram_message_comes_back(app: App) ->
         "Never book meetings before 10": "rule",
         "The spare key is under the blue pot": "notes",
     }
+
+
+async def test_a_file_cut_short_forgets_nothing_it_lost(app: App) -> None:
+    """A copy missing its end (a chat message split in two, a partial paste, an upload cut
+    off) must not read as "the person deleted every line after the cut"."""
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    cut = text[: text.index("## Notes")]  # the Notes section, and the end, are lost
+    cut = cut.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
+    report = await _apply(app, user_id, cut)
+    assert report.removed == [] and report.changed, report.describe()
+    assert "end" in report.describe() and "not forgotten" in report.describe()
+    assert "The spare key is under the blue pot" in await _active(app, user_id)

@@ -85,7 +85,7 @@ def register_memory_commands(
                 "(sign in with /web)."
             )
         return CommandReply(
-            f"{text}\n\nEdit it and send it back as /memoryfile followed by the text, or use "
+            f"{text.rstrip()}\n\nEdit it and send it back as /memoryfile followed by the text, or use "
             f"{page}."
         )
 

@@ -19,8 +19,8 @@ user's facts now (pure: no I/O); ``apply`` carries the plan out.
 
 A fact changed or forgotten in chat after the file was written is never overwritten by the
 file: if the file edits or removes it too, that is a ``Conflict``, shown with both versions;
-everything else in the file is applied. Without the "written" line, removals are not applied
-(a missing line then means nothing certain).
+everything else in the file is applied. Without the "written" line or the end line (``END``),
+removals are not applied (a missing line then means nothing certain: a partial copy, a cut).
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ _ITEM = re.compile(r"^\s*[-*+\u2022\u25e6\u2023]\s+(?P<text>.*\S)\s*$")
 _HEADING = re.compile(r"^\s*##\s+(?P<name>.+?)\s*#*\s*$")
 _SHOWN_HEADING = re.compile(r"^\s*[*_]*\s*(?P<name>[A-Za-z]+)\s*[*_]*\s*$")
 """A heading as a chat app shows it (bold, "##" gone): counts only when it names a heading."""
+END = "<!-- end of the lifebot memory file -->"
+"""The file's last line: without it the file was cut short, and no line counts as deleted."""
 MAX_FILE_CHARS = 200_000
 """A memory file longer than this is refused (a person's facts fit in far less)."""
 
@@ -96,7 +98,8 @@ def render(facts: Sequence[Fact], *, name: str, written_at: datetime) -> str:
             text = " ".join(f.text.split())
             lines.append(f"- {text} <!-- #{f.id} v{version(f)} -->")
         lines.append("")
-    return "\n".join(lines)
+    lines.append(END)
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,8 @@ class MemoryFile:
     lines: list[FileLine] = field(default_factory=list)
     written_at: datetime | None = None
     """When lifebot wrote it (None: the line saying so was removed)."""
+    whole: bool = True
+    """It ends with lifebot's last line (False: cut short, or that line was removed)."""
 
 
 def parse(text: str) -> MemoryFile:
@@ -134,6 +139,7 @@ def parse(text: str) -> MemoryFile:
             raise MemoryFileError(
                 f"the 'written' date {written.group('at')!r} is not a date"
             ) from exc
+    out.whole = END in text
     category = "notes"
     for n, raw in enumerate(text.splitlines(), start=1):
         heading = _HEADING.match(raw)
@@ -193,6 +199,8 @@ class Plan:
     """The file has no "written" line, so lines missing from it were not taken as removals."""
     emptied: bool = False
     """The file has no fact lines at all: nothing is forgotten on its say-so."""
+    cut_short: bool = False
+    """The file's last line is missing: what was cut off is not taken as removed."""
 
 
 def _current(fact: Fact, by_id: dict[int | None, Fact]) -> Fact | None:
@@ -217,6 +225,8 @@ def plan(parsed: MemoryFile, facts: Sequence[Fact]) -> Plan:
     elif not parsed.lines:
         # Every line deleted (or an emptied box): too much to forget on a file's say-so.
         out.removals_skipped = out.emptied = True
+    elif not parsed.whole:
+        out.removals_skipped = out.cut_short = True
     else:
         _plan_missing(parsed.written_at, facts, by_id, seen, out)
     return out
@@ -333,6 +343,7 @@ class ApplyReport:
     """Edited lines not applied, with why (too long or too short for one fact)."""
     removals_skipped: bool = False
     emptied: bool = False
+    cut_short: bool = False
 
     @property
     def nothing(self) -> bool:
@@ -357,6 +368,11 @@ class ApplyReport:
                 "The file has no facts in it, so nothing was forgotten. To forget facts, "
                 "delete their lines and keep at least one, or use /forget or the Facts page."
             )
+        elif self.cut_short:
+            out.append(
+                "The file's end line is missing (cut short, or a part not copied), so lines "
+                "missing from the file were not forgotten."
+            )
         elif self.removals_skipped:
             out.append(
                 "The line saying when the file was written is missing, so lines missing from "
@@ -376,6 +392,7 @@ async def apply(keeper: FactKeeper, user_id: int, todo: Plan, now: datetime) -> 
         kept_new=[f.text for f in todo.kept_new],
         removals_skipped=todo.removals_skipped,
         emptied=todo.emptied,
+        cut_short=todo.cut_short,
     )
     for fact, line in todo.change:
         new = await keeper.replace(user_id, fact.id or 0, line.text, line.category, now)
