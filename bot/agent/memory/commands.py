@@ -85,8 +85,8 @@ def register_memory_commands(
                 "(sign in with /web)."
             )
         return CommandReply(
-            f"{text.rstrip()}\n\nEdit it and send it back as /memoryfile followed by the text, or use "
-            f"{page}."
+            f"{text.rstrip()}\n\nEdit it and send it back as /memoryfile followed by the text, "
+            f"or use {page}."
         )
 
     commands.register("sources", sources, "show the sources of my last answer")
