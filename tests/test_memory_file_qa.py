@@ -8,7 +8,9 @@ edit silently, invent a conflict, or forget everything without being asked.
 from __future__ import annotations
 
 import html
+import json
 import re
+from pathlib import Path
 
 from bot.adapters.telegram.format import markdown_to_html
 from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
@@ -16,6 +18,7 @@ from bot.app.build import App
 from storage.repos.facts import FactRepo
 from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
+from tests.support.cli import run_cli
 
 FACTS = [
     ("My sister is Ana Lima", "people"),
@@ -158,3 +161,34 @@ async def test_a_file_cut_short_forgets_nothing_it_lost(app: App) -> None:
     assert report.removed == [] and report.changed, report.describe()
     assert "end" in report.describe() and "not forgotten" in report.describe()
     assert "The spare key is under the blue pot" in await _active(app, user_id)
+
+
+async def test_a_fact_added_in_chat_through_the_file_is_searchable_with_its_source(
+    app: App, tmp_path: Path
+) -> None:
+    """Like /remember: the message that taught the fact is its source, so a hit can be checked."""
+    await _ana(app)
+    await app.dispatcher.handle(make_inbound("/memoryfile", sender="ana"))
+    sent = channel(app).texts("ana")[-1].split("\n\nEdit it and send it back")[0]
+    added = sent.replace("## Notes\n", "## Notes\n- The wifi password is on the fridge door\n")
+    await app.dispatcher.handle(make_inbound(f"/memoryfile\n{added}", sender="ana"))
+    assert channel(app).texts("ana")[-1].startswith("Added: The wifi password")
+    code, out, err = await run_cli(
+        "memory", "search", "wifi password", "--user", "ana", "--kinds", "fact", "--json",
+        cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(tmp_path / "data")},
+    )  # fmt: skip
+    assert code == 0, err
+    hit = next(h for h in json.loads(out) if "wifi" in h["text"])
+    assert hit["sources"] and all(hit["sources"]), hit
+
+
+async def test_an_old_copy_does_not_bring_back_a_fact_forgotten_since(app: App) -> None:
+    user_id = await _ana(app)
+    text = await _file(app, user_id)  # downloaded before ...
+    async with app.db.session() as s:
+        key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
+    await app.dispatcher.handle(make_inbound(f"/forget {key.id}", sender="ana"))  # ... this
+    edited = text.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
+    report = await _apply(app, user_id, edited)
+    assert report.changed and report.conflicts == [] and report.added == []
+    assert "The spare key is under the blue pot" not in await _active(app, user_id)

@@ -385,8 +385,18 @@ class ApplyReport:
         return "\n".join(out)
 
 
-async def apply(keeper: FactKeeper, user_id: int, todo: Plan, now: datetime) -> ApplyReport:
-    """Carry out a plan for ``user_id``: the file's edits as if the person made them in chat."""
+async def apply(
+    keeper: FactKeeper,
+    user_id: int,
+    todo: Plan,
+    now: datetime,
+    *,
+    sources: list[int] | None = None,
+) -> ApplyReport:
+    """Carry out a plan for ``user_id``: the file's edits as if the person made them in chat.
+
+    ``sources``: the message the file came in (in chat), the source of the facts it adds.
+    """
     report = ApplyReport(
         conflicts=list(todo.conflicts),
         kept_new=[f.text for f in todo.kept_new],
@@ -406,7 +416,9 @@ async def apply(keeper: FactKeeper, user_id: int, todo: Plan, now: datetime) -> 
         if await keeper.forget(user_id, fact.id or 0, now) is not None:
             report.removed.append(fact.text)
     for line in todo.add:
-        decision = await keeper.remember(user_id, line.text, now=now, category=line.category)
+        decision = await keeper.remember(
+            user_id, line.text, now=now, category=line.category, sources=sources
+        )
         if decision.action in ("added", "superseded") and decision.fact is not None:
             report.added.append(decision.fact.text)
         elif decision.action == "known":
@@ -425,9 +437,16 @@ async def write_for(keeper: FactKeeper, user_id: int, name: str, now: datetime) 
     return render(facts, name=name, written_at=now)
 
 
-async def apply_text(keeper: FactKeeper, user_id: int, text: str, now: datetime) -> ApplyReport:
+async def apply_text(
+    keeper: FactKeeper,
+    user_id: int,
+    text: str,
+    now: datetime,
+    *,
+    sources: list[int] | None = None,
+) -> ApplyReport:
     """Read an edited memory file and apply it to one user's facts (MemoryFileError if bad)."""
     parsed = parse(text)
     async with keeper.db.session() as s:
         facts = await FactRepo(s).every(user_id)
-    return await apply(keeper, user_id, plan(parsed, facts), now)
+    return await apply(keeper, user_id, plan(parsed, facts), now, sources=sources)
