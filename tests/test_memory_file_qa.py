@@ -19,6 +19,7 @@ from storage.repos.facts import FactRepo
 from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 from tests.support.cli import run_cli
+from tests.support.web import client_for, sign_in
 
 FACTS = [
     ("My sister is Ana Lima", "people"),
@@ -192,3 +193,30 @@ async def test_an_old_copy_does_not_bring_back_a_fact_forgotten_since(app: App) 
     report = await _apply(app, user_id, edited)
     assert report.changed and report.conflicts == [] and report.added == []
     assert "The spare key is under the blue pot" not in await _active(app, user_id)
+
+
+async def test_nobody_else_reads_or_writes_a_person_s_file(app: App) -> None:
+    """Ben's session sees and changes only Ben's file; Ana's API token opens no file page."""
+    ana_id = await _ana(app)
+    ana = await app.web.service.accounts.user(ana_id)
+    ben = await add_user(app, "ben", name="Ben")
+    assert ana is not None and ben.id is not None
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ana)
+        made = await client.post(
+            "/settings/tokens", data={"csrf": csrf, "name": "phone", "scope": "write"}
+        )
+        token = made.text.split('id="api-token">', 1)[1].split("<", 1)[0]
+        anas = (await client.get("/memory/file.md")).text
+    async with client_for(app) as client:
+        bearer = {"Authorization": f"Bearer {token}"}
+        for path in ("/memory/file", "/memory/file.md"):
+            page = await client.get(path, headers=bearer)
+            assert page.status_code == 303 and "Ana Lima" not in page.text
+        csrf = await sign_in(app, client, ben)
+        for path in ("/memory/file", "/memory/file.md"):
+            assert "Ana Lima" not in (await client.get(path)).text
+        stolen = anas.replace("- My sister is Ana Lima <!--", "- My sister is nobody <!--")
+        await client.post("/memory/file", data={"text": stolen, "csrf": csrf})
+    assert "My sister is Ana Lima" in await _active(app, ana_id)
+    assert "My sister is nobody" not in await _active(app, ana_id)
