@@ -220,3 +220,12 @@ async def test_nobody_else_reads_or_writes_a_person_s_file(app: App) -> None:
         await client.post("/memory/file", data={"text": stolen, "csrf": csrf})
     assert "My sister is Ana Lima" in await _active(app, ana_id)
     assert "My sister is nobody" not in await _active(app, ana_id)
+
+
+async def test_a_line_typed_without_its_dash_is_pointed_out_not_ignored(app: App) -> None:
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    typed = text.replace("## People\n", "## People\nMy brother is Rui\n")
+    said = (await _apply(app, user_id, typed)).describe()
+    assert "Not read" in said and "My brother is Rui" in said, said
+    assert "What lifebot remembers" not in said and "end of the" not in said, said

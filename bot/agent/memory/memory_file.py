@@ -124,6 +124,9 @@ class MemoryFile:
     """When lifebot wrote it (None: the line saying so was removed)."""
     whole: bool = True
     """It ends with lifebot's last line (False: cut short, or that line was removed)."""
+    stray: list[str] = field(default_factory=list)
+    """Lines with words that are neither a heading nor a "- " item (a fact typed without its
+    dash), numbered, to point out rather than ignore."""
 
 
 def parse(text: str) -> MemoryFile:
@@ -153,6 +156,8 @@ def parse(text: str) -> MemoryFile:
             continue
         item = _ITEM.match(raw)
         if item is None:
+            if _is_stray(raw):
+                out.stray.append(f"line {n}: {' '.join(raw.split())[:120]}")
             continue
         body = item.group("text")
         marker = _MARKER.search(body)
@@ -166,6 +171,16 @@ def parse(text: str) -> MemoryFile:
         cat = category or guess_category(body)
         out.lines.append(FileLine(n, body, cat, fact_id, fact_version))
     return out
+
+
+_OURS = ("#", "<!--", "What lifebot remembers about", "Edit it and send it back")
+"""How lines lifebot writes around the facts begin (the title, comments, the chat's note)."""
+
+
+def _is_stray(raw: str) -> bool:
+    """A line with words that is none of lifebot's own: the person meant something by it."""
+    line = raw.strip()
+    return bool(line) and not line.startswith(_OURS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +216,8 @@ class Plan:
     """The file has no fact lines at all: nothing is forgotten on its say-so."""
     cut_short: bool = False
     """The file's last line is missing: what was cut off is not taken as removed."""
+    not_read: list[str] = field(default_factory=list)
+    """Lines that are no heading and no "- " item (``MemoryFile.stray``)."""
 
 
 def _current(fact: Fact, by_id: dict[int | None, Fact]) -> Fact | None:
@@ -218,7 +235,7 @@ def _current(fact: Fact, by_id: dict[int | None, Fact]) -> Fact | None:
 def plan(parsed: MemoryFile, facts: Sequence[Fact]) -> Plan:
     """Compare a memory file with every fact of its user (forgotten and superseded too)."""
     by_id: dict[int | None, Fact] = {f.id: f for f in facts if f.id is not None}
-    out = Plan()
+    out = Plan(not_read=list(parsed.stray))
     seen = _plan_lines(parsed, by_id, out)
     if parsed.written_at is None:
         out.removals_skipped = True
@@ -344,12 +361,19 @@ class ApplyReport:
     removals_skipped: bool = False
     emptied: bool = False
     cut_short: bool = False
+    not_read: list[str] = field(default_factory=list)
+    """Lines neither a heading nor a "- " item, with their numbers."""
 
     @property
     def nothing(self) -> bool:
         """The file matched lifebot's memory already."""
         return not (
-            self.added or self.changed or self.removed or self.conflicts or self.not_changed
+            self.added
+            or self.changed
+            or self.removed
+            or self.conflicts
+            or self.not_changed
+            or self.not_read
         )
 
     def describe(self) -> str:
@@ -362,6 +386,7 @@ class ApplyReport:
         out += [f"Forgotten: {t}" for t in self.removed]
         out += [f"Not added ({why})" for why in self.not_added]
         out += [f"Not changed ({why})" for why in self.not_changed]
+        out += [f'Not read (a fact line starts with "- "): {line}' for line in self.not_read]
         out += [f"Kept (learned in chat after the file was written): {t}" for t in self.kept_new]
         if self.emptied:
             out.append(
@@ -403,6 +428,7 @@ async def apply(
         removals_skipped=todo.removals_skipped,
         emptied=todo.emptied,
         cut_short=todo.cut_short,
+        not_read=list(todo.not_read),
     )
     for fact, line in todo.change:
         new = await keeper.replace(user_id, fact.id or 0, line.text, line.category, now)
