@@ -53,7 +53,10 @@ def _line(text: str, words: str) -> str:
     return next(ln for ln in text.splitlines() if ln.startswith(f"- {words} <!--"))
 
 
-async def test_the_same_edited_file_handed_back_twice_changes_nothing_more(app: App) -> None:
+async def test_the_same_edited_file_handed_back_twice_changes_nothing_more(
+    any_db_app: App,
+) -> None:
+    app = any_db_app
     user_id = await _ana(app)
     text = await _file(app, user_id)
     text = text.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
