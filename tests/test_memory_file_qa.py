@@ -232,3 +232,27 @@ async def test_a_line_typed_without_its_dash_is_pointed_out_not_ignored(app: App
     said = (await _apply(app, user_id, typed)).describe()
     assert "Not read" in said and "My brother is Rui" in said, said
     assert "What lifebot remembers" not in said and "end of the" not in said, said
+
+
+async def test_a_file_saved_on_windows_comes_back_through_the_cli(app: App, tmp_path: Path) -> None:
+    """Notepad's byte order mark and CRLF line ends, tabs, accents and emoji; and its UTF-16."""
+    await _ana(app)
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+    out = tmp_path / "MEMORY.md"
+    code, _, err = await run_cli(
+        "memory", "file", "--user", "ana", "-o", str(out), cwd=tmp_path, env=env
+    )
+    assert code == 0, err
+    text = out.read_text(encoding="utf-8")
+    edited = text.replace("## People\n", "## People\n-\tA minha irmã é a Ana 😀\t\n")
+    out.write_bytes(edited.replace("\n", "\r\n").encode("utf-8-sig"))
+    code, said, err = await run_cli(
+        "memory", "file", "--user", "ana", "--apply", str(out), cwd=tmp_path, env=env
+    )
+    assert (code, said.strip()) == (0, "Added: A minha irmã é a Ana 😀"), err
+    edited = text.replace("## Notes\n", "## Notes\n- O café é às 10h\n")
+    out.write_bytes(edited.replace("\n", "\r\n").encode("utf-16"))
+    code, said, err = await run_cli(
+        "memory", "file", "--user", "ana", "--apply", str(out), cwd=tmp_path, env=env
+    )
+    assert code == 0 and said.startswith("Added: O café é às 10h\nKept"), err

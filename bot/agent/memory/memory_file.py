@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from bot.agent.memory.facts import CATEGORIES, FACT_SIZE, FactKeeper, fact_fits, guess_category
 from bot.agent.rules import RULE_CATEGORY
@@ -129,10 +130,24 @@ class MemoryFile:
     dash), numbered, to point out rather than ignore."""
 
 
+def read_file(path: Path) -> str:
+    """A memory file's text from disk: UTF-8 (with a byte order mark or not) or UTF-16.
+
+    UTF-16 is what Windows editors call "Unicode". Raises OSError, UnicodeDecodeError, or
+    MemoryFileError when it is too big to be one (checked before reading it).
+    """
+    if path.stat().st_size > 4 * MAX_FILE_CHARS:
+        raise MemoryFileError(f"the file is longer than {MAX_FILE_CHARS} characters")
+    raw = path.read_bytes()
+    utf16 = raw.startswith((b"\xff\xfe", b"\xfe\xff"))
+    return raw.decode("utf-16" if utf16 else "utf-8-sig")
+
+
 def parse(text: str) -> MemoryFile:
     """Read a memory file; anything but headings and list items is ignored (notes, blanks)."""
     if len(text) > MAX_FILE_CHARS:
         raise MemoryFileError(f"the file is longer than {MAX_FILE_CHARS} characters")
+    text = text.removeprefix("\ufeff")  # a byte order mark (Windows editors write one)
     out = MemoryFile()
     written = _WRITTEN.search(text)
     if written is not None:
