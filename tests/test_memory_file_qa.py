@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import re
 from pathlib import Path
+
+import pytest
 
 from bot.adapters.telegram.format import markdown_to_html
 from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
@@ -256,3 +259,18 @@ async def test_a_file_saved_on_windows_comes_back_through_the_cli(app: App, tmp_
         "memory", "file", "--user", "ana", "--apply", str(out), cwd=tmp_path, env=env
     )
     assert code == 0 and said.startswith("Added: O café é às 10h\nKept"), err
+
+
+async def test_applying_a_file_is_logged_by_counts_never_by_its_words(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The operator sees that a file changed someone's memory; what it says stays private."""
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    text = text.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
+    text = text.replace("## Notes\n", "## Notes\n- My PIN is 4711\n")
+    with caplog.at_level(logging.INFO):
+        await _apply(app, user_id, text)
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert f"memory file of user {user_id} applied: 1 added, 1 changed, 0 forgotten" in logged
+    assert "4711" not in logged and "Ana Costa" not in logged and "Ana Lima" not in logged

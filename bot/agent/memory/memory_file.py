@@ -25,6 +25,7 @@ removals are not applied (a missing line then means nothing certain: a partial c
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ from bot.agent.memory.facts import CATEGORIES, FACT_SIZE, FactKeeper, fact_fits,
 from bot.agent.rules import RULE_CATEGORY
 from storage.models import Fact
 from storage.repos.facts import FactRepo, fact_hash
+
+log = logging.getLogger(__name__)
 
 HEADINGS = {
     RULE_CATEGORY: "Rules",
@@ -490,4 +493,16 @@ async def apply_text(
     parsed = parse(text)
     async with keeper.db.session() as s:
         facts = await FactRepo(s).every(user_id)
-    return await apply(keeper, user_id, plan(parsed, facts), now, sources=sources)
+    report = await apply(keeper, user_id, plan(parsed, facts), now, sources=sources)
+    # Counts only: what the file says is the person's, not the log's.
+    log.info(
+        "memory file of user %s applied: %d added, %d changed, %d forgotten, %d conflicts, "
+        "%d not taken",
+        user_id,
+        len(report.added),
+        len(report.changed),
+        len(report.removed),
+        len(report.conflicts),
+        len(report.not_added) + len(report.not_changed) + len(report.not_read),
+    )
+    return report
