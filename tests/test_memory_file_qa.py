@@ -274,3 +274,13 @@ async def test_applying_a_file_is_logged_by_counts_never_by_its_words(
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert f"memory file of user {user_id} applied: 1 added, 1 changed, 0 forgotten" in logged
     assert "4711" not in logged and "Ana Costa" not in logged and "Ana Lima" not in logged
+
+
+async def test_a_fact_quoting_the_end_line_does_not_make_a_cut_file_whole(app: App) -> None:
+    user_id = await _ana(app)
+    quoted = "My notes app ends files with <!-- end of the lifebot memory file -->"
+    assert (await app.memory.remember(user_id, quoted, category="people")).action == "added"
+    text = await _file(app, user_id)
+    cut = text[: text.index("## Notes")]  # the fact quoting the end line is above the cut
+    report = await _apply(app, user_id, cut)
+    assert report.removed == [] and report.cut_short, report.describe()

@@ -52,7 +52,10 @@ HEADINGS = {
 _BY_HEADING = {v.lower(): k for k, v in HEADINGS.items()}
 _STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"
 _MARKER = re.compile(r"\s*<!--\s*#(?P<id>\d+)\s+v(?P<version>" + _STAMP + r")\s*-->\s*$")
-_WRITTEN = re.compile(r"<!--\s*lifebot memory file; written (?P<at>" + _STAMP + ")")
+_WRITTEN = re.compile(
+    r"^\s*<!--\s*lifebot memory file; written (?P<at>" + _STAMP + ")", re.MULTILINE
+)
+"""The "written" line: at the start of a line, so a fact quoting it is not taken for it."""
 _ITEM = re.compile(r"^\s*[-*+\u2022\u25e6\u2023]\s+(?P<text>.*\S)\s*$")
 """A list item; "•" too: chat apps show "- " as a bullet, and that is what gets copied back."""
 _HEADING = re.compile(r"^\s*##\s+(?P<name>.+?)\s*#*\s*$")
@@ -160,7 +163,7 @@ def parse(text: str) -> MemoryFile:
             raise MemoryFileError(
                 f"the 'written' date {written.group('at')!r} is not a date"
             ) from exc
-    out.whole = END in text
+    out.whole = any(raw.strip() == END for raw in text.splitlines())  # a line of its own
     category = "notes"
     for n, raw in enumerate(text.splitlines(), start=1):
         heading = _HEADING.match(raw)
