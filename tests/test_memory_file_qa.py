@@ -284,3 +284,29 @@ async def test_a_fact_quoting_the_end_line_does_not_make_a_cut_file_whole(app: A
     cut = text[: text.index("## Notes")]  # the fact quoting the end line is above the cut
     report = await _apply(app, user_id, cut)
     assert report.removed == [] and report.cut_short, report.describe()
+
+
+async def test_a_conflict_on_the_page_is_settled_by_saving_the_copy_again(app: App) -> None:
+    """The page shows both versions and keeps the person's copy; saving it again (having
+    seen the chat's newer words) keeps the file's words instead of the same conflict again."""
+    user_id = await _ana(app)
+    ana = await app.web.service.accounts.user(user_id)
+    assert ana is not None
+    async with client_for(app) as client:
+        csrf = await sign_in(app, client, ana)
+        stale = (await client.get("/memory/file.md")).text
+        async with app.db.session() as s:
+            sister = next(f for f in await FactRepo(s).active(user_id) if "sister" in f.text)
+        await app.memory.keeper.replace(
+            user_id, sister.id or 0, "My sister is Ana Lima Reis", "people", app.clock.now()
+        )  # meanwhile, in chat
+        mine = stale.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
+        clash = await client.post("/memory/file", data={"text": mine, "csrf": csrf})
+        assert clash.status_code == 409 and "Save again" in clash.text
+        box = html.unescape(clash.text.split('aria-label="MEMORY.md"', 1)[1].split(">", 1)[1])
+        again = await client.post(
+            "/memory/file", data={"text": box.split("</textarea>")[0], "csrf": csrf}
+        )
+        assert again.status_code == 303
+    active = await _active(app, user_id)
+    assert "My sister is Ana Costa" in active and "My sister is Ana Lima Reis" not in active

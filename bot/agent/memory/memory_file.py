@@ -213,12 +213,33 @@ class Conflict:
     """What the file says now (None: the file removed it)."""
     now: str | None
     """What lifebot holds now, after the change made in chat (None: forgotten in chat)."""
+    now_marker: str | None = None
+    """The marker of what lifebot holds now (``#id vversion``): ``settle`` puts it on the line."""
 
     def describe(self) -> str:
         """Both versions in plain words."""
         file_side = f'the file says "{self.in_file}"' if self.in_file else "the file removes it"
         chat_side = f'in chat it became "{self.now}"' if self.now else "in chat it was forgotten"
         return f"#{self.fact_id}: {file_side}, but since the file was written {chat_side}."
+
+
+def settle(text: str, conflicts: Sequence[Conflict]) -> str:
+    """The person's copy, its conflicting lines now naming what lifebot holds since.
+
+    Shown back beside both versions: saving it again keeps the file's words (the person has
+    seen the chat's). A line whose fact was forgotten in chat loses its marker: a new fact.
+    """
+    by_id = {c.fact_id: c for c in conflicts if c.in_file is not None}
+    lines = text.splitlines(keepends=True)
+    for n, raw in enumerate(lines):
+        body = raw.rstrip("\r\n")
+        marker = _MARKER.search(body) if _ITEM.match(body) else None
+        found = by_id.get(int(marker.group("id"))) if marker is not None else None
+        if marker is None or found is None:
+            continue
+        now = f" <!-- {found.now_marker} -->" if found.now_marker else ""
+        lines[n] = body[: marker.start()] + now + raw[len(body) :]
+    return "".join(lines)
 
 
 @dataclass(slots=True)
@@ -321,7 +342,8 @@ def _plan_lines(parsed: MemoryFile, by_id: dict[int | None, Fact], out: Plan) ->
             if _says(line, now):
                 continue  # the file's edit is what lifebot holds already (applied before)
         # changed in the file and, since it was written, in chat: both are shown
-        out.conflicts.append(Conflict(fact.id or 0, line.text, now.text if now else None))
+        marker = f"#{now.id} v{version(now)}" if now is not None else None
+        out.conflicts.append(Conflict(fact.id or 0, line.text, now.text if now else None, marker))
     # A new line in the words of a fact lifebot holds is that fact (it keeps its sources).
     holding = {
         fact_hash(f.text): f
@@ -427,7 +449,10 @@ class ApplyReport:
         if self.conflicts:
             out.append("Not applied, changed in chat since the file was written:")
             out += [f"- {c.describe()}" for c in self.conflicts]
-            out.append("Edit the fact again (in the file or in chat) to settle it.")
+            out.append(
+                "To settle it, edit the fact in chat or in a fresh copy of the file (on the web "
+                "page, Save again keeps the file's words)."
+            )
         return "\n".join(out)
 
 
