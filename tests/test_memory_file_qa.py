@@ -11,12 +11,19 @@ import html
 import json
 import logging
 import re
+import time
 from pathlib import Path
 
 import pytest
 
 from bot.adapters.telegram.format import markdown_to_html
-from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
+from bot.agent.memory.memory_file import (
+    MAX_NEW_FACTS,
+    ApplyReport,
+    MemoryFileError,
+    apply_text,
+    write_for,
+)
 from bot.app.build import App
 from storage.repos.facts import FactRepo
 from tests.support.app import add_user, channel
@@ -310,3 +317,19 @@ async def test_a_conflict_on_the_page_is_settled_by_saving_the_copy_again(app: A
         assert again.status_code == 303
     active = await _active(app, user_id)
     assert "My sister is Ana Costa" in active and "My sister is Ana Lima Reis" not in active
+
+
+async def test_a_file_adding_hundreds_of_facts_is_refused_before_anything_changes(
+    app: App,
+) -> None:
+    """Each new fact is checked against all the others (slow: 100 took 8 s here); a pasted
+    list of thousands would hold the page for hours. It is refused whole, in plain words."""
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    many = "".join(f"- Thing {i} is stored in box {i}\n" for i in range(MAX_NEW_FACTS + 1))
+    edited = text.replace("## Notes\n", f"## Notes\n{many}").replace("Ana Lima", "Ana Costa")
+    started = time.monotonic()
+    with pytest.raises(MemoryFileError, match=f"at most {MAX_NEW_FACTS}"):
+        await _apply(app, user_id, edited)
+    assert time.monotonic() - started < 2
+    assert "My sister is Ana Lima" in await _active(app, user_id)  # nothing applied

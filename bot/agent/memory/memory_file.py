@@ -65,6 +65,9 @@ END = "<!-- end of the lifebot memory file -->"
 """The file's last line: without it the file was cut short, and no line counts as deleted."""
 MAX_FILE_CHARS = 200_000
 """A memory file longer than this is refused (a person's facts fit in far less)."""
+MAX_NEW_FACTS = 50
+"""New lines one file may add: each is checked against every fact the person has (and may
+ask the model), so a pasted list of thousands would hold the request for hours."""
 
 
 class MemoryFileError(ValueError):
@@ -521,7 +524,13 @@ async def apply_text(
     parsed = parse(text)
     async with keeper.db.session() as s:
         facts = await FactRepo(s).every(user_id)
-    report = await apply(keeper, user_id, plan(parsed, facts), now, sources=sources)
+    todo = plan(parsed, facts)
+    if len(todo.add) > MAX_NEW_FACTS:  # refused whole: nothing half-applied
+        raise MemoryFileError(
+            f"the file adds {len(todo.add)} new facts, and one file adds at most "
+            f"{MAX_NEW_FACTS}; nothing was changed: add the rest in a later copy"
+        )
+    report = await apply(keeper, user_id, todo, now, sources=sources)
     # Counts only: what the file says is the person's, not the log's.
     log.info(
         "memory file of user %s applied: %d added, %d changed, %d forgotten, %d conflicts, "
