@@ -169,12 +169,17 @@ async def test_a_file_cut_short_forgets_nothing_it_lost(app: App) -> None:
     off) must not read as "the person deleted every line after the cut"."""
     user_id = await _ana(app)
     text = await _file(app, user_id)
+    async with app.db.session() as s:
+        key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
+    await app.memory.keeper.replace(
+        user_id, key.id or 0, "The spare key is under the red pot", "notes", app.clock.now()
+    )  # changed in chat meanwhile, and lost from the copy: not "the file removes it" either
     cut = text[: text.index("## Notes")]  # the Notes section, and the end, are lost
     cut = cut.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
     report = await _apply(app, user_id, cut)
-    assert report.removed == [] and report.changed, report.describe()
+    assert report.removed == [] and report.changed and not report.conflicts, report.describe()
     assert "end" in report.describe() and "not forgotten" in report.describe()
-    assert "The spare key is under the blue pot" in await _active(app, user_id)
+    assert "The spare key is under the red pot" in await _active(app, user_id)
 
 
 async def test_a_fact_added_in_chat_through_the_file_is_searchable_with_its_source(
@@ -333,3 +338,12 @@ async def test_a_file_adding_hundreds_of_facts_is_refused_before_anything_change
         await _apply(app, user_id, edited)
     assert time.monotonic() - started < 2
     assert "My sister is Ana Lima" in await _active(app, user_id)  # nothing applied
+
+
+async def test_a_newcomer_s_empty_file_handed_back_says_only_that_nothing_changed(
+    app: App,
+) -> None:
+    user = await add_user(app, "rui", name="Rui")
+    assert user.id is not None
+    report = await _apply(app, user.id, await _file(app, user.id))
+    assert report.describe() == "Nothing to change: the file says what I already remember."

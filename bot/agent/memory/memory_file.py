@@ -284,13 +284,17 @@ def plan(parsed: MemoryFile, facts: Sequence[Fact]) -> Plan:
     seen = _plan_lines(parsed, by_id, out)
     if parsed.written_at is None:
         out.removals_skipped = True
-    elif not parsed.lines:
-        # Every line deleted (or an emptied box): too much to forget on a file's say-so.
-        out.removals_skipped = out.emptied = True
-    elif not parsed.whole:
-        out.removals_skipped = out.cut_short = True
-    else:
-        _plan_missing(parsed.written_at, facts, by_id, seen, out)
+        return out
+    from_lines = len(out.conflicts)
+    _plan_missing(parsed.written_at, facts, by_id, seen, out)
+    if out.remove or len(out.conflicts) > from_lines:
+        # Every line deleted (or an emptied box): too much to forget on a file's say-so; and
+        # a copy cut short says nothing about the lines it lost.
+        out.emptied = not parsed.lines
+        out.cut_short = bool(parsed.lines) and not parsed.whole
+        if out.emptied or out.cut_short:
+            out.remove, out.removals_skipped = [], True
+            del out.conflicts[from_lines:]
     return out
 
 
