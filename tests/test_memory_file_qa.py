@@ -347,3 +347,15 @@ async def test_a_newcomer_s_empty_file_handed_back_says_only_that_nothing_change
     assert user.id is not None
     report = await _apply(app, user.id, await _file(app, user.id))
     assert report.describe() == "Nothing to change: the file says what I already remember."
+
+
+async def test_a_written_date_in_the_future_cannot_forget_what_chat_learned_since(
+    app: App,
+) -> None:
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    await app.memory.remember(user_id, "Rui's birthday is on 4 May", category="events")
+    future = re.sub(r"written \d{4}-", "written 2999-", text, count=1)
+    with pytest.raises(MemoryFileError, match="future"):
+        await _apply(app, user_id, future)
+    assert "Rui's birthday is on 4 May" in await _active(app, user_id)

@@ -29,7 +29,7 @@ import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bot.agent.memory.facts import CATEGORIES, FACT_SIZE, FactKeeper, fact_fits, guess_category
@@ -526,6 +526,11 @@ async def apply_text(
 ) -> ApplyReport:
     """Read an edited memory file and apply it to one user's facts (MemoryFileError if bad)."""
     parsed = parse(text)
+    if parsed.written_at is not None and parsed.written_at > _aware(now) + timedelta(minutes=5):
+        # it decides what counts as "learned in chat since": a later date would forget that
+        raise MemoryFileError(
+            f"the 'written' date {_stamp(parsed.written_at)} is in the future; nothing was changed"
+        )
     async with keeper.db.session() as s:
         facts = await FactRepo(s).every(user_id)
     todo = plan(parsed, facts)
