@@ -359,3 +359,15 @@ async def test_a_written_date_in_the_future_cannot_forget_what_chat_learned_sinc
     with pytest.raises(MemoryFileError, match="future"):
         await _apply(app, user_id, future)
     assert "Rui's birthday is on 4 May" in await _active(app, user_id)
+
+
+async def test_in_chat_a_long_file_comes_as_a_link_to_the_page(app: App) -> None:
+    user = await add_user(app, "ana", name="Ana")
+    assert user.id is not None
+    async with app.db.session() as s:
+        for i in range(80):
+            await FactRepo(s).add(user.id, f"Box {i} in the attic holds the winter clothes")
+    await app.dispatcher.handle(make_inbound("/memoryfile", sender="ana"))
+    reply = channel(app).texts("ana")[-1]
+    assert "too long for a chat message" in reply and "/memory/file" in reply, reply
+    assert "winter clothes" not in reply
