@@ -371,3 +371,22 @@ async def test_in_chat_a_long_file_comes_as_a_link_to_the_page(app: App) -> None
     reply = channel(app).texts("ana")[-1]
     assert "too long for a chat message" in reply and "/memory/file" in reply, reply
     assert "winter clothes" not in reply
+
+
+async def test_a_fact_reworded_in_the_file_keeps_the_message_it_was_learned_from(
+    app: App,
+) -> None:
+    user = await add_user(app, "ana", name="Ana")
+    assert user.id is not None
+    await app.dispatcher.handle(make_inbound("/remember my sister is Rita", sender="ana"))
+    async with app.db.session() as s:
+        (learned,) = await FactRepo(s).active(user.id)
+    assert learned.source_message_ids
+    text = await _file(app, user.id)
+    await _apply(
+        app, user.id, text.replace("- my sister is Rita <!--", "- My sister is Rita Lima <!--")
+    )
+    async with app.db.session() as s:
+        (now,) = await FactRepo(s).active(user.id)
+    assert now.text == "My sister is Rita Lima"
+    assert now.source_message_ids == learned.source_message_ids
