@@ -390,3 +390,15 @@ async def test_a_fact_reworded_in_the_file_keeps_the_message_it_was_learned_from
         (now,) = await FactRepo(s).active(user.id)
     assert now.text == "My sister is Rita Lima"
     assert now.source_message_ids == learned.source_message_ids
+
+
+async def test_old_words_on_a_new_line_beside_their_reworded_line_keep_both(app: App) -> None:
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    line = _line(text, "The spare key is under the blue pot")
+    reworded = line.replace("The spare key is under the blue pot", "The car key is in the drawer")
+    edited = text.replace(line, f"{reworded}\n- The spare key is under the blue pot")
+    await _apply(app, user_id, edited)
+    active = await _active(app, user_id)
+    assert "The spare key is under the blue pot" in active
+    assert "The car key is in the drawer" in active

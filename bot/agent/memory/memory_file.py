@@ -357,10 +357,11 @@ def _plan_lines(parsed: MemoryFile, by_id: dict[int | None, Fact], out: Plan) ->
         for f in by_id.values()
         if f.forgotten_at is None and f.superseded_by is None
     }
+    changing = {f.id for f, _ in out.change}
     for line in new:
         known = holding.get(fact_hash(line.text))
-        if known is None or known.id is None:
-            out.add.append(line)
+        if known is None or known.id is None or known.id in changing:
+            out.add.append(line)  # new words, or the old words of a line reworded here
             continue
         if known.id not in seen and line.category != known.category:
             out.change.append((known, line))  # the same words under another heading
