@@ -402,3 +402,19 @@ async def test_old_words_on_a_new_line_beside_their_reworded_line_keep_both(app:
     active = await _active(app, user_id)
     assert "The spare key is under the blue pot" in active
     assert "The car key is in the drawer" in active
+
+
+async def test_a_fact_brought_back_after_the_file_was_written_stays(app: App) -> None:
+    """Forgotten, then the file downloaded (without it), then 'undo' on the Facts page:
+    handing that file back must not forget it again without a word."""
+    user_id = await _ana(app)
+    async with app.db.session() as s:
+        key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
+    await app.memory.keeper.forget(user_id, key.id or 0, app.clock.now())
+    text = await _file(app, user_id)
+    ana = await app.web.service.accounts.user(user_id)
+    assert ana is not None
+    assert await app.web.service.facts.restore_fact(ana, key.id or 0) is not None
+    report = await _apply(app, user_id, text)
+    assert report.removed == [], report.describe()
+    assert "The spare key is under the blue pot" in await _active(app, user_id)

@@ -383,7 +383,9 @@ def _plan_missing(
         existed = _aware(fact.created_at) <= written
         active = fact.forgotten_at is None and fact.superseded_by is None
         if active:
-            (out.remove if existed else out.kept_new).append(fact)
+            # not in the file, but brought back or changed in chat since: chat's is newer
+            since = not existed or _aware(fact.updated_at) > written
+            (out.kept_new if since else out.remove).append(fact)
         elif existed and fact.superseded_by is not None and _aware(fact.updated_at) > written:
             # removed from the file, but changed in chat since: keep the change, show both
             now = _current(fact, by_id)
