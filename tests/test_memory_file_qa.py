@@ -418,3 +418,14 @@ async def test_a_fact_brought_back_after_the_file_was_written_stays(app: App) ->
     report = await _apply(app, user_id, text)
     assert report.removed == [], report.describe()
     assert "The spare key is under the blue pot" in await _active(app, user_id)
+
+
+async def test_a_nul_character_in_the_file_is_dropped_not_a_crash(any_db_app: App) -> None:
+    """PostgreSQL keeps no NUL in text; a file with one (a binary paste) still comes back."""
+    app = any_db_app
+    user_id = await _ana(app)
+    text = await _file(app, user_id)
+    report = await _apply(
+        app, user_id, text.replace("## Notes\n", "## Notes\n- The gate\x00 code is 1234\n")
+    )
+    assert report.added == ["The gate code is 1234"], report.describe()

@@ -112,7 +112,7 @@ class FactKeeper:
         explicit: bool = True,
     ) -> FactDecision:
         """Store a fact unless it is known; ``explicit`` facts may override a forget."""
-        text = re.sub(r"\s+", " ", text).strip()
+        text = re.sub(r"\s+", " ", text.replace("\x00", "")).strip()  # PostgreSQL keeps no NUL
         if not fact_fits(text):
             return FactDecision("rejected")
         category = category if category in CATEGORIES else guess_category(text)
@@ -180,7 +180,7 @@ class FactKeeper:
         Stored as a new fact that supersedes it (sources kept); None when it is not theirs,
         not active, or empty. No near-duplicate check: the person chose these words.
         """
-        text = re.sub(r"\s+", " ", text).strip()
+        text = re.sub(r"\s+", " ", text.replace("\x00", "")).strip()  # PostgreSQL keeps no NUL
         if not fact_fits(text):
             return None
         category = category if category in CATEGORIES else guess_category(text)

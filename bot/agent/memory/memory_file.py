@@ -157,6 +157,7 @@ def parse(text: str) -> MemoryFile:
     if len(text) > MAX_FILE_CHARS:
         raise MemoryFileError(f"the file is longer than {MAX_FILE_CHARS} characters")
     text = text.removeprefix("\ufeff")  # a byte order mark (Windows editors write one)
+    text = text.replace("\x00", "")  # a binary paste: PostgreSQL keeps no NUL in text
     out = MemoryFile()
     written = _WRITTEN.search(text)
     if written is not None:
