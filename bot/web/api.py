@@ -337,7 +337,9 @@ async def add_fact(request: Request, user: Me, body: TextIn, response: Response)
     said = s.facts.engine.remember_reply(decision)
     if decision.fact is None or decision.fact.id is None:
         raise HTTPException(
-            422, "A fact is one sentence of 3 characters to 40 words; nothing was stored."
+            422,
+            "A fact is one sentence of 3 characters to 40 words (500 characters at most); "
+            "nothing was stored.",
         )
     if decision.action == "known":
         response.status_code = 200

@@ -17,7 +17,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from starlette.background import BackgroundTask
 
 from bot.agent.journal.analytics import METRIC_NAMES, Metric
-from bot.agent.memory.memory_file import MAX_FILE_CHARS, MemoryFileError
+from bot.agent.memory.memory_file import MAX_FILE_CHARS, MemoryFileError, settle
 from bot.clock import zone
 from bot.jobs.reminders.phrases import PhraseError
 from bot.jobs.zones import ZONES
@@ -382,8 +382,11 @@ async def apply_memory_file(request: Request, who: Who) -> Response:
         )
     if not report.conflicts:
         return await back(request, who, "/memory/file", note=report.describe())
-    # The person's copy stays in the box beside what changed in chat, so nothing is lost.
-    page = render(request, who, "memory_file.html", text=text, report=report)
+    # The person's copy stays in the box beside what changed in chat, so nothing is lost;
+    # its conflicting lines now name the newer facts, so saving it again keeps its words.
+    page = render(
+        request, who, "memory_file.html", text=settle(text, report.conflicts), report=report
+    )
     page.status_code = 409
     return page
 

@@ -29,10 +29,8 @@ def register_memory_commands(
         listing = render_sources(cited, zone(ctx.user.timezone))
         return CommandReply("Sources of my last answer:\n" + listing)
 
-    async def remember(ctx: CommandContext) -> CommandReply:
-        if not ctx.args:
-            return CommandReply("Usage: /remember something about you")
-        # The command's own stored message is the fact's source: "forget that" finds it.
+    async def this_message(ctx: CommandContext) -> list[int] | None:
+        """The command's own stored message, as a fact's source ("forget that" finds it)."""
         async with db.session() as s:
             recent = await MessageRepo(s).history(ctx.user_id, ctx.conversation_id, 5)
         source = [
@@ -40,7 +38,12 @@ def register_memory_commands(
             for m in recent
             if m.id is not None and m.direction == "in" and m.external_id == ctx.msg.message_id
         ]
-        decision = await memory.remember(ctx.user_id, ctx.args, sources=source[-1:] or None)
+        return source[-1:] or None
+
+    async def remember(ctx: CommandContext) -> CommandReply:
+        if not ctx.args:
+            return CommandReply("Usage: /remember something about you")
+        decision = await memory.remember(ctx.user_id, ctx.args, sources=await this_message(ctx))
         reply = memory.remember_reply(decision)
         return CommandReply(f"{reply} (#{decision.fact.id})" if decision.fact else reply)
 
@@ -72,7 +75,13 @@ def register_memory_commands(
         if ctx.args.strip():
             # "/memoryfile" followed by an edited copy: read it back
             try:
-                report = await apply_text(memory.keeper, ctx.user_id, ctx.args, clock.now())
+                report = await apply_text(
+                    memory.keeper,
+                    ctx.user_id,
+                    ctx.args,
+                    clock.now(),
+                    sources=await this_message(ctx),
+                )
             except MemoryFileError as exc:
                 return CommandReply(f"I couldn't read that as your memory file: {exc}.")
             return CommandReply(report.describe())
@@ -85,8 +94,8 @@ def register_memory_commands(
                 "(sign in with /web)."
             )
         return CommandReply(
-            f"{text}\n\nEdit it and send it back as /memoryfile followed by the text, or use "
-            f"{page}."
+            f"{text.rstrip()}\n\nEdit it and send it back as /memoryfile followed by the text, "
+            f"or use {page}."
         )
 
     commands.register("sources", sources, "show the sources of my last answer")

@@ -185,7 +185,12 @@ def memory_file(
         raise typer.Exit(2)
 
     async def go(app: App) -> None:
-        from bot.agent.memory.memory_file import MemoryFileError, apply_text, write_for
+        from bot.agent.memory.memory_file import (
+            MemoryFileError,
+            apply_text,
+            read_file,
+            write_for,
+        )
 
         who = await _user(app, user)
         keeper = app.memory.keeper
@@ -199,7 +204,7 @@ def memory_file(
             print(f"Wrote {out} ({text.count(chr(10) + '- ')} facts and rules).")
             return
         try:
-            edited = apply_file.read_text(encoding="utf-8")
+            edited = read_file(apply_file)
             report = await apply_text(keeper, who.id or 0, edited, app.clock.now())
         except (OSError, UnicodeDecodeError, MemoryFileError) as exc:
             typer.echo(f"error: cannot read {apply_file}: {exc}", err=True)
