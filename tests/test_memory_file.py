@@ -11,10 +11,11 @@ import re
 
 import pytest
 
-from bot.agent.memory.memory_file import MemoryFileError, apply_text, parse, write_for
+from bot.agent.memory.memory_file import MemoryFileError, apply_text, parse
 from bot.app.build import App
 from storage.repos.facts import FactRepo
 from tests.support.app import add_user
+from tests.support.memory_file import active_facts, memory_file
 
 FACTS = [
     ("My sister is Ana Lima", "people"),
@@ -33,15 +34,6 @@ async def _user_with_facts(app: App, name: str = "ana") -> int:
     return user.id
 
 
-async def _active(app: App, user_id: int) -> dict[str, str]:
-    async with app.db.session() as s:
-        return {f.text: f.category for f in await FactRepo(s).active(user_id)}
-
-
-async def _file(app: App, user_id: int) -> str:
-    return await write_for(app.memory.keeper, user_id, "Ana", app.clock.now())
-
-
 def _edit(text: str, old: str, new: str) -> str:
     """Replace the words of one fact line, keeping its marker."""
     assert f"- {old} <!--" in text, old
@@ -58,7 +50,7 @@ def _add(text: str, heading: str, line: str) -> str:
 
 async def test_the_file_reads_as_headings_and_one_line_per_fact(app: App) -> None:
     user_id = await _user_with_facts(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     assert text.startswith("# What lifebot remembers about Ana\n")
     sections = re.findall(r"^## (\w+)", text, flags=re.MULTILINE)
     assert sections[:2] == ["Rules", "People"]
@@ -73,7 +65,7 @@ async def test_the_file_reads_as_headings_and_one_line_per_fact(app: App) -> Non
 
 async def test_added_changed_and_removed_lines_come_back(app: App) -> None:
     user_id = await _user_with_facts(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     text = _edit(text, "I prefer window seats on trains", "I prefer aisle seats on trains")
     text = _drop(text, "The spare key is under the blue pot")
     text = _add(text, "People", "Rui is my cousin in Porto")
@@ -84,7 +76,7 @@ async def test_added_changed_and_removed_lines_come_back(app: App) -> None:
     assert report.removed == ["The spare key is under the blue pot"]
     assert sorted(report.added) == ["Never schedule calls after 21:00", "Rui is my cousin in Porto"]
     assert report.conflicts == []
-    assert await _active(app, user_id) == {
+    assert await active_facts(app, user_id) == {
         "My sister is Ana Lima": "people",
         "Never book meetings before 10": "rule",
         "I prefer aisle seats on trains": "preferences",
@@ -97,30 +89,32 @@ async def test_added_changed_and_removed_lines_come_back(app: App) -> None:
     old = next(f for f in every if f.text == "I prefer window seats on trains")
     assert old.superseded_by is not None
     # applying the same file twice changes nothing more
-    again = await apply_text(app.memory.keeper, user_id, await _file(app, user_id), app.clock.now())
+    again = await apply_text(
+        app.memory.keeper, user_id, await memory_file(app, user_id), app.clock.now()
+    )
     assert again.nothing and "Nothing to change" in again.describe()
 
 
 async def test_a_line_moved_under_another_heading_changes_its_category(app: App) -> None:
     user_id = await _user_with_facts(app)
-    text = _drop(await _file(app, user_id), "My sister is Ana Lima")
+    text = _drop(await memory_file(app, user_id), "My sister is Ana Lima")
     text = _add(text, "Notes", "My sister is Ana Lima")
     await apply_text(app.memory.keeper, user_id, text, app.clock.now())
     # a line without its marker is a new line: the old fact goes, the same words come back
-    assert (await _active(app, user_id))["My sister is Ana Lima"] == "notes"
-    text = await _file(app, user_id)
+    assert (await active_facts(app, user_id))["My sister is Ana Lima"] == "notes"
+    text = await memory_file(app, user_id)
     line = next(ln for ln in text.splitlines() if ln.startswith("- My sister is Ana Lima"))
     moved = _drop(text, "My sister is Ana Lima").replace("## Health\n", f"## Health\n{line}\n")
     report = await apply_text(app.memory.keeper, user_id, moved, app.clock.now())
     assert len(report.changed) == 1
-    assert (await _active(app, user_id))["My sister is Ana Lima"] == "health"
+    assert (await active_facts(app, user_id))["My sister is Ana Lima"] == "health"
 
 
 async def test_a_change_made_in_chat_since_the_file_was_written_is_shown_not_lost(
     app: App,
 ) -> None:
     user_id = await _user_with_facts(app)
-    text = await _file(app, user_id)  # the person downloads the file ...
+    text = await memory_file(app, user_id)  # the person downloads the file ...
     # ... meanwhile, in chat: one fact changed, one forgotten, one learned
     async with app.db.session() as s:
         by_text = {f.text: f for f in await FactRepo(s).active(user_id)}
@@ -147,7 +141,7 @@ async def test_a_change_made_in_chat_since_the_file_was_written_is_shown_not_los
     assert "in chat it was forgotten" in said
     assert "Kept (learned in chat after the file was written): Rui's birthday is on 4 May" in said
     assert report.removed == ["My sister is Ana Lima"]  # untouched in chat: the file decides
-    active = await _active(app, user_id)
+    active = await active_facts(app, user_id)
     assert "I prefer window seats on planes" in active  # the chat's newer change stands
     assert "I prefer aisle seats on trains" not in active
     assert "The spare key is with Ana" not in active
@@ -156,7 +150,7 @@ async def test_a_change_made_in_chat_since_the_file_was_written_is_shown_not_los
 
 async def test_removing_a_line_that_chat_changed_since_is_a_conflict(app: App) -> None:
     user_id = await _user_with_facts(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     async with app.db.session() as s:
         seats = next(f for f in await FactRepo(s).active(user_id) if "seats" in f.text)
     await app.memory.keeper.replace(
@@ -165,30 +159,30 @@ async def test_removing_a_line_that_chat_changed_since_is_a_conflict(app: App) -
     report = await apply_text(app.memory.keeper, user_id, _drop(text, seats.text), app.clock.now())
     assert [c.in_file for c in report.conflicts] == [None]
     assert "the file removes it" in report.describe()
-    assert "I prefer window seats on planes" in await _active(app, user_id)
+    assert "I prefer window seats on planes" in await active_facts(app, user_id)
 
 
 async def test_a_file_cannot_touch_another_user_s_facts(app: App) -> None:
     ana = await _user_with_facts(app, "ana")
     ben = await add_user(app, "ben", name="Ben")
     assert ben.id is not None
-    stolen = await _file(app, ana)  # Ana's markers, handed in as Ben's file
+    stolen = await memory_file(app, ana)  # Ana's markers, handed in as Ben's file
     stolen = _edit(stolen, "My sister is Ana Lima", "My sister is someone else")
     report = await apply_text(app.memory.keeper, ben.id, stolen, app.clock.now())
     assert report.changed == [] and report.removed == []
-    assert "My sister is Ana Lima" in await _active(app, ana)  # untouched
-    assert "My sister is someone else" in await _active(app, ben.id)  # Ben's own new fact
+    assert "My sister is Ana Lima" in await active_facts(app, ana)  # untouched
+    assert "My sister is someone else" in await active_facts(app, ben.id)  # Ben's own new fact
 
 
 async def test_without_the_written_line_nothing_is_forgotten(app: App) -> None:
     user_id = await _user_with_facts(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     text = "\n".join(ln for ln in text.splitlines() if "lifebot memory file; written" not in ln)
     report = await apply_text(
         app.memory.keeper, user_id, _drop(text, "My sister is Ana Lima"), app.clock.now()
     )
     assert report.removed == [] and report.removals_skipped
-    assert "My sister is Ana Lima" in await _active(app, user_id)
+    assert "My sister is Ana Lima" in await active_facts(app, user_id)
 
 
 def test_a_bad_file_is_refused_in_plain_words() -> None:

@@ -22,13 +22,13 @@ from bot.agent.memory.memory_file import (
     ApplyReport,
     MemoryFileError,
     apply_text,
-    write_for,
 )
 from bot.app.build import App
 from storage.repos.facts import FactRepo
 from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 from tests.support.cli import run_cli
+from tests.support.memory_file import active_facts, memory_file
 from tests.support.web import client_for, sign_in
 
 FACTS = [
@@ -46,15 +46,6 @@ async def _ana(app: App) -> int:
     return user.id
 
 
-async def _active(app: App, user_id: int) -> dict[str, str]:
-    async with app.db.session() as s:
-        return {f.text: f.category for f in await FactRepo(s).active(user_id)}
-
-
-async def _file(app: App, user_id: int) -> str:
-    return await write_for(app.memory.keeper, user_id, "Ana", app.clock.now())
-
-
 async def _apply(app: App, user_id: int, text: str) -> ApplyReport:
     return await apply_text(app.memory.keeper, user_id, text, app.clock.now())
 
@@ -68,7 +59,7 @@ async def test_the_same_edited_file_handed_back_twice_changes_nothing_more(
 ) -> None:
     app = any_db_app
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     text = text.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
     text = text.replace("## Notes\n", "## Notes\n- The wifi password is on the fridge\n")
     first = await _apply(app, user_id, text)
@@ -78,7 +69,7 @@ async def test_the_same_edited_file_handed_back_twice_changes_nothing_more(
     said = again.describe()
     assert again.conflicts == [], said  # the file and lifebot agree: nothing to settle
     assert again.nothing and "Kept (learned in chat" not in said, said
-    assert await _active(app, user_id) == {
+    assert await active_facts(app, user_id) == {
         "My sister is Ana Costa": "people",
         "Never book meetings before 10": "rule",
         "The spare key is under the blue pot": "notes",
@@ -89,30 +80,30 @@ async def test_the_same_edited_file_handed_back_twice_changes_nothing_more(
 async def test_a_capital_letter_or_full_stop_fixed_in_the_file_is_kept(any_db_app: App) -> None:
     app = any_db_app
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     edited = text.replace("- My sister is Ana Lima <!--", "- My sister is ana lima. <!--")
     report = await _apply(app, user_id, edited)
     assert report.changed == [("My sister is Ana Lima", "My sister is ana lima.")]
-    assert "My sister is ana lima." in await _active(app, user_id)
+    assert "My sister is ana lima." in await active_facts(app, user_id)
     assert (await _apply(app, user_id, edited)).conflicts == []
 
 
 async def test_a_copied_line_keeps_both_facts(app: App) -> None:
     """Copying a line (marker and all) and rewording the copy splits one fact into two."""
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     line = _line(text, "The spare key is under the blue pot")
     copy = line.replace("The spare key is under the blue pot", "The car key is in the drawer")
     report = await _apply(app, user_id, text.replace(line, f"{line}\n{copy}"))
     assert report.added == ["The car key is in the drawer"] and report.changed == []
-    active = await _active(app, user_id)
+    active = await active_facts(app, user_id)
     assert "The spare key is under the blue pot" in active
     assert "The car key is in the drawer" in active
 
 
 async def test_an_edit_that_cannot_be_kept_is_said_not_dropped(app: App) -> None:
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     long = "Never book meetings before 10 " + "because I walk the dog first " * 8
     report = await _apply(
         app, user_id, text.replace("- Never book meetings before 10 <!--", f"- {long} <!--")
@@ -120,28 +111,28 @@ async def test_an_edit_that_cannot_be_kept_is_said_not_dropped(app: App) -> None
     said = report.describe()
     assert not report.nothing and "Nothing to change" not in said, said
     assert "Not changed" in said and "40 words" in said, said
-    assert "Never book meetings before 10" in await _active(app, user_id)
+    assert "Never book meetings before 10" in await active_facts(app, user_id)
 
 
 async def test_a_file_with_every_line_deleted_forgets_nothing_without_asking(app: App) -> None:
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     emptied = "\n".join(ln for ln in text.splitlines() if not ln.startswith("- "))
     report = await _apply(app, user_id, emptied)
     assert report.removed == []
     assert "no facts" in report.describe() and "/forget" in report.describe()
-    assert len(await _active(app, user_id)) == len(FACTS)
+    assert len(await active_facts(app, user_id)) == len(FACTS)
 
 
 async def test_a_very_long_line_is_not_kept_as_a_fact(app: App) -> None:
     """Forty words is the limit, and one 'word' of 5,000 characters is not a fact either:
     every fact goes into every prompt."""
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     pasted = "https://example.test/" + "a1b2" * 1_250
     report = await _apply(app, user_id, text.replace("## Notes\n", f"## Notes\n- {pasted}\n"))
     assert report.added == [] and "Not added" in report.describe()
-    assert pasted not in await _active(app, user_id)
+    assert pasted not in await active_facts(app, user_id)
 
 
 async def test_the_file_copied_out_of_a_telegram_message_comes_back(app: App) -> None:
@@ -157,7 +148,7 @@ async def test_the_file_copied_out_of_a_telegram_message_comes_back(app: App) ->
     await app.dispatcher.handle(make_inbound(f"/memoryfile\n{edited}", sender="ana"))
     reply = channel(app).texts("ana")[-1]
     assert reply == 'Changed: "My sister is Ana Lima" is now "My sister is Ana Costa"', reply
-    assert await _active(app, user_id) == {
+    assert await active_facts(app, user_id) == {
         "My sister is Ana Costa": "people",
         "Never book meetings before 10": "rule",
         "The spare key is under the blue pot": "notes",
@@ -168,7 +159,7 @@ async def test_a_file_cut_short_forgets_nothing_it_lost(app: App) -> None:
     """A copy missing its end (a chat message split in two, a partial paste, an upload cut
     off) must not read as "the person deleted every line after the cut"."""
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     async with app.db.session() as s:
         key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
     await app.memory.keeper.replace(
@@ -179,7 +170,7 @@ async def test_a_file_cut_short_forgets_nothing_it_lost(app: App) -> None:
     report = await _apply(app, user_id, cut)
     assert report.removed == [] and report.changed and not report.conflicts, report.describe()
     assert "end" in report.describe() and "not forgotten" in report.describe()
-    assert "The spare key is under the red pot" in await _active(app, user_id)
+    assert "The spare key is under the red pot" in await active_facts(app, user_id)
 
 
 async def test_a_fact_added_in_chat_through_the_file_is_searchable_with_its_source(
@@ -203,14 +194,14 @@ async def test_a_fact_added_in_chat_through_the_file_is_searchable_with_its_sour
 
 async def test_an_old_copy_does_not_bring_back_a_fact_forgotten_since(app: App) -> None:
     user_id = await _ana(app)
-    text = await _file(app, user_id)  # downloaded before ...
+    text = await memory_file(app, user_id)  # downloaded before ...
     async with app.db.session() as s:
         key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
     await app.dispatcher.handle(make_inbound(f"/forget {key.id}", sender="ana"))  # ... this
     edited = text.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
     report = await _apply(app, user_id, edited)
     assert report.changed and report.conflicts == [] and report.added == []
-    assert "The spare key is under the blue pot" not in await _active(app, user_id)
+    assert "The spare key is under the blue pot" not in await active_facts(app, user_id)
 
 
 async def test_nobody_else_reads_or_writes_a_person_s_file(app: App) -> None:
@@ -236,13 +227,13 @@ async def test_nobody_else_reads_or_writes_a_person_s_file(app: App) -> None:
             assert "Ana Lima" not in (await client.get(path)).text
         stolen = anas.replace("- My sister is Ana Lima <!--", "- My sister is nobody <!--")
         await client.post("/memory/file", data={"text": stolen, "csrf": csrf})
-    assert "My sister is Ana Lima" in await _active(app, ana_id)
-    assert "My sister is nobody" not in await _active(app, ana_id)
+    assert "My sister is Ana Lima" in await active_facts(app, ana_id)
+    assert "My sister is nobody" not in await active_facts(app, ana_id)
 
 
 async def test_a_line_typed_without_its_dash_is_pointed_out_not_ignored(app: App) -> None:
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     typed = text.replace("## People\n", "## People\nMy brother is Rui\n")
     said = (await _apply(app, user_id, typed)).describe()
     assert "Not read" in said and "My brother is Rui" in said, said
@@ -278,7 +269,7 @@ async def test_applying_a_file_is_logged_by_counts_never_by_its_words(
 ) -> None:
     """The operator sees that a file changed someone's memory; what it says stays private."""
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     text = text.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
     text = text.replace("## Notes\n", "## Notes\n- My PIN is 4711\n")
     with caplog.at_level(logging.INFO):
@@ -292,7 +283,7 @@ async def test_a_fact_quoting_the_end_line_does_not_make_a_cut_file_whole(app: A
     user_id = await _ana(app)
     quoted = "My notes app ends files with <!-- end of the lifebot memory file -->"
     assert (await app.memory.remember(user_id, quoted, category="people")).action == "added"
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     cut = text[: text.index("## Notes")]  # the fact quoting the end line is above the cut
     report = await _apply(app, user_id, cut)
     assert report.removed == [] and report.cut_short, report.describe()
@@ -320,7 +311,7 @@ async def test_a_conflict_on_the_page_is_settled_by_saving_the_copy_again(app: A
             "/memory/file", data={"text": box.split("</textarea>")[0], "csrf": csrf}
         )
         assert again.status_code == 303
-    active = await _active(app, user_id)
+    active = await active_facts(app, user_id)
     assert "My sister is Ana Costa" in active and "My sister is Ana Lima Reis" not in active
 
 
@@ -330,14 +321,14 @@ async def test_a_file_adding_hundreds_of_facts_is_refused_before_anything_change
     """Each new fact is checked against all the others (slow: 100 took 8 s here); a pasted
     list of thousands would hold the page for hours. It is refused whole, in plain words."""
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     many = "".join(f"- Thing {i} is stored in box {i}\n" for i in range(MAX_NEW_FACTS + 1))
     edited = text.replace("## Notes\n", f"## Notes\n{many}").replace("Ana Lima", "Ana Costa")
     started = time.monotonic()
     with pytest.raises(MemoryFileError, match=f"at most {MAX_NEW_FACTS}"):
         await _apply(app, user_id, edited)
     assert time.monotonic() - started < 2
-    assert "My sister is Ana Lima" in await _active(app, user_id)  # nothing applied
+    assert "My sister is Ana Lima" in await active_facts(app, user_id)  # nothing applied
 
 
 async def test_a_newcomer_s_empty_file_handed_back_says_only_that_nothing_changed(
@@ -345,7 +336,7 @@ async def test_a_newcomer_s_empty_file_handed_back_says_only_that_nothing_change
 ) -> None:
     user = await add_user(app, "rui", name="Rui")
     assert user.id is not None
-    report = await _apply(app, user.id, await _file(app, user.id))
+    report = await _apply(app, user.id, await memory_file(app, user.id))
     assert report.describe() == "Nothing to change: the file says what I already remember."
 
 
@@ -353,12 +344,12 @@ async def test_a_written_date_in_the_future_cannot_forget_what_chat_learned_sinc
     app: App,
 ) -> None:
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     await app.memory.remember(user_id, "Rui's birthday is on 4 May", category="events")
     future = re.sub(r"written \d{4}-", "written 2999-", text, count=1)
     with pytest.raises(MemoryFileError, match="future"):
         await _apply(app, user_id, future)
-    assert "Rui's birthday is on 4 May" in await _active(app, user_id)
+    assert "Rui's birthday is on 4 May" in await active_facts(app, user_id)
 
 
 async def test_in_chat_a_long_file_comes_as_a_link_to_the_page(app: App) -> None:
@@ -382,7 +373,7 @@ async def test_a_fact_reworded_in_the_file_keeps_the_message_it_was_learned_from
     async with app.db.session() as s:
         (learned,) = await FactRepo(s).active(user.id)
     assert learned.source_message_ids
-    text = await _file(app, user.id)
+    text = await memory_file(app, user.id)
     await _apply(
         app, user.id, text.replace("- my sister is Rita <!--", "- My sister is Rita Lima <!--")
     )
@@ -394,12 +385,12 @@ async def test_a_fact_reworded_in_the_file_keeps_the_message_it_was_learned_from
 
 async def test_old_words_on_a_new_line_beside_their_reworded_line_keep_both(app: App) -> None:
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     line = _line(text, "The spare key is under the blue pot")
     reworded = line.replace("The spare key is under the blue pot", "The car key is in the drawer")
     edited = text.replace(line, f"{reworded}\n- The spare key is under the blue pot")
     await _apply(app, user_id, edited)
-    active = await _active(app, user_id)
+    active = await active_facts(app, user_id)
     assert "The spare key is under the blue pot" in active
     assert "The car key is in the drawer" in active
 
@@ -411,20 +402,20 @@ async def test_a_fact_brought_back_after_the_file_was_written_stays(app: App) ->
     async with app.db.session() as s:
         key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
     await app.memory.keeper.forget(user_id, key.id or 0, app.clock.now())
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     ana = await app.web.service.accounts.user(user_id)
     assert ana is not None
     assert await app.web.service.facts.restore_fact(ana, key.id or 0) is not None
     report = await _apply(app, user_id, text)
     assert report.removed == [], report.describe()
-    assert "The spare key is under the blue pot" in await _active(app, user_id)
+    assert "The spare key is under the blue pot" in await active_facts(app, user_id)
 
 
 async def test_a_nul_character_in_the_file_is_dropped_not_a_crash(any_db_app: App) -> None:
     """PostgreSQL keeps no NUL in text; a file with one (a binary paste) still comes back."""
     app = any_db_app
     user_id = await _ana(app)
-    text = await _file(app, user_id)
+    text = await memory_file(app, user_id)
     report = await _apply(
         app, user_id, text.replace("## Notes\n", "## Notes\n- The gate\x00 code is 1234\n")
     )
