@@ -15,7 +15,7 @@ from bot.agent.memory.memory_file import MemoryFileError, apply_text, parse
 from bot.app.build import App
 from storage.repos.facts import FactRepo
 from tests.support.app import add_user
-from tests.support.memory_file import active_facts, memory_file
+from tests.support.memory_file import active_fact, active_facts, memory_file
 
 FACTS = [
     ("My sister is Ana Lima", "people"),
@@ -151,8 +151,7 @@ async def test_a_change_made_in_chat_since_the_file_was_written_is_shown_not_los
 async def test_removing_a_line_that_chat_changed_since_is_a_conflict(app: App) -> None:
     user_id = await _user_with_facts(app)
     text = await memory_file(app, user_id)
-    async with app.db.session() as s:
-        seats = next(f for f in await FactRepo(s).active(user_id) if "seats" in f.text)
+    seats = await active_fact(app, user_id, "seats")
     await app.memory.keeper.replace(
         user_id, seats.id or 0, "I prefer window seats on planes", "preferences", app.clock.now()
     )

@@ -28,7 +28,7 @@ from storage.repos.facts import FactRepo
 from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 from tests.support.cli import run_cli
-from tests.support.memory_file import active_facts, memory_file
+from tests.support.memory_file import active_fact, active_facts, memory_file
 from tests.support.web import client_for, sign_in
 
 FACTS = [
@@ -160,8 +160,7 @@ async def test_a_file_cut_short_forgets_nothing_it_lost(app: App) -> None:
     off) must not read as "the person deleted every line after the cut"."""
     user_id = await _ana(app)
     text = await memory_file(app, user_id)
-    async with app.db.session() as s:
-        key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
+    key = await active_fact(app, user_id, "spare key")
     await app.memory.keeper.replace(
         user_id, key.id or 0, "The spare key is under the red pot", "notes", app.clock.now()
     )  # changed in chat meanwhile, and lost from the copy: not "the file removes it" either
@@ -195,8 +194,7 @@ async def test_a_fact_added_in_chat_through_the_file_is_searchable_with_its_sour
 async def test_an_old_copy_does_not_bring_back_a_fact_forgotten_since(app: App) -> None:
     user_id = await _ana(app)
     text = await memory_file(app, user_id)  # downloaded before ...
-    async with app.db.session() as s:
-        key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
+    key = await active_fact(app, user_id, "spare key")
     await app.dispatcher.handle(make_inbound(f"/forget {key.id}", sender="ana"))  # ... this
     edited = text.replace("- My sister is Ana Lima <!--", "- My sister is Ana Costa <!--")
     report = await _apply(app, user_id, edited)
@@ -298,8 +296,7 @@ async def test_a_conflict_on_the_page_is_settled_by_saving_the_copy_again(app: A
     async with client_for(app) as client:
         csrf = await sign_in(app, client, ana)
         stale = (await client.get("/memory/file.md")).text
-        async with app.db.session() as s:
-            sister = next(f for f in await FactRepo(s).active(user_id) if "sister" in f.text)
+        sister = await active_fact(app, user_id, "sister")
         await app.memory.keeper.replace(
             user_id, sister.id or 0, "My sister is Ana Lima Reis", "people", app.clock.now()
         )  # meanwhile, in chat
@@ -399,8 +396,7 @@ async def test_a_fact_brought_back_after_the_file_was_written_stays(app: App) ->
     """Forgotten, then the file downloaded (without it), then 'undo' on the Facts page:
     handing that file back must not forget it again without a word."""
     user_id = await _ana(app)
-    async with app.db.session() as s:
-        key = next(f for f in await FactRepo(s).active(user_id) if "spare key" in f.text)
+    key = await active_fact(app, user_id, "spare key")
     await app.memory.keeper.forget(user_id, key.id or 0, app.clock.now())
     text = await memory_file(app, user_id)
     ana = await app.web.service.accounts.user(user_id)
