@@ -295,9 +295,12 @@ class Retriever:
                 e.matched += "+recent"
         evidence = self._diverse(ranked, limit)
         if not evidence and plan.window is not None:
-            # Nothing matched the topic inside the window: show what the window holds
-            # (still inside it, never wider) and let the answer judge.
-            return await self._finish(plan, await self._window_listing(flt, about_me), tz)
+            # Nothing inside the window is evidence on its own: show what the window holds
+            # (still inside it, never wider), closest to the question first, and let the
+            # answer judge. The window itself is the signal that these items matter.
+            return await self._finish(
+                plan, await self._window_ranked(plan, flt, query, about_me), tz
+            )
         return await self._finish(plan, evidence, tz)
 
     async def _excluded(self, user_id: int, message_ids: Sequence[int]) -> list[int]:
@@ -311,6 +314,21 @@ class Retriever:
                 if item is not None and item.id is not None and item.user_id == user_id:
                     out.append(item.id)
         return out
+
+    async def _window_ranked(
+        self, plan: QueryPlan, flt: SearchFilter, query: str, about_me: bool
+    ) -> list[Evidence]:
+        """What the window holds, the items closest to the question first.
+
+        Used when nothing in the window passes the evidence floors: the order in time says
+        nothing about the question, so a month's listing would show its first days.
+        """
+        listing = await self._window_listing(flt, about_me)
+        closest = await self.hybrid(plan, flt, query, self.tuning.window_listing, strict=False)
+        first = [Evidence(e.item, e.score, "time") for e in self._diverse(closest, len(closest))]
+        seen = {e.item.id for e in first}
+        rest = [e for e in listing if e.item.id not in seen]
+        return (first + rest)[: self.tuning.window_listing]
 
     async def _window_listing(self, flt: SearchFilter, about_me: bool) -> list[Evidence]:
         """Everything said in the window; the user's own words first for "what did I ..."."""
@@ -330,9 +348,19 @@ class Retriever:
         return [Evidence(i, 0.0, "time") for i in items[: self.tuning.window_listing]]
 
     async def hybrid(
-        self, plan: QueryPlan, flt: SearchFilter, query: str, limit: int = 10
+        self,
+        plan: QueryPlan,
+        flt: SearchFilter,
+        query: str,
+        limit: int = 10,
+        *,
+        strict: bool = True,
     ) -> list[Evidence]:
-        """Candidates best first (before diversity); empty when nothing is evidence."""
+        """Candidates best first (before diversity); empty when nothing is evidence.
+
+        ``strict=False`` ranks whatever the filter lets through, evidence or not (the
+        items of a named time window).
+        """
         # Both may be cold (model not loaded, corpus not tokenised): overlap them. Who speaks
         # is read from the corpus as last loaded, so the speaker-free copy of the question
         # is embedded in the same model call.
@@ -344,7 +372,7 @@ class Retriever:
         )
         qvec = await self._speaker_free(qvecs, bare, corpus, plan, query)
         # Scoring every item is CPU work: off the event loop.
-        chosen = await asyncio.to_thread(self._choose, corpus, plan, qvec, flt, 2 * limit)
+        chosen = await asyncio.to_thread(self._choose, corpus, plan, qvec, flt, 2 * limit, strict)
         if not chosen:
             return []
         # The hits and the turns around them in one query (not one for each).
@@ -410,6 +438,7 @@ class Retriever:
         qvec: npt.NDArray[np.float32] | None,
         flt: SearchFilter,
         pool: int,
+        strict: bool = True,
     ) -> list[tuple[int, float, str]]:
         """(item id, score, how it matched) of the best items, or nothing without evidence."""
         t = self.tuning
@@ -438,7 +467,7 @@ class Retriever:
             names=plan.people,
         )
         topic = len([w for w in terms if w[1] >= 1.0])
-        if not self._has_evidence(ranking, mask, topic):
+        if strict and not self._has_evidence(ranking, mask, topic):
             return []
         pool = min(int(mask.sum()), pool)
         top = np.argpartition(-ranking.scores, pool - 1)[:pool]
@@ -447,11 +476,11 @@ class Retriever:
         out = []
         for pos in top:
             score = float(ranking.scores[pos])
-            if score < t.relative_floor * best:
+            if strict and score < t.relative_floor * best:
                 break
             words = ranking.coverage[pos] > 0
             cos = float(ranking.cosine[pos]) if ranking.cosine is not None else 0.0
-            if not words and cos < t.weak_floor:
+            if strict and not words and cos < t.weak_floor:
                 continue  # only near something relevant: context, not evidence
             meaning = cos >= t.floor
             how = "words+meaning" if words and meaning else (
