@@ -118,10 +118,39 @@ def mix(
     return mixed
 
 
-def _names_in(item: MemoryItem, names: Sequence[str]) -> int:
-    """How many of ``names`` the item's speaker or text mentions."""
+def _sessions_with(corpus: Corpus, names: Sequence[str]) -> dict[str, set[int]]:
+    """For each name, the sessions in which a speaker of that name (or short form) speaks."""
+    arr = corpus.arrays()
+    out: dict[str, set[int]] = {}
+    for name in names:
+        codes = [c for s, c in corpus.speaker_names.items() if is_known(name, [s])]
+        if codes:
+            out[name] = {int(x) for x in np.unique(arr.session[np.isin(arr.speaker, codes)])}
+    return out
+
+
+def _names_in(
+    item: MemoryItem,
+    names: Sequence[str],
+    corpus: Corpus | None = None,
+    present: dict[str, set[int]] | None = None,
+) -> int:
+    """How many of ``names`` the item's speaker or text mentions, or who take part in its talk.
+
+    "What did Joanna recommend to Nate?" is answered by Joanna's turn in a talk with Nate,
+    which need not say his name: a person who speaks in the item's session counts as named.
+    """
     hay = f"{item.speaker} {item.text}".lower()
-    return sum(1 for n in names if re.search(rf"\b{re.escape(n.lower())}\b", hay))
+    session = None
+    if corpus is not None and present and item.id is not None:
+        pos = corpus.position(item.id)
+        session = None if pos is None else int(corpus.arrays().session[pos])
+    return sum(
+        1
+        for n in names
+        if re.search(rf"\b{re.escape(n.lower())}\b", hay)
+        or (session is not None and session in (present or {}).get(n, set()))
+    )
 
 
 _ABOUT_ME = re.compile(r"\b(I|me|my|mine)\b")
@@ -282,11 +311,13 @@ class Retriever:
             ranked = [e for e in ranked if e.matched != "context"]
             if plan.people:
                 # Only names the user's memory knows filter; "Biscuit or Pepper" never does.
-                known = await known_people(
-                    self.index.db, user_id, (await self.index.corpus(user_id)).speaker_names
-                )
+                corpus = await self.index.corpus(user_id)
+                known = await known_people(self.index.db, user_id, corpus.speaker_names)
                 must = [p for p in plan.people if is_known(p, known)]
-                ranked = [e for e in ranked if _names_in(e.item, must) == len(must)]
+                present = _sessions_with(corpus, must)
+                ranked = [
+                    e for e in ranked if _names_in(e.item, must, corpus, present) == len(must)
+                ]
             best = ranked[0].score if ranked else 0.0
             strong = [e for e in ranked if e.score >= self.tuning.recency_strong * best]
             strong.sort(key=lambda e: (e.item.ts, e.item.id or 0), reverse=True)
