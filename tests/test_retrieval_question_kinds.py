@@ -16,11 +16,22 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+
+from bot.agent.retrieval.search import Evidence
 from bot.app.build import App
 from bot.app.importer import import_file
 from tests.support.app import add_user
 
 TZ = ZoneInfo("UTC")
+
+
+@pytest.fixture
+async def ana(app: App) -> int:
+    """A user in UTC; her id."""
+    user = await add_user(app, "ana", timezone="UTC")
+    assert user.id is not None
+    return user.id
 
 
 async def _import(app: App, user_id: int, tmp: Path, records: list[dict[str, str]]) -> None:
@@ -45,50 +56,6 @@ FILLER = [
 ]
 
 
-async def test_a_month_with_no_clear_match_shows_the_closest_item_first(
-    app: App, tmp_path: Path
-) -> None:
-    user = await add_user(app, "ana", timezone="UTC")
-    assert user.id is not None
-    start = datetime(2024, 3, 1, 9, tzinfo=UTC)
-    records = [
-        {
-            "id": f"m{day}",
-            "ts": (start + timedelta(days=day)).isoformat(),
-            "speaker": "me",
-            "text": FILLER[day % len(FILLER)] + f" (day {day + 1})",
-            "conversation": "diary",
-        }
-        for day in range(28)
-    ]
-    records.append(
-        {
-            "id": "bread",
-            "ts": datetime(2024, 3, 30, 18, tzinfo=UTC).isoformat(),
-            "speaker": "me",
-            "text": "Tried a sourdough loaf at the weekend, the crust came out great",
-            "conversation": "diary",
-        }
-    )
-    await _import(app, user.id, tmp_path, records)
-
-    out = await app.memory.retriever.search(
-        user.id,
-        "what did I cook in March 2024?",
-        now=datetime(2024, 6, 1, tzinfo=UTC),
-        tz=TZ,
-        limit=5,
-        kinds=("message",),
-    )
-    texts = [e.item.text for e in out.evidence]
-    # Nothing passes the floors (no shared word, a loose meaning): the window is listed...
-    assert {e.matched for e in out.evidence} == {"time"}
-    assert len(texts) == 25  # the listing's size, never wider than March
-    assert all(e.item.ts.month == 3 for e in out.evidence)
-    # ...with the line about food first, not the first days of the month.
-    assert texts[0].startswith("Tried a sourdough loaf"), texts[:3]
-
-
 def _turn(n: int, when: datetime, speaker: str, text: str, chat: str) -> dict[str, str]:
     return {
         "id": f"{chat}-{n}",
@@ -99,11 +66,47 @@ def _turn(n: int, when: datetime, speaker: str, text: str, chat: str) -> dict[st
     }
 
 
-async def test_recently_to_someone_keeps_the_turns_of_talks_with_them(
-    app: App, tmp_path: Path
+async def _ask(app: App, user_id: int, question: str) -> list[Evidence]:
+    """What a search finds for ``question``, asked on 1 June 2024, best first."""
+    out = await app.memory.retriever.search(
+        user_id,
+        question,
+        now=datetime(2024, 6, 1, tzinfo=UTC),
+        tz=TZ,
+        limit=5,
+        kinds=("message",),
+    )
+    return out.evidence
+
+
+async def test_a_month_with_no_clear_match_shows_the_closest_item_first(
+    app: App, ana: int, tmp_path: Path
 ) -> None:
-    user = await add_user(app, "ana", timezone="UTC")
-    assert user.id is not None
+    start = datetime(2024, 3, 1, 9, tzinfo=UTC)
+    records = [
+        _turn(
+            day, start + timedelta(days=day), "me", f"{FILLER[day % 10]} (day {day + 1})", "diary"
+        )
+        for day in range(28)
+    ]
+    evening = datetime(2024, 3, 30, 18, tzinfo=UTC)
+    bread = "Tried a sourdough loaf at the weekend, the crust came out great"
+    records.append(_turn(28, evening, "me", bread, "diary"))
+    await _import(app, ana, tmp_path, records)
+
+    found = await _ask(app, ana, "what did I cook in March 2024?")
+    texts = [e.item.text for e in found]
+    # Nothing passes the floors (no shared word, a loose meaning): the window is listed...
+    assert {e.matched for e in found} == {"time"}
+    assert len(texts) == 25  # the listing's size, never wider than March
+    assert all(e.item.ts.month == 3 for e in found)
+    # ...with the line about food first, not the first days of the month.
+    assert texts[0] == bread, texts[:3]
+
+
+async def test_recently_to_someone_keeps_the_turns_of_talks_with_them(
+    app: App, ana: int, tmp_path: Path
+) -> None:
     with_nate = datetime(2024, 2, 7, 9, tzinfo=UTC)
     with_tom = datetime(2024, 4, 2, 9, tzinfo=UTC)
     records = [
@@ -114,17 +117,10 @@ async def test_recently_to_someone_keeps_the_turns_of_talks_with_them(
         _turn(1, with_tom, "Joanna", "You should watch Dune, it is great", "tom"),
         _turn(2, with_tom, "Tom", "Nice, will do", "tom"),
     ]
-    await _import(app, user.id, tmp_path, records)
+    await _import(app, ana, tmp_path, records)
 
-    out = await app.memory.retriever.search(
-        user.id,
-        "What did Joanna recently recommend Nate to watch?",
-        now=datetime(2024, 6, 1, tzinfo=UTC),
-        tz=TZ,
-        limit=5,
-        kinds=("message",),
-    )
-    texts = [e.item.text for e in out.evidence]
+    found = await _ask(app, ana, "What did Joanna recently recommend Nate to watch?")
+    texts = [e.item.text for e in found]
     # Joanna's turn in her talk with Nate, though it does not say his name; not her newer
     # advice to Tom, a talk Nate was not in.
     assert texts and texts[0] == "You should watch Little Women, I loved it", texts
