@@ -89,7 +89,7 @@ async def test_a_week_through_owntracks_and_overland_gives_the_stays(tmp_path: P
                 body["current"] = feature(Fix(clock.now(), 0.0, 0.0, 5.0))
             r = await client.post("/api/location/overland", json=body, headers=bearer(ana_token))
             assert r.status_code == 200, r.text
-            assert r.json() == {"result": "ok"}
+            assert r.json()["result"] == "ok" and r.json()["skipped"] == 0
         # A repeated batch is stored once.
         before = await points(application, ana)
         r = await client.post(
@@ -97,7 +97,7 @@ async def test_a_week_through_owntracks_and_overland_gives_the_stays(tmp_path: P
             json={"locations": [feature(f) for f in batches[0]]},
             headers=bearer(ana_token),
         )
-        assert r.json() == {"result": "ok"}
+        assert r.json()["result"] == "ok" and r.json()["stored"] == 0
         assert await points(application, ana) == before
 
         views = await application.location.stays(ana, WEEK, WEEK + timedelta(days=7))
@@ -178,17 +178,11 @@ async def test_bad_payloads_get_a_clear_4xx_and_lose_nothing(tmp_path: Path) -> 
         assert "token" in await refused(ov, {"locations": []}, bearer("nope"), 401)
         assert "token" in await refused(ov, {"locations": []}, basic(token), 401)
 
+        # (a bad point inside an Overland batch is skipped, not refused: see below)
         good_f = feature(Fix(now, 52.5, 13.4, 5))
-        bad_lat = feature(Fix(now, 999, 13.4, 5))
-        assert "location 1" in await refused(
-            ov, {"locations": [good_f, bad_lat]}, bearer(token), 400
-        )
-        no_ts = {**good_f, "properties": {"horizontal_accuracy": 5}}
-        assert "timestamp" in await refused(ov, {"locations": [no_ts]}, bearer(token), 400)
-        odd = {**good_f, "properties": {"timestamp": "secret-ish words"}}
-        said = await refused(ov, {"locations": [odd]}, bearer(token), 400)
-        assert "not ISO 8601" in said and "secret-ish" not in said  # the value is never echoed
         assert "locations" in await refused(ov, {"points": []}, bearer(token), 400)
+        r = await client.post(ov, content=b"[", headers=bearer(token))
+        assert r.status_code == 400 and "JSON" in r.json()["detail"]
         huge = {"locations": [good_f] * 100_000}
         r = await client.post(ov, json=huge, headers=bearer(token))
         assert r.status_code == 413
@@ -229,3 +223,42 @@ async def test_a_client_without_a_content_length_is_capped_too(tmp_path: Path) -
 
         r = await client.post("/api/location/overland", content=chunks(), headers=bearer(token))
         assert r.status_code == 413
+
+
+async def test_one_bad_point_in_an_overland_batch_does_not_jam_the_phone(tmp_path: Path) -> None:
+    """Overland re-sends a batch until it hears {"result": "ok"}: the good points are kept,
+    the bad ones skipped and counted, and the batch is acknowledged."""
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        clock.set(now)
+        good = [feature(Fix(now - timedelta(minutes=m), 52.5, 13.4, 5)) for m in (30, 20, 10)]
+        no_ts = {**good[0], "properties": {"horizontal_accuracy": 5}}
+        odd_ts = {**good[0], "properties": {"timestamp": "secret-ish words"}}
+        bad_lat = feature(Fix(now - timedelta(minutes=25), 999, 13.4, 5))
+        not_a_point = {**good[0], "geometry": {"type": "LineString", "coordinates": []}}
+        words = {**good[0], "geometry": {"type": "Point", "coordinates": ["east", "north"]}}
+        batch = [good[0], no_ts, bad_lat, good[1], "a string", odd_ts, not_a_point, words, good[2]]
+        r = await client.post(
+            "/api/location/overland", json={"locations": batch}, headers=bearer(token)
+        )
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["result"] == "ok"  # what Overland checks before deleting its queue
+        assert (answer["stored"], answer["skipped"]) == (3, 6)
+        why = " ".join(answer["skipped_why"])
+        assert "location 1" in why and "timestamp" in why and "latitude" in why
+        assert "secret-ish" not in why  # a refusal never echoes what was sent
+        assert await points(application, ana) == 3
+        # The phone sends the same batch again: nothing new, still acknowledged.
+        again = await client.post(
+            "/api/location/overland", json={"locations": batch}, headers=bearer(token)
+        )
+        assert again.json()["result"] == "ok" and again.json()["stored"] == 0
+        # A batch of nothing but bad points is acknowledged too (else it would come forever).
+        r = await client.post(
+            "/api/location/overland", json={"locations": [no_ts, bad_lat]}, headers=bearer(token)
+        )
+        assert (r.status_code, r.json()["result"], r.json()["skipped"]) == (200, "ok", 2)
+        assert await points(application, ana) == 3

@@ -6,14 +6,19 @@ position, every other type (``transition``, ``waypoint``, ``waypoints``, ``statu
 ``{"locations": [GeoJSON Point features]}`` with longitude first and an ISO 8601
 ``properties.timestamp``; its ``current`` and ``trip`` members are not history.
 
-A request is taken whole or not at all: one bad point rejects the batch with a message naming
-it, so nothing half-stored needs explaining.
+An OwnTracks post carries one point: a bad one is refused with a message naming what is wrong.
+An Overland batch is not refused for one bad point: Overland re-sends a batch until the server
+answers ``{"result": "ok"}`` (its README, "Response"), so refusing would jam every later point
+behind it on the phone for good. Its good points are kept and the bad ones skipped, each with
+the reason in plain words; only a body that is not a batch at all (not JSON, no ``locations``
+list, too many points) is refused whole.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -140,8 +145,22 @@ def _feature(item: Any, now: datetime) -> Fix | None:
     return checked(parse_timestamp(props.get("timestamp")), lat, lon, acc, now)
 
 
-def overland(body: bytes, now: datetime) -> list[Fix]:
-    """The fixes in an Overland batch (``current`` and ``trip`` are not history)."""
+@dataclass(slots=True)
+class Batch:
+    """What an Overland batch holds: the points to store and the reasons others were skipped."""
+
+    fixes: list[Fix] = field(default_factory=list)
+    """The good points, in the batch's order."""
+    skipped: list[str] = field(default_factory=list)
+    """One plain reason per skipped point, naming its index ("location 3: ..."); never the
+    value that was sent."""
+
+
+def overland(body: bytes, now: datetime) -> Batch:
+    """The fixes in an Overland batch (``current`` and ``trip`` are not history).
+
+    A bad point is skipped with its reason; BadPayload only when the body is not a batch.
+    """
     data = _json(body)
     if not isinstance(data, dict) or not isinstance(data.get("locations"), list):
         raise BadPayload('expected {"locations": [...]}')
@@ -152,12 +171,13 @@ def overland(body: bytes, now: datetime) -> list[Fix]:
             "(set Points per Batch lower)",
             status=413,
         )
-    fixes: list[Fix] = []
+    out = Batch()
     for i, item in enumerate(items):
         try:
             fix = _feature(item, now)
         except BadPayload as exc:
-            raise BadPayload(f"location {i}: {exc}", exc.status) from None
+            out.skipped.append(f"location {i}: {exc}")
+            continue
         if fix is not None:
-            fixes.append(fix)
-    return fixes
+            out.fixes.append(fix)
+    return out

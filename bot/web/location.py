@@ -3,8 +3,10 @@
 OwnTracks authenticates with HTTP Basic (any user name; the password is the user's location
 token from ``/location token``) and expects a JSON array back. Overland sends the same token as
 ``Authorization: Bearer`` and counts a batch as received only on ``{"result": "ok"}``, which is
-therefore answered only after the points are stored. Anything wrong gets a 4xx with a plain
-``detail`` and stores nothing. The token is checked by the request layer before the body is
+therefore answered only after the points are stored; a bad point in a batch is skipped (counted
+in the answer and the log), never a reason to refuse the batch, which the phone would re-send
+forever. A body that cannot be read at all gets a 4xx with a plain ``detail`` and stores
+nothing. The token is checked by the request layer before the body is
 read, and the body is capped there (``Route("/api/location", ..., max_body=...)``).
 """
 
@@ -100,14 +102,39 @@ async def owntracks(request: Request) -> JSONResponse:
     return JSONResponse([])
 
 
+SKIPPED_SHOWN = 10
+"""Reasons listed in an answer; the count covers every skipped point."""
+
+
 @router.post("/overland")
 async def overland(request: Request) -> JSONResponse:
-    """One Overland batch; ``{"result": "ok"}`` only once every point is stored."""
+    """One Overland batch; ``{"result": "ok"}`` once its good points are stored.
+
+    The answer also says how many points were new (``stored``) and how many could not be
+    stored (``skipped``, with the first reasons in ``skipped_why``); Overland reads only
+    ``result``.
+    """
     user_id = await _user(request)
     body = await request.body()  # capped by the request layer (bot/web/gate.py)
     try:
-        fixes = wire.overland(body, ctx(request).service.clock.now())
+        batch = wire.overland(body, ctx(request).service.clock.now())
     except wire.BadPayload as exc:
         raise _bad(exc) from None
-    await _store(request, user_id, fixes, "overland")
-    return JSONResponse({"result": "ok"})
+    stored = await _store(request, user_id, batch.fixes, "overland")
+    if batch.skipped:
+        log.info(
+            "skipped %d of %d point(s) in an Overland batch for user %s that cannot be stored "
+            "(first: %s); the rest are kept",
+            len(batch.skipped),
+            len(batch.skipped) + len(batch.fixes),
+            user_id,
+            batch.skipped[0],
+        )
+    return JSONResponse(
+        {
+            "result": "ok",
+            "stored": stored,
+            "skipped": len(batch.skipped),
+            "skipped_why": batch.skipped[:SKIPPED_SHOWN],
+        }
+    )
