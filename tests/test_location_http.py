@@ -169,7 +169,7 @@ async def test_bad_payloads_get_a_clear_4xx_and_lose_nothing(tmp_path: Path) -> 
         )
         assert "latitude" in await refused(ot, {**loc, "lat": 999}, basic(token), 400)
         future = int((now + timedelta(days=2)).timestamp())
-        assert "future" in await refused(ot, {**loc, "tst": future}, basic(token), 400)
+        assert "ahead" in await refused(ot, {**loc, "tst": future}, basic(token), 400)
         assert "JSON" in await refused(ot, "not json", basic(token), 400) or True
         r = await client.post(ot, content=b"{not json", headers=basic(token))
         assert r.status_code == 400 and "JSON" in r.json()["detail"]
@@ -262,3 +262,32 @@ async def test_one_bad_point_in_an_overland_batch_does_not_jam_the_phone(tmp_pat
         )
         assert (r.status_code, r.json()["result"], r.json()["skipped"]) == (200, "ok", 2)
         assert await points(application, ana) == 3
+
+
+async def test_points_stamped_ahead_of_the_server_clock_are_refused(tmp_path: Path) -> None:
+    """A phone whose clock runs hours ahead would make "where was I" and the stays wrong: a
+    point more than a few minutes ahead is skipped (counted) or refused; small skew is fine."""
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        clock.set(now)
+        skewed = Fix(now + timedelta(minutes=2), 52.5, 13.4, 5)  # a phone a little fast
+        ahead = [Fix(now + d, 48.1, 11.6, 5) for d in (timedelta(minutes=30), timedelta(hours=23))]
+        batch = [feature(f) for f in (Fix(now - timedelta(minutes=9), 52.5, 13.4, 5), skewed)]
+        batch += [feature(f) for f in ahead]
+        r = await client.post(
+            "/api/location/overland", json={"locations": batch}, headers=bearer(token)
+        )
+        assert r.status_code == 200, r.text
+        assert (r.json()["result"], r.json()["stored"], r.json()["skipped"]) == ("ok", 2, 2)
+        assert "ahead" in " ".join(r.json()["skipped_why"])
+        r = await client.post(
+            "/api/location/owntracks",
+            json=owntracks(Fix(now + timedelta(hours=1), 48.1, 11.6, 5)),
+            headers=basic(token),
+        )
+        assert r.status_code == 400 and "ahead" in r.json()["detail"], r.text
+        assert await points(application, ana) == 2
+        last = await application.location.last_point(ana)
+        assert last is not None and last.ts == skewed.ts  # not the point from "tomorrow"

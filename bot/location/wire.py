@@ -26,8 +26,10 @@ from bot.location.geo import Fix, valid_coordinates
 
 MAX_POINTS = 1000
 """Most points accepted in one request (Overland's largest batch setting)."""
-MAX_FUTURE = timedelta(days=1)
-"""A fix stamped further ahead than this is a broken clock, not a position."""
+MAX_AHEAD = timedelta(minutes=5)
+"""A fix stamped further ahead of the server's clock than this is a wrong clock, not a
+position: kept, it would be "where you are" until that hour came and cut the stays around it.
+Five minutes leaves room for the skew between a phone's clock and the server's."""
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 """Fixes before this are a broken clock too."""
 
@@ -58,8 +60,11 @@ def checked(ts: datetime, lat: float, lon: float, acc: float | None, now: dateti
     """A fix after checking its coordinates and time; BadPayload otherwise."""
     if not valid_coordinates(lat, lon):
         raise BadPayload("latitude must be within -90..90 and longitude within -180..180")
-    if ts > now + MAX_FUTURE:
-        raise BadPayload("the timestamp is more than a day in the future (check the phone's clock)")
+    if ts > now + MAX_AHEAD:
+        raise BadPayload(
+            f"the time is more than {MAX_AHEAD.seconds // 60} minutes ahead of lifebot's clock "
+            "(check the phone's clock)"
+        )
     if ts < EARLIEST:
         raise BadPayload("the timestamp is before the year 2000 (check the phone's clock)")
     if acc is not None and acc < 0:
