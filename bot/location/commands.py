@@ -17,7 +17,12 @@ from bot.location.places import KINDS, norm, parse_aliases
 from bot.location.service import LocationService, NamingError
 from storage.models import Place
 
-_DAY = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s*(?:\.\.|to|-)?\s*(\d{4}-\d{2}-\d{2}))?$")
+# ASCII digits only: \d alone also matches other scripts' digits, which no date here uses.
+_DAY = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s*(?:\.\.|to|-)?\s*(\d{4}-\d{2}-\d{2}))?$", re.ASCII)
+FIRST_DAY = date(2000, 1, 1)
+"""No point is older (the phone apps' and the importers' rule): /location forget's earliest day."""
+LAST_DAY = date(2099, 12, 31)
+"""/location forget's latest day: far enough, and year 9999 + a day would overflow."""
 _RENAME = re.compile(r"^(.+?)\s*(?:->|=)\s*(.+)$")
 LOCATION_HELP = (
     "/location on - start recording where you are (share your live location here, or use "
@@ -144,6 +149,11 @@ class LocationCommands:
             return CommandReply(f"{rest} is not a date I can read (use YYYY-MM-DD).")
         if last < first:
             first, last = last, first
+        if first < FIRST_DAY or last > LAST_DAY:
+            return CommandReply(
+                f"Use days from {FIRST_DAY} to {LAST_DAY}: I keep no location history outside "
+                "them. To delete everything: /location forget all."
+            )
         tz = ZoneInfo(ctx.user.timezone)
         start = _local_midnight(first, tz)
         end = _local_midnight(last + timedelta(days=1), tz)
