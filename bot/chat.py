@@ -53,6 +53,26 @@ class CommandReply:
     (``/place name 12`` + "climbing hall")."""
 
 
+MAX_ROW_ID = 2**31 - 1
+"""The largest id a stored row can have: the id columns are ``INTEGER`` (PostgreSQL's stops
+here, SQLite's later), so a larger number names no row and must never reach a query."""
+
+
+def row_id(text: str) -> int | None:
+    """The row id a person typed in a command ("12" or "#12"); None when no row can have it.
+
+    The one parser for every command that takes an id. ``str.isdigit`` alone lets through
+    what ``int()`` refuses ("²") and numbers no id column holds (an overflow deep in the
+    query); here anything but 1 to ``MAX_ROW_ID`` in ASCII digits is None, never an error, and
+    the command answers with its usage line.
+    """
+    digits = text.strip().removeprefix("#")
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(MAX_ROW_ID)):
+        return None
+    number = int(digits)
+    return number if 1 <= number <= MAX_ROW_ID else None
+
+
 CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]
 Trigger = Callable[[InboundMessage], str | None]
 """Turns a plain message into a command line ("journal: ..." -> "/journal ..."), or None."""

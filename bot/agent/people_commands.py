@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.agent.contact_offer import settle_offer
 from bot.agent.people import describe
-from bot.chat import CommandContext, CommandReply, CommandTable
+from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from storage.db import Database
 from storage.repos.people import ContactRepo
 
@@ -36,12 +36,13 @@ def register_people_commands(commands: CommandTable, db: Database) -> None:
                     ctx.user_id, name, aliases=aliases, relationship=relationship, reach=reach
                 )
             return CommandReply(f"Saved #{saved.id}: {describe(saved)}")
-        if verb in ("yes", "no") and rest.strip().isdigit():  # the buttons under an offer
-            said = await settle_offer(db, ctx.user_id, int(rest.strip()), yes=verb == "yes")
+        ident = row_id(rest)
+        if verb in ("yes", "no") and ident is not None:  # the buttons under an offer
+            said = await settle_offer(db, ctx.user_id, ident, yes=verb == "yes")
             return CommandReply(said)
-        if verb == "del" and rest.strip().lstrip("#").isdigit():
+        if verb == "del" and ident is not None:
             async with db.session() as s:
-                gone = await ContactRepo(s).remove(ctx.user_id, int(rest.strip().lstrip("#")))
+                gone = await ContactRepo(s).remove(ctx.user_id, ident)
             return CommandReply(f"Removed: {gone.name}" if gone else "You have no such contact.")
         return CommandReply(USAGE)
 

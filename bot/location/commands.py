@@ -10,7 +10,7 @@ import re
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.chat import CommandContext, CommandReply, CommandTable
+from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from bot.jobs.calendars.proposals import MAX_OFFERED, proposal_buttons
 from bot.jobs.localtime import hhmm, parse_hhmm
 from bot.location.places import KINDS, norm, parse_aliases
@@ -193,9 +193,9 @@ class LocationCommands:
 
     async def _name(self, ctx: CommandContext, rest: str) -> CommandReply:
         """/place name ID [NAME]: without a name, ask "What was this place?"."""
-        ident, _, name = rest.partition(" ")
-        ident = ident.lstrip("#")
-        if not ident.isdigit():
+        typed, _, name = rest.partition(" ")
+        ident = row_id(typed)
+        if ident is None:
             return CommandReply("Usage: /place name ID NAME (ID: the proposed event's number)")
         if not name.strip():
             return CommandReply(
@@ -203,7 +203,7 @@ class LocationCommands:
             )
         tz = ZoneInfo(ctx.user.timezone)
         try:
-            done = await self.location.name_from_proposal(ctx.user_id, int(ident), name, tz)
+            done = await self.location.name_from_proposal(ctx.user_id, ident, name, tz)
         except NamingError as exc:
             return CommandReply(str(exc))
         text = f"Saved {done.place.name}: I'll use that name for your stays there from now on."
