@@ -93,3 +93,60 @@ async def test_a_contact_saved_from_chat_shows_on_the_page(app: App, fake_llm: F
         await sign_in(app, web, ann)
         page = await web.get("/contacts")
         assert 'value="Jordan"' in page.text and 'value="colleague"' in page.text
+
+
+async def test_adding_a_contact_again_updates_only_the_fields_given(any_db_app: App) -> None:
+    """The page's add form, the API and /contact add each once re-saved the whole contact, so
+    adding Ana again with just her email wiped her other names and her relationship."""
+    app = any_db_app
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+
+    async def ana() -> dict[str, object]:
+        async with client_for(app) as web:
+            items = (await web.get("/api/v1/contacts", headers=api)).json()["items"]
+        [found] = [c for c in items if str(c["name"]).lower() == "ana silva"]
+        return dict(found)
+
+    _, token = await app.web.auth.new_api_token(ann.id, "script", "write")
+    api = {"Authorization": f"Bearer {token}"}
+    await app.dispatcher.handle(
+        make_inbound("/contact add Ana Silva | Ana, Aninha | sister | +351 912", sender="ann")
+    )
+    # Chat: a new way to reach her; the blank fields are "not given".
+    again = await app.dispatcher.handle(
+        make_inbound("/contact add Ana Silva | | | ana@example.org", sender="ann")
+    )
+    assert "sister" in (again.reply or "")
+    assert await ana() == {
+        "id": (await ana())["id"],
+        "name": "Ana Silva",
+        "aliases": ["Ana", "Aninha"],
+        "relationship": "sister",
+        "reach": "ana@example.org",
+    }
+    # The page's add form with only the name and a relationship.
+    async with client_for(app) as web:
+        csrf = await sign_in(app, web, ann)
+        done = await web.post(
+            "/contacts/add", data={"csrf": csrf, "name": "Ana Silva", "relationship": "twin"}
+        )
+        assert "note=Saved: Ana Silva" in await said(web, done)
+    got = await ana()
+    assert (got["aliases"], got["relationship"], got["reach"]) == (
+        ["Ana", "Aninha"],
+        "twin",
+        "ana@example.org",
+    )
+    # The API: omitted fields stay (its schema says so), 200 for an update.
+    async with client_for(app) as web:
+        r = await web.post("/api/v1/contacts", headers=api, json={"name": "ana silva"})
+        assert r.status_code == 200, r.text
+        r = await web.post(
+            "/api/v1/contacts", headers=api, json={"name": "Ana Silva", "reach": "x"}
+        )
+        assert r.status_code == 200 and r.json()["aliases"] == ["Ana", "Aninha"]
+    got = await ana()
+    assert (got["name"], got["relationship"], got["reach"]) == ("Ana Silva", "twin", "x")
+    listed = (await app.dispatcher.handle(make_inbound("/contacts", sender="ann"))).reply or ""
+    assert listed.count("Ana Silva") == 1  # re-added in another case: still one contact

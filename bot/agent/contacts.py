@@ -24,9 +24,18 @@ class Contacts:
             return await ContactRepo(s).every(user_id)
 
     async def put(
-        self, user_id: int, name: str, *, aliases: str = "", relationship: str = "", reach: str = ""
+        self,
+        user_id: int,
+        name: str,
+        *,
+        aliases: str | None = None,
+        relationship: str | None = None,
+        reach: str | None = None,
     ) -> tuple[Contact, bool]:
-        """Add a contact, or update the one with this name; True when it was made."""
+        """Add a contact, or update the one with this name; True when it was made.
+
+        Only the fields given change on an existing contact (None leaves a field as it is).
+        """
         async with self.db.session() as s:
             return await ContactRepo(s).put(
                 user_id, name, aliases=aliases, relationship=relationship, reach=reach

@@ -32,8 +32,13 @@ def register_people_commands(commands: CommandTable, db: Database) -> None:
             if not name or len(name) > 80:
                 return CommandReply(USAGE)
             async with db.session() as s:
+                # a blank part is not given: adding someone again keeps what was there
                 saved = await ContactRepo(s).add(
-                    ctx.user_id, name, aliases=aliases, relationship=relationship, reach=reach
+                    ctx.user_id,
+                    name,
+                    aliases=aliases or None,
+                    relationship=relationship or None,
+                    reach=reach or None,
                 )
             return CommandReply(f"Saved #{saved.id}: {describe(saved)}")
         ident = row_id(rest)

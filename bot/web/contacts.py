@@ -55,11 +55,13 @@ class ContactIn(BodyIn):
 
     def fields(self) -> dict[str, str | None]:
         """As repository fields (aliases comma separated)."""
-        aliases = ", ".join(a.strip() for a in self.aliases if a.strip()) if self.aliases else None
+        aliases = None  # omitted: leave them; [] clears them
+        if self.aliases is not None:
+            aliases = ", ".join(a.strip() for a in self.aliases if a.strip())
         return {
             # a name of spaces is no name: None for "leave it", "" for "refuse it"
             "name": self.name.strip() if self.name is not None else None,
-            "aliases": aliases if self.aliases is not None else None,
+            "aliases": aliases,
             "relationship": self.relationship,
             "reach": self.reach,
         }
@@ -78,19 +80,20 @@ async def contacts(request: Request, who: Who) -> HTMLResponse:
 
 @router.post("/contacts/add")
 async def add(request: Request, who: Who) -> Response:
-    """Add a contact (or update the one with that name)."""
+    """Add a contact (or update the filled-in fields of the one with that name)."""
     form = await checked_form(request, who)
     name = form.get("name", "").strip()
     if not name or len(name) > 80:
         return await back(
             request, who, "/contacts", error="A contact needs a name (at most 80 characters)."
         )
+    # A field left blank is not given: adding someone again keeps what was there.
     saved, _ = await ctx(request).service.contacts.put(
         who.user_id,
         name,
-        aliases=form.get("aliases", "").strip(),
-        relationship=form.get("relationship", "").strip(),
-        reach=form.get("reach", "").strip(),
+        aliases=form.get("aliases", "").strip() or None,
+        relationship=form.get("relationship", "").strip() or None,
+        reach=form.get("reach", "").strip() or None,
     )
     return await back(request, who, "/contacts", note=f"Saved: {saved.name}")
 
@@ -147,16 +150,19 @@ async def list_contacts(
 async def add_contact(
     request: Request, user: Me, body: ContactIn, response: Response
 ) -> ContactOut:
-    """Add a contact: 201 when made; 200 when one with that name was there (updated)."""
+    """Add a contact: 201 when made; 200 when one with that name was there (updated).
+
+    The name matches in any case; on an existing contact only the fields sent change.
+    """
     fields = body.fields()
     if not fields["name"]:
         raise HTTPException(422, "A contact needs a name.")
     saved, created = await ctx(request).service.contacts.put(
         uid(user),
         fields["name"],
-        aliases=fields["aliases"] or "",
-        relationship=fields["relationship"] or "",
-        reach=fields["reach"] or "",
+        aliases=fields["aliases"],
+        relationship=fields["relationship"],
+        reach=fields["reach"],
     )
     if not created:
         response.status_code = 200
