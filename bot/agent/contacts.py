@@ -11,6 +11,26 @@ from storage.db import Database
 from storage.models import Contact
 from storage.repos.people import ContactRepo
 
+LIMITS = {"name": 80, "aliases": 200, "relationship": 60, "reach": 200}
+"""The most characters each field of a contact holds, on every path (chat, page, API)."""
+_SAYS = {
+    "name": "A name is",
+    "aliases": "Other names are, together,",
+    "relationship": "A relationship is",
+    "reach": "How to reach them is",
+}
+
+
+def too_long(**fields: str | None) -> str | None:
+    """Plain words for the first field longer than its limit; None when every one fits.
+
+    Other names count as written, comma separated. A field not given (None) fits.
+    """
+    for key, value in fields.items():
+        if value is not None and len(value) > LIMITS[key]:
+            return f"{_SAYS[key]} at most {LIMITS[key]} characters."
+    return None
+
 
 class Contacts:
     """A user's contacts, each call scoped to that user (another user's id finds nothing)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bot.agent.contact_offer import settle_offer
+from bot.agent.contacts import too_long
 from bot.agent.people import describe
 from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from storage.db import Database
@@ -29,8 +30,11 @@ def register_people_commands(commands: CommandTable, db: Database) -> None:
         if verb == "add" and rest.strip():
             fields = [f.strip() for f in rest.split("|")] + ["", "", ""]
             name, aliases, relationship, reach = fields[:4]
-            if not name or len(name) > 80:
+            if not name:
                 return CommandReply(USAGE)
+            said = too_long(name=name, aliases=aliases, relationship=relationship, reach=reach)
+            if said is not None:
+                return CommandReply(f"Not saved: {said}")
             async with db.session() as s:
                 # a blank part is not given: adding someone again keeps what was there
                 saved = await ContactRepo(s).add(
