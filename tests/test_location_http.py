@@ -11,10 +11,11 @@ from pathlib import Path
 from bot.app.build import App
 from bot.location.geo import Fix
 from bot.location.stays import DetectedStay, detect_stays
+from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
-from tests.support.app import add_user
+from tests.support.app import add_user, channel
 from tests.support.gps import PLACES, WEEK, generate, score
-from tests.support.jobs import jobs_app
+from tests.support.jobs import jobs_app, jobs_of
 from tests.support.web import client_for
 
 
@@ -291,3 +292,35 @@ async def test_points_stamped_ahead_of_the_server_clock_are_refused(tmp_path: Pa
         assert await points(application, ana) == 2
         last = await application.location.last_point(ana)
         assert last is not None and last.ts == skewed.ts  # not the point from "tomorrow"
+
+
+async def test_encrypted_owntracks_posts_are_acknowledged_and_the_person_told_once(
+    tmp_path: Path,
+) -> None:
+    """OwnTracks counts any answer as delivered (its booklet, "HTTP"): a 422 lost the points
+    without a word. Now the post gets 200 [] and its owner one plain message saying why and
+    how to turn the encryption off."""
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        application.dispatcher.register(RecordingChannel("fake"))
+        ana, token = await turned_on(application, "ana")
+        await turned_on(application, "bob")
+        clock.set(now)
+        sealed = {"_type": "encrypted", "data": "1Vu7OwpW4lMnh28FB+el22GsCrlnggvEcp4H8GR9iKJ="}
+        for _ in range(3):  # the app keeps posting: one message, not three
+            r = await client.post("/api/location/owntracks", json=sealed, headers=basic(token))
+            assert (r.status_code, r.json()) == (200, [])
+        await jobs_of(application).plan_and_send(clock.now())
+        told = channel(application).texts("ana")
+        assert len(told) == 1, told
+        assert "encrypt" in told[0] and "Encryption key" in told[0] and "OwnTracks" in told[0]
+        assert channel(application).texts("bob") == []
+        assert await points(application, ana) == 0
+        # Once the key is removed, the points are stored as ever.
+        r = await client.post(
+            "/api/location/owntracks",
+            json=owntracks(Fix(now - timedelta(minutes=1), 52.5, 13.4, 5)),
+            headers=basic(token),
+        )
+        assert (r.status_code, await points(application, ana)) == (200, 1)

@@ -43,6 +43,14 @@ class BadPayload(ValueError):
         """The HTTP status to answer with."""
 
 
+class Encrypted(BadPayload):
+    """An OwnTracks message sealed with the app's encryption key: lifebot cannot read it.
+
+    The HTTP route acknowledges it (OwnTracks counts any answer as delivered, so a refusal
+    would only hide the loss) and tells the person; an imported file reports the line.
+    """
+
+
 def _number(value: Any, what: str) -> float:
     # Old OwnTracks versions sent numbers as strings; accept both, refuse anything else.
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -90,7 +98,7 @@ def owntracks(body: bytes, now: datetime) -> list[Fix]:
         raise BadPayload("expected one JSON object with a _type")
     kind = data.get("_type")
     if kind == "encrypted":
-        raise BadPayload(
+        raise Encrypted(
             "encrypted payloads are not supported: turn off the encryption key in OwnTracks",
             status=422,
         )

@@ -8,6 +8,11 @@ in the answer and the log), never a reason to refuse the batch, which the phone 
 forever. A body that cannot be read at all gets a 4xx with a plain ``detail`` and stores
 nothing. The token is checked by the request layer before the body is
 read, and the body is capped there (``Route("/api/location", ..., max_body=...)``).
+
+OwnTracks counts a post as delivered whatever the status (its booklet, "HTTP"), so a refusal
+never makes it send again: an encrypted message (the app's Encryption key is set) is answered
+``[]`` like any other, and the person is told once, in chat, why nothing arrives and how to
+turn the encryption off.
 """
 
 from __future__ import annotations
@@ -95,6 +100,15 @@ async def owntracks(request: Request) -> JSONResponse:
     body = await request.body()  # capped by the request layer (bot/web/gate.py)
     try:
         fixes = wire.owntracks(body, ctx(request).service.clock.now())
+    except wire.Encrypted:
+        told = await ctx(request).location.tell_encrypted(user_id)
+        log.info(
+            "an OwnTracks post for user %s was encrypted with the app's Encryption key, which "
+            "lifebot cannot read: acknowledged, not stored%s",
+            user_id,
+            "; the user is told how to turn it off" if told else " (the user was told before)",
+        )
+        return JSONResponse([])
     except wire.BadPayload as exc:
         raise _bad(exc) from None
     if fixes:
