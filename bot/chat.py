@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from bot.feature import Input
 from bot.messages import Button, Image, InboundMessage, OutboundMessage
-from storage.models import User
+from storage.models import MAX_ROW_ID, User
 
 
 @dataclass(slots=True)
@@ -51,11 +51,6 @@ class CommandReply:
     expect: str | None = None
     """The reply asks a question: the user's next plain message completes this command line
     (``/place name 12`` + "climbing hall")."""
-
-
-MAX_ROW_ID = 2**31 - 1
-"""The largest id a stored row can have: the id columns are ``INTEGER`` (PostgreSQL's stops
-here, SQLite's later), so a larger number names no row and must never reach a query."""
 
 
 def row_id(text: str) -> int | None:
