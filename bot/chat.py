@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from bot.feature import Input
 from bot.messages import Button, Image, InboundMessage, OutboundMessage
-from storage.models import User
+from storage.models import MAX_ROW_ID, User
 
 
 @dataclass(slots=True)
@@ -51,6 +51,21 @@ class CommandReply:
     expect: str | None = None
     """The reply asks a question: the user's next plain message completes this command line
     (``/place name 12`` + "climbing hall")."""
+
+
+def row_id(text: str) -> int | None:
+    """The row id a person typed in a command ("12" or "#12"); None when no row can have it.
+
+    The one parser for every command that takes an id. ``str.isdigit`` alone lets through
+    what ``int()`` refuses ("²") and numbers no id column holds (an overflow deep in the
+    query); here anything but 1 to ``MAX_ROW_ID`` in ASCII digits is None, never an error, and
+    the command answers with its usage line.
+    """
+    digits = text.strip().removeprefix("#")
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > len(str(MAX_ROW_ID)):
+        return None
+    number = int(digits)
+    return number if 1 <= number <= MAX_ROW_ID else None
 
 
 CommandFn = Callable[[CommandContext], Awaitable[CommandReply]]

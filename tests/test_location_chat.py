@@ -130,3 +130,36 @@ async def test_raw_points_past_the_retention_go_and_stays_stay(tmp_path: Path) -
         assert oldest >= clock.now() - timedelta(days=3)
         stays = await app.location.stays(ana.id, WEEK, WEEK + timedelta(days=1))
         assert len(stays) >= 4  # Monday's stays outlive Monday's points
+
+
+async def test_location_forget_with_dates_out_of_range_answers_in_plain_words(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(WEEK)
+    async with jobs_app(tmp_path, clock) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await add_user(app, "ana", timezone="Europe/Berlin")
+        assert ana.id is not None
+        await say(app, "ana", "/location on")
+        clock.advance(minutes=5)
+        await app.location.ingest(ana.id, [Fix(clock.now(), *PLACES["home"], 8.0)], "owntracks")
+        for dates in (
+            "9999-12-31",
+            "0001-01-01",
+            "0001-01-01 9999-12-31",
+            "0000-01-01",
+            "2026-02-30",
+            "٢٠٢٦-٠٣-٢٤",  # digits of another script
+            "99999999999999999999-01-01",
+            "2026-03-24 99999-01-01",
+        ):
+            reply = await say(app, "ana", f"/location forget {dates}")
+            plain = ("Usage: /location forget", "is not a date", "Use days from 2000-01-01")
+            assert any(words in reply for words in plain), (dates, reply)
+            assert "Deleted" not in reply and "went wrong" not in reply, (dates, reply)
+        # Nothing was deleted by any of them, and the command still works.
+        assert await app.location.last_point(ana.id) is not None
+        assert "Deleted your location history for" in await say(
+            app, "ana", "/location forget 2000-01-01 2099-12-31"
+        )
+        assert await app.location.last_point(ana.id) is None

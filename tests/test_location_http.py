@@ -11,10 +11,11 @@ from pathlib import Path
 from bot.app.build import App
 from bot.location.geo import Fix
 from bot.location.stays import DetectedStay, detect_stays
+from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
-from tests.support.app import add_user
+from tests.support.app import add_user, channel
 from tests.support.gps import PLACES, WEEK, generate, score
-from tests.support.jobs import jobs_app
+from tests.support.jobs import jobs_app, jobs_of
 from tests.support.web import client_for
 
 
@@ -89,7 +90,7 @@ async def test_a_week_through_owntracks_and_overland_gives_the_stays(tmp_path: P
                 body["current"] = feature(Fix(clock.now(), 0.0, 0.0, 5.0))
             r = await client.post("/api/location/overland", json=body, headers=bearer(ana_token))
             assert r.status_code == 200, r.text
-            assert r.json() == {"result": "ok"}
+            assert r.json()["result"] == "ok" and r.json()["skipped"] == 0
         # A repeated batch is stored once.
         before = await points(application, ana)
         r = await client.post(
@@ -97,7 +98,7 @@ async def test_a_week_through_owntracks_and_overland_gives_the_stays(tmp_path: P
             json={"locations": [feature(f) for f in batches[0]]},
             headers=bearer(ana_token),
         )
-        assert r.json() == {"result": "ok"}
+        assert r.json()["result"] == "ok" and r.json()["stored"] == 0
         assert await points(application, ana) == before
 
         views = await application.location.stays(ana, WEEK, WEEK + timedelta(days=7))
@@ -169,7 +170,7 @@ async def test_bad_payloads_get_a_clear_4xx_and_lose_nothing(tmp_path: Path) -> 
         )
         assert "latitude" in await refused(ot, {**loc, "lat": 999}, basic(token), 400)
         future = int((now + timedelta(days=2)).timestamp())
-        assert "future" in await refused(ot, {**loc, "tst": future}, basic(token), 400)
+        assert "ahead" in await refused(ot, {**loc, "tst": future}, basic(token), 400)
         assert "JSON" in await refused(ot, "not json", basic(token), 400) or True
         r = await client.post(ot, content=b"{not json", headers=basic(token))
         assert r.status_code == 400 and "JSON" in r.json()["detail"]
@@ -178,17 +179,11 @@ async def test_bad_payloads_get_a_clear_4xx_and_lose_nothing(tmp_path: Path) -> 
         assert "token" in await refused(ov, {"locations": []}, bearer("nope"), 401)
         assert "token" in await refused(ov, {"locations": []}, basic(token), 401)
 
+        # (a bad point inside an Overland batch is skipped, not refused: see below)
         good_f = feature(Fix(now, 52.5, 13.4, 5))
-        bad_lat = feature(Fix(now, 999, 13.4, 5))
-        assert "location 1" in await refused(
-            ov, {"locations": [good_f, bad_lat]}, bearer(token), 400
-        )
-        no_ts = {**good_f, "properties": {"horizontal_accuracy": 5}}
-        assert "timestamp" in await refused(ov, {"locations": [no_ts]}, bearer(token), 400)
-        odd = {**good_f, "properties": {"timestamp": "secret-ish words"}}
-        said = await refused(ov, {"locations": [odd]}, bearer(token), 400)
-        assert "not ISO 8601" in said and "secret-ish" not in said  # the value is never echoed
         assert "locations" in await refused(ov, {"points": []}, bearer(token), 400)
+        r = await client.post(ov, content=b"[", headers=bearer(token))
+        assert r.status_code == 400 and "JSON" in r.json()["detail"]
         huge = {"locations": [good_f] * 100_000}
         r = await client.post(ov, json=huge, headers=bearer(token))
         assert r.status_code == 413
@@ -229,3 +224,103 @@ async def test_a_client_without_a_content_length_is_capped_too(tmp_path: Path) -
 
         r = await client.post("/api/location/overland", content=chunks(), headers=bearer(token))
         assert r.status_code == 413
+
+
+async def test_one_bad_point_in_an_overland_batch_does_not_jam_the_phone(tmp_path: Path) -> None:
+    """Overland re-sends a batch until it hears {"result": "ok"}: the good points are kept,
+    the bad ones skipped and counted, and the batch is acknowledged."""
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        clock.set(now)
+        good = [feature(Fix(now - timedelta(minutes=m), 52.5, 13.4, 5)) for m in (30, 20, 10)]
+        no_ts = {**good[0], "properties": {"horizontal_accuracy": 5}}
+        odd_ts = {**good[0], "properties": {"timestamp": "secret-ish words"}}
+        bad_lat = feature(Fix(now - timedelta(minutes=25), 999, 13.4, 5))
+        not_a_point = {**good[0], "geometry": {"type": "LineString", "coordinates": []}}
+        words = {**good[0], "geometry": {"type": "Point", "coordinates": ["east", "north"]}}
+        batch = [good[0], no_ts, bad_lat, good[1], "a string", odd_ts, not_a_point, words, good[2]]
+        r = await client.post(
+            "/api/location/overland", json={"locations": batch}, headers=bearer(token)
+        )
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["result"] == "ok"  # what Overland checks before deleting its queue
+        assert (answer["stored"], answer["skipped"]) == (3, 6)
+        why = " ".join(answer["skipped_why"])
+        assert "location 1" in why and "timestamp" in why and "latitude" in why
+        assert "secret-ish" not in why  # a refusal never echoes what was sent
+        assert await points(application, ana) == 3
+        # The phone sends the same batch again: nothing new, still acknowledged.
+        again = await client.post(
+            "/api/location/overland", json={"locations": batch}, headers=bearer(token)
+        )
+        assert again.json()["result"] == "ok" and again.json()["stored"] == 0
+        # A batch of nothing but bad points is acknowledged too (else it would come forever).
+        r = await client.post(
+            "/api/location/overland", json={"locations": [no_ts, bad_lat]}, headers=bearer(token)
+        )
+        assert (r.status_code, r.json()["result"], r.json()["skipped"]) == (200, "ok", 2)
+        assert await points(application, ana) == 3
+
+
+async def test_points_stamped_ahead_of_the_server_clock_are_refused(tmp_path: Path) -> None:
+    """A phone whose clock runs hours ahead would make "where was I" and the stays wrong: a
+    point more than a few minutes ahead is skipped (counted) or refused; small skew is fine."""
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        clock.set(now)
+        skewed = Fix(now + timedelta(minutes=2), 52.5, 13.4, 5)  # a phone a little fast
+        ahead = [Fix(now + d, 48.1, 11.6, 5) for d in (timedelta(minutes=30), timedelta(hours=23))]
+        batch = [feature(f) for f in (Fix(now - timedelta(minutes=9), 52.5, 13.4, 5), skewed)]
+        batch += [feature(f) for f in ahead]
+        r = await client.post(
+            "/api/location/overland", json={"locations": batch}, headers=bearer(token)
+        )
+        assert r.status_code == 200, r.text
+        assert (r.json()["result"], r.json()["stored"], r.json()["skipped"]) == ("ok", 2, 2)
+        assert "ahead" in " ".join(r.json()["skipped_why"])
+        r = await client.post(
+            "/api/location/owntracks",
+            json=owntracks(Fix(now + timedelta(hours=1), 48.1, 11.6, 5)),
+            headers=basic(token),
+        )
+        assert r.status_code == 400 and "ahead" in r.json()["detail"], r.text
+        assert await points(application, ana) == 2
+        last = await application.location.last_point(ana)
+        assert last is not None and last.ts == skewed.ts  # not the point from "tomorrow"
+
+
+async def test_encrypted_owntracks_posts_are_acknowledged_and_the_person_told_once(
+    tmp_path: Path,
+) -> None:
+    """OwnTracks counts any answer as delivered (its booklet, "HTTP"): a 422 lost the points
+    without a word. Now the post gets 200 [] and its owner one plain message saying why and
+    how to turn the encryption off."""
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        application.dispatcher.register(RecordingChannel("fake"))
+        ana, token = await turned_on(application, "ana")
+        await turned_on(application, "bob")
+        clock.set(now)
+        sealed = {"_type": "encrypted", "data": "1Vu7OwpW4lMnh28FB+el22GsCrlnggvEcp4H8GR9iKJ="}
+        for _ in range(3):  # the app keeps posting: one message, not three
+            r = await client.post("/api/location/owntracks", json=sealed, headers=basic(token))
+            assert (r.status_code, r.json()) == (200, [])
+        await jobs_of(application).plan_and_send(clock.now())
+        told = channel(application).texts("ana")
+        assert len(told) == 1, told
+        assert "encrypt" in told[0] and "Encryption key" in told[0] and "OwnTracks" in told[0]
+        assert channel(application).texts("bob") == []
+        assert await points(application, ana) == 0
+        # Once the key is removed, the points are stored as ever.
+        r = await client.post(
+            "/api/location/owntracks",
+            json=owntracks(Fix(now - timedelta(minutes=1), 52.5, 13.4, 5)),
+            headers=basic(token),
+        )
+        assert (r.status_code, await points(application, ana)) == (200, 1)

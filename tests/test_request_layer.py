@@ -3,9 +3,10 @@
 The routes are not listed here: they are read from the built app and their declarations
 (``Route.access``, ``Route.max_body``), so a route added tomorrow is swept the same way. Each
 route gets the caller its declaration asks for (a session, an API token, a location or device
-token), then numbers beyond int64, negative and non-numeric ids, deep JSON, wrong types and
-bodies over its cap, declared and chunked. Every answer must be a 4xx in the shared error
-shape, the process must keep answering, and a stranger's body must never be read at all.
+token), then ids beyond what an id column holds (on SQLite and PostgreSQL), negative and
+non-numeric ids, deep JSON, wrong types and bodies over its cap, declared and chunked. Every
+answer must be a 4xx in the shared error shape, the process must keep answering, and a
+stranger's body must never be read at all.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from tests.support.web import sign_in
 CHUNK = 64 * 1024
 FILE_LIMIT = 40_000
 """image_max_bytes in these tests, so the upload routes' caps stay small."""
-BAD_NUMBERS = (str(2**63), str(2**64 + 1), "-1", "0", "abc", "1e400", "9" * 500)
+BAD_NUMBERS = (str(2**31), str(2**63), str(2**64 + 1), "-1", "0", "abc", "1e400", "9" * 500)
+"""2^31 is one past what an id column holds (INTEGER: PostgreSQL stops there, SQLite does not)."""
 DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
 
 
@@ -122,6 +124,17 @@ async def owner_app(app_factory: AppFactory, fake_llm: FakeLLM) -> App:
     return await app_factory(fake_llm, image_max_bytes=FILE_LIMIT)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+async def owner_app_any_db(
+    request: pytest.FixtureRequest, app_factory: AppFactory, fake_llm: FakeLLM
+) -> App:
+    """``owner_app`` on SQLite, then on PostgreSQL (whose INTEGER ids stop at 2^31-1)."""
+    overrides: dict[str, Any] = {"image_max_bytes": FILE_LIMIT}
+    if request.param == "postgres":
+        overrides["database_url_setting"] = request.getfixturevalue("migrated_postgres_url")
+    return await app_factory(fake_llm, **overrides)
+
+
 async def _callers(application: App, client: httpx.AsyncClient) -> Callers:
     ann = await add_user(application, "ann", owner=True)
     assert ann.id is not None
@@ -161,9 +174,10 @@ def test_every_number_and_date_parameter_is_range_checked(tmp_path: Path) -> Non
 
 
 async def test_every_route_answers_bad_numbers_and_deep_json_with_a_4xx_and_keeps_answering(
-    owner_app: App,
+    owner_app_any_db: App,
 ) -> None:
     """Over a real socket, through uvicorn: what a client on the network gets."""
+    owner_app = owner_app_any_db
     server = WebServer(owner_app.web.app, "127.0.0.1", 0)
     await server.start()
     try:

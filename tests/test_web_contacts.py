@@ -93,3 +93,100 @@ async def test_a_contact_saved_from_chat_shows_on_the_page(app: App, fake_llm: F
         await sign_in(app, web, ann)
         page = await web.get("/contacts")
         assert 'value="Jordan"' in page.text and 'value="colleague"' in page.text
+
+
+async def test_adding_a_contact_again_updates_only_the_fields_given(any_db_app: App) -> None:
+    """The page's add form, the API and /contact add each once re-saved the whole contact, so
+    adding Ana again with just her email wiped her other names and her relationship."""
+    app = any_db_app
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+
+    async def ana() -> dict[str, object]:
+        async with client_for(app) as web:
+            items = (await web.get("/api/v1/contacts", headers=api)).json()["items"]
+        [found] = [c for c in items if str(c["name"]).lower() == "ana silva"]
+        return dict(found)
+
+    _, token = await app.web.auth.new_api_token(ann.id, "script", "write")
+    api = {"Authorization": f"Bearer {token}"}
+    await app.dispatcher.handle(
+        make_inbound("/contact add Ana Silva | Ana, Aninha | sister | +351 912", sender="ann")
+    )
+    # Chat: a new way to reach her; the blank fields are "not given".
+    again = await app.dispatcher.handle(
+        make_inbound("/contact add Ana Silva | | | ana@example.org", sender="ann")
+    )
+    assert "sister" in (again.reply or "")
+    assert await ana() == {
+        "id": (await ana())["id"],
+        "name": "Ana Silva",
+        "aliases": ["Ana", "Aninha"],
+        "relationship": "sister",
+        "reach": "ana@example.org",
+    }
+    # The page's add form with only the name and a relationship.
+    async with client_for(app) as web:
+        csrf = await sign_in(app, web, ann)
+        done = await web.post(
+            "/contacts/add", data={"csrf": csrf, "name": "Ana Silva", "relationship": "twin"}
+        )
+        assert "note=Saved: Ana Silva" in await said(web, done)
+    got = await ana()
+    assert (got["aliases"], got["relationship"], got["reach"]) == (
+        ["Ana", "Aninha"],
+        "twin",
+        "ana@example.org",
+    )
+    # The API: omitted fields stay (its schema says so), 200 for an update.
+    async with client_for(app) as web:
+        r = await web.post("/api/v1/contacts", headers=api, json={"name": "ana silva"})
+        assert r.status_code == 200, r.text
+        r = await web.post(
+            "/api/v1/contacts", headers=api, json={"name": "Ana Silva", "reach": "x"}
+        )
+        assert r.status_code == 200 and r.json()["aliases"] == ["Ana", "Aninha"]
+    got = await ana()
+    assert (got["name"], got["relationship"], got["reach"]) == ("Ana Silva", "twin", "x")
+    listed = (await app.dispatcher.handle(make_inbound("/contacts", sender="ann"))).reply or ""
+    assert listed.count("Ana Silva") == 1  # re-added in another case: still one contact
+
+
+async def test_contact_fields_are_capped_on_every_path(any_db_app: App) -> None:
+    """The page's forms stored a 60 KB name, other names or address as sent (only the add
+    form's name was checked); now every path refuses an over-long field in plain words and
+    stores nothing."""
+    app = any_db_app
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    _, token = await app.web.auth.new_api_token(ann.id, "script", "write")
+    api = {"Authorization": f"Bearer {token}"}
+    big = "x" * 60_000  # under the request layer's 64 KB body cap: the route must check
+    async with client_for(app) as web:
+        csrf = await sign_in(app, web, ann)
+        huge = await web.post("/contacts/add", data={"csrf": csrf, "name": "y" * 1_000_000})
+        assert huge.status_code == 413  # a megabyte never reaches the route
+        for field, limit in (("aliases", 200), ("relationship", 60), ("reach", 200)):
+            r = await web.post("/contacts/add", data={"csrf": csrf, "name": "Rui", field: big})
+            assert f"at most {limit} characters" in await said(web, r), field
+        r = await web.post("/contacts/add", data={"csrf": csrf, "name": "Ana", "reach": "a@b.pt"})
+        assert "note=Saved: Ana" in await said(web, r)
+        page = (await web.get("/contacts")).text
+        [ana_id] = [int(x.split('"')[0]) for x in page.split('id="contact-')[1:]]
+        for field, limit in (("name", 80), ("aliases", 200), ("relationship", 60), ("reach", 200)):
+            r = await web.post(f"/contacts/{ana_id}/edit", data={"csrf": csrf, field: big})
+            assert f"at most {limit} characters" in await said(web, r), field
+        r = await web.post(
+            "/api/v1/contacts", headers=api, json={"name": "Rui", "aliases": ["z" * 300]}
+        )
+        assert r.status_code == 422 and "200" in r.text, r.text
+        r = await web.patch(f"/api/v1/contacts/{ana_id}", headers=api, json={"aliases": [big]})
+        assert r.status_code == 422, r.text
+    line = f"/contact add Rui | {big[:5000]}"
+    reply = await app.dispatcher.handle(make_inbound(line, sender="ann"))
+    assert "at most 200 characters" in (reply.reply or "")
+    async with client_for(app) as web:
+        stored = (await web.get("/api/v1/contacts", headers=api)).json()["items"]
+    assert [(c["name"], c["aliases"], c["relationship"], c["reach"]) for c in stored] == [
+        ("Ana", [], "", "a@b.pt")
+    ]

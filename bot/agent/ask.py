@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from sqlmodel import col, select
 
 from bot.agent.tools.base import Tool, ToolContext
+from bot.chat import row_id
 from bot.messages import Button
 from storage.db import Database
 from storage.models import Message
@@ -131,9 +132,10 @@ async def take_answer(  # noqa: PLR0911  (one outcome per case)
 ) -> Answered:
     """Resolve ``/answer <id> <n|other>`` against the stored question (once only)."""
     parts = args.split()
-    if len(parts) != 2 or not parts[0].isdigit():
+    message_id = row_id(parts[0]) if len(parts) == 2 else None
+    if message_id is None:
         return Answered("Use the buttons under my question to answer it.")
-    message_id, choice = int(parts[0]), parts[1]
+    choice = parts[1]
     async with db.session() as s:
         row = await MessageRepo(s).get(user_id, message_id)
         meta: dict[str, Any] = dict(row.meta or {}) if row is not None else {}
@@ -155,7 +157,8 @@ async def take_answer(  # noqa: PLR0911  (one outcome per case)
             s.add(row)
             return Answered(f"Type your answer: {pending['question']}")
         options: list[str] = list(pending["options"])
-        if not choice.isdigit() or int(choice) >= len(options):
+        # ASCII digits only: "²" passes str.isdigit and then fails int()
+        if not (choice.isascii() and choice.isdigit()) or int(choice) >= len(options):
             return Answered("That isn't one of the options. Use the buttons under my question.")
         picked = options[int(choice)]
         row.meta = {**meta, "ask": {**pending, "answered": picked}}

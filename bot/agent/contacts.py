@@ -11,6 +11,26 @@ from storage.db import Database
 from storage.models import Contact
 from storage.repos.people import ContactRepo
 
+LIMITS = {"name": 80, "aliases": 200, "relationship": 60, "reach": 200}
+"""The most characters each field of a contact holds, on every path (chat, page, API)."""
+_SAYS = {
+    "name": "A name is",
+    "aliases": "Other names are, together,",
+    "relationship": "A relationship is",
+    "reach": "How to reach them is",
+}
+
+
+def too_long(**fields: str | None) -> str | None:
+    """Plain words for the first field longer than its limit; None when every one fits.
+
+    Other names count as written, comma separated. A field not given (None) fits.
+    """
+    for key, value in fields.items():
+        if value is not None and len(value) > LIMITS[key]:
+            return f"{_SAYS[key]} at most {LIMITS[key]} characters."
+    return None
+
 
 class Contacts:
     """A user's contacts, each call scoped to that user (another user's id finds nothing)."""
@@ -24,9 +44,18 @@ class Contacts:
             return await ContactRepo(s).every(user_id)
 
     async def put(
-        self, user_id: int, name: str, *, aliases: str = "", relationship: str = "", reach: str = ""
+        self,
+        user_id: int,
+        name: str,
+        *,
+        aliases: str | None = None,
+        relationship: str | None = None,
+        reach: str | None = None,
     ) -> tuple[Contact, bool]:
-        """Add a contact, or update the one with this name; True when it was made."""
+        """Add a contact, or update the one with this name; True when it was made.
+
+        Only the fields given change on an existing contact (None leaves a field as it is).
+        """
         async with self.db.session() as s:
             return await ContactRepo(s).put(
                 user_id, name, aliases=aliases, relationship=relationship, reach=reach

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from bot.chat import CommandContext, CommandFn, CommandReply, Trigger
+from bot.chat import CommandContext, CommandFn, CommandReply, Trigger, row_id
 from bot.clock import Clock
 from bot.dispatch.identity import LINK_TTL, approve, confirm_link, issue_link_code
 from bot.messages import Address, InboundMessage, OutboundMessage
@@ -207,11 +207,10 @@ class Commands:
             async with self.db.session() as s:
                 task = await TaskRepo(s).add(ctx.user_id, rest[:200])
             return CommandReply(f"Added task #{task.id}: {task.title}")
-        if verb.lower() in ("done", "finish", "complete") and rest.lstrip("#").isdigit():
+        ident = row_id(rest)
+        if verb.lower() in ("done", "finish", "complete") and ident is not None:
             async with self.db.session() as s:
-                done = await TaskRepo(s).complete(
-                    ctx.user_id, int(rest.lstrip("#")), self.clock.now()
-                )
+                done = await TaskRepo(s).complete(ctx.user_id, ident, self.clock.now())
             if done is None:
                 return CommandReply(f"You have no open task {rest}. /tasks lists them.")
             return CommandReply(f"Done: {done.title}")
@@ -235,7 +234,9 @@ class Commands:
 
     async def _retry(self, ctx: CommandContext) -> CommandReply:
         """/retry: the newest message here that waits; /retry ID: that one (a page's button)."""
-        wanted = int(ctx.args) if ctx.args.strip().isdigit() else None
+        wanted = row_id(ctx.args) if ctx.args.strip() else None
+        if ctx.args.strip() and wanted is None:
+            return CommandReply("Usage: /retry, or /retry ID (the number of a waiting message).")
         async with self.db.session() as s:
             repo = MessageRepo(s)
             if wanted is None:

@@ -11,7 +11,7 @@ import re
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.chat import CommandContext, CommandReply, CommandTable
+from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from bot.clock import Clock, zone
 from bot.errors import CalendarError
 from bot.jobs.calendars.events import event_line
@@ -216,10 +216,10 @@ class JobCommands:
         """/reminders, /reminders cancel ID."""
         parts = ctx.args.split()
         if parts and parts[0].lower() in ("cancel", "delete", "remove"):
-            ident = (parts[1] if len(parts) > 1 else "").lstrip("#")
-            if not ident.isdigit():
+            ident = row_id(parts[1]) if len(parts) > 1 else None
+            if ident is None:
                 return CommandReply("Usage: /reminders cancel ID (send /reminders to see the ids)")
-            gone = await self.jobs.reminders.cancel(ctx.user_id, int(ident))
+            gone = await self.jobs.reminders.cancel(ctx.user_id, ident)
             if gone is None:
                 return CommandReply(f"You have no active reminder #{ident}.")
             return CommandReply(f"Cancelled reminder #{gone.id}: {gone.text or 'reminder'}")
@@ -229,8 +229,9 @@ class JobCommands:
         """/proposal yes ID | no ID | rename ID [TITLE] (what the buttons send)."""
         parts = ctx.args.split()
         now = self.clock.now()
-        if len(parts) >= 2 and parts[0].lower() == "rename" and parts[1].lstrip("#").isdigit():
-            ident = int(parts[1].lstrip("#"))
+        verb = parts[0].lower() if parts else ""
+        ident = row_id(parts[1]) if len(parts) >= 2 else None
+        if verb == "rename" and ident is not None:
             title = ctx.args.split(maxsplit=2)[2] if len(parts) > 2 else ""
             if not title:
                 return CommandReply(
@@ -239,9 +240,8 @@ class JobCommands:
                 )
             said = await self.jobs.proposals.rename(ctx.user, ident, title, now)
             return await self._with_rest(ctx, ident, said)
-        if len(parts) == 2 and parts[0].lower() in ("yes", "no") and parts[1].lstrip("#").isdigit():
-            yes = parts[0].lower() == "yes"
-            ident = int(parts[1].lstrip("#"))
+        if len(parts) == 2 and verb in ("yes", "no") and ident is not None:
+            yes = verb == "yes"
             said = await self.jobs.proposals.answer(ctx.user, ident, yes, now)
             return await self._with_rest(ctx, ident, said)
         async with self.db.session() as s:
@@ -283,10 +283,10 @@ class JobCommands:
         if verb in ("list", "calendars", "sources"):
             return CommandReply(await own.listing(ctx.user_id))
         if verb in ("remove", "delete", "unsubscribe"):
-            ident = rest.strip().lstrip("#")
-            if not ident.isdigit():
+            ident = row_id(rest)
+            if ident is None:
                 return CommandReply("Usage: /calendar remove ID (/calendar list shows the ids)")
-            return CommandReply(await own.remove(ctx.user_id, int(ident)))
+            return CommandReply(await own.remove(ctx.user_id, ident))
         if verb:
             return CommandReply(
                 "Usage: /calendar (your next 7 days) | /calendar add URL [NAME] | "

@@ -10,14 +10,19 @@ import re
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from bot.chat import CommandContext, CommandReply, CommandTable
+from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from bot.jobs.calendars.proposals import MAX_OFFERED, proposal_buttons
 from bot.jobs.localtime import hhmm, parse_hhmm
 from bot.location.places import KINDS, norm, parse_aliases
 from bot.location.service import LocationService, NamingError
 from storage.models import Place
 
-_DAY = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s*(?:\.\.|to|-)?\s*(\d{4}-\d{2}-\d{2}))?$")
+# ASCII digits only: \d alone also matches other scripts' digits, which no date here uses.
+_DAY = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s*(?:\.\.|to|-)?\s*(\d{4}-\d{2}-\d{2}))?$", re.ASCII)
+FIRST_DAY = date(2000, 1, 1)
+"""No point is older (the phone apps' and the importers' rule): /location forget's earliest day."""
+LAST_DAY = date(2099, 12, 31)
+"""/location forget's latest day: far enough, and year 9999 + a day would overflow."""
 _RENAME = re.compile(r"^(.+?)\s*(?:->|=)\s*(.+)$")
 LOCATION_HELP = (
     "/location on - start recording where you are (share your live location here, or use "
@@ -144,6 +149,11 @@ class LocationCommands:
             return CommandReply(f"{rest} is not a date I can read (use YYYY-MM-DD).")
         if last < first:
             first, last = last, first
+        if first < FIRST_DAY or last > LAST_DAY:
+            return CommandReply(
+                f"Use days from {FIRST_DAY} to {LAST_DAY}: I keep no location history outside "
+                "them. To delete everything: /location forget all."
+            )
         tz = ZoneInfo(ctx.user.timezone)
         start = _local_midnight(first, tz)
         end = _local_midnight(last + timedelta(days=1), tz)
@@ -183,9 +193,9 @@ class LocationCommands:
 
     async def _name(self, ctx: CommandContext, rest: str) -> CommandReply:
         """/place name ID [NAME]: without a name, ask "What was this place?"."""
-        ident, _, name = rest.partition(" ")
-        ident = ident.lstrip("#")
-        if not ident.isdigit():
+        typed, _, name = rest.partition(" ")
+        ident = row_id(typed)
+        if ident is None:
             return CommandReply("Usage: /place name ID NAME (ID: the proposed event's number)")
         if not name.strip():
             return CommandReply(
@@ -193,7 +203,7 @@ class LocationCommands:
             )
         tz = ZoneInfo(ctx.user.timezone)
         try:
-            done = await self.location.name_from_proposal(ctx.user_id, int(ident), name, tz)
+            done = await self.location.name_from_proposal(ctx.user_id, ident, name, tz)
         except NamingError as exc:
             return CommandReply(str(exc))
         text = f"Saved {done.place.name}: I'll use that name for your stays there from now on."

@@ -26,6 +26,7 @@ from storage.db import Database
 from storage.models import Place, Proposal, Stay
 from storage.repos.calendar import CalendarRepo, title_key
 from storage.repos.location import LocationRepo
+from storage.repos.outbox import OutboxRepo, Push
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,15 @@ SKEW = timedelta(minutes=1)
 TOKEN_PREFIX = "lbl_"  # noqa: S105  # a prefix, not a secret
 IMPORT_BATCH = 5000
 """Points stored per transaction when a history file is imported."""
+
+
+ENCRYPTED_NOTICE = (
+    "Your OwnTracks app is sending your locations encrypted, and I cannot read them, so I am "
+    "not keeping them. To fix it, open OwnTracks' settings (Android: Preferences > "
+    "Connection), clear the Encryption key and leave it empty: the points it sends from then "
+    "on are kept. The ones it sent encrypted are lost: the app counts them as delivered."
+)
+"""What the person is told, once per location token, when OwnTracks posts encrypted data."""
 
 
 class LocationOff(Exception):
@@ -156,6 +166,22 @@ class LocationService:
         async with self.db.session() as s:
             row = await LocationRepo(s).user_for_token(token_digest(secret))
         return row.user_id if row is not None else None
+
+    async def tell_encrypted(self, user_id: int) -> bool:
+        """Queue the one message about an OwnTracks app that encrypts; True when it is new.
+
+        Once per location token (a new token after fixing the app starts afresh), through the
+        outbox like any push: the person's preferred channel, held through quiet hours, sent
+        once however many posts arrive and whichever process takes them.
+        """
+        now = self.clock.now()
+        async with self.db.session() as s:
+            setting = await LocationRepo(s).setting(user_id)
+            token = (setting.token_hash or "")[:16] if setting is not None else ""
+            push = Push(
+                user_id, "notice", f"location-encrypted:{user_id}:{token}", now, ENCRYPTED_NOTICE
+            )
+            return await OutboxRepo(s).enqueue([push], now) > 0
 
     # --- points in ---
 

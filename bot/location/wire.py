@@ -6,14 +6,19 @@ position, every other type (``transition``, ``waypoint``, ``waypoints``, ``statu
 ``{"locations": [GeoJSON Point features]}`` with longitude first and an ISO 8601
 ``properties.timestamp``; its ``current`` and ``trip`` members are not history.
 
-A request is taken whole or not at all: one bad point rejects the batch with a message naming
-it, so nothing half-stored needs explaining.
+An OwnTracks post carries one point: a bad one is refused with a message naming what is wrong.
+An Overland batch is not refused for one bad point: Overland re-sends a batch until the server
+answers ``{"result": "ok"}`` (its README, "Response"), so refusing would jam every later point
+behind it on the phone for good. Its good points are kept and the bad ones skipped, each with
+the reason in plain words; only a body that is not a batch at all (not JSON, no ``locations``
+list, too many points) is refused whole.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -21,8 +26,10 @@ from bot.location.geo import Fix, valid_coordinates
 
 MAX_POINTS = 1000
 """Most points accepted in one request (Overland's largest batch setting)."""
-MAX_FUTURE = timedelta(days=1)
-"""A fix stamped further ahead than this is a broken clock, not a position."""
+MAX_AHEAD = timedelta(minutes=5)
+"""A fix stamped further ahead of the server's clock than this is a wrong clock, not a
+position: kept, it would be "where you are" until that hour came and cut the stays around it.
+Five minutes leaves room for the skew between a phone's clock and the server's."""
 EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 """Fixes before this are a broken clock too."""
 
@@ -34,6 +41,14 @@ class BadPayload(ValueError):
         super().__init__(message)
         self.status = status
         """The HTTP status to answer with."""
+
+
+class Encrypted(BadPayload):
+    """An OwnTracks message sealed with the app's encryption key: lifebot cannot read it.
+
+    The HTTP route acknowledges it (OwnTracks counts any answer as delivered, so a refusal
+    would only hide the loss) and tells the person; an imported file reports the line.
+    """
 
 
 def _number(value: Any, what: str) -> float:
@@ -53,8 +68,11 @@ def checked(ts: datetime, lat: float, lon: float, acc: float | None, now: dateti
     """A fix after checking its coordinates and time; BadPayload otherwise."""
     if not valid_coordinates(lat, lon):
         raise BadPayload("latitude must be within -90..90 and longitude within -180..180")
-    if ts > now + MAX_FUTURE:
-        raise BadPayload("the timestamp is more than a day in the future (check the phone's clock)")
+    if ts > now + MAX_AHEAD:
+        raise BadPayload(
+            f"the time is more than {MAX_AHEAD.seconds // 60} minutes ahead of lifebot's clock "
+            "(check the phone's clock)"
+        )
     if ts < EARLIEST:
         raise BadPayload("the timestamp is before the year 2000 (check the phone's clock)")
     if acc is not None and acc < 0:
@@ -80,7 +98,7 @@ def owntracks(body: bytes, now: datetime) -> list[Fix]:
         raise BadPayload("expected one JSON object with a _type")
     kind = data.get("_type")
     if kind == "encrypted":
-        raise BadPayload(
+        raise Encrypted(
             "encrypted payloads are not supported: turn off the encryption key in OwnTracks",
             status=422,
         )
@@ -140,8 +158,22 @@ def _feature(item: Any, now: datetime) -> Fix | None:
     return checked(parse_timestamp(props.get("timestamp")), lat, lon, acc, now)
 
 
-def overland(body: bytes, now: datetime) -> list[Fix]:
-    """The fixes in an Overland batch (``current`` and ``trip`` are not history)."""
+@dataclass(slots=True)
+class Batch:
+    """What an Overland batch holds: the points to store and the reasons others were skipped."""
+
+    fixes: list[Fix] = field(default_factory=list)
+    """The good points, in the batch's order."""
+    skipped: list[str] = field(default_factory=list)
+    """One plain reason per skipped point, naming its index ("location 3: ..."); never the
+    value that was sent."""
+
+
+def overland(body: bytes, now: datetime) -> Batch:
+    """The fixes in an Overland batch (``current`` and ``trip`` are not history).
+
+    A bad point is skipped with its reason; BadPayload only when the body is not a batch.
+    """
     data = _json(body)
     if not isinstance(data, dict) or not isinstance(data.get("locations"), list):
         raise BadPayload('expected {"locations": [...]}')
@@ -152,12 +184,13 @@ def overland(body: bytes, now: datetime) -> list[Fix]:
             "(set Points per Batch lower)",
             status=413,
         )
-    fixes: list[Fix] = []
+    out = Batch()
     for i, item in enumerate(items):
         try:
             fix = _feature(item, now)
         except BadPayload as exc:
-            raise BadPayload(f"location {i}: {exc}", exc.status) from None
+            out.skipped.append(f"location {i}: {exc}")
+            continue
         if fix is not None:
-            fixes.append(fix)
-    return fixes
+            out.fixes.append(fix)
+    return out

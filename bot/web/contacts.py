@@ -10,8 +10,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from bot.agent.contacts import LIMITS, too_long
 from bot.web.api import Me, seal_of, uid
 from bot.web.deps import Viewer, checked_form, ctx, viewer
 from bot.web.pages import back, render
@@ -48,18 +49,32 @@ class ContactOut(BaseModel):
 class ContactIn(BodyIn):
     """A new contact, or the fields to change (omitted fields stay)."""
 
-    name: str | None = Field(None, min_length=1, max_length=80)
+    name: str | None = Field(None, min_length=1, max_length=LIMITS["name"])
     aliases: list[str] | None = None
-    relationship: str | None = Field(None, max_length=60)
-    reach: str | None = Field(None, max_length=200)
+    """Other names; together, comma separated, at most 200 characters."""
+    relationship: str | None = Field(None, max_length=LIMITS["relationship"])
+    reach: str | None = Field(None, max_length=LIMITS["reach"])
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases_fit(cls, aliases: list[str] | None) -> list[str] | None:
+        # each name may be short and the list still long: the stored field is the joined text
+        said = too_long(
+            aliases=", ".join(a.strip() for a in aliases if a.strip()) if aliases else None
+        )
+        if said is not None:
+            raise ValueError(said)
+        return aliases
 
     def fields(self) -> dict[str, str | None]:
         """As repository fields (aliases comma separated)."""
-        aliases = ", ".join(a.strip() for a in self.aliases if a.strip()) if self.aliases else None
+        aliases = None  # omitted: leave them; [] clears them
+        if self.aliases is not None:
+            aliases = ", ".join(a.strip() for a in self.aliases if a.strip())
         return {
             # a name of spaces is no name: None for "leave it", "" for "refuse it"
             "name": self.name.strip() if self.name is not None else None,
-            "aliases": aliases if self.aliases is not None else None,
+            "aliases": aliases,
             "relationship": self.relationship,
             "reach": self.reach,
         }
@@ -78,19 +93,21 @@ async def contacts(request: Request, who: Who) -> HTMLResponse:
 
 @router.post("/contacts/add")
 async def add(request: Request, who: Who) -> Response:
-    """Add a contact (or update the one with that name)."""
+    """Add a contact (or update the filled-in fields of the one with that name)."""
     form = await checked_form(request, who)
     name = form.get("name", "").strip()
-    if not name or len(name) > 80:
-        return await back(
-            request, who, "/contacts", error="A contact needs a name (at most 80 characters)."
-        )
+    if not name:
+        return await back(request, who, "/contacts", error="A contact needs a name.")
+    said = too_long(**{k: form.get(k, "").strip() for k in FIELDS})
+    if said is not None:
+        return await back(request, who, "/contacts", error=f"Not saved: {said}")
+    # A field left blank is not given: adding someone again keeps what was there.
     saved, _ = await ctx(request).service.contacts.put(
         who.user_id,
         name,
-        aliases=form.get("aliases", "").strip(),
-        relationship=form.get("relationship", "").strip(),
-        reach=form.get("reach", "").strip(),
+        aliases=form.get("aliases", "").strip() or None,
+        relationship=form.get("relationship", "").strip() or None,
+        reach=form.get("reach", "").strip() or None,
     )
     return await back(request, who, "/contacts", note=f"Saved: {saved.name}")
 
@@ -99,9 +116,12 @@ async def add(request: Request, who: Who) -> Response:
 async def edit(request: Request, who: Who, contact_id: RowId) -> Response:
     """Change a contact's name, other names, relationship or how to reach them."""
     form = await checked_form(request, who)
-    fields = {k: form[k] for k in FIELDS if k in form}
-    if not fields.get("name", "x").strip():
+    fields = {k: form[k].strip() for k in FIELDS if k in form}
+    if not fields.get("name", "x"):
         return await back(request, who, "/contacts", error="A contact needs a name.")
+    said = too_long(**fields)
+    if said is not None:
+        return await back(request, who, "/contacts", error=f"Not saved: {said}")
     try:
         saved = await ctx(request).service.contacts.change(who.user_id, contact_id, **fields)
     except ValueError as exc:
@@ -147,16 +167,19 @@ async def list_contacts(
 async def add_contact(
     request: Request, user: Me, body: ContactIn, response: Response
 ) -> ContactOut:
-    """Add a contact: 201 when made; 200 when one with that name was there (updated)."""
+    """Add a contact: 201 when made; 200 when one with that name was there (updated).
+
+    The name matches in any case; on an existing contact only the fields sent change.
+    """
     fields = body.fields()
     if not fields["name"]:
         raise HTTPException(422, "A contact needs a name.")
     saved, created = await ctx(request).service.contacts.put(
         uid(user),
         fields["name"],
-        aliases=fields["aliases"] or "",
-        relationship=fields["relationship"] or "",
-        reach=fields["reach"] or "",
+        aliases=fields["aliases"],
+        relationship=fields["relationship"],
+        reach=fields["reach"],
     )
     if not created:
         response.status_code = 200

@@ -3,9 +3,16 @@
 OwnTracks authenticates with HTTP Basic (any user name; the password is the user's location
 token from ``/location token``) and expects a JSON array back. Overland sends the same token as
 ``Authorization: Bearer`` and counts a batch as received only on ``{"result": "ok"}``, which is
-therefore answered only after the points are stored. Anything wrong gets a 4xx with a plain
-``detail`` and stores nothing. The token is checked by the request layer before the body is
+therefore answered only after the points are stored; a bad point in a batch is skipped (counted
+in the answer and the log), never a reason to refuse the batch, which the phone would re-send
+forever. A body that cannot be read at all gets a 4xx with a plain ``detail`` and stores
+nothing. The token is checked by the request layer before the body is
 read, and the body is capped there (``Route("/api/location", ..., max_body=...)``).
+
+OwnTracks counts a post as delivered whatever the status (its booklet, "HTTP"), so a refusal
+never makes it send again: an encrypted message (the app's Encryption key is set) is answered
+``[]`` like any other, and the person is told once, in chat, why nothing arrives and how to
+turn the encryption off.
 """
 
 from __future__ import annotations
@@ -93,6 +100,15 @@ async def owntracks(request: Request) -> JSONResponse:
     body = await request.body()  # capped by the request layer (bot/web/gate.py)
     try:
         fixes = wire.owntracks(body, ctx(request).service.clock.now())
+    except wire.Encrypted:
+        told = await ctx(request).location.tell_encrypted(user_id)
+        log.info(
+            "an OwnTracks post for user %s was encrypted with the app's Encryption key, which "
+            "lifebot cannot read: acknowledged, not stored%s",
+            user_id,
+            "; the user is told how to turn it off" if told else " (the user was told before)",
+        )
+        return JSONResponse([])
     except wire.BadPayload as exc:
         raise _bad(exc) from None
     if fixes:
@@ -100,14 +116,39 @@ async def owntracks(request: Request) -> JSONResponse:
     return JSONResponse([])
 
 
+SKIPPED_SHOWN = 10
+"""Reasons listed in an answer; the count covers every skipped point."""
+
+
 @router.post("/overland")
 async def overland(request: Request) -> JSONResponse:
-    """One Overland batch; ``{"result": "ok"}`` only once every point is stored."""
+    """One Overland batch; ``{"result": "ok"}`` once its good points are stored.
+
+    The answer also says how many points were new (``stored``) and how many could not be
+    stored (``skipped``, with the first reasons in ``skipped_why``); Overland reads only
+    ``result``.
+    """
     user_id = await _user(request)
     body = await request.body()  # capped by the request layer (bot/web/gate.py)
     try:
-        fixes = wire.overland(body, ctx(request).service.clock.now())
+        batch = wire.overland(body, ctx(request).service.clock.now())
     except wire.BadPayload as exc:
         raise _bad(exc) from None
-    await _store(request, user_id, fixes, "overland")
-    return JSONResponse({"result": "ok"})
+    stored = await _store(request, user_id, batch.fixes, "overland")
+    if batch.skipped:
+        log.info(
+            "skipped %d of %d point(s) in an Overland batch for user %s that cannot be stored "
+            "(first: %s); the rest are kept",
+            len(batch.skipped),
+            len(batch.skipped) + len(batch.fixes),
+            user_id,
+            batch.skipped[0],
+        )
+    return JSONResponse(
+        {
+            "result": "ok",
+            "stored": stored,
+            "skipped": len(batch.skipped),
+            "skipped_why": batch.skipped[:SKIPPED_SHOWN],
+        }
+    )

@@ -1,9 +1,10 @@
 """Numbers and dates from a URL or a form, parsed into range-checked types (issue 28).
 
 A number in a path or a query is checked against its range before a route sees it, so an id
-beyond what the database holds (int64) or a date beyond what arithmetic can reach is a 422
-(a 404 on a page address), never a 500 from deep inside a query. Every integer and date
-parameter of every route carries one of these (``tests/test_request_layer.py`` checks it).
+beyond what the id columns hold (``INTEGER``: 2^31-1 on PostgreSQL) or a date beyond what
+arithmetic can reach is a 422 (a 404 on a page address), never a 500 from deep inside a
+query. Every integer and date parameter of every route carries one of these
+(``tests/test_request_layer.py`` checks it).
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ from typing import Annotated
 from annotated_types import Ge, Le
 from pydantic import BaseModel, ConfigDict
 
-INT64_MAX = 2**63 - 1
-"""The largest id a database row can have (SQLite and PostgreSQL ``BIGINT``)."""
+from storage.models import MAX_ROW_ID
 
-RowId = Annotated[int, Ge(1), Le(INT64_MAX)]
-"""The id of a stored row (a fact, a message, a reminder...): 1 to 2^63-1."""
+RowId = Annotated[int, Ge(1), Le(MAX_ROW_ID)]
+"""The id of a stored row (a fact, a message, a reminder...): 1 to 2^31-1 (``MAX_ROW_ID``;
+PostgreSQL's driver failed on a larger one, a 500, where SQLite found nothing)."""
 
 Day = Annotated[date, Ge(date(1900, 1, 1)), Le(date(2999, 12, 31))]
 """A calendar day a person could mean; far enough from the ends that date arithmetic holds."""
@@ -39,7 +40,8 @@ class BodyIn(BaseModel):
 
 def row_id(text: str | None) -> int | None:
     """A row id typed in a form (``"42"``), or None when it is not one."""
-    if text is None or not text.isascii() or not text.isdigit():
+    # more digits than any id could have are refused unread: int() of 5000 digits raises
+    if text is None or not text.isascii() or not text.isdigit() or len(text) > 10:
         return None
     value = int(text)
-    return value if 1 <= value <= INT64_MAX else None
+    return value if 1 <= value <= MAX_ROW_ID else None

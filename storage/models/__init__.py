@@ -3,7 +3,7 @@
 One module per feature; everything is importable from ``storage.models``.
 """
 
-from storage.models._types import UTCDateTime, utcnow
+from storage.models._types import MAX_ROW_ID, UTCDateTime, utcnow
 from storage.models.core import (
     ChannelIdentity,
     Conversation,
@@ -34,6 +34,7 @@ from storage.models.senses import DocumentChunk, IngestJob, UsageCount
 from storage.models.web import ApiToken, IcsToken, ServerKey, WebLoginLink, WebSession
 
 __all__ = [
+    "MAX_ROW_ID",
     "ApiToken",
     "AudioSegment",
     "CalendarEvent",

@@ -10,6 +10,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
+MAX_ROW_ID = 2**31 - 1
+"""The largest id a row can have: the tables' ``id`` columns are ``INTEGER``, which stops here
+on PostgreSQL (SQLite's goes further). A larger number names no row and must be refused
+before it reaches a query, where PostgreSQL's driver fails on it instead of finding nothing."""
+
 
 def utcnow() -> datetime:
     """The current time, timezone-aware in UTC (the only time stored)."""

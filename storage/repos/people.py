@@ -15,25 +15,42 @@ class ContactRepo:
         self.s = session
 
     async def add(
-        self, user_id: int, name: str, *, aliases: str = "", relationship: str = "", reach: str = ""
+        self,
+        user_id: int,
+        name: str,
+        *,
+        aliases: str | None = None,
+        relationship: str | None = None,
+        reach: str | None = None,
     ) -> Contact:
-        """Create a contact (or update the one with this name)."""
+        """Create a contact (or update the given fields of the one with this name)."""
         contact, _ = await self.put(
             user_id, name, aliases=aliases, relationship=relationship, reach=reach
         )
         return contact
 
     async def put(
-        self, user_id: int, name: str, *, aliases: str = "", relationship: str = "", reach: str = ""
+        self,
+        user_id: int,
+        name: str,
+        *,
+        aliases: str | None = None,
+        relationship: str | None = None,
+        reach: str | None = None,
     ) -> tuple[Contact, bool]:
-        """Create a contact or update the one with this name; True when it was created."""
-        found = (
-            await self.s.exec(
-                select(Contact).where(Contact.user_id == user_id, Contact.name == name)
-            )
-        ).first()
+        """Create a contact, or update the one with this name; True when it was created.
+
+        Adding someone again changes only the fields given: None leaves a field as it is (a
+        new contact gets it empty), so "Ana, and here is her email" keeps her other names.
+        The name matches in any case, as a rename's clash check does, and keeps its spelling.
+        """
+        want = name.lower()
+        found = next((c for c in await self.every(user_id) if c.name.lower() == want), None)
         contact = found or Contact(user_id=user_id, name=name)
-        contact.aliases, contact.relationship, contact.reach = aliases, relationship, reach
+        given = {"aliases": aliases, "relationship": relationship, "reach": reach}
+        for key, value in given.items():
+            if value is not None:
+                setattr(contact, key, value)
         self.s.add(contact)
         await self.s.flush()
         return contact, found is None

@@ -11,7 +11,7 @@ import re
 from bot.agent.journal.analytics import Metric
 from bot.agent.journal.service import JournalService
 from bot.agent.journal.tools import period_days
-from bot.chat import CommandContext, CommandReply, CommandTable
+from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from bot.clock import Clock, zone
 from bot.errors import ToolError
 from bot.messages import InboundMessage
@@ -216,12 +216,12 @@ def register_journal_commands(
 
     async def _edit(ctx: CommandContext, rest: str) -> CommandReply:
         num, _, text = rest.strip().partition(" ")
-        num = num.lstrip("#")
-        if not num.isdigit() or not text.strip():
+        ident = row_id(num)
+        if ident is None or not text.strip():
             return CommandReply("Usage: /journal edit ID new text")
-        entry = await journal.edit(ctx.user_id, int(num), text)
+        entry = await journal.edit(ctx.user_id, ident, text)
         if entry is None:
-            return CommandReply(f"You have no journal entry #{num}.")
+            return CommandReply(f"You have no journal entry #{ident}.")
         return CommandReply(
             f"Updated entry #{entry.id} ({entry.day:%a %d %b}) and scored it again: "
             f"{_scores_line(entry.happiness, entry.stress, entry.energy)}."

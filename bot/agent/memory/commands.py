@@ -6,7 +6,7 @@ from bot.agent.memory.memory_file import MemoryFileError, apply_text, write_for
 from bot.agent.memory.service import MemoryService
 from bot.agent.rules import RULE_CATEGORY
 from bot.agent.sources import last_answer_citations, render_sources
-from bot.chat import CommandContext, CommandReply, CommandTable
+from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from bot.clock import Clock, zone
 from storage.db import Database
 from storage.repos.facts import FactRepo
@@ -63,12 +63,12 @@ def register_memory_commands(
         return CommandReply("\n".join(parts))
 
     async def forget(ctx: CommandContext) -> CommandReply:
-        arg = ctx.args.lstrip("#")
-        if not arg.isdigit():
+        ident = row_id(ctx.args)
+        if ident is None:
             return CommandReply("Usage: /forget ID (send /facts to see the ids)")
-        fact = await memory.keeper.forget(ctx.user_id, int(arg), clock.now())
+        fact = await memory.keeper.forget(ctx.user_id, ident, clock.now())
         if fact is None:
-            return CommandReply(f"You have no fact #{arg}.")
+            return CommandReply(f"You have no fact #{ident}.")
         return CommandReply(f"Forgotten: {fact.text}")
 
     async def memory_file(ctx: CommandContext) -> CommandReply:
