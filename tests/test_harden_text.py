@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlmodel import select
 
 from bot.app.build import App
-from storage.models import Message
+from storage.models import Message, Reminder
 from tests.fakes.llm import FakeLLM, call, say
 from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
@@ -29,17 +30,44 @@ async def test_a_lone_surrogate_or_a_nul_is_stored_and_answered(
     assert stored.text == "half an emoji \ufffd and a nul  here"
 
 
-async def test_a_tool_id_beyond_int64_goes_back_to_the_model(app: App, fake_llm: FakeLLM) -> None:
+@pytest.mark.parametrize("fact_id", [2**31, 2**40, 2**70])
+async def test_a_tool_id_no_row_can_have_goes_back_to_the_model(
+    any_db_app: App, fake_llm: FakeLLM, fact_id: int
+) -> None:
+    # 2**31 and 2**40 fit in 64 bits but not in the id columns (INTEGER): on PostgreSQL the
+    # driver failed on them and the person got "something went wrong".
+    app = any_db_app
     await add_user(app, "ana")
-    fake_llm.add(call("forget_fact", {"fact_id": 2**70}), say("There is no such fact."))
+    fake_llm.add(call("forget_fact", {"fact_id": fact_id}), say("There is no such fact."))
+
+    result = await app.dispatcher.handle(make_inbound(f"forget fact {fact_id}", sender="ana"))
+
+    assert result.status == "answered"
+    assert channel(app).texts("ana")[-1] == "There is no such fact."
+    tool_result = fake_llm.chat_requests[-1]["messages"][-1]["content"]
+    assert tool_result.startswith("error: invalid arguments for forget_fact: fact_id")
+
+
+async def test_a_nul_in_a_tool_argument_is_dropped_before_it_is_stored(
+    any_db_app: App, fake_llm: FakeLLM
+) -> None:
+    app = any_db_app
+    await add_user(app, "ana")
+    fake_llm.add(
+        call("set_reminder", {"request": "tomorrow at 9 to call \x00mum \ud83d"}),
+        say("Done."),
+    )
 
     result = await app.dispatcher.handle(
-        make_inbound("forget fact 1180591620717411303424", sender="ana")
+        make_inbound("remind me tomorrow at 9 to call mum", sender="ana")
     )
 
     assert result.status == "answered"
     tool_result = fake_llm.chat_requests[-1]["messages"][-1]["content"]
-    assert tool_result.startswith("error: invalid arguments for forget_fact")
+    assert "reminder #" in tool_result, tool_result
+    async with app.db.session() as s:
+        [reminder] = (await s.exec(select(Reminder))).all()
+    assert "\x00" not in reminder.text and reminder.text.startswith("call mum")
 
 
 async def test_a_20000_deep_json_frame_gets_malformed_json_and_the_socket_stays(

@@ -218,3 +218,47 @@ async def test_stdio_serves_one_users_memory_read_only_unless_asked(
     async with app.db.session() as s:
         assert [f.text for f in await FactRepo(s).active(bob.id)] == ["I like figs"]
         assert await FactRepo(s).active(ann.id) == []
+
+
+async def test_ids_and_days_no_row_can_have_are_answered_in_words_and_only_post_is_served(
+    app_factory: AppFactory, fake_llm: FakeLLM, app_database_url: str
+) -> None:
+    # Each of these was an "Error executing tool" or "Error creating resource" with a
+    # traceback in the log (an overflow deep in a query or in date arithmetic), and a GET held
+    # an empty event stream open for as long as the client liked.
+    app = await app_factory(
+        fake_llm,
+        web_enabled=True,
+        web_port=0,
+        jobs_enabled=False,
+        database_url_setting=app_database_url,
+    )
+    await start_channels(app)
+    url = f"http://127.0.0.1:{app.web.server.bound_port}/mcp"
+    ann = await add_user(app, "ann", timezone="Asia/Tokyo")  # the day starts before UTC's
+    assert ann.id is not None
+    _, writer = await app.web.auth.new_api_token(ann.id, "agent", "write")
+
+    async with http_client(url, writer) as client:
+        for fact_id in (2**31, 2**40):
+            refused = await client.call_tool("forget", {"fact_id": fact_id})
+            assert refused.is_error and "less than or equal to 2147483647" in text_of(refused)
+        for day in ("0001-01-01", "9999-12-31"):
+            refused = await client.call_tool("day_timeline", {"day": day})
+            assert refused.is_error and "Input should be" in text_of(refused), day
+        ok = structured(await client.call_tool("day_timeline", {"day": "2024-03-02"}))
+        assert ok["turns"] == []
+        for source_id in ("2147483648", "99999999999999999999", "²", "0"):
+            with pytest.raises(MCPError) as missing:
+                await client.read_resource(f"lifebot://source/message/{source_id}")
+            assert f"there is no message {source_id}" in str(missing.value)
+
+    headers = {"Authorization": f"Bearer {writer}", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=5) as raw:
+        for method in ("GET", "DELETE", "PUT"):
+            answer = await raw.request(method, url, headers=headers)
+            assert answer.status_code == 405, method
+            assert answer.headers["allow"] == "POST"
+            assert "POST" in answer.json()["error"]["message"]
+        # Without a token, the method changes nothing: still a 401.
+        assert (await raw.get(url)).status_code == 401

@@ -59,6 +59,12 @@ class McpHttp:
         if principal is None:
             await _unauthorized(send)
             return
+        if scope["method"] != "POST":
+            # Stateless and JSON-only: lifebot never speaks unasked, so a GET's event stream
+            # would stay empty and open for ever (the spec's alternative is a 405), and there
+            # is no session to DELETE.
+            await _not_allowed(send)
+            return
         manager = self._manager
         if manager is None:
             await _plain(send, 503, b"MCP is starting or stopping; try again in a moment.")
@@ -115,35 +121,46 @@ class McpHttp:
 
 
 async def _unauthorized(send: Send) -> None:
-    body = json.dumps(
-        {
-            "error": "invalid_token",
-            "error_description": "Send a personal API token as 'Authorization: Bearer lbk_...' "
-            "(make one on lifebot's Settings page).",
-        }
-    ).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                (b"www-authenticate", b'Bearer realm="lifebot"'),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    body = {
+        "error": "invalid_token",
+        "error_description": "Send a personal API token as 'Authorization: Bearer lbk_...' "
+        "(make one on lifebot's Settings page).",
+    }
+    await _json(send, 401, body, (b"www-authenticate", b'Bearer realm="lifebot"'))
+
+
+async def _not_allowed(send: Send) -> None:
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32600,
+            "message": "Method Not Allowed: send each JSON-RPC message as a POST; "
+            "this endpoint keeps no sessions and opens no event streams.",
+        },
+    }
+    await _json(send, 405, body, (b"allow", b"POST"))
+
+
+async def _json(send: Send, status: int, body: object, header: tuple[bytes, bytes]) -> None:
+    await _answer(send, status, b"application/json", json.dumps(body).encode(), [header])
 
 
 async def _plain(send: Send, status: int, body: bytes) -> None:
+    await _answer(send, status, b"text/plain", body, [])
+
+
+async def _answer(
+    send: Send, status: int, kind: bytes, body: bytes, headers: list[tuple[bytes, bytes]]
+) -> None:
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"text/plain"),
+                (b"content-type", kind),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
         }
     )

@@ -27,6 +27,9 @@ from bot.mcp.data import (
     Upcoming,
 )
 from bot.mcp.principal import PrincipalOf, binder, current
+from bot.web.params import Day as CalendarDay
+from bot.web.params import row_id
+from storage.models import MAX_ROW_ID
 
 INSTRUCTIONS = """\
 lifebot is the personal assistant of the person you are helping. It keeps the memory of their
@@ -140,7 +143,9 @@ def build_server(data: LifebotData, principal_of: PrincipalOf, version: str) -> 
         structured_output=True,
     )
     async def day_timeline(
-        day: Annotated[date, Field(description="The day, YYYY-MM-DD, in the person's time zone")],
+        day: Annotated[
+            CalendarDay, Field(description="The day, YYYY-MM-DD, in the person's time zone")
+        ],
     ) -> Day:
         """The ``day_timeline`` tool (its description is in DESCRIPTIONS)."""
         try:
@@ -214,7 +219,9 @@ def build_server(data: LifebotData, principal_of: PrincipalOf, version: str) -> 
         structured_output=True,
     )
     async def forget(
-        fact_id: Annotated[int, Field(ge=1, description="The fact's id, from list_facts")],
+        fact_id: Annotated[
+            int, Field(ge=1, le=MAX_ROW_ID, description="The fact's id, from list_facts")
+        ],
     ) -> Changed:
         """The ``forget`` tool (its description is in DESCRIPTIONS)."""
         return await change("forget_fact", {"fact_id": fact_id})
@@ -250,10 +257,11 @@ def build_server(data: LifebotData, principal_of: PrincipalOf, version: str) -> 
         mime_type="text/markdown",
     )
     async def source(kind: str, source_id: str) -> str:
-        if not source_id.isdigit():
+        number = row_id(source_id)  # "²" and ids past the id columns are no source either
+        if number is None:
             raise ResourceNotFoundError(f"there is no {kind} {source_id}")
         try:
-            return await data.source(current(), kind, int(source_id))
+            return await data.source(current(), kind, number)
         except NotFound as exc:
             raise ResourceNotFoundError(str(exc)) from exc
 

@@ -18,7 +18,9 @@ from pydantic import BaseModel, ValidationError
 
 from bot.agent.sources import SourceLedger
 from bot.errors import ToolError
+from bot.messages import clean_text
 from storage.db import Database
+from storage.models import MAX_ROW_ID
 
 
 @dataclass(slots=True)
@@ -52,15 +54,18 @@ ToolFn = Callable[[ToolContext, Any], Awaitable[str]]
 
 MAX_ARGS_CHARS = 20_000
 """Tool arguments are short; a longer string is a runaway model, not a request."""
-_INT64 = (-(2**63), 2**63 - 1)
+_NUMBER_RANGE = (-MAX_ROW_ID, MAX_ROW_ID)
+"""Every integer a tool takes: ids fit the id columns (``INTEGER``), and no count, number of
+days or year a person means comes near it. PostgreSQL's driver failed on a larger id (the
+person got "something went wrong") where SQLite found nothing."""
 
 
 def _out_of_range(value: Any, path: str = "arguments") -> str | None:
-    """The path of the first integer no database column can hold, or None."""
+    """The path of the first integer out of ``_NUMBER_RANGE``, or None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return None if _INT64[0] <= value <= _INT64[1] else path
+        return None if _NUMBER_RANGE[0] <= value <= _NUMBER_RANGE[1] else path
     if isinstance(value, dict):
         for key, item in value.items():
             if (found := _out_of_range(item, str(key))) is not None:
@@ -213,7 +218,7 @@ def _parse_args(tool: Tool, raw_args: str) -> BaseModel | str:
     if (where := _out_of_range(args.model_dump())) is not None:
         return (
             f"error: invalid arguments for {name}: {where}: number out of range "
-            "(ids and counts fit in 64 bits)"
+            f"(ids and counts are at most {MAX_ROW_ID})"
         )
     return args
 
@@ -230,4 +235,19 @@ def _load_object(raw_args: str) -> dict[str, Any] | str:
         return "error: arguments are nested too deeply; send a flat JSON object"
     if not isinstance(data, dict):
         return "error: arguments must be a JSON object"
-    return data
+    return {clean_text(str(k)): _cleaned(v) for k, v in data.items()}
+
+
+def _cleaned(value: Any) -> Any:
+    """``value`` with every string made storable (``clean_text``).
+
+    A model's stray NUL or half emoji is dropped or replaced here, so neither validation nor
+    PostgreSQL refuses the call.
+    """
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_cleaned(v) for v in value]
+    return value
