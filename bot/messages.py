@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -22,6 +23,16 @@ def clean_text(text: str) -> str:
     except UnicodeEncodeError:
         out = "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in out)
     return out
+
+
+def file_name(name: str) -> str:
+    """A sent file's name as kept and shown: no folders, no runs of spaces, at most 120 characters.
+
+    Control and format characters go too: a terminal escape would reach the operator's
+    terminal through the CLI and the log, and a right-to-left override disguises the ending.
+    """
+    shown = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Cf"))
+    return " ".join(shown.replace("/", " ").replace("\\", " ").split())[-120:]
 
 
 @dataclass(frozen=True, slots=True)

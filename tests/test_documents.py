@@ -57,6 +57,25 @@ async def test_a_pdf_on_telegram_is_read_and_found_by_page(
     assert refs[0] == "lease.pdf p. 2"
 
 
+async def test_a_chat_documents_name_is_kept_without_control_characters(any_db_app: App) -> None:
+    # What a chat app sends as the file name is the sender's to choose: a NUL failed the store
+    # on PostgreSQL, and an escape sequence reached the operator's terminal.
+    app = any_db_app
+    await add_user(app, "ana")
+    sent = make_inbound("", sender="ana")
+    sent.attachments.append(
+        Attachment(
+            "document", mime_type="application/pdf", name="le\x00ase\x1b[2J.pdf", data=LEASE
+        )
+    )
+
+    await app.dispatcher.handle(sent)
+
+    assert channel(app).texts("ana") == [
+        "I read lease[2J.pdf (2 pages). Ask me about it any time; I'll cite the page."
+    ]
+
+
 async def test_an_answer_cites_the_page(app: App, fake_llm: FakeLLM) -> None:
     await add_user(app, "ana")
     sent = make_inbound("", sender="ana")

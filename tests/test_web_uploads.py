@@ -197,6 +197,26 @@ async def test_a_file_over_the_limit_is_refused_and_nothing_is_stored(
     assert await app.web.service.memory.recent_days(ann) == []  # no message was stored either
 
 
+async def test_a_file_name_keeps_no_control_characters_or_folders(any_db_app: App) -> None:
+    # A terminal escape in a name reached the CLI and the log as it was sent ("\x1b[31m" turned
+    # an operator's terminal red), and a right-to-left override showed "fdp.pdf" backwards.
+    app = any_db_app
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        sent = await client.post(
+            "/api/v1/uploads",
+            files={"file": ("../\x1b[31mlease\u202e fdp.pdf", LEASE, "application/pdf")},
+            headers=await token_for(app, ann),
+        )
+    assert sent.status_code == 201, sent.text
+    [document] = sent.json()["documents"]
+    assert document["name"] == ".. [31mlease fdp.pdf"
+    assert document["searchable"] is True
+    assert sent.json()["said"] == [
+        "I read .. [31mlease fdp.pdf (3 pages). Ask me about it any time; I'll cite the page."
+    ]
+
+
 async def test_a_wrong_kind_of_file_is_refused_whatever_its_name_says(app: App) -> None:
     ann = await add_user(app, "ann")
     headers = await token_for(app, ann)

@@ -29,7 +29,7 @@ from bot.agent.memory.index import MemoryIndex
 from bot.chat import InputContext, InputOutcome
 from bot.feature import Feature, FileKind, Input, Reference
 from bot.isolated import Bounds, ChildFailed, OverBound, run_bounded
-from bot.messages import Attachment, InboundMessage
+from bot.messages import Attachment, InboundMessage, file_name
 from storage.db import Database
 from storage.files import FileStore
 from storage.models import DocumentChunk
@@ -149,7 +149,7 @@ class Documents:
     async def keep(self, user_id: int, message_id: int, att: Attachment, n: int) -> ReadDocument:
         """Read one document; store it and index its chunks (nothing when it is refused)."""
         assert att.data is not None
-        name = att.name or "document.pdf"
+        name = file_name(att.name or "") or "document.pdf"
         rel = f"{int(user_id)}/{int(message_id)}-{n}-{_SAFE.sub('_', name)[-80:]}"
         try:
             async with self._reading:

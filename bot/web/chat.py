@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 from bot.agent.conversations import Conversations
 from bot.agent.memory.views import MemoryViews
 from bot.dispatch import DispatchResult
-from bot.messages import Citation, InboundMessage
+from bot.messages import Citation, InboundMessage, file_name
 from bot.web.channel import ChannelEvent, Listener
 from bot.web.sources import SourceView, source_views
 from bot.web.uploads import (
@@ -35,7 +35,6 @@ from bot.web.uploads import (
     UploadOutcome,
     Uploads,
     address_of,
-    file_name,
     outcome_of,
     refused,
 )

@@ -26,7 +26,7 @@ from bot.adapters.limits import too_big
 from bot.agent.conversations import Conversations
 from bot.clock import Clock
 from bot.dispatch import DispatchResult
-from bot.messages import Address, Attachment, InboundMessage, OutboundMessage
+from bot.messages import Address, Attachment, InboundMessage, OutboundMessage, file_name
 from bot.web.channel import CHANNEL, WebChannel
 from storage.models import Message, User
 
@@ -51,11 +51,6 @@ def sniff(data: bytes) -> tuple[str, str] | None:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image", "image/webp"
     return None
-
-
-def file_name(name: str) -> str:
-    """A sent file's name as kept: no folders, no runs of spaces, at most 120 characters."""
-    return " ".join(name.replace("/", " ").replace("\\", " ").split())[-120:]
 
 
 def address_of(user_id: int) -> Address:
