@@ -70,9 +70,9 @@ async def test_every_command_taking_an_id_answers_an_id_out_of_range_plainly(
             assert "went wrong" not in reply and "Traceback" not in reply, (said, reply)
             assert not [r for r in caplog.records if r.levelno >= logging.ERROR], said
     # The commands still work after all that.
-    reply = (await app.dispatcher.handle(make_inbound("/task add buy milk", sender="ana"))).reply
-    assert reply is not None and reply.startswith("Added task #")
-    ident = reply.split("#")[1].split(":")[0]
+    added = (await app.dispatcher.handle(make_inbound("/task add buy milk", sender="ana"))).reply
+    assert added is not None and added.startswith("Added task #")
+    ident = added.split("#")[1].split(":")[0]
     done = await app.dispatcher.handle(make_inbound(f"/task done #{ident}", sender="ana"))
     assert done.reply == "Done: buy milk"
 
