@@ -64,9 +64,7 @@ async def test_a_chat_documents_name_is_kept_without_control_characters(any_db_a
     await add_user(app, "ana")
     sent = make_inbound("", sender="ana")
     sent.attachments.append(
-        Attachment(
-            "document", mime_type="application/pdf", name="le\x00ase\x1b[2J.pdf", data=LEASE
-        )
+        Attachment("document", mime_type="application/pdf", name="le\x00ase\x1b[2J.pdf", data=LEASE)
     )
 
     await app.dispatcher.handle(sent)

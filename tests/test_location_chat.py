@@ -163,3 +163,27 @@ async def test_location_forget_with_dates_out_of_range_answers_in_plain_words(
             app, "ana", "/location forget 2000-01-01 2099-12-31"
         )
         assert await app.location.last_point(ana.id) is None
+
+
+async def test_a_place_name_or_its_other_names_too_long_are_refused_not_cut(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(WEEK)
+    async with jobs_app(tmp_path, clock) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await add_user(app, "ana", timezone="Europe/Berlin")
+        assert ana.id is not None
+        await say(app, "ana", "/location on")
+        await here(app, ana.id, "gym")
+        assert "Saved gym" in await say(app, "ana", "/place add gym")
+        long_name = "the climbing hall by the river " * 3  # 93 characters
+
+        # /place rename cut it to 60 without a word; /place alias kept any length.
+        reply = await say(app, "ana", f"/place rename gym -> {long_name}")
+        assert reply == "Keep place names under 60 characters."
+        reply = await say(app, "ana", "/place alias gym = " + ", ".join([long_name] * 3))
+        assert reply == "Keep a place's other names under 200 characters together."
+        assert await say(app, "ana", "/place") == "gym"  # unchanged by either
+        assert "Saved: climbing hall, also fitness, box" in await say(
+            app, "ana", "/place rename gym -> climbing hall"
+        ) + await say(app, "ana", "/place alias climbing hall = fitness, box")

@@ -228,8 +228,8 @@ class LocationCommands:
         return None
 
     async def _add(self, ctx: CommandContext, name: str) -> CommandReply:
-        if len(name) > 60:
-            return CommandReply("Keep place names under 60 characters.")
+        if len(name) > MAX_NAME:
+            return CommandReply(f"Keep place names under {MAX_NAME} characters.")
         if await self._find(ctx, name) is not None:
             return CommandReply(f"You already have a place called {name}.")
         last = await self.location.last_point(ctx.user_id)
@@ -254,6 +254,12 @@ class LocationCommands:
         kind: str | None = None,
         aliases: str | None = None,
     ) -> CommandReply:
+        if new_name is not None and len(new_name) > MAX_NAME:
+            return CommandReply(f"Keep place names under {MAX_NAME} characters.")
+        if aliases is not None and len(", ".join(parse_aliases(aliases))) > MAX_ALIASES:
+            return CommandReply(
+                f"Keep a place's other names under {MAX_ALIASES} characters together."
+            )
         place = await self._find(ctx, name.strip())
         if place is None:
             return CommandReply(f"You have no place called {name.strip()}.")
@@ -261,7 +267,7 @@ class LocationCommands:
             other = await self._find(ctx, new_name)
             if other is not None and other.id != place.id:
                 return CommandReply(f"You already have a place called {new_name}.")
-            place.name = new_name[:60]
+            place.name = new_name
         if kind is not None:
             assert kind in KINDS
             place.kind = kind
@@ -269,6 +275,12 @@ class LocationCommands:
             place.aliases = ", ".join(parse_aliases(aliases))
         await self.location.save_place(place)
         return CommandReply(f"Saved: {_line(place)}")
+
+
+MAX_NAME = 60
+"""The longest place name (characters), added or renamed: refused beyond it, never cut."""
+MAX_ALIASES = 200
+"""The longest list of a place's other names, as stored ("work, office")."""
 
 
 def _line(p: Place) -> str:
