@@ -25,6 +25,17 @@ def clean_text(text: str) -> str:
     return out
 
 
+def clean_texts(value: Any) -> Any:
+    """``value`` (parsed JSON) with every text in it, keys too, passed through ``clean_text``."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): clean_texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_texts(v) for v in value]
+    return value
+
+
 def file_name(name: str) -> str:
     """A sent file's name as kept and shown: no folders, no runs of spaces, at most 120 characters.
 

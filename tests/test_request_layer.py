@@ -12,10 +12,12 @@ stranger's body must never be read at all.
 from __future__ import annotations
 
 import base64
+import json
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime
+from itertools import product
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
 
@@ -217,11 +219,11 @@ def _bad_requests(
             for bad in BAD_NUMBERS:
                 yield f"query {name}={bad[:20]}", good, {name: bad}, None, auth
     if method in BODY_METHODS - {"DELETE"}:
-        json = {**auth, "Content-Type": "application/json"}
-        yield "deep JSON", good, {}, DEEP_JSON, json
+        as_json = {**auth, "Content-Type": "application/json"}
+        yield "deep JSON", good, {}, DEEP_JSON, as_json
         body_params = list(_params(rule.served, "body"))
         if body_params:  # a JSON model: an array where an object belongs
-            yield "wrong JSON types", good, {}, b'[1, "x", null, {"text": 5}]', json
+            yield "wrong JSON types", good, {}, b'[1, "x", null, {"text": 5}]', as_json
 
 
 def _judged(rule: Rule, method: str, case: str, r: httpx.Response) -> list[str]:
@@ -323,3 +325,56 @@ async def test_every_token_route_that_takes_a_body_is_checked_by_the_request_lay
         and rule.check is None
     ]
     assert not unchecked, f"add their check to token_checks in bot/web/app.py: {unchecked}"
+
+
+UNSTORABLE = ("Ana\x00", "Ana \ud83d")
+"""A NUL (PostgreSQL's text columns refuse it) and half an emoji (no UTF-8 for it)."""
+
+
+def _unstorable_body(served: Served, text: str) -> dict[str, Any] | None:
+    """A JSON body of the route's model with every text field ``text``; None without one."""
+    for _, info in _params(served, "body"):
+        model = info.annotation
+        fields = getattr(model, "model_fields", None)
+        if fields is None:
+            return None
+        body: dict[str, Any] = {}
+        for name, field in fields.items():
+            kinds = {field.annotation, *get_args(field.annotation)}
+            if str in kinds:
+                body[name] = text
+            elif any(get_origin(k) is list and get_args(k) == (str,) for k in kinds):
+                body[name] = [text]
+        return body or None
+    return None
+
+
+async def test_every_json_body_with_a_nul_or_half_an_emoji_is_stored_clean_or_refused(
+    owner_app_any_db: App,
+) -> None:
+    """A token, contact or place named with a NUL was a 500 on PostgreSQL."""
+    owner_app = owner_app_any_db
+    server = WebServer(owner_app.web.app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        base = f"http://127.0.0.1:{server.bound_port}"
+        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+            who = await _callers(owner_app, client)
+            failures, tried = [], 0
+            for rule in _rules(owner_app):
+                for method, text in product(_methods(rule), UNSTORABLE):
+                    body = _unstorable_body(rule.served, text)
+                    if body is None or method not in BODY_METHODS:
+                        continue
+                    tried += 1
+                    path = who.path(rule)
+                    headers = {**who.headers(rule, path), "Content-Type": "application/json"}
+                    sent = json.dumps(body).encode()  # ASCII: the half emoji as \\ud83d
+                    r = await client.request(method, path, content=sent, headers=headers)
+                    if r.status_code >= 500 or "\\u0000" in r.text or "\\ud83d" in r.text:
+                        failures.append(f"{method} {path}: {r.status_code} {r.text[:200]}")
+                assert (await client.get("/healthz")).status_code == 200
+            assert tried >= 5
+            assert not failures, "\n".join(failures)
+    finally:
+        await server.stop()

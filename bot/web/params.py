@@ -10,11 +10,12 @@ query. Every integer and date parameter of every route carries one of these
 from __future__ import annotations
 
 from datetime import date
-from typing import Annotated
+from typing import Annotated, Any
 
 from annotated_types import Ge, Le
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
+from bot.messages import clean_texts
 from storage.models import MAX_ROW_ID
 
 RowId = Annotated[int, Ge(1), Le(MAX_ROW_ID)]
@@ -32,10 +33,17 @@ class BodyIn(BaseModel):
     """A JSON body the API takes: a field it does not know is refused (422), not ignored.
 
     A misspelt field (``tz`` for ``timezone``) would otherwise be dropped and the request
-    answered 200 having changed nothing, which a caller cannot tell from success.
+    answered 200 having changed nothing, which a caller cannot tell from success. Its texts
+    are made storable before they are checked (``clean_text``), as a chat message's are: a NUL
+    is dropped (PostgreSQL's text columns refuse it: a 500) and half an emoji becomes U+FFFD.
     """
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_texts(cls, data: Any) -> Any:
+        return clean_texts(data)
 
 
 def row_id(text: str | None) -> int | None:

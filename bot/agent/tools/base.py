@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from bot.agent.sources import SourceLedger
 from bot.errors import ToolError
-from bot.messages import clean_text
+from bot.messages import clean_texts
 from storage.db import Database
 from storage.models import MAX_ROW_ID
 
@@ -235,19 +235,6 @@ def _load_object(raw_args: str) -> dict[str, Any] | str:
         return "error: arguments are nested too deeply; send a flat JSON object"
     if not isinstance(data, dict):
         return "error: arguments must be a JSON object"
-    return {clean_text(str(k)): _cleaned(v) for k, v in data.items()}
-
-
-def _cleaned(value: Any) -> Any:
-    """``value`` with every string made storable (``clean_text``).
-
-    A model's stray NUL or half emoji is dropped or replaced here, so neither validation nor
-    PostgreSQL refuses the call.
-    """
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_text(str(k)): _cleaned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_cleaned(v) for v in value]
-    return value
+    # a model's stray NUL or half emoji would be refused by validation or by PostgreSQL
+    cleaned: dict[str, Any] = clean_texts(data)
+    return cleaned
