@@ -11,8 +11,11 @@ import pytest
 
 from bot.app.build import App
 from bot.errors import CalendarError
+from bot.jobs.calendars.caldav import new_key
 from bot.jobs.calendars.own import feed_url
+from storage.models import CalendarSource
 from storage.repos.calendar import CalendarRepo
+from storage.repos.calendar_sources import CalendarSourceRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.ics_feed import FakeFeed
@@ -193,3 +196,111 @@ async def test_a_name_that_points_inside_when_connecting_is_refused(
         assert (await app.jobs.calendars.listing(user.id or 0)).startswith(
             "You have no calendars linked."
         )
+
+
+def _vevent(uid: str, *lines: str) -> str:
+    return "".join(
+        f"{line}\r\n"
+        for line in ("BEGIN:VEVENT", f"UID:{uid}", "DTSTAMP:20250101T000000Z", *lines, "END:VEVENT")
+    )
+
+
+BROKEN = (
+    _vevent("bad-start@t", "DTSTART:2025XX03T090000Z", "SUMMARY:Broken start"),
+    _vevent("no-start@t", "SUMMARY:No start"),
+    _vevent("bad-rule@t", "DTSTART:20250603T110000Z", "RRULE:FREQ=SOMETIMES", "SUMMARY:Rule"),
+    _vevent("bad-end@t", "DTSTART:20250603T110000Z", "DURATION:PT1Q", "SUMMARY:Bad length"),
+)
+"""Events no reader can place: each is skipped, the rest of the feed is read."""
+
+
+async def test_a_feed_with_unreadable_events_is_read_without_them_and_says_how_many(
+    tmp_path: Path, fake_feed: FakeFeed, app_database_url: str
+) -> None:
+    # One broken event refused the whole feed ("the calendar could not be read: 'DTSTART'"),
+    # a NUL in a title failed the message on PostgreSQL, and a zone nobody knows was read as UTC.
+    good = (
+        _vevent("dentist@t", "DTSTART:20250603T090000Z", "DURATION:PT1H", "SUMMARY:Dentist")
+        + _vevent("nul@t", "DTSTART:20250603T130000Z", "DURATION:PT1H", "SUMMARY:Yo\x00ga")
+        + _vevent(
+            "mars@t",
+            "DTSTART;TZID=Mars/Olympus Mons:20250603T150000",
+            "DURATION:PT1H",
+            "SUMMARY:Standup",
+        )
+    )
+    fake_feed.body = (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n"
+        f"{good}{''.join(BROKEN)}END:VCALENDAR\r\n"
+    ).encode()
+    async with jobs_app(
+        tmp_path,
+        ManualClock(NOW),
+        calendar_allow_private=True,
+        database_url_setting=app_database_url,
+    ) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await make_user(app, "ana", timezone="Europe/Lisbon")
+        assert ana.id is not None
+        added = await app.dispatcher.handle(
+            make_inbound(f"/calendar add {fake_feed.url} Work", sender="ana")
+        )
+        listing = await app.dispatcher.handle(make_inbound("/calendar list", sender="ana"))
+        async with app.db.session() as s:
+            events = {e.title: e for e in await CalendarRepo(s).all_events(ana.id)}
+
+    assert added.reply == (
+        "Subscribed to Work (#1): 3 event(s) read; 4 event(s) in it could not be read and "
+        "were skipped. I re-read it every 30 minutes."
+    )
+    assert listing.reply is not None
+    assert "3 event(s)" in listing.reply
+    assert "4 event(s) in it could not be read and were skipped" in listing.reply
+    assert sorted(events) == ["Dentist", "Standup", "Yoga"]
+    # An unknown zone is the person's own (Lisbon, UTC+1 in June), never UTC.
+    assert events["Standup"].start_at == datetime(2025, 6, 3, 14, 0, tzinfo=UTC)
+
+
+async def test_a_calendar_whose_server_answers_garbage_fails_alone(
+    tmp_path: Path, fake_feed: FakeFeed
+) -> None:
+    # The CalDAV library's own error on a garbled answer left the refresh job: the owner's
+    # other calendars were not read that round (nor the next, the failing one first again).
+    fake_feed.body = feed(("a@t", "20250603T090000", "Dentist"))
+    fake_feed.dav_body = b"<?xml version='1.0'?><multistatus xmlns='DAV:'><response><oops"
+    clock = ManualClock(NOW)
+    async with jobs_app(
+        tmp_path, clock, calendar_allow_private=True, calendar_key=new_key()
+    ) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await make_user(app, "ana")
+        assert ana.id is not None
+        async with app.db.session() as s:
+            await CalendarSourceRepo(s).add(
+                CalendarSource(
+                    user_id=ana.id,
+                    kind="caldav",
+                    name="Work",
+                    url=fake_feed.url.replace("/cal.ics", "/dav/work/"),
+                    username="ana",
+                    secret=app.jobs.calendars.secrets.seal("pw"),
+                    created_at=NOW,
+                )
+            )
+        said = await app.dispatcher.handle(
+            make_inbound(f"/calendar add {fake_feed.url}", sender="ana")
+        )
+        assert said.reply is not None and said.reply.startswith("Subscribed to 127.0.0.1 (#2)")
+        fake_feed.body = feed(
+            ("a@t", "20250603T090000", "Dentist"), ("b@t", "20250604T100000", "Gym")
+        )
+
+        rounds = await app.jobs.calendars.refresh(clock.advance(minutes=31))
+        listing = await app.dispatcher.handle(make_inbound("/calendar list", sender="ana"))
+        read = await titles(app, ana.id)
+
+    assert rounds == "calendars read 1, failed 1"
+    assert read == ["Dentist", "Gym"]
+    assert listing.reply is not None
+    assert "#1 Work (CalDAV" in listing.reply
+    assert "last error: the calendar could not be read (an unexpected answer" in listing.reply

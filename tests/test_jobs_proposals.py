@@ -263,11 +263,13 @@ async def test_an_all_day_event_is_exported_as_a_day_not_a_24_hour_meeting(tmp_p
         await app.jobs.calendars.import_file(user, imported.encode())
         async with app.db.session() as s:
             events = await CalendarRepo(s).all_events(user.id or 0)
-    [outside] = read_ics(imported, berlin, NOW - timedelta(days=400), NOW + timedelta(days=400))
+    [outside] = read_ics(
+        imported, berlin, NOW - timedelta(days=400), NOW + timedelta(days=400)
+    ).events
     ics = to_ics(events, now=clock.now(), tz=berlin)
     assert "DTSTART;VALUE=DATE:20250605" in ics
     assert "DTEND;VALUE=DATE:20250607" in ics
     # Read back as any calendar app would: the same two whole days.
-    [again] = read_ics(ics, berlin, NOW - timedelta(days=400), NOW + timedelta(days=400))
+    [again] = read_ics(ics, berlin, NOW - timedelta(days=400), NOW + timedelta(days=400)).events
     assert again.all_day
     assert (again.start, again.end) == (outside.start, outside.end)

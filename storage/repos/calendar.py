@@ -49,6 +49,8 @@ class SyncCounts:
     """Occurrences gone from the source (cancelled here)."""
     unchanged: int
     """Occurrences seen again as they were."""
+    skipped: int = 0
+    """Events of the document that could not be read (left out, the rest stored)."""
 
 
 def outside_uid(user_id: int, source: str, key: str) -> str:

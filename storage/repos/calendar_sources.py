@@ -53,13 +53,22 @@ class CalendarSourceRepo:
         return found
 
     async def record(
-        self, source_id: int, now: datetime, *, error: str | None, count: int | None = None
+        self,
+        source_id: int,
+        now: datetime,
+        *,
+        error: str | None,
+        count: int | None = None,
+        note: str | None = None,
     ) -> None:
-        """Note the outcome of a read: a good one clears the error and counts the events."""
+        """Note the outcome of a read: a good one counts the events and clears the error.
+
+        ``note``: what a good read left out (unreadable events), shown where an error is.
+        """
         found = await self.s.get(CalendarSource, source_id)
         if found is None:
             return
-        found.last_error = error
+        found.last_error = error if error is not None else note
         if error is None:
             found.last_synced_at = now
             if count is not None:

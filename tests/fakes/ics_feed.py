@@ -9,8 +9,9 @@ from aiohttp import web
 
 
 class FakeFeed:
-    """Serves ``body`` at ``/cal.ics`` with ``status``, and ``/moved`` redirects there; any
-    other path is a failure (404)."""
+    """Serves ``body`` at ``/cal.ics`` with ``status``, and ``/moved`` redirects there; under
+    ``/dav/`` it answers every WebDAV method with ``dav_body`` (a CalDAV server gone wrong);
+    any other path is a failure (404)."""
 
     def __init__(self, body: bytes = b"") -> None:
         self.body = body
@@ -21,6 +22,8 @@ class FakeFeed:
         """How many times the feed was fetched."""
         self.drip: float | None = None
         """Set: the feed sends one byte of ``body`` every this many seconds (a slow server)."""
+        self.dav_body = b""
+        """What every request under ``/dav/`` gets, as a 207 multi-status answer."""
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -29,6 +32,7 @@ class FakeFeed:
         app = web.Application()
         app.router.add_get("/cal.ics", self._feed)
         app.router.add_get("/moved", self._moved)
+        app.router.add_route("*", "/dav/{rest:.*}", self._dav)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -53,6 +57,9 @@ class FakeFeed:
                 await slow.write(self.body[i : i + 1])
                 await asyncio.sleep(self.drip)
         return slow
+
+    async def _dav(self, _request: web.Request) -> web.Response:
+        return web.Response(body=self.dav_body, status=207, content_type="application/xml")
 
     async def _moved(self, _request: web.Request) -> web.Response:
         raise web.HTTPFound("/cal.ics")

@@ -107,16 +107,10 @@ def _client(login: Login) -> Any:
     )
 
 
-def _open(login: Login) -> Any:
-    """The calendar collection at ``login.url``."""
-    return _client(login).calendar(url=login.url)
-
-
-def _calendar(login: Login) -> Any:
+def _calendar(client: Any, login: Login) -> Any:
     """The calendar at the URL, or the account's first calendar when the URL is the server."""
     from caldav.lib import error as caldav_errors  # noqa: PLC0415  (first use only)
 
-    client = _client(login)
     target = client.calendar(url=login.url)
     try:
         target.get_events()
@@ -147,7 +141,8 @@ def _translate(exc: Exception) -> CalendarError:
 def check(login: Login) -> str:
     """Log in and find the calendar (blocking); its collection URL. CalendarError otherwise."""
     try:
-        return str(_calendar(login).url)
+        with _client(login) as client:  # its connections close, whatever happens
+            return str(_calendar(client, login).url)
     except (CalendarError, ValueError, TypeError, AttributeError):
         raise  # our own words, or a programming error: not the server's doing
     except Exception as exc:  # caldav raises DAVError, niquests its own: translated
@@ -157,8 +152,8 @@ def check(login: Login) -> str:
 def read_all(login: Login) -> list[str]:
     """Every event object's iCalendar text in the calendar (blocking)."""
     try:
-        cal = _open(login)
-        return [str(obj.data) for obj in cal.get_events()]
+        with _client(login) as client:
+            return [str(obj.data) for obj in client.calendar(url=login.url).get_events()]
     except (CalendarError, ValueError, TypeError, AttributeError):
         raise  # our own words, or a programming error: not the server's doing
     except Exception as exc:  # caldav raises DAVError, niquests its own: translated
@@ -168,8 +163,8 @@ def read_all(login: Login) -> list[str]:
 def write(login: Login, ics: str) -> None:
     """Create or replace one event (blocking)."""
     try:
-        cal = _open(login)
-        cal.add_event(ics)
+        with _client(login) as client:
+            client.calendar(url=login.url).add_event(ics)
     except (CalendarError, ValueError, TypeError, AttributeError):
         raise  # our own words, or a programming error: not the server's doing
     except Exception as exc:  # caldav raises DAVError, niquests its own: translated

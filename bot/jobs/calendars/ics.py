@@ -63,6 +63,17 @@ class Occurrence:
     """Where, when given."""
 
 
+@dataclass(frozen=True, slots=True)
+class Expanded:
+    """What one calendar document gave: its occurrences and how many events were unreadable."""
+
+    events: list[Occurrence]
+    """Every occurrence overlapping the window, by start."""
+    skipped: int = 0
+    """Events no reader can place (a broken or missing start, length or repeat rule): left
+    out, so that one bad event does not cost the rest of the calendar."""
+
+
 def _instant(value: date | datetime, tz: ZoneInfo) -> datetime:
     """A DTSTART/DTEND value as an aware UTC instant; floating and DATE values are local."""
     if isinstance(value, datetime):
@@ -75,7 +86,7 @@ def _text(component: Any, name: str) -> str | None:
     value = component.get(name)
     if value is None:
         return None
-    text = str(value).strip()
+    text = str(value).replace("\x00", "").strip()  # PostgreSQL's text columns refuse a NUL
     return text or None
 
 
@@ -146,6 +157,30 @@ def _values(component: Any, name: str) -> list[date | datetime]:
             value = item.dt
             values.append(value[0] if isinstance(value, tuple) else value)  # a PERIOD's start
     return values
+
+
+def _readable(component: Any) -> bool:
+    """Whether an event's start, end, dates and repeat rules can all be read."""
+    try:
+        first = component["DTSTART"].dt
+        _end_of(component, first)
+        _values(component, "RDATE")
+        _values(component, "EXDATE")
+        if component.get("RECURRENCE-ID") is not None:
+            _ = component["RECURRENCE-ID"].dt
+        found = component.get("RRULE")
+        rules = [] if found is None else found if isinstance(found, list) else [found]
+        return len(list(_rules(component))) == len(rules)
+    except Exception:  # noqa: BLE001  (the parsers raise ValueError, KeyError and their own)
+        return False
+
+
+def _drop_unreadable(calendar: Any) -> int:
+    """Take the events no reader can place out of ``calendar``; how many there were."""
+    broken = [c for c in calendar.subcomponents if c.name == "VEVENT" and not _readable(c)]
+    for component in broken:
+        calendar.subcomponents.remove(component)
+    return len(broken)
 
 
 def _rules(component: Any) -> Iterator[Any]:
@@ -289,10 +324,14 @@ def _windows(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetim
         at += WINDOW
 
 
-def expand(calendar: Any, tz: ZoneInfo, start: datetime, end: datetime) -> list[Occurrence]:
-    """Every occurrence overlapping [start, end), by start; CalendarError past a cap."""
+def expand(calendar: Any, tz: ZoneInfo, start: datetime, end: datetime) -> Expanded:
+    """Every occurrence overlapping [start, end), by start; CalendarError past a cap.
+
+    Events that cannot be read are left out and counted (``Expanded.skipped``).
+    """
     import recurring_ical_events  # noqa: PLC0415
 
+    skipped = _drop_unreadable(calendar)
     components = list(calendar.walk("VEVENT"))
     repeating = {
         str(c.get("UID"))
@@ -320,7 +359,7 @@ def expand(calendar: Any, tz: ZoneInfo, start: datetime, end: datetime) -> list[
             kept[occurrence.key] = occurrence
             if len(kept) > MAX_OCCURRENCES:
                 raise _too_many(start, end)
-    return _by_start(kept)
+    return Expanded(_by_start(kept), skipped)
 
 
 def _too_many(start: datetime, end: datetime) -> CalendarError:
@@ -341,8 +380,11 @@ def _by_start(kept: dict[str, Occurrence]) -> list[Occurrence]:
 
 def read_ics(
     data: bytes | str, tz: ZoneInfo, start: datetime, end: datetime, *, several: bool = False
-) -> list[Occurrence]:
+) -> Expanded:
     """Every event occurrence overlapping [start, end); CalendarError when unreadable.
+
+    A document that is not a calendar is refused; single events in it that cannot be read
+    are skipped and counted.
 
     ``tz`` places floating times and all-day dates (the user's zone); ``several``: the data
     holds several VCALENDAR documents one after the other (a CalDAV calendar's events).
@@ -361,10 +403,13 @@ def read_ics(
         if not several:
             return expand(icalendar.Calendar.from_ical(raw), tz, start, end)
         found: dict[str, Occurrence] = {}
+        skipped = 0
         for calendar in icalendar.Calendar.from_ical(raw, multiple=True):
-            found.update((e.key, e) for e in expand(calendar, tz, start, end))
+            part = expand(calendar, tz, start, end)
+            found.update((e.key, e) for e in part.events)
+            skipped += part.skipped
             _check_count(found, start, end)
-        return _by_start(found)
+        return Expanded(_by_start(found), skipped)
     except CalendarError:
         raise
     except Exception as exc:  # the parsers raise ValueError, KeyError and their own kinds
@@ -385,16 +430,19 @@ def main() -> None:
     except CalendarError as exc:
         sys.stdout.write(json.dumps({"error": str(exc)}))
         return
-    events = [{**asdict(e), "start": e.start.isoformat(), "end": e.end.isoformat()} for e in found]
-    sys.stdout.write(json.dumps({"events": events}, ensure_ascii=False))
+    events = [
+        {**asdict(e), "start": e.start.isoformat(), "end": e.end.isoformat()} for e in found.events
+    ]
+    answer = {"events": events, "skipped": found.skipped}
+    sys.stdout.write(json.dumps(answer, ensure_ascii=False))
 
 
-def parse_answer(raw: bytes) -> list[Occurrence]:
+def parse_answer(raw: bytes) -> Expanded:
     """The child's JSON as ``Expanded``; CalendarError when it could not read the calendar."""
     answer = json.loads(raw)
     if "error" in answer:
         raise CalendarError(str(answer["error"]))
-    return [
+    events = [
         Occurrence(
             key=str(e["key"]),
             title=str(e["title"]),
@@ -405,6 +453,7 @@ def parse_answer(raw: bytes) -> list[Occurrence]:
         )
         for e in answer["events"]
     ]
+    return Expanded(events, int(answer.get("skipped", 0)))
 
 
 if __name__ == "__main__":

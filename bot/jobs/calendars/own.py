@@ -14,7 +14,7 @@ import ipaddress
 import logging
 import re
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote, urljoin, urlsplit
@@ -169,6 +169,8 @@ class Subscribed:
     """Events the first read stored (0 when it was already there)."""
     already: bool
     """The user had already subscribed to that address; nothing changed."""
+    skipped: int = 0
+    """Events of the first read that could not be read (left out, the rest stored)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +185,19 @@ class Removed:
 
 def counts_words(c: SyncCounts) -> str:
     """``12 new, 1 changed, 0 removed`` (for replies and the CLI)."""
-    return f"{c.added} new, {c.updated} changed, {c.removed} removed, {c.unchanged} unchanged"
+    said = f"{c.added} new, {c.updated} changed, {c.removed} removed, {c.unchanged} unchanged"
+    return f"{said}, {c.skipped} unreadable skipped" if c.skipped else said
+
+
+def skipped_words(skipped: int) -> str | None:
+    """What a read left out, in words; None when it left nothing out."""
+    if not skipped:
+        return None
+    return f"{skipped} event(s) in it could not be read and were skipped"
+
+
+UNEXPECTED = "the calendar could not be read (an unexpected answer; the details are in the log)"
+"""A calendar's error when its read failed in a way nobody put into words."""
 
 
 class OwnCalendars:
@@ -220,8 +234,10 @@ class OwnCalendars:
         *,
         bounds: Bounds = FEED_BOUNDS,
         several: bool = False,
-    ) -> list[OutsideEvent]:
-        """The events of ``data`` over the window, read in a bounded child; CalendarError.
+    ) -> tuple[list[OutsideEvent], int]:
+        """The events of ``data`` over the window, and how many could not be read.
+
+        Unreadable events are left out; CalendarError when the whole is unreadable.
 
         Parsing and expanding a calendar from outside can take unbounded CPU and memory in
         the parsers (a crafted repeat rule): it never runs in this process.
@@ -237,20 +253,22 @@ class OwnCalendars:
         except ChildFailed as exc:
             log.warning("reading a calendar failed: %s", exc)
             raise CalendarError("the calendar could not be read") from exc
-        return [
-            OutsideEvent(e.key, e.title, e.start, e.end, e.all_day, e.place)
-            for e in parse_answer(raw)
+        read = parse_answer(raw)
+        events = [
+            OutsideEvent(e.key, e.title, e.start, e.end, e.all_day, e.place) for e in read.events
         ]
+        return events, read.skipped
 
     async def import_file(self, user: User, data: bytes) -> SyncCounts:
         """Load an ICS document into the user's calendar (re-importing updates, never doubles)."""
         assert user.id is not None
         now = self.clock.now()
-        events = await self._parse(data, user, now, IMPORT_PAST, bounds=IMPORT_BOUNDS)
+        events, skipped = await self._parse(data, user, now, IMPORT_PAST, bounds=IMPORT_BOUNDS)
         async with self.db.session() as s:
             counts = await CalendarRepo(s).sync_outside(
                 user.id, IMPORT_SOURCE, events, now, remove_missing=False
             )
+        counts = replace(counts, skipped=skipped)
         log.info("user %s imported a calendar file: %s", user.id, counts_words(counts))
         return counts
 
@@ -333,7 +351,7 @@ class OwnCalendars:
             for known in await CalendarSourceRepo(s).of_user(user.id, "ics"):
                 if known.url == url:
                     return Subscribed(known, 0, already=True)
-        events = await self._parse(await self.fetch(url), user, now)
+        events, skipped = await self._parse(await self.fetch(url), user, now)
         async with self.db.session() as s:
             source = await CalendarSourceRepo(s).add(
                 CalendarSource(
@@ -348,17 +366,21 @@ class OwnCalendars:
             counts = await CalendarRepo(s).sync_outside(
                 user.id, source_tag(source), events, now, remove_missing=True
             )
-            await CalendarSourceRepo(s).record(source.id, now, error=None, count=len(events))
-        return Subscribed(source, counts.added, already=False)
+            await CalendarSourceRepo(s).record(
+                source.id, now, error=None, count=len(events), note=skipped_words(skipped)
+            )
+        return Subscribed(source, counts.added, already=False, skipped=skipped)
 
     async def subscribe(self, user: User, url_text: str, name: str | None = None) -> str:
         """Subscribe to a feed: read it once now (refused when unreadable); a sentence."""
         done = await self.add_feed(user, url_text, name)
         if done.already:
             return f"You are already subscribed to that calendar (#{done.source.id})."
+        left_out = skipped_words(done.skipped)
         return (
             f"Subscribed to {done.source.name} (#{done.source.id}): {done.added} event(s) "
-            f"read. I re-read it every {self.settings.refresh.total_seconds() / 60:.0f} minutes."
+            f"read{f'; {left_out}' if left_out else ''}. "
+            f"I re-read it every {self.settings.refresh.total_seconds() / 60:.0f} minutes."
         )
 
     async def sources(self, user_id: int) -> list[CalendarSource]:
@@ -418,21 +440,18 @@ class OwnCalendars:
 
     async def _read_caldav(
         self, source: CalendarSource, user: User, now: datetime
-    ) -> list[OutsideEvent]:
+    ) -> tuple[list[OutsideEvent], int]:
         assert user.id is not None
         texts = await asyncio.to_thread(caldav.read_all, self._login(source))
         async with self.db.session() as s:
             ours = await CalendarRepo(s).own_uids(user.id)
         if not texts:
-            return []
+            return [], 0
         # One bounded child reads them all (one VCALENDAR per event, one after the other).
         data = "\r\n".join(text.strip() for text in texts).encode()
+        events, skipped = await self._parse(data, user, now, several=True)
         # Events lifebot wrote there come back with our uid: they are already here.
-        return [
-            ev
-            for ev in await self._parse(data, user, now, several=True)
-            if ev.key.split("/", 1)[0] not in ours
-        ]
+        return [ev for ev in events if ev.key.split("/", 1)[0] not in ours], skipped
 
     def _login(self, source: CalendarSource) -> Login:
         return Login(source.url, source.username or "", self.secrets.open(source.secret or ""))
@@ -443,20 +462,33 @@ class OwnCalendars:
         assert user.id is not None
         try:
             if source.kind == "caldav":
-                events = await self._read_caldav(source, user, now)
+                events, skipped = await self._read_caldav(source, user, now)
             else:
-                events = await self._parse(await self.fetch(source.url), user, now)
+                events, skipped = await self._parse(await self.fetch(source.url), user, now)
         except CalendarError as exc:
-            async with self.db.session() as s:
-                await CalendarSourceRepo(s).record(source.id, now, error=str(exc))
-            log.warning("calendar #%s of user %s: %s", source.id, user.id, exc)
-            return "failed"
+            return await self._failed(source, user, now, str(exc))
+        except Exception as exc:
+            # Not the server's words but a surprise (a library's own error on what a server
+            # sent): this calendar's read failed, the others' go on.
+            log.warning(
+                "calendar #%s of user %s: %s: %s", source.id, user.id, type(exc).__name__, exc
+            )
+            return await self._failed(source, user, now, UNEXPECTED)
         async with self.db.session() as s:
             await CalendarRepo(s).sync_outside(
                 user.id, source_tag(source), events, now, remove_missing=True
             )
-            await CalendarSourceRepo(s).record(source.id, now, error=None, count=len(events))
+            await CalendarSourceRepo(s).record(
+                source.id, now, error=None, count=len(events), note=skipped_words(skipped)
+            )
         return "read"
+
+    async def _failed(self, source: CalendarSource, user: User, now: datetime, why: str) -> str:
+        assert source.id is not None
+        async with self.db.session() as s:
+            await CalendarSourceRepo(s).record(source.id, now, error=why)
+        log.warning("calendar #%s of user %s: %s", source.id, user.id, why)
+        return "failed"
 
     async def refresh(self, now: datetime) -> str:
         """The leader's periodic job: re-read every feed not read within the refresh interval.
