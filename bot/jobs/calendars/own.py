@@ -467,7 +467,7 @@ class OwnCalendars:
                 events, skipped = await self._parse(await self.fetch(source.url), user, now)
         except CalendarError as exc:
             return await self._failed(source, user, now, str(exc))
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001  (one calendar must not stop the rest)
             # Not the server's words but a surprise (a library's own error on what a server
             # sent): this calendar's read failed, the others' go on.
             log.warning(
