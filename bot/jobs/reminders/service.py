@@ -103,9 +103,30 @@ class Reminders:
             )
         return Created(reminder, confirmation(parsed, user.timezone, now) + about(reminder))
 
+    async def follow_zones(self, now: datetime, user_id: int | None = None) -> int:
+        """Move repeating reminders to the local times of a zone their user has moved to.
+
+        "Every day at 08:00" set in New York means 08:00 in Lisbon once the user says they
+        live there (by /tz, Settings, the API or the assistant's tool: whichever path changed
+        the zone, this finds it). A one-off reminder keeps its moment (a call booked for 11:00
+        New York time is still at that instant). Returns how many moved.
+        """
+        moved = 0
+        async with self.db.session() as s:
+            for r, tz_name in await ReminderRepo(s).zone_moved(user_id):
+                kind = (r.recurrence or {}).get("kind")
+                if r.recurrence and kind != "interval" and r.next_at > now:
+                    # An occurrence already due (about to fire) keeps its time.
+                    r.next_at = next_occurrence(r.recurrence, now, zone(tz_name))
+                    moved += 1
+                r.timezone = tz_name
+                s.add(r)
+        return moved
+
     async def listing(self, user: User, now: datetime) -> str:
         """The user's active reminders in words."""
         assert user.id is not None
+        await self.follow_zones(now, user.id)
         async with self.db.session() as s:
             items = await ReminderRepo(s).active(user.id)
         if not items:
@@ -120,6 +141,7 @@ class Reminders:
     async def fire_due(self, now: datetime) -> int:
         """Queue every due reminder and advance it, atomically; returns how many fired."""
         fired = 0
+        await self.follow_zones(now)
         async with self.db.session() as s:
             due = await ReminderRepo(s).due(now)
             users = {r.user_id for r in due}

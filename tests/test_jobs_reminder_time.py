@@ -1,0 +1,61 @@
+"""Reminders over time zones and odd times: a move of zone, clocks changing, bad numbers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from storage.repos.users import UserRepo
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.clock import ManualClock
+from tests.support.builders import make_inbound
+from tests.support.jobs import jobs_app, jobs_of, make_user
+
+NY = ZoneInfo("America/New_York")
+LISBON = ZoneInfo("Europe/Lisbon")
+NOW = datetime(2025, 6, 3, 10, 0, tzinfo=NY)  # Tuesday 10:00 EDT (15:00 in Lisbon)
+
+
+def fired(channel: RecordingChannel) -> list[str]:
+    """The reminder pushes the user got, in order."""
+    return [m.text for m in channel.sent if m.kind == "reminder"]
+
+
+async def test_repeating_reminders_follow_a_new_time_zone_and_one_offs_keep_their_moment(
+    tmp_path: Path, app_database_url: str
+) -> None:
+    """Set in New York, then moved to Lisbon: 'every day at 8' means 08:00 in Lisbon now."""
+    clock = ManualClock(NOW.astimezone(UTC))
+    async with jobs_app(tmp_path, clock, database_url_setting=app_database_url) as app:
+        fake = RecordingChannel("fake")
+        app.dispatcher.register(fake)
+        await make_user(app, "ana", timezone="America/New_York")
+        jobs = jobs_of(app)
+
+        async def say(text: str) -> str:
+            reply = (await app.dispatcher.handle(make_inbound(text, sender="ana"))).reply
+            assert reply is not None
+            return reply
+
+        await say("/remind every day at 8am to take vitamins")
+        await say("/remind every first Monday of the month at 9 to pay rent")
+        await say("/remind tomorrow at 11am to call the bank")  # 16:00 in Lisbon
+        moved = await say("/tz Europe/Lisbon")
+        listing = await say("/reminders")
+        for hour in range(6, 18):  # Wednesday in Lisbon, hour by hour
+            await jobs.plan_and_send(clock.set(datetime(2025, 6, 4, hour, 0, tzinfo=LISBON)))
+        wednesday = fired(fake)
+        # The agent's own set_timezone tool changes the zone through the repo: followed too.
+        async with app.db.session() as s:
+            await UserRepo(s).set_timezone(1, "America/New_York")
+        back = await say("/reminders")
+
+    assert "repeating reminders keep their local times" in moved
+    assert listing.splitlines() == [
+        "#1 Wed 08:00 take vitamins (every day at 08:00)",
+        "#3 Wed 16:00 call the bank",
+        "#2 Mon 7 Jul 09:00 pay rent (every first Monday of the month at 09:00)",
+    ]
+    assert wednesday == ["⏰ Reminder: take vitamins", "⏰ Reminder: call the bank"]
+    assert back.splitlines()[0] == "#1 Thu 08:00 take vitamins (every day at 08:00)"
