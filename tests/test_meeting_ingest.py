@@ -15,6 +15,7 @@ from sqlmodel import select
 from bot.app.build import App
 from storage.db import Database
 from storage.models import Episode, Fact, IngestJob, Message, Task
+from storage.repos.senses import IngestRepo
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.support.app import AppFactory, add_user
@@ -270,3 +271,49 @@ async def test_upgrading_keeps_the_newest_of_duplicate_pending_jobs(
         assert [(j.body, j.status) for j in jobs] == [({"v": 1}, "failed"), ({"v": 2}, "pending")]
     finally:
         await db.dispose()
+
+
+async def test_a_transcript_with_impossible_times_or_no_words_is_refused_and_nothing_queued(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """A segment 30 000 years in, a meeting in year 9999 or only blank lines: a 422 in words.
+
+    Accepted, such a body could never be stored (the time overflows) and its job came back
+    every minute for ever, with the recorder told it was taken.
+    """
+    app, auth = await ready(app_factory, fake_llm)
+    far = meeting(("Ana Lima", "Hello"))
+    far["segments"][0].update(start=1e12, end=1e12 + 5)
+    late = meeting(("Ana Lima", "Hello"))
+    late["start"] = "9999-12-31T23:59:00Z"
+    blank = meeting(("Ana Lima", "   "), ("me", ""))
+    async with client_for(app) as client:
+        answers = [await client.post(URL, json=body, headers=auth) for body in (far, late, blank)]
+        fine = await client.post(URL, json=FIRST, headers=auth)
+
+    assert [a.status_code for a in answers] == [422, 422, 422]
+    details = [a.json()["detail"] for a in answers]
+    assert "seconds from the meeting's start" in details[0]
+    assert "year" in details[1]
+    assert "no words" in details[2]
+    assert fine.status_code == 202  # the endpoint keeps answering
+    assert len(await rows(app, IngestJob)) == 1
+
+
+async def test_a_stored_job_that_can_never_be_read_fails_once_instead_of_for_ever(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """A job queued before the checks above (a segment 30 000 years in) is settled as failed."""
+    app, _ = await ready(app_factory, fake_llm)
+    body = meeting(("Ana Lima", "Hello"))
+    body["segments"][0].update(start=1e12, end=1e12 + 5)
+    user = await user_named(app, "ana")
+    now = datetime.now(UTC)
+    async with app.db.session() as s:
+        await IngestRepo(s).submit(user.id, "zoom-8472", body, now, now)
+
+    job = await settled(app)
+
+    assert job.status == "failed"
+    assert "seconds from the meeting's start" in (job.last_error or "")
+    assert fake_llm.chat_requests == []

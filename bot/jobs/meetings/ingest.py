@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from bot.agent.llm import LLM, parse_json_object
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
@@ -143,7 +145,19 @@ class MeetingIngest:
     async def _run(self, job: IngestJob, attempt: int, now: datetime) -> int:
         assert job.id is not None
         try:
-            episode_id = await self.process(job.user_id, Meeting.model_validate(job.body), now)
+            meeting = Meeting.model_validate(job.body)
+        except ValidationError as exc:
+            # Queued before today's checks: it can never be read, so trying again is useless
+            # (it came back every minute for ever). Settled as failed, with the reason.
+            reason = "; ".join(str(e["msg"]) for e in exc.errors()[:3])
+            log.warning("meeting transcript job %s can never be read: %s", job.id, reason)
+            async with self.db.session() as s:
+                await IngestRepo(s).settle(
+                    job.id, attempt, status="failed", last_error=reason[:500], updated_at=now
+                )
+            return 0
+        try:
+            episode_id = await self.process(job.user_id, meeting, now)
         except (AgentError, OSError) as exc:
             failed = attempt >= MAX_ATTEMPTS
             log.warning(
