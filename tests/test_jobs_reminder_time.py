@@ -59,3 +59,51 @@ async def test_repeating_reminders_follow_a_new_time_zone_and_one_offs_keep_thei
     ]
     assert wednesday == ["⏰ Reminder: take vitamins", "⏰ Reminder: call the bank"]
     assert back.splitlines()[0] == "#1 Thu 08:00 take vitamins (every day at 08:00)"
+
+
+async def test_odd_numbers_in_reminder_commands_get_plain_words_and_touch_nothing(
+    tmp_path: Path,
+) -> None:
+    """A superscript id, an id past int64, a reminder a hundred billion days away: answered."""
+    clock = ManualClock(NOW.astimezone(UTC))
+    async with jobs_app(tmp_path, clock) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        await make_user(app, "ana", timezone="America/New_York")
+        await make_user(app, "bob", timezone="Europe/Lisbon")
+
+        async def say(text: str, who: str = "ana") -> str:
+            reply = (await app.dispatcher.handle(make_inbound(text, sender=who))).reply
+            assert reply is not None
+            return reply
+
+        await say("/remind tomorrow at 9 to water the plants")  # Ana's #1
+        replies = {
+            text: await say(text)
+            for text in (
+                "/reminders cancel ²",
+                "/reminders cancel 99999999999999999999999",
+                "/remind in 99999999999 days to retire",
+                "/remind in 99999999999999 minutes to retire",
+                "/remind every 99999999999 hours to stretch",
+            )
+        }
+        strangers = await say("/reminders cancel 1", "bob")
+        still = await say("/reminders")
+
+    assert replies == {
+        "/reminders cancel ²": "Usage: /reminders cancel ID (send /reminders to see the ids)",
+        "/reminders cancel 99999999999999999999999": (
+            "Usage: /reminders cancel ID (send /reminders to see the ids)"
+        ),
+        "/remind in 99999999999 days to retire": (
+            "that is more than two years away; I can only remind you sooner"
+        ),
+        "/remind in 99999999999999 minutes to retire": (
+            "that is more than two years away; I can only remind you sooner"
+        ),
+        "/remind every 99999999999 hours to stretch": (
+            "I can repeat a reminder every 366 days at the longest"
+        ),
+    }
+    assert strangers == "You have no active reminder #1."  # Bob cannot cancel Ana's
+    assert still == "#1 Wed 09:00 water the plants"

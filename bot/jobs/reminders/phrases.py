@@ -66,7 +66,24 @@ def _number(raw: str) -> float:
     return float(raw.replace(",", "."))
 
 
+MAX_AHEAD = timedelta(days=366 * 2)
+"""The furthest ahead a reminder can be set."""
+MAX_EVERY = timedelta(days=366)
+"""The longest gap "every N hours/minutes" can have."""
+
+
 def _unit_delta(n: float, unit: str) -> timedelta:
+    """``n`` units as a span; past any reminder's reach it is capped (no overflow).
+
+    "in 99999999999 days" is still refused in words, as too far ahead, not by a crash.
+    """
+    try:
+        return _span(n, unit)
+    except OverflowError:
+        return timedelta.max
+
+
+def _span(n: float, unit: str) -> timedelta:
     u = unit.lower()
     if u.startswith("s"):
         return timedelta(seconds=n)
@@ -151,7 +168,10 @@ def _recurrence(t: _Text, f: _Found, today: date) -> None:
         return
     if m := t.take(pat.EVERY_N):
         n = _number(m.group("n") or "1")
-        minutes = int(_unit_delta(n, m.group("unit")).total_seconds() // 60)
+        span = _unit_delta(n, m.group("unit"))
+        if span > MAX_EVERY:
+            raise PhraseError("I can repeat a reminder every 366 days at the longest")
+        minutes = int(span.total_seconds() // 60)
         if minutes < 5:
             raise PhraseError("I can repeat a reminder every 5 minutes at the most")
         f.recurrence = {"kind": "interval", "minutes": minutes}
@@ -170,6 +190,13 @@ def _recurrence(t: _Text, f: _Found, today: date) -> None:
 
 
 def _relative(t: _Text, f: _Found) -> None:
+    try:
+        _relative_span(t, f)
+    except OverflowError:  # "in 99999999999h30": further than any reminder can go
+        f.delta = timedelta.max
+
+
+def _relative_span(t: _Text, f: _Found) -> None:
     if t.take(pat.HOUR_AND_HALF):
         f.delta = timedelta(minutes=90)
     elif m := t.take(pat.IN_HMM):
@@ -343,6 +370,8 @@ def parse_reminder(
     if f.recurrence is not None:
         return _recurring(f, text, lead, now, tz)
     if f.delta is not None:
+        if f.delta > MAX_AHEAD:
+            raise PhraseError("that is more than two years away; I can only remind you sooner")
         first = now + f.delta
         if f.delta >= timedelta(days=1) and f.delta % timedelta(days=1) == timedelta(0):
             # "in 2 weeks" keeps the wall-clock time across a daylight-saving change
@@ -484,6 +513,6 @@ def _task(rest: str) -> tuple[str, str]:
 def _checked(parsed: ParsedReminder, now: datetime) -> ParsedReminder:
     if parsed.first_at <= now:
         raise PhraseError("that time has already passed; give me a time in the future")
-    if parsed.first_at - now > timedelta(days=366 * 2):
+    if parsed.first_at - now > MAX_AHEAD:
         raise PhraseError("that is more than two years away; I can only remind you sooner")
     return parsed
