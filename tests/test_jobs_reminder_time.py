@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from bot.jobs.localtime import clock_change_note
 from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
@@ -107,3 +108,70 @@ async def test_odd_numbers_in_reminder_commands_get_plain_words_and_touch_nothin
     }
     assert strangers == "You have no active reminder #1."  # Bob cannot cancel Ana's
     assert still == "#1 Wed 09:00 water the plants"
+
+
+async def test_a_time_the_clocks_skip_or_repeat_is_explained_in_the_confirmation(
+    tmp_path: Path,
+) -> None:
+    """02:30 on the spring-forward night does not exist; 01:30 on the fall-back night is twice."""
+    spring = datetime(2026, 3, 7, 12, 0, tzinfo=NY)  # Saturday; clocks go forward Sunday 02:00
+    clock = ManualClock(spring.astimezone(UTC))
+    async with jobs_app(tmp_path, clock) as app:
+        fake = RecordingChannel("fake")
+        app.dispatcher.register(fake)
+        await make_user(app, "ana", timezone="America/New_York")
+        jobs = jobs_of(app)
+
+        async def say(text: str) -> str:
+            reply = (await app.dispatcher.handle(make_inbound(text, sender="ana"))).reply
+            assert reply is not None
+            return reply
+
+        skipped = await say("/remind tomorrow at 2:30am to take the bread out")
+        daily = await say("/remind every day at 2:30am to check the boiler")
+        plain = await say("/remind tomorrow at 4am to leave")
+        await jobs.plan_and_send(clock.set(datetime(2026, 3, 8, 7, 29, tzinfo=UTC)))
+        before = fired(fake)
+        await jobs.plan_and_send(clock.set(datetime(2026, 3, 8, 7, 30, tzinfo=UTC)))  # 03:30 EDT
+        at_half_three = fired(fake)[len(before) :]
+
+        clock.set(datetime(2026, 10, 31, 12, 0, tzinfo=NY))  # clocks go back Sunday 02:00
+        twice = await say("/remind tomorrow at 1:30am to call Tokyo")
+        await jobs.plan_and_send(clock.set(datetime(2026, 11, 1, 5, 30, tzinfo=UTC)))  # 01:30 EDT
+        first_half_one = fired(fake)[-1]
+
+    assert skipped == (
+        "I'll remind you Sun 03:30 to take the bread out. There is no 02:30 on Sun 8 Mar in "
+        "your time zone (the clocks go forward an hour), so it comes at 03:30. "
+        "(#1; /reminders to list)"
+    )
+    assert "There is no 02:30 on Sun 8 Mar in your time zone" in daily
+    assert "clocks" not in plain
+    assert before == []
+    assert sorted(at_half_three) == [
+        "⏰ Reminder: check the boiler",
+        "⏰ Reminder: take the bread out",
+    ]
+    assert twice == (
+        "I'll remind you Sun 01:30 to call Tokyo. 01:30 comes twice on Sun 1 Nov in your time "
+        "zone (the clocks go back an hour): I mean the first, before they go back. "
+        "(#4; /reminders to list)"
+    )
+    assert first_half_one == "⏰ Reminder: call Tokyo"
+
+
+def test_clock_change_words_in_other_zones() -> None:
+    """Lisbon jumps at 01:00 and goes back at 02:00; Lord Howe moves its clocks 30 minutes."""
+    lisbon_spring = clock_change_note(date(2026, 3, 29), time(1, 30), LISBON)
+    lisbon_autumn = clock_change_note(date(2026, 10, 25), time(1, 30), LISBON)
+    howe = clock_change_note(date(2026, 10, 4), time(2, 15), ZoneInfo("Australia/Lord_Howe"))
+    assert lisbon_spring == (
+        "There is no 01:30 on Sun 29 Mar in your time zone (the clocks go forward an hour), "
+        "so it comes at 02:30."
+    )
+    assert lisbon_autumn.startswith("01:30 comes twice on Sun 25 Oct")
+    assert howe == (
+        "There is no 02:15 on Sun 4 Oct in your time zone (the clocks go forward 30 minutes), "
+        "so it comes at 02:45."
+    )
+    assert clock_change_note(date(2026, 3, 29), time(9), LISBON) == ""

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrulestr
 
-from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
+from bot.jobs.localtime import clock_change_note, hhmm, local_instant, parse_hhmm
 from bot.jobs.reminders import patterns as pat
 
 
@@ -43,6 +43,8 @@ class ParsedReminder:
     "time": "HH:MM"}``."""
     lead: str = "to"
     """The word that joined the task in the request ("to", "about", "that")."""
+    note: str = ""
+    """Plain words when the (first) time asked for is skipped or repeated by a clock change."""
 
 
 @dataclass(slots=True)
@@ -403,18 +405,23 @@ def _on_day(f: _Found, text: str, lead: str, now: datetime, tz: ZoneInfo) -> Par
     day = f.day or today + timedelta(days=f.days_ahead or 0)
     if f.at is None:
         at = pat.PART_TIMES.get(f.part or "", pat.DEFAULT_TIME)
-        return _checked(ParsedReminder(text, local_instant(day, at, tz), None, lead), now)
+        return _checked(_at(text, day, at, tz, lead), now)
     # A named day ("sunday at 10", said on a Sunday) fixes the hour as a named day does:
     # 10:00, and next Sunday once it has passed, never 22:00 today.
     candidates = _resolve_hour(f, given_day and (day != today or f.same_weekday))
     for at in candidates:
-        first = local_instant(day, at, tz)
-        if first > now:
-            return ParsedReminder(text, first, None, lead)
+        if local_instant(day, at, tz) > now:
+            return _at(text, day, at, tz, lead)
     if not given_day:  # "at 9" said after nine: tomorrow at nine
-        first = local_instant(day + timedelta(days=1), candidates[0], tz)
-        return ParsedReminder(text, first, None, lead)
-    return _checked(ParsedReminder(text, local_instant(day, candidates[0], tz), None, lead), now)
+        return _at(text, day + timedelta(days=1), candidates[0], tz, lead)
+    return _checked(_at(text, day, candidates[0], tz, lead), now)
+
+
+def _at(text: str, day: date, at: time, tz: ZoneInfo, lead: str) -> ParsedReminder:
+    """A one-off at wall-clock ``at`` on ``day``, with words if the clocks skip or repeat it."""
+    return ParsedReminder(
+        text, local_instant(day, at, tz), None, lead, clock_change_note(day, at, tz)
+    )
 
 
 def _recurring(f: _Found, text: str, lead: str, now: datetime, tz: ZoneInfo) -> ParsedReminder:
@@ -433,7 +440,8 @@ def _recurring(f: _Found, text: str, lead: str, now: datetime, tz: ZoneInfo) -> 
     first = next_occurrence(rec, now, tz)
     if first - now > timedelta(days=366 * 2):
         raise PhraseError("that repeat first fires more than two years away")
-    return ParsedReminder(text, first, rec, lead)
+    note = clock_change_note(first.astimezone(tz).date(), at, tz)
+    return ParsedReminder(text, first, rec, lead, note)
 
 
 def next_occurrence(rec: dict[str, Any], after: datetime, tz: ZoneInfo) -> datetime:

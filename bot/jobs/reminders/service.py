@@ -36,9 +36,12 @@ def confirmation(parsed: ParsedReminder, tz_name: str, now: datetime) -> str:
     tz = zone(tz_name)
     when = when_words(parsed.first_at, tz, now)
     what = f" {parsed.lead} {parsed.text}" if parsed.text else ""
+    note = f" {parsed.note}" if parsed.note else ""
     if parsed.recurrence is not None:
-        return f"I'll remind you {describe_recurrence(parsed.recurrence)}{what} (first: {when})."
-    return f"I'll remind you {when}{what}."
+        return (
+            f"I'll remind you {describe_recurrence(parsed.recurrence)}{what} (first: {when}).{note}"
+        )
+    return f"I'll remind you {when}{what}.{note}"
 
 
 def reminder_line(r: Reminder, tz_name: str, now: datetime) -> str:
