@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from bot.jobs.localtime import clock_change_note
+from bot.jobs.reminders.service import LIST_LINES, MAX_ACTIVE
+from storage.models import Reminder
+from storage.repos.reminders import ReminderRepo
 from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
@@ -175,3 +178,47 @@ def test_clock_change_words_in_other_zones() -> None:
         "so it comes at 02:45."
     )
     assert clock_change_note(date(2026, 3, 29), time(9), LISBON) == ""
+
+
+async def test_a_user_with_a_thousand_reminders_is_told_to_cancel_some_and_lists_stay_short(
+    tmp_path: Path, app_database_url: str
+) -> None:
+    """10 000 reminders would list as a hundred chat messages: the list and the count are capped."""
+    clock = ManualClock(NOW.astimezone(UTC))
+    async with jobs_app(tmp_path, clock, database_url_setting=app_database_url) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        user = await make_user(app, "ana", timezone="America/New_York")
+        assert user.id is not None
+        async with app.db.session() as s:
+            for n in range(MAX_ACTIVE):
+                s.add(
+                    Reminder(
+                        user_id=user.id,
+                        text=f"drink water {n}",
+                        next_at=NOW.astimezone(UTC) + timedelta(minutes=10 + n),
+                        timezone="America/New_York",
+                    )
+                )
+
+        async def say(text: str) -> str:
+            reply = (await app.dispatcher.handle(make_inbound(text, sender="ana"))).reply
+            assert reply is not None
+            return reply
+
+        refused = await say("/remind tomorrow at 9 to call mom")
+        listing = await say("/reminders")
+        await say("/reminders cancel 1")
+        taken = await say("/remind tomorrow at 9 to call mom")
+        async with app.db.session() as s:
+            active = await ReminderRepo(s).active(user.id)
+
+    assert refused == (
+        f"You have {MAX_ACTIVE} reminders waiting, the most I keep. Cancel some first "
+        "(/reminders lists them)."
+    )
+    lines = listing.splitlines()
+    assert len(lines) == LIST_LINES + 1
+    assert lines[0] == "#1 Tue 10:10 drink water 0"
+    assert lines[-1] == f"... and {MAX_ACTIVE - LIST_LINES} more (the web page lists them all)."
+    assert taken.startswith("I'll remind you Wed 09:00 to call mom.")
+    assert len(active) == MAX_ACTIVE

@@ -31,6 +31,15 @@ class ReminderRepo:
         res = await self.s.exec(q.order_by(col(Reminder.next_at), col(Reminder.id)))
         return list(res.all())
 
+    async def count_active(self, user_id: int) -> int:
+        """How many active reminders the user has."""
+        res = await self.s.exec(
+            select(func.count())
+            .select_from(Reminder)
+            .where(Reminder.user_id == user_id, Reminder.status == "active")
+        )
+        return int(res.one())
+
     async def cancel(self, user_id: int, reminder_id: int) -> Reminder | None:
         """Cancel one of the user's active reminders; None when it is not theirs or not active."""
         res = await self.s.exec(

@@ -15,6 +15,7 @@ from bot.clock import zone
 from bot.jobs.localtime import day_first, when_words
 from bot.jobs.reminders.phrases import (
     ParsedReminder,
+    PhraseError,
     describe_recurrence,
     next_occurrence,
     parse_reminder,
@@ -27,6 +28,11 @@ from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
 
+MAX_ACTIVE = 1000
+"""The most reminders one user can have waiting: past it a new one is refused in words (a
+runaway script or a flood cannot fill the table or the firing job's passes)."""
+LIST_LINES = 50
+"""The most reminders a chat listing shows (a thousand would be a dozen chat messages)."""
 LATE_NOTE_AFTER = timedelta(minutes=10)
 """A reminder that fires later than this (downtime) says when it was due."""
 
@@ -91,6 +97,11 @@ class Reminders:
             request, now, zone(user.timezone), day_first=day_first(user.date_order, user.timezone)
         )
         async with self.db.session() as s:
+            if await ReminderRepo(s).count_active(user.id) >= MAX_ACTIVE:
+                raise PhraseError(
+                    f"You have {MAX_ACTIVE} reminders waiting, the most I keep. Cancel some "
+                    "first (/reminders lists them)."
+                )
             reminder = await ReminderRepo(s).add(
                 Reminder(
                     user_id=user.id,
@@ -134,7 +145,10 @@ class Reminders:
             items = await ReminderRepo(s).active(user.id)
         if not items:
             return "You have no reminders."
-        return "\n".join(reminder_line(r, user.timezone, now) for r in items)
+        lines = [reminder_line(r, user.timezone, now) for r in items[:LIST_LINES]]
+        if len(items) > LIST_LINES:
+            lines.append(f"... and {len(items) - LIST_LINES} more (the web page lists them all).")
+        return "\n".join(lines)
 
     async def cancel(self, user_id: int, reminder_id: int) -> Reminder | None:
         """Cancel one of the user's reminders."""
