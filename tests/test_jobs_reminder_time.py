@@ -6,7 +6,10 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+
 from bot.jobs.localtime import clock_change_note
+from bot.jobs.reminders.phrases import PhraseError, describe_recurrence, parse_reminder
 from bot.jobs.reminders.service import LIST_LINES, MAX_ACTIVE
 from storage.models import Reminder
 from storage.repos.reminders import ReminderRepo
@@ -222,3 +225,18 @@ async def test_a_user_with_a_thousand_reminders_is_told_to_cancel_some_and_lists
     assert lines[-1] == f"... and {MAX_ACTIVE - LIST_LINES} more (the web page lists them all)."
     assert taken.startswith("I'll remind you Wed 09:00 to call mom.")
     assert len(active) == MAX_ACTIVE
+
+
+def test_the_29th_of_february_is_the_next_leap_day_and_the_31st_says_what_months_it_skips() -> None:
+    """'on 29 Feb' said in a common year was called 'not a date in the calendar'."""
+    now = datetime(2026, 3, 7, 12, 0, tzinfo=NY).astimezone(UTC)
+    leap = parse_reminder("remind me on 29 Feb to celebrate", now, NY)
+    assert f"{leap.first_at.astimezone(NY):%Y-%m-%d %H:%M}" == "2028-02-29 09:00"
+    later = datetime(2026, 2, 1, 12, 0, tzinfo=NY).astimezone(UTC)  # 2028-02-29 is > 2 years
+    with pytest.raises(PhraseError, match="more than two years away"):
+        parse_reminder("remind me on Feb 29 to celebrate", later, NY)
+    monthly = parse_reminder("remind me every month on the 31st to pay rent", now, NY)
+    assert monthly.recurrence is not None
+    assert describe_recurrence(monthly.recurrence) == (
+        "every month on day 31 at 09:00 (months without a day 31 are skipped)"
+    )

@@ -266,7 +266,8 @@ def _valid_date(y: int, m: int, d: int) -> date:
 
 
 def _next_date(today: date, month: int, day: int) -> date:
-    for year in (today.year, today.year + 1):
+    # 29 February can be up to eight years off (2096 to 2104); too far is refused later.
+    for year in range(today.year, today.year + 9):
         try:
             candidate = date(year, month, day)
         except ValueError:
@@ -481,7 +482,11 @@ def _next_by_rule(rec: dict[str, Any], at: time, after: datetime, tz: ZoneInfo) 
 def describe_recurrence(rec: dict[str, Any]) -> str:
     """``every Monday at 09:00``, ``every weekday at 07:45``, ``every 2 hours``."""
     if rec.get("kind") == "rrule":
-        return f"{rec.get('words', 'on a schedule')} at {rec.get('time', '09:00')}"
+        said = f"{rec.get('words', 'on a schedule')} at {rec.get('time', '09:00')}"
+        day = re.search(r"FREQ=MONTHLY;BYMONTHDAY=(\d+)$", str(rec.get("rule", "")))
+        if day is not None and int(day.group(1)) > 28:  # February can have 28 days
+            said += f" (months without a day {day.group(1)} are skipped)"
+        return said
     if rec.get("kind") == "interval":
         minutes = int(rec["minutes"])
         if minutes % 60 == 0:
