@@ -1,5 +1,7 @@
 """Reminders over time zones and odd times: a move of zone, clocks changing, bad numbers."""
 
+# ruff: noqa: E501  (tables of cases read best one case per line)
+
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
@@ -9,7 +11,12 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from bot.jobs.localtime import clock_change_note
-from bot.jobs.reminders.phrases import PhraseError, describe_recurrence, parse_reminder
+from bot.jobs.reminders.phrases import (
+    PhraseError,
+    describe_recurrence,
+    next_occurrence,
+    parse_reminder,
+)
 from bot.jobs.reminders.service import LIST_LINES, MAX_ACTIVE
 from storage.models import Reminder
 from storage.repos.reminders import ReminderRepo
@@ -240,3 +247,32 @@ def test_the_29th_of_february_is_the_next_leap_day_and_the_31st_says_what_months
     assert describe_recurrence(monthly.recurrence) == (
         "every month on day 31 at 09:00 (months without a day 31 are skipped)"
     )
+
+
+@pytest.mark.parametrize(
+    ("request_text", "first", "words"),
+    [
+        ("remind me every year on 12 June to renew the insurance", "2026-06-12 09:00", "every year on 12 June at 09:00"),
+        ("remind me yearly on June 12 at 8am to renew", "2026-06-12 08:00", "every year on 12 June at 08:00"),
+        ("remind me every 3 March at 10:00 about the anniversary", "2027-03-03 10:00", "every year on 3 March at 10:00"),
+        ("remind me annually on the 29th of February to celebrate", "2028-02-29 09:00", "every year on 29 February at 09:00 (only in leap years)"),
+    ],
+)  # fmt: skip
+def test_a_yearly_reminder_is_read_and_fires_on_its_day(
+    request_text: str, first: str, words: str
+) -> None:
+    """'every year on 29 Feb' was refused: the repeat could not be read."""
+    now = datetime(2026, 3, 7, 12, 0, tzinfo=NY).astimezone(UTC)
+    parsed = parse_reminder(request_text, now, NY)
+    assert parsed.recurrence is not None
+    assert f"{parsed.first_at.astimezone(NY):%Y-%m-%d %H:%M}" == first
+    assert describe_recurrence(parsed.recurrence) == words
+    again = next_occurrence(parsed.recurrence, parsed.first_at, NY)
+    years = 4 if "29" in first else 1
+    assert (again.astimezone(NY).year - parsed.first_at.astimezone(NY).year) == years
+
+
+def test_a_yearly_day_that_no_year_has_is_refused_in_words() -> None:
+    """No year has a 31 February (and no stand-in year shows up in the answer)."""
+    with pytest.raises(PhraseError, match=r"^31 February is not a day of the year$"):
+        parse_reminder("every year on 31 Feb to x", NOW.astimezone(UTC), NY)

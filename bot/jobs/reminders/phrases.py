@@ -135,7 +135,18 @@ def _count(raw: str | None) -> int:
 def _rule(t: _Text, f: _Found, today: date) -> bool:
     """Repeats beyond days of the week, as an RRULE anchored today; True when one was found."""
     code = pat.DAY_PREFIXES
-    if m := t.take(pat.MONTHLY_NTH):
+    if m := t.take(pat.YEARLY):
+        day = int(next(g for g in m.group("d", "d2", "d3", "d4") if g))
+        month = _month(next(g for g in m.group("mon", "mon2", "mon3", "mon4") if g))
+        try:
+            date(2000, month, day)  # a leap year: 29 February is a day of the year
+        except ValueError as exc:
+            raise PhraseError(
+                f"{day} {pat.MONTH_NAMES[month - 1]} is not a day of the year"
+            ) from exc
+        rule = f"FREQ=YEARLY;BYMONTH={month};BYMONTHDAY={day}"
+        words = f"every year on {day} {pat.MONTH_NAMES[month - 1]}"
+    elif m := t.take(pat.MONTHLY_NTH):
         nth, wd = pat.ORDINALS[m.group("nth").lower()], _weekday(m.group("wd"))
         rule = f"FREQ=MONTHLY;BYDAY={nth:+d}{code[wd][:2].upper()}"
         words = f"every {_ORDINAL_WORDS[nth]} {pat.DAY_NAMES[wd]} of the month"
@@ -363,7 +374,7 @@ def parse_reminder(
         raise PhraseError(
             f"I see '{m.group(0)}' but cannot read how often to repeat it, and I won't set it "
             "just once. Try 'every Monday at 9', 'every weekday at 8:30', 'every first Monday "
-            "of the month at 9' or 'every 2 weeks on Friday'."
+            "of the month at 9', 'every 2 weeks on Friday' or 'every year on 12 June'."
         )
     _relative(t, f)
     _day(t, f, today, day_first=day_first)
@@ -486,6 +497,8 @@ def describe_recurrence(rec: dict[str, Any]) -> str:
         day = re.search(r"FREQ=MONTHLY;BYMONTHDAY=(\d+)$", str(rec.get("rule", "")))
         if day is not None and int(day.group(1)) > 28:  # February can have 28 days
             said += f" (months without a day {day.group(1)} are skipped)"
+        if rec.get("rule") == "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29":
+            said += " (only in leap years)"
         return said
     if rec.get("kind") == "interval":
         minutes = int(rec["minutes"])
