@@ -23,6 +23,7 @@ from storage.repos.reminders import ReminderRepo
 from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
+from tests.fakes.llm import FakeLLM, call, say
 from tests.support.builders import make_inbound
 from tests.support.jobs import jobs_app, jobs_of, make_user
 
@@ -276,3 +277,27 @@ def test_a_yearly_day_that_no_year_has_is_refused_in_words() -> None:
     """No year has a 31 February (and no stand-in year shows up in the answer)."""
     with pytest.raises(PhraseError, match=r"^31 February is not a day of the year$"):
         parse_reminder("every year on 31 Feb to x", NOW.astimezone(UTC), NY)
+
+
+async def test_the_assistant_is_told_to_pass_on_the_limit_not_to_ask_for_a_time(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """At the limit, set_reminder's error said '...; ask the user when': a question of time."""
+    clock = ManualClock(NOW.astimezone(UTC))
+    async with jobs_app(tmp_path, clock, fake_llm) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        user = await make_user(app, "ana", timezone="America/New_York")
+        assert user.id is not None
+        async with app.db.session() as s:
+            for n in range(MAX_ACTIVE):
+                s.add(Reminder(user_id=user.id, text=f"r{n}", next_at=NOW + timedelta(days=1)))
+        fake_llm.add(
+            call("set_reminder", {"request": "tomorrow at 9 to call mom"}),
+            say("You have too many reminders."),
+        )
+        await app.dispatcher.handle(
+            make_inbound("remind me tomorrow at 9 to call mom", sender="ana")
+        )
+        tool_result = str(fake_llm.chat_requests[-1]["messages"][-1]["content"])
+    assert f"You have {MAX_ACTIVE} reminders waiting" in tool_result
+    assert "ask the user when" not in tool_result

@@ -28,6 +28,10 @@ class PhraseError(ValueError):
     """The request has no time we can read; the message says what to write instead."""
 
 
+class TooManyReminders(PhraseError):
+    """The time was fine, but the user has as many reminders waiting as one may keep."""
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedReminder:
     """What a request means."""

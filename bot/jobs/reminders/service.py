@@ -15,7 +15,7 @@ from bot.clock import zone
 from bot.jobs.localtime import day_first, when_words
 from bot.jobs.reminders.phrases import (
     ParsedReminder,
-    PhraseError,
+    TooManyReminders,
     describe_recurrence,
     next_occurrence,
     parse_reminder,
@@ -98,7 +98,7 @@ class Reminders:
         )
         async with self.db.session() as s:
             if await ReminderRepo(s).count_active(user.id) >= MAX_ACTIVE:
-                raise PhraseError(
+                raise TooManyReminders(
                     f"You have {MAX_ACTIVE} reminders waiting, the most I keep. Cancel some "
                     "first (/reminders lists them)."
                 )
