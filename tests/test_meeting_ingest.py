@@ -317,3 +317,43 @@ async def test_a_stored_job_that_can_never_be_read_fails_once_instead_of_for_eve
     assert job.status == "failed"
     assert "seconds from the meeting's start" in (job.last_error or "")
     assert fake_llm.chat_requests == []
+
+
+async def test_a_transcript_longer_to_process_than_the_retry_wait_runs_once_across_processes(
+    app_factory: AppFactory, fake_llm: FakeLLM, app_database_url: str
+) -> None:
+    """Two processes, a model slower than LIFEBOT_INGEST_RETRY_SECONDS: the running job was
+    taken again by the other process after the wait (its claim lapsed), and processed twice."""
+    model = Model(fake_llm)
+    plain = model.respond
+
+    summarizing = asyncio.Event()
+
+    def slow(body: dict[str, Any]) -> Step | None:
+        step = plain(body)
+        if step is not None and "maintain the memory" in str(body["messages"][0]["content"]):
+            step.delay = 2.0  # a long transcript's summary
+            summarizing.set()
+        return step
+
+    fake_llm.default = slow
+    settings = {"ingest_retry_seconds": 0.4, "database_url_setting": app_database_url}
+    app, auth = await ready(app_factory, fake_llm, debounce=0.1, **settings)
+    other = await app_factory(fake_llm, ingest_debounce_seconds=0.1, **settings)
+    async with client_for(app) as client:
+        accepted = await client.post(URL, json=FIRST, headers=auth)
+    assert accepted.status_code == 202
+    async with asyncio.timeout(10):  # the first process is inside the (slow) summary
+        await summarizing.wait()
+    await asyncio.sleep(0.8)  # twice the retry wait
+    await other.meetings.run_due(datetime.now(UTC))  # the other process's pass
+    await asyncio.sleep(3.0)  # both runs, if there were two, have ended
+    [job] = await rows(app, IngestJob)
+    [episode] = await rows(app, Episode)
+    actions = [
+        r for r in fake_llm.chat_requests if "action items" in str(r["messages"][0]["content"])
+    ]
+    assert job.status == "done"
+    assert job.episode_id == episode.id  # the run that made the episode is the one recorded
+    assert len(actions) == 1
+    assert len(await rows(app, Episode)) == 1
