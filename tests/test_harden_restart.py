@@ -1,7 +1,8 @@
-"""Hardening (#18) item 5: kill -9 during a turn loses nothing.
+"""Hardening (#18) item 5: kill -9 during a turn, or while a reminder goes out, loses nothing.
 
 A real ``lifebot serve`` subprocess talks to the loopback Telegram; it is killed with SIGKILL
-while the model is thinking. The next start offers the message for /retry, exactly once.
+while the model is thinking. The next start offers the message for /retry, exactly once. And
+killed while Telegram holds a reminder's send, the next start tells the user the reminder.
 """
 
 from __future__ import annotations
@@ -10,10 +11,15 @@ import asyncio
 import os
 import signal
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from sqlmodel import select
+
 from bot.app.build import start_channels
+from storage.models import Delivery, Reminder
+from storage.repos.reminders import ReminderRepo
 from tests.fakes.llm import FakeLLM, Step, hang, say
 from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
 from tests.support.app import AppFactory, add_user
@@ -33,7 +39,9 @@ def _telegram(tg: FakeTelegram) -> dict[str, Any]:
     }
 
 
-def _serve(tmp_path: Path, tg: FakeTelegram, llm: FakeLLM) -> subprocess.Popen[bytes]:
+def _serve(
+    tmp_path: Path, tg: FakeTelegram, llm: FakeLLM, *, jobs: bool = False
+) -> subprocess.Popen[bytes]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -48,7 +56,7 @@ def _serve(tmp_path: Path, tg: FakeTelegram, llm: FakeLLM) -> subprocess.Popen[b
         TELEGRAM_BOT_TOKEN=TOKEN,
         LIFEBOT_TELEGRAM_API_URL=tg.api_url,
         LIFEBOT_TELEGRAM_POLL_TIMEOUT="1",
-        LIFEBOT_JOBS_ENABLED="false",
+        LIFEBOT_JOBS_ENABLED="true" if jobs else "false",
         PYTHONPATH=str(ROOT),
     )
     return spawn_serve(tmp_path, env)
@@ -98,3 +106,51 @@ async def test_a_message_whose_turn_was_killed_is_offered_for_retry_once(
     finally:
         for adapter in app.started:
             await adapter.stop()
+
+
+async def test_a_reminder_whose_send_was_killed_reaches_the_user_after_the_restart(
+    app_factory: AppFactory, fake_llm: FakeLLM, tg: FakeTelegram, tmp_path: Path
+) -> None:
+    """SIGKILL while Telegram holds the reminder's sendMessage (it never took it): after the
+    restart the user gets the reminder, once, saying it may repeat one they already saw."""
+    setup = await app_factory(fake_llm, **_telegram(tg))
+    user = await add_user(setup, str(CHAT), channel_name="telegram", account=str(BOT_ID))
+    assert user.id is not None
+    async with setup.db.session() as s:
+        await ReminderRepo(s).add(
+            Reminder(
+                user_id=user.id,
+                text="take the pills",
+                next_at=datetime.now(UTC) + timedelta(seconds=1),
+            )
+        )
+
+    def sending() -> bool:
+        return any("take the pills" in str(c.params) for c in tg.calls_to("sendMessage"))
+
+    tg.stall("sendMessage")
+    proc = _serve(tmp_path, tg, fake_llm, jobs=True)
+    try:
+        await tg.wait_for(sending, within=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    tg.release("sendMessage")
+    async with setup.db.session() as s:
+        [row] = (await s.exec(select(Delivery).where(Delivery.kind == "reminder"))).all()
+        assert row.status == "sending" and row.claimed_at is not None
+        # The restart comes a minute later: past the wait for a slow old leader's last sends.
+        row.claimed_at -= timedelta(minutes=1)
+        s.add(row)
+
+    proc = _serve(tmp_path, tg, fake_llm, jobs=True)
+    try:
+        await tg.wait_for(lambda: len(tg.texts(CHAT)) >= 1, within=60)
+        await asyncio.sleep(2)  # time for a duplicate to show up, if there were one
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    assert tg.texts(CHAT) == [
+        "In case this did not reach you (I was restarting as it went out): "
+        "⏰ Reminder: take the pills"
+    ]

@@ -15,6 +15,7 @@ from sqlmodel import select
 from bot.app.build import App
 from storage.db import Database
 from storage.models import Episode, Fact, IngestJob, Message, Task
+from storage.repos.senses import IngestRepo
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.support.app import AppFactory, add_user
@@ -270,3 +271,89 @@ async def test_upgrading_keeps_the_newest_of_duplicate_pending_jobs(
         assert [(j.body, j.status) for j in jobs] == [({"v": 1}, "failed"), ({"v": 2}, "pending")]
     finally:
         await db.dispose()
+
+
+async def test_a_transcript_with_impossible_times_or_no_words_is_refused_and_nothing_queued(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """A segment 30 000 years in, a meeting in year 9999 or only blank lines: a 422 in words.
+
+    Accepted, such a body could never be stored (the time overflows) and its job came back
+    every minute for ever, with the recorder told it was taken.
+    """
+    app, auth = await ready(app_factory, fake_llm)
+    far = meeting(("Ana Lima", "Hello"))
+    far["segments"][0].update(start=1e12, end=1e12 + 5)
+    late = meeting(("Ana Lima", "Hello"))
+    late["start"] = "9999-12-31T23:59:00Z"
+    blank = meeting(("Ana Lima", "   "), ("me", ""))
+    async with client_for(app) as client:
+        answers = [await client.post(URL, json=body, headers=auth) for body in (far, late, blank)]
+        fine = await client.post(URL, json=FIRST, headers=auth)
+
+    assert [a.status_code for a in answers] == [422, 422, 422]
+    details = [a.json()["detail"] for a in answers]
+    assert "seconds from the meeting's start" in details[0]
+    assert "year" in details[1]
+    assert "no words" in details[2]
+    assert fine.status_code == 202  # the endpoint keeps answering
+    assert len(await rows(app, IngestJob)) == 1
+
+
+async def test_a_stored_job_that_can_never_be_read_fails_once_instead_of_for_ever(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """A job queued before the checks above (a segment 30 000 years in) is settled as failed."""
+    app, _ = await ready(app_factory, fake_llm)
+    body = meeting(("Ana Lima", "Hello"))
+    body["segments"][0].update(start=1e12, end=1e12 + 5)
+    user = await user_named(app, "ana")
+    now = datetime.now(UTC)
+    async with app.db.session() as s:
+        await IngestRepo(s).submit(user.id, "zoom-8472", body, now, now)
+
+    job = await settled(app)
+
+    assert job.status == "failed"
+    assert "seconds from the meeting's start" in (job.last_error or "")
+    assert fake_llm.chat_requests == []
+
+
+async def test_a_transcript_longer_to_process_than_the_retry_wait_runs_once_across_processes(
+    app_factory: AppFactory, fake_llm: FakeLLM, app_database_url: str
+) -> None:
+    """Two processes, a model slower than LIFEBOT_INGEST_RETRY_SECONDS: the running job was
+    taken again by the other process after the wait (its claim lapsed), and processed twice."""
+    model = Model(fake_llm)
+    plain = model.respond
+
+    summarizing = asyncio.Event()
+
+    def slow(body: dict[str, Any]) -> Step | None:
+        step = plain(body)
+        if step is not None and "maintain the memory" in str(body["messages"][0]["content"]):
+            step.delay = 2.0  # a long transcript's summary
+            summarizing.set()
+        return step
+
+    fake_llm.default = slow
+    settings = {"ingest_retry_seconds": 0.4, "database_url_setting": app_database_url}
+    app, auth = await ready(app_factory, fake_llm, debounce=0.1, **settings)
+    other = await app_factory(fake_llm, ingest_debounce_seconds=0.1, **settings)
+    async with client_for(app) as client:
+        accepted = await client.post(URL, json=FIRST, headers=auth)
+    assert accepted.status_code == 202
+    async with asyncio.timeout(10):  # the first process is inside the (slow) summary
+        await summarizing.wait()
+    await asyncio.sleep(0.8)  # twice the retry wait
+    await other.meetings.run_due(datetime.now(UTC))  # the other process's pass
+    await asyncio.sleep(3.0)  # both runs, if there were two, have ended
+    [job] = await rows(app, IngestJob)
+    [episode] = await rows(app, Episode)
+    actions = [
+        r for r in fake_llm.chat_requests if "action items" in str(r["messages"][0]["content"])
+    ]
+    assert job.status == "done"
+    assert job.episode_id == episode.id  # the run that made the episode is the one recorded
+    assert len(actions) == 1
+    assert len(await rows(app, Episode)) == 1

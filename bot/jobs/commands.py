@@ -195,9 +195,21 @@ class JobCommands:
         await self._update(ctx.user_id, timezone=found.zone, briefing_set_at=now)
         ctx.user.timezone = found.zone
         local = now.astimezone(ZoneInfo(found.zone))
+        moved = await self.jobs.reminders.follow_zones(now, ctx.user_id)
+        which = (
+            "repeating reminder keeps its local time"
+            if moved == 1
+            else f"{moved} repeating reminders keep their local times"
+        )
+        kept = (
+            f" Your {which}, now in this zone; one-off reminders stay at the moment they "
+            "were set for (/reminders shows them)."
+            if moved
+            else ""
+        )
         return CommandReply(
             f"Time zone set to {found.words} (local time {local:%H:%M}). "
-            f"Your briefing comes at {ctx.user.briefing_time} local time."
+            f"Your briefing comes at {ctx.user.briefing_time} local time.{kept}"
         )
 
     async def remind(self, ctx: CommandContext) -> CommandReply:

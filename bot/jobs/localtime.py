@@ -41,6 +41,36 @@ def local_instant(day: date, at: time, tz: ZoneInfo) -> datetime:
     return datetime.combine(day, at, tzinfo=tz).astimezone(UTC)
 
 
+def _amount(shift: timedelta) -> str:
+    minutes = abs(int(shift.total_seconds() // 60))
+    if minutes == 60:
+        return "an hour"
+    return f"{minutes // 60} hours" if minutes % 60 == 0 else f"{minutes} minutes"
+
+
+def clock_change_note(day: date, at: time, tz: ZoneInfo) -> str:
+    """Plain words when wall-clock ``at`` on ``day`` is skipped or repeated by a clock change.
+
+    Empty for an ordinary time. What ``local_instant`` makes of such a time is what is said:
+    a skipped time comes as much later as the clocks jump, a repeated one is the first.
+    """
+    wall = datetime.combine(day, at, tzinfo=tz)
+    before, after = wall.utcoffset(), wall.replace(fold=1).utcoffset()
+    if before is None or after is None or before == after:
+        return ""
+    real = wall.astimezone(UTC).astimezone(tz)
+    when = f"{wall:%a} {day.day} {wall:%b}"
+    if real.replace(tzinfo=None) != wall.replace(tzinfo=None):
+        return (
+            f"There is no {hhmm(at)} on {when} in your time zone (the clocks go forward "
+            f"{_amount(after - before)}), so it comes at {real:%H:%M}."
+        )
+    return (
+        f"{hhmm(at)} comes twice on {when} in your time zone (the clocks go back "
+        f"{_amount(after - before)}): I mean the first, before they go back."
+    )
+
+
 def local_day_bounds(day: date, tz: ZoneInfo) -> tuple[datetime, datetime]:
     """UTC start (inclusive) and end (exclusive) of a local day (23 or 25 h on DST days)."""
     return local_instant(day, time(0), tz), local_instant(day + timedelta(days=1), time(0), tz)

@@ -8,7 +8,7 @@ from sqlalchemy import func
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import Reminder
+from storage.models import Reminder, User
 
 
 class ReminderRepo:
@@ -31,6 +31,15 @@ class ReminderRepo:
         res = await self.s.exec(q.order_by(col(Reminder.next_at), col(Reminder.id)))
         return list(res.all())
 
+    async def count_active(self, user_id: int) -> int:
+        """How many active reminders the user has."""
+        res = await self.s.exec(
+            select(func.count())
+            .select_from(Reminder)
+            .where(Reminder.user_id == user_id, Reminder.status == "active")
+        )
+        return int(res.one())
+
     async def cancel(self, user_id: int, reminder_id: int) -> Reminder | None:
         """Cancel one of the user's active reminders; None when it is not theirs or not active."""
         res = await self.s.exec(
@@ -45,6 +54,21 @@ class ReminderRepo:
             reminder.status = "cancelled"
             self.s.add(reminder)
         return reminder
+
+    async def zone_moved(self, user_id: int | None = None) -> list[tuple[Reminder, str]]:
+        """Active reminders set in a zone their user has since left, with the user's zone now.
+
+        ``user_id`` narrows it to one user (a listing); None looks across users (the firing job).
+        """
+        q = (
+            select(Reminder, User.timezone)
+            .join(User, col(User.id) == col(Reminder.user_id))
+            .where(Reminder.status == "active", col(Reminder.timezone) != col(User.timezone))
+        )
+        if user_id is not None:
+            q = q.where(Reminder.user_id == user_id)
+        res = await self.s.exec(q.order_by(col(Reminder.id)))
+        return [(r, tz) for r, tz in res.all()]
 
     async def next_time(self) -> datetime | None:
         """When the soonest active reminder is due, across users (None: none is active)."""

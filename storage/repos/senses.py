@@ -108,6 +108,16 @@ class IngestRepo:
         row = res.first()
         return int(row[0]) if row is not None else None
 
+    async def extend(self, job_id: int, attempt: int, hold_until: datetime) -> bool:
+        """Keep a running job's claim (its ``due_at``) while this attempt still holds it."""
+        table = IngestJob.__table__  # type: ignore[attr-defined]  # SQLModel's table
+        res = await self.s.exec(
+            update(table)
+            .where(table.c.id == job_id, table.c.status == "pending", table.c.attempts == attempt)
+            .values(due_at=hold_until)
+        )
+        return bool(res.rowcount)
+
     async def settle(self, job_id: int, attempt: int, **values: Any) -> bool:
         """Record a run's outcome, unless a newer submission replaced the job meanwhile."""
         table = IngestJob.__table__  # type: ignore[attr-defined]  # SQLModel's table

@@ -151,6 +151,8 @@ class FakeTelegram:
         self._file_ids = itertools.count(1)
         self._changed = asyncio.Condition()
         self._closing = False
+        self._stalls: dict[str, asyncio.Event] = {}
+        """Methods whose calls hang until released, then fail unrecorded (see ``stall``)."""
         self._runner: web.AppRunner | None = None
         self._client: aiohttp.ClientSession | None = None
 
@@ -181,6 +183,8 @@ class FakeTelegram:
     async def stop(self) -> None:
         """End long polls and shut down."""
         self._closing = True
+        for method in list(self._stalls):
+            self.release(method)
         await self._notify()
         if self._client is not None:
             await self._client.close()
@@ -200,6 +204,19 @@ class FakeTelegram:
     ) -> None:
         """Answer the next ``times`` calls of ``method`` with an error."""
         self.faults.append(Fault(method, status, description, times, retry_after, chat_id))
+
+    def stall(self, method: str) -> None:
+        """Calls of ``method`` hang (recorded in ``calls``, nothing sent) until ``release``.
+
+        A client killed meanwhile never learns what happened: the "did it arrive?" moment.
+        """
+        self._stalls[method] = asyncio.Event()
+
+    def release(self, method: str) -> None:
+        """Let stalled calls of ``method`` end, as errors: Telegram never took those messages."""
+        event = self._stalls.pop(method, None)
+        if event is not None:
+            event.set()
 
     def block(self, chat_id: int) -> None:
         """The user blocked the bot: sends to this chat get 403."""
@@ -462,6 +479,7 @@ class FakeTelegram:
         params = await self._params(request)
         self.calls.append(Call(method, params, time.perf_counter()))
         try:
+            await self._stalled(method)
             self._scripted_fault(method, params)
             handler = getattr(self, f"_m_{_snake(method)}", None)
             result = await handler(params) if handler else _not_found()
@@ -470,6 +488,15 @@ class FakeTelegram:
             return _error(exc)
         await self._notify()
         return web.json_response({"ok": True, "result": result})
+
+    async def _stalled(self, method: str) -> None:
+        """Hang a stalled method's call until released, then fail it (nothing is sent)."""
+        stalled = self._stalls.get(method)
+        if stalled is None:
+            return
+        await self._notify()  # the call is visible in ``calls`` while it hangs
+        await stalled.wait()
+        raise ApiError(502, "Bad Gateway: stalled and released")
 
     def _scripted_fault(self, method: str, params: dict[str, Any]) -> None:
         chat = params.get("chat_id")

@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
+
 from bot.agent.llm import LLM, parse_json_object
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
@@ -143,7 +145,20 @@ class MeetingIngest:
     async def _run(self, job: IngestJob, attempt: int, now: datetime) -> int:
         assert job.id is not None
         try:
-            episode_id = await self.process(job.user_id, Meeting.model_validate(job.body), now)
+            meeting = Meeting.model_validate(job.body)
+        except ValidationError as exc:
+            # Queued before today's checks: it can never be read, so trying again is useless
+            # (it came back every minute for ever). Settled as failed, with the reason.
+            reason = "; ".join(str(e["msg"]) for e in exc.errors()[:3])
+            log.warning("meeting transcript job %s can never be read: %s", job.id, reason)
+            async with self.db.session() as s:
+                await IngestRepo(s).settle(
+                    job.id, attempt, status="failed", last_error=reason[:500], updated_at=now
+                )
+            return 0
+        keeper = asyncio.create_task(self._keep_claim(job.id, attempt), name="ingest-claim")
+        try:
+            episode_id = await self.process(job.user_id, meeting, now)
         except (AgentError, OSError) as exc:
             failed = attempt >= MAX_ATTEMPTS
             log.warning(
@@ -163,6 +178,10 @@ class MeetingIngest:
                     updated_at=now,
                 )
             return 0
+        finally:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
         async with self.db.session() as s:
             settled = await IngestRepo(s).settle(
                 job.id,
@@ -175,6 +194,20 @@ class MeetingIngest:
         if not settled:
             log.info("meeting transcript job %s was replaced while running; it runs again", job.id)
         return 1
+
+    async def _keep_claim(self, job_id: int, attempt: int) -> None:
+        """Renew a running job's claim until cancelled.
+
+        A long transcript can take longer than ``retry`` to process; without this the claim
+        lapsed mid-run and another process took the same job and processed it again.
+        """
+        while True:
+            await asyncio.sleep(self.retry.total_seconds() / 3)
+            try:
+                async with self.db.session() as s:
+                    await IngestRepo(s).extend(job_id, attempt, self.clock.now() + self.retry)
+            except Exception:  # a missed renewal only risks a second run, as before
+                log.warning("could not renew the claim of meeting job %s", job_id, exc_info=True)
 
     async def process(self, user_id: int, meeting: Meeting, now: datetime) -> int | None:
         """Store the segments, build the episode and facts, add action items; the episode id."""

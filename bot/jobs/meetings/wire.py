@@ -18,7 +18,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import AwareDatetime, BaseModel, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, Field, ValidationError, field_validator
+
+MAX_OFFSET = 7 * 24 * 3600.0
+"""The latest a segment can start or end, in seconds from the meeting's start (a week): a
+longer recording is not one meeting, and a time beyond what a date can hold never stored."""
+YEARS = (1900, 2999)
+"""The years a meeting can have begun in: far enough from the calendar's ends that adding a
+week of seconds to the start always gives a date."""
 
 
 class Segment(BaseModel):
@@ -30,6 +37,16 @@ class Segment(BaseModel):
     """Seconds from the meeting's start."""
     end: float = Field(ge=0)
     text: str = Field(max_length=20_000)
+
+    @field_validator("start", "end")
+    @classmethod
+    def _within_a_week(cls, value: float) -> float:
+        if not value <= MAX_OFFSET:  # also refuses NaN and infinity
+            raise ValueError(
+                f"{value:g} is not a time in a meeting: give seconds from the meeting's start, "
+                f"at most {MAX_OFFSET:.0f} (a week)"
+            )
+        return value
 
 
 class Meeting(BaseModel):
@@ -46,6 +63,23 @@ class Meeting(BaseModel):
     """A summary the recorder made, if any (Omi's ``structured.overview``)."""
     action_items: list[str] = Field(default_factory=list, max_length=200)
     """Action items the recorder found, if any (Omi's ``structured.action_items``)."""
+
+    @field_validator("start")
+    @classmethod
+    def _a_real_year(cls, value: datetime) -> datetime:
+        if not YEARS[0] <= value.year <= YEARS[1]:
+            raise ValueError(
+                f"a meeting that began in the year {value.year} is not one I can keep "
+                f"(years {YEARS[0]} to {YEARS[1]})"
+            )
+        return value
+
+    @field_validator("segments")
+    @classmethod
+    def _some_words(cls, value: list[Segment]) -> list[Segment]:
+        if not any(seg.text.strip() for seg in value):
+            raise ValueError("the transcript has no words (every segment's text is empty)")
+        return value
 
 
 class BadTranscript(ValueError):

@@ -17,7 +17,9 @@ and stores the channel's message id as proof. What can go wrong, and what happen
   the row is still ``sending`` on restart. If the adapter can be asked (:class:`KeyedChannel`,
   it tags every push with the row's key) the worker asks and either records the receipt it
   finds or sends again. Otherwise the row becomes ``uncertain`` and is **not** sent again:
-  at most once, never twice, and ``lifebot jobs`` shows it.
+  at most once, never twice, and ``lifebot jobs`` shows it. An uncertain *reminder* is then
+  followed by a note that repeats it and says it may be a repeat (the user timed it: silence
+  is the worse failure).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from storage.models import ChannelIdentity, Delivery, Message, User
 from storage.notify import notify_push
 from storage.repos.leases import Fence
 from storage.repos.messages import ConversationRepo, MessageRepo
-from storage.repos.outbox import SCHEDULED_KINDS, OutboxRepo
+from storage.repos.outbox import SCHEDULED_KINDS, OutboxRepo, Push
 from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
@@ -628,7 +630,32 @@ class Outbox:
         )
         async with self._tx() as s:
             await OutboxRepo(s).finish(row.id, "uncertain", reason, from_="sending")
+            follow = _maybe_missed(row, now)
+            if follow is not None:
+                await OutboxRepo(s).enqueue([follow], now)
         log.warning("push %s is uncertain after a stop; not resending it", row.id)
+
+
+def _maybe_missed(row: Delivery, now: datetime) -> Push | None:
+    """For an uncertain reminder: a note that repeats it, saying it may be a repeat.
+
+    The user timed a reminder; one lost because the stop came before the channel got it is
+    worse than a line that says plainly it may repeat the last one. Other pushes (a briefing,
+    a question) stay at most once. The note's key is the push's own plus ``:check``, so a
+    second reconciliation adds nothing.
+    """
+    text = str((row.payload or {}).get("text") or "")
+    if row.kind != "reminder" or row.key is None or not text:
+        return None
+    return Push(
+        user_id=row.user_id,
+        kind=row.kind,
+        key=f"{row.key}:check",
+        due_at=now,
+        text=f"In case this did not reach you (I was restarting as it went out): {text}",
+        urgent=True,
+        extra={k: v for k, v in (row.payload or {}).items() if k == "reminder_id"},
+    )
 
 
 def _fell_back(target: Target, passed: list[str]) -> str | None:

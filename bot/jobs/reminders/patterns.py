@@ -143,6 +143,21 @@ EVERY_N_WEEKS = re.compile(
     rf"\bfortnightly\s+on\s+(?P<wd3>{WD})\b",
     re.IGNORECASE,
 )
+_YEAR_WORD = r"(?:(?:every|each)\s+year|yearly|annually)\s+on\s+(?:the\s+)?"
+_NTH_DAY = r"\d{1,2})(?:st|nd|rd|th)?"
+YEARLY = re.compile(
+    rf"\b{_YEAR_WORD}(?P<d>{_NTH_DAY}\s+(?:of\s+)?(?P<mon>{MON})\b|"
+    rf"\b{_YEAR_WORD}(?P<mon2>{MON})\s+(?P<d2>{_NTH_DAY}(?!\w)|"
+    rf"\b(?:every|each)\s+(?:the\s+)?(?P<d3>{_NTH_DAY}\s+(?:of\s+)?(?P<mon3>{MON})\b|"
+    rf"\b(?:every|each)\s+(?P<mon4>{MON})\s+(?P<d4>{_NTH_DAY}(?!\w)",
+    re.IGNORECASE,
+)
+"""A day of the year that repeats: "every year on 12 June", "annually on June 12th",
+"every 3 March"."""
+MONTH_NAMES = [
+    "January", "February", "March", "April", "May", "June", "July", "August", "September",
+    "October", "November", "December",
+]  # fmt: skip
 EVERY_N_DAYS = re.compile(r"\bevery\s+(?P<n>\d+|two|three|four|other)\s+days\b", re.IGNORECASE)
 REPEAT_WORD = re.compile(
     r"\b(?:every|each|daily|weekly|monthly|fortnightly|yearly|annually|biweekly)\b", re.IGNORECASE

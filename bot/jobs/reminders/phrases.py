@@ -20,12 +20,16 @@ from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrulestr
 
-from bot.jobs.localtime import hhmm, local_instant, parse_hhmm
+from bot.jobs.localtime import clock_change_note, hhmm, local_instant, parse_hhmm
 from bot.jobs.reminders import patterns as pat
 
 
 class PhraseError(ValueError):
     """The request has no time we can read; the message says what to write instead."""
+
+
+class TooManyReminders(PhraseError):
+    """The time was fine, but the user has as many reminders waiting as one may keep."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,8 @@ class ParsedReminder:
     "time": "HH:MM"}``."""
     lead: str = "to"
     """The word that joined the task in the request ("to", "about", "that")."""
+    note: str = ""
+    """Plain words when the (first) time asked for is skipped or repeated by a clock change."""
 
 
 @dataclass(slots=True)
@@ -66,7 +72,24 @@ def _number(raw: str) -> float:
     return float(raw.replace(",", "."))
 
 
+MAX_AHEAD = timedelta(days=366 * 2)
+"""The furthest ahead a reminder can be set."""
+MAX_EVERY = timedelta(days=366)
+"""The longest gap "every N hours/minutes" can have."""
+
+
 def _unit_delta(n: float, unit: str) -> timedelta:
+    """``n`` units as a span; past any reminder's reach it is capped (no overflow).
+
+    "in 99999999999 days" is still refused in words, as too far ahead, not by a crash.
+    """
+    try:
+        return _span(n, unit)
+    except OverflowError:
+        return timedelta.max
+
+
+def _span(n: float, unit: str) -> timedelta:
     u = unit.lower()
     if u.startswith("s"):
         return timedelta(seconds=n)
@@ -116,7 +139,18 @@ def _count(raw: str | None) -> int:
 def _rule(t: _Text, f: _Found, today: date) -> bool:
     """Repeats beyond days of the week, as an RRULE anchored today; True when one was found."""
     code = pat.DAY_PREFIXES
-    if m := t.take(pat.MONTHLY_NTH):
+    if m := t.take(pat.YEARLY):
+        day = int(next(g for g in m.group("d", "d2", "d3", "d4") if g))
+        month = _month(next(g for g in m.group("mon", "mon2", "mon3", "mon4") if g))
+        try:
+            date(2000, month, day)  # a leap year: 29 February is a day of the year
+        except ValueError as exc:
+            raise PhraseError(
+                f"{day} {pat.MONTH_NAMES[month - 1]} is not a day of the year"
+            ) from exc
+        rule = f"FREQ=YEARLY;BYMONTH={month};BYMONTHDAY={day}"
+        words = f"every year on {day} {pat.MONTH_NAMES[month - 1]}"
+    elif m := t.take(pat.MONTHLY_NTH):
         nth, wd = pat.ORDINALS[m.group("nth").lower()], _weekday(m.group("wd"))
         rule = f"FREQ=MONTHLY;BYDAY={nth:+d}{code[wd][:2].upper()}"
         words = f"every {_ORDINAL_WORDS[nth]} {pat.DAY_NAMES[wd]} of the month"
@@ -151,7 +185,10 @@ def _recurrence(t: _Text, f: _Found, today: date) -> None:
         return
     if m := t.take(pat.EVERY_N):
         n = _number(m.group("n") or "1")
-        minutes = int(_unit_delta(n, m.group("unit")).total_seconds() // 60)
+        span = _unit_delta(n, m.group("unit"))
+        if span > MAX_EVERY:
+            raise PhraseError("I can repeat a reminder every 366 days at the longest")
+        minutes = int(span.total_seconds() // 60)
         if minutes < 5:
             raise PhraseError("I can repeat a reminder every 5 minutes at the most")
         f.recurrence = {"kind": "interval", "minutes": minutes}
@@ -170,6 +207,13 @@ def _recurrence(t: _Text, f: _Found, today: date) -> None:
 
 
 def _relative(t: _Text, f: _Found) -> None:
+    try:
+        _relative_span(t, f)
+    except OverflowError:  # "in 99999999999h30": further than any reminder can go
+        f.delta = timedelta.max
+
+
+def _relative_span(t: _Text, f: _Found) -> None:
     if t.take(pat.HOUR_AND_HALF):
         f.delta = timedelta(minutes=90)
     elif m := t.take(pat.IN_HMM):
@@ -237,7 +281,8 @@ def _valid_date(y: int, m: int, d: int) -> date:
 
 
 def _next_date(today: date, month: int, day: int) -> date:
-    for year in (today.year, today.year + 1):
+    # 29 February can be up to eight years off (2096 to 2104); too far is refused later.
+    for year in range(today.year, today.year + 9):
         try:
             candidate = date(year, month, day)
         except ValueError:
@@ -333,7 +378,7 @@ def parse_reminder(
         raise PhraseError(
             f"I see '{m.group(0)}' but cannot read how often to repeat it, and I won't set it "
             "just once. Try 'every Monday at 9', 'every weekday at 8:30', 'every first Monday "
-            "of the month at 9' or 'every 2 weeks on Friday'."
+            "of the month at 9', 'every 2 weeks on Friday' or 'every year on 12 June'."
         )
     _relative(t, f)
     _day(t, f, today, day_first=day_first)
@@ -343,6 +388,8 @@ def parse_reminder(
     if f.recurrence is not None:
         return _recurring(f, text, lead, now, tz)
     if f.delta is not None:
+        if f.delta > MAX_AHEAD:
+            raise PhraseError("that is more than two years away; I can only remind you sooner")
         first = now + f.delta
         if f.delta >= timedelta(days=1) and f.delta % timedelta(days=1) == timedelta(0):
             # "in 2 weeks" keeps the wall-clock time across a daylight-saving change
@@ -374,18 +421,23 @@ def _on_day(f: _Found, text: str, lead: str, now: datetime, tz: ZoneInfo) -> Par
     day = f.day or today + timedelta(days=f.days_ahead or 0)
     if f.at is None:
         at = pat.PART_TIMES.get(f.part or "", pat.DEFAULT_TIME)
-        return _checked(ParsedReminder(text, local_instant(day, at, tz), None, lead), now)
+        return _checked(_at(text, day, at, tz, lead), now)
     # A named day ("sunday at 10", said on a Sunday) fixes the hour as a named day does:
     # 10:00, and next Sunday once it has passed, never 22:00 today.
     candidates = _resolve_hour(f, given_day and (day != today or f.same_weekday))
     for at in candidates:
-        first = local_instant(day, at, tz)
-        if first > now:
-            return ParsedReminder(text, first, None, lead)
+        if local_instant(day, at, tz) > now:
+            return _at(text, day, at, tz, lead)
     if not given_day:  # "at 9" said after nine: tomorrow at nine
-        first = local_instant(day + timedelta(days=1), candidates[0], tz)
-        return ParsedReminder(text, first, None, lead)
-    return _checked(ParsedReminder(text, local_instant(day, candidates[0], tz), None, lead), now)
+        return _at(text, day + timedelta(days=1), candidates[0], tz, lead)
+    return _checked(_at(text, day, candidates[0], tz, lead), now)
+
+
+def _at(text: str, day: date, at: time, tz: ZoneInfo, lead: str) -> ParsedReminder:
+    """A one-off at wall-clock ``at`` on ``day``, with words if the clocks skip or repeat it."""
+    return ParsedReminder(
+        text, local_instant(day, at, tz), None, lead, clock_change_note(day, at, tz)
+    )
 
 
 def _recurring(f: _Found, text: str, lead: str, now: datetime, tz: ZoneInfo) -> ParsedReminder:
@@ -404,7 +456,8 @@ def _recurring(f: _Found, text: str, lead: str, now: datetime, tz: ZoneInfo) -> 
     first = next_occurrence(rec, now, tz)
     if first - now > timedelta(days=366 * 2):
         raise PhraseError("that repeat first fires more than two years away")
-    return ParsedReminder(text, first, rec, lead)
+    note = clock_change_note(first.astimezone(tz).date(), at, tz)
+    return ParsedReminder(text, first, rec, lead, note)
 
 
 def next_occurrence(rec: dict[str, Any], after: datetime, tz: ZoneInfo) -> datetime:
@@ -444,7 +497,13 @@ def _next_by_rule(rec: dict[str, Any], at: time, after: datetime, tz: ZoneInfo) 
 def describe_recurrence(rec: dict[str, Any]) -> str:
     """``every Monday at 09:00``, ``every weekday at 07:45``, ``every 2 hours``."""
     if rec.get("kind") == "rrule":
-        return f"{rec.get('words', 'on a schedule')} at {rec.get('time', '09:00')}"
+        said = f"{rec.get('words', 'on a schedule')} at {rec.get('time', '09:00')}"
+        day = re.search(r"FREQ=MONTHLY;BYMONTHDAY=(\d+)$", str(rec.get("rule", "")))
+        if day is not None and int(day.group(1)) > 28:  # February can have 28 days
+            said += f" (months without a day {day.group(1)} are skipped)"
+        if rec.get("rule") == "FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29":
+            said += " (only in leap years)"
+        return said
     if rec.get("kind") == "interval":
         minutes = int(rec["minutes"])
         if minutes % 60 == 0:
@@ -484,6 +543,6 @@ def _task(rest: str) -> tuple[str, str]:
 def _checked(parsed: ParsedReminder, now: datetime) -> ParsedReminder:
     if parsed.first_at <= now:
         raise PhraseError("that time has already passed; give me a time in the future")
-    if parsed.first_at - now > timedelta(days=366 * 2):
+    if parsed.first_at - now > MAX_AHEAD:
         raise PhraseError("that is more than two years away; I can only remind you sooner")
     return parsed

@@ -15,6 +15,7 @@ from bot.clock import zone
 from bot.jobs.localtime import day_first, when_words
 from bot.jobs.reminders.phrases import (
     ParsedReminder,
+    TooManyReminders,
     describe_recurrence,
     next_occurrence,
     parse_reminder,
@@ -27,6 +28,11 @@ from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
 
+MAX_ACTIVE = 1000
+"""The most reminders one user can have waiting: past it a new one is refused in words (a
+runaway script or a flood cannot fill the table or the firing job's passes)."""
+LIST_LINES = 50
+"""The most reminders a chat listing shows (a thousand would be a dozen chat messages)."""
 LATE_NOTE_AFTER = timedelta(minutes=10)
 """A reminder that fires later than this (downtime) says when it was due."""
 
@@ -36,9 +42,12 @@ def confirmation(parsed: ParsedReminder, tz_name: str, now: datetime) -> str:
     tz = zone(tz_name)
     when = when_words(parsed.first_at, tz, now)
     what = f" {parsed.lead} {parsed.text}" if parsed.text else ""
+    note = f" {parsed.note}" if parsed.note else ""
     if parsed.recurrence is not None:
-        return f"I'll remind you {describe_recurrence(parsed.recurrence)}{what} (first: {when})."
-    return f"I'll remind you {when}{what}."
+        return (
+            f"I'll remind you {describe_recurrence(parsed.recurrence)}{what} (first: {when}).{note}"
+        )
+    return f"I'll remind you {when}{what}.{note}"
 
 
 def reminder_line(r: Reminder, tz_name: str, now: datetime) -> str:
@@ -88,6 +97,11 @@ class Reminders:
             request, now, zone(user.timezone), day_first=day_first(user.date_order, user.timezone)
         )
         async with self.db.session() as s:
+            if await ReminderRepo(s).count_active(user.id) >= MAX_ACTIVE:
+                raise TooManyReminders(
+                    f"You have {MAX_ACTIVE} reminders waiting, the most I keep. Cancel some "
+                    "first (/reminders lists them)."
+                )
             reminder = await ReminderRepo(s).add(
                 Reminder(
                     user_id=user.id,
@@ -103,14 +117,38 @@ class Reminders:
             )
         return Created(reminder, confirmation(parsed, user.timezone, now) + about(reminder))
 
+    async def follow_zones(self, now: datetime, user_id: int | None = None) -> int:
+        """Move repeating reminders to the local times of a zone their user has moved to.
+
+        "Every day at 08:00" set in New York means 08:00 in Lisbon once the user says they
+        live there (by /tz, Settings, the API or the assistant's tool: whichever path changed
+        the zone, this finds it). A one-off reminder keeps its moment (a call booked for 11:00
+        New York time is still at that instant). Returns how many moved.
+        """
+        moved = 0
+        async with self.db.session() as s:
+            for r, tz_name in await ReminderRepo(s).zone_moved(user_id):
+                kind = (r.recurrence or {}).get("kind")
+                if r.recurrence and kind != "interval" and r.next_at > now:
+                    # An occurrence already due (about to fire) keeps its time.
+                    r.next_at = next_occurrence(r.recurrence, now, zone(tz_name))
+                    moved += 1
+                r.timezone = tz_name
+                s.add(r)
+        return moved
+
     async def listing(self, user: User, now: datetime) -> str:
         """The user's active reminders in words."""
         assert user.id is not None
+        await self.follow_zones(now, user.id)
         async with self.db.session() as s:
             items = await ReminderRepo(s).active(user.id)
         if not items:
             return "You have no reminders."
-        return "\n".join(reminder_line(r, user.timezone, now) for r in items)
+        lines = [reminder_line(r, user.timezone, now) for r in items[:LIST_LINES]]
+        if len(items) > LIST_LINES:
+            lines.append(f"... and {len(items) - LIST_LINES} more (the web page lists them all).")
+        return "\n".join(lines)
 
     async def cancel(self, user_id: int, reminder_id: int) -> Reminder | None:
         """Cancel one of the user's reminders."""
@@ -120,6 +158,7 @@ class Reminders:
     async def fire_due(self, now: datetime) -> int:
         """Queue every due reminder and advance it, atomically; returns how many fired."""
         fired = 0
+        await self.follow_zones(now)
         async with self.db.session() as s:
             due = await ReminderRepo(s).due(now)
             users = {r.user_id for r in due}

@@ -11,7 +11,7 @@ from bot.agent.tools.base import Tool, ToolContext
 from bot.clock import zone
 from bot.errors import ToolError
 from bot.jobs.localtime import day_first
-from bot.jobs.reminders.phrases import PhraseError, parse_reminder
+from bot.jobs.reminders.phrases import PhraseError, TooManyReminders, parse_reminder
 from bot.jobs.reminders.service import Reminders
 from storage.repos.users import UserRepo
 
@@ -77,6 +77,8 @@ async def set_reminder(ctx: ToolContext, args: SetReminderArgs) -> str:
         created = await Reminders(ctx.db).create(
             user, args.request, ctx.now, place=args.place, people=args.people
         )
+    except TooManyReminders as exc:
+        raise ToolError(f"{exc} Tell the user this; do not ask for another time.") from exc
     except PhraseError as exc:
         raise ToolError(f"{exc}; ask the user when") from exc
     return f"{created.text} (reminder #{created.reminder.id}). Tell the user exactly this."

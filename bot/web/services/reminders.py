@@ -18,6 +18,8 @@ class WebReminders:
     async def reminders(self, user: User) -> list[Reminder]:
         """Active reminders, soonest first."""
         assert user.id is not None
+        # A zone changed a moment ago moves repeating reminders before they are shown.
+        await self.jobs.reminders.follow_zones(self.clock.now(), user.id)
         return await self.jobs.views.reminders(user.id)
 
     async def add_reminder(self, user: User, request: str) -> Created:
