@@ -16,6 +16,7 @@ import pytest
 from bot.app.build import App
 from bot.web.auth import LINK_LIMIT, LinkRateLimited
 from storage.models import ServerKey
+from storage.repos.calendar import CalendarRepo, OutsideEvent
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
 from tests.fakes.clock import ManualClock
@@ -303,6 +304,12 @@ async def test_calendar_feed_url_serves_ics_until_turned_off(app: App) -> None:
     ann = await add_user(app, "ann")
     seeded = await seed(app, ann, "dinner plans")
     assert await app.web.service.calendar.answer_proposal(ann, seeded.proposal_id, True)
+    assert ann.id is not None
+    now = app.clock.now()
+    soon = now + timedelta(days=2)
+    offsite = OutsideEvent("offsite@team", "Team offsite", soon, soon, False, None)
+    async with app.db.session() as s:
+        await CalendarRepo(s).sync_outside(ann.id, "ics:1", [offsite], now, remove_missing=False)
     async with client_for(app) as client:
         csrf = await sign_in(app, client, ann)
         made = await client.post("/calendar/feed", data={"csrf": csrf}, follow_redirects=True)
@@ -311,6 +318,13 @@ async def test_calendar_feed_url_serves_ics_until_turned_off(app: App) -> None:
         feed = await client.get(path)
         assert feed.headers["content-type"].startswith("text/calendar")
         assert "SUMMARY:Dinner of ann" in feed.text
+        # Events read from the person's own subscribed calendars are not published again: the
+        # phone has them already, and a feed that republished them could read itself back.
+        assert "Team offsite" not in feed.text
+        # Calendar apps poll: a HEAD is answered, and the answer may be kept a few minutes.
+        assert "private" in feed.headers["cache-control"]
+        head = await client.head(path)
+        assert head.status_code == 200 and head.content == b""
         await client.post("/calendar/feed", data={"csrf": csrf, "action": "off"})
         assert (await client.get(path)).status_code == 404
         assert (await client.get("/calendar/not-a-token.ics")).status_code == 404

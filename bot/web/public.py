@@ -126,14 +126,22 @@ async def login(request: Request) -> Response:
     return response
 
 
-@router.get("/calendar/{secret}.ics")
+@router.api_route("/calendar/{secret}.ics", methods=["GET", "HEAD"])
 async def calendar_feed(request: Request, secret: str) -> Response:
-    """The user's events as iCalendar, for phone calendar subscriptions."""
+    """The user's events as iCalendar, for phone calendar subscriptions.
+
+    Calendar apps poll it: HEAD is answered too, and the answer may be kept by the app (not by
+    shared caches: the address is a secret) for a few minutes.
+    """
     c = ctx(request)
     user_id = await c.auth.ics_user(secret)
     user = await c.service.accounts.user(user_id) if user_id is not None else None
     if user is None:
         raise HTTPException(404)
-    events = await c.service.calendar.all_events(user)
+    events = await c.service.calendar.published_events(user)
     body = to_ics(events, name="lifebot", now=c.service.clock.now(), tz=zone(user.timezone))
-    return Response(body, media_type="text/calendar; charset=utf-8")
+    return Response(
+        body,
+        media_type="text/calendar; charset=utf-8",
+        headers={"Cache-Control": "private, max-age=300"},
+    )

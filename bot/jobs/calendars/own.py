@@ -72,6 +72,11 @@ def source_tag(source: CalendarSource) -> str:
     return f"{source.kind}:{source.id}"
 
 
+def from_subscription(event_source: str) -> bool:
+    """Whether an event was read from one of the person's linked calendars (ICS or CalDAV)."""
+    return event_source.startswith(("ics:", "caldav:"))
+
+
 def feed_url(text: str) -> str:
     """A subscribable URL (``webcal://`` is ``https://``); CalendarError in plain words."""
     url = text.strip().strip("<>")

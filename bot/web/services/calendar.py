@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bot.clock import Clock
+from bot.jobs.calendars.own import from_subscription
 from bot.jobs.service import Jobs
 from storage.models import CalendarEvent, Proposal, User
 
@@ -24,10 +25,15 @@ class WebCalendar:
             user.id, now - timedelta(days=1), now + timedelta(days=days)
         )
 
-    async def all_events(self, user: User) -> list[CalendarEvent]:
-        """Every live event (the calendar feed)."""
+    async def published_events(self, user: User) -> list[CalendarEvent]:
+        """The live events lifebot's calendar feed publishes.
+
+        All but those read from the person's own linked calendars: their calendar app has those
+        already, and a feed that republished them could be read back as a new copy each time.
+        """
         assert user.id is not None
-        return await self.jobs.views.all_events(user.id)
+        events = await self.jobs.views.all_events(user.id)
+        return [e for e in events if not from_subscription(e.source)]
 
     async def proposals(self, user: User) -> list[Proposal]:
         """Proposed events waiting for an answer."""
