@@ -304,3 +304,25 @@ async def test_a_calendar_whose_server_answers_garbage_fails_alone(
     assert listing.reply is not None
     assert "#1 Work (CalDAV" in listing.reply
     assert "last error: the calendar could not be read (an unexpected answer" in listing.reply
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "http://[::1/cal.ics",  # a broken IPv6 literal: a ValueError reached the person
+        "https://example.org:99999/cal.ics",  # a port past 65535: the same, at fetch time
+        "https://example.org/\x1bcal.ics",
+        "https://example.org/" + "a" * 3000 + ".ics",
+    ],
+)
+async def test_a_malformed_calendar_address_is_refused_in_words(
+    tmp_path: Path, address: str
+) -> None:
+    async with jobs_app(tmp_path, ManualClock(NOW)) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        await make_user(app, "ana")
+        result = await app.dispatcher.handle(make_inbound(f"/calendar add {address}", sender="ana"))
+        listing = await app.dispatcher.handle(make_inbound("/calendar list", sender="ana"))
+    assert result.reply is not None
+    assert result.reply.startswith("I could not subscribe: that is not a calendar address")
+    assert listing.reply is not None and listing.reply.startswith("You have no calendars")

@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
-from urllib.parse import parse_qsl, unquote, urljoin, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urljoin, urlsplit
 
 from bot.clock import Clock, zone
 from bot.errors import CalendarError
@@ -77,13 +77,28 @@ def from_subscription(event_source: str) -> bool:
     return event_source.startswith(("ics:", "caldav:"))
 
 
+MAX_ADDRESS = 2048
+"""The longest calendar address taken (characters); real secret addresses are a few hundred."""
+
+
 def feed_url(text: str) -> str:
     """A subscribable URL (``webcal://`` is ``https://``); CalendarError in plain words."""
     url = text.strip().strip("<>")
     if url.lower().startswith("webcal://"):
         url = "https://" + url[len("webcal://") :]
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    parts: SplitResult | None
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # a port past 65535 or a broken [v6] literal raise ValueError
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or len(url) > MAX_ADDRESS
+        or any(c.isspace() or not c.isprintable() for c in url)
+    ):
         raise CalendarError(
             "that is not a calendar address: send the http(s):// or webcal:// link your "
             "calendar app shows under 'share' or 'secret address in iCal format'"
