@@ -24,11 +24,13 @@ from typing import Annotated, Any, get_args, get_origin
 import httpx
 import pytest
 from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel
 
 from bot.app.build import App
 from bot.feature import Access
 from bot.web.auth import WRITE
 from bot.web.gate import BODY_METHODS, RequestGate, Rule, Served, served_routes
+from bot.web.params import BodyIn
 from bot.web.server import WebServer
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user, make_settings
@@ -173,6 +175,22 @@ def test_every_number_and_date_parameter_is_range_checked(tmp_path: Path) -> Non
                 if not (low and high):
                     unchecked.append(f"{served.template} {where} {name}")
     assert not unchecked, f"numbers parsed without a range (use bot.web.params): {unchecked}"
+
+
+def test_every_json_body_is_read_by_a_body_in_model(tmp_path: Path) -> None:
+    """``BodyIn`` refuses unknown fields and makes texts storable; a plain model would not."""
+    from bot.app.build import build_app
+
+    application = build_app(make_settings(tmp_path))
+    models = {
+        f"{served.template} {name}": info.annotation
+        for served in served_routes(application.web.app.routes)
+        for name, info in _params(served, "body")
+        if isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+    }
+    assert len(models) >= 8  # facts, reminders, settings, tokens, contacts, places, ...
+    plain = [route for route, model in models.items() if not issubclass(model, BodyIn)]
+    assert not plain, f"JSON bodies read by a model that is not a BodyIn: {plain}"
 
 
 async def test_every_route_answers_bad_numbers_and_deep_json_with_a_4xx_and_keeps_answering(
