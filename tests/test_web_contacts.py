@@ -190,3 +190,24 @@ async def test_contact_fields_are_capped_on_every_path(any_db_app: App) -> None:
     assert [(c["name"], c["aliases"], c["relationship"], c["reach"]) for c in stored] == [
         ("Ana", [], "", "a@b.pt")
     ]
+
+
+async def test_a_nul_typed_into_a_page_form_is_dropped_not_a_500(any_db_app: App) -> None:
+    """Forms reach storage as typed; PostgreSQL's text columns refuse a NUL (a 500)."""
+    app = any_db_app
+    ann = await add_user(app, "ann")
+    async with client_for(app) as web:
+        csrf = await sign_in(app, web, ann)
+        for path, fields in (
+            ("/contacts/add", {"name": "Ri\x00ta", "relationship": "sis\x00ter"}),
+            ("/settings/tokens", {"name": "lap\x00top"}),
+            ("/devices", {"name": "kit\x00chen"}),
+        ):
+            r = await web.post(path, data={"csrf": csrf, **fields})
+            assert r.status_code < 500, (path, r.status_code)
+        contacts = (await web.get("/contacts")).text
+        settings = (await web.get("/settings")).text
+        devices = (await web.get("/devices")).text
+    assert "Rita" in contacts and "sister" in contacts
+    assert "laptop" in settings
+    assert "kitchen" in devices

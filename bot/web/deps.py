@@ -22,6 +22,7 @@ from bot.jobs.calendars.own import OwnCalendars
 from bot.jobs.engine.control import ControlPanel
 from bot.jobs.meetings.ingest import MeetingIngest
 from bot.location.service import LocationService
+from bot.messages import clean_text
 from bot.web.auth import WRITE, WebAuth
 from bot.web.chat import WebChat
 from bot.web.services import WebService
@@ -194,7 +195,8 @@ async def checked_form(request: Request, who: Viewer) -> dict[str, str]:
     token = form.get("csrf")
     if not isinstance(token, str) or not hmac.compare_digest(token, who.session.csrf):
         raise HTTPException(403, "This form has expired or did not come from lifebot's page.")
-    return {k: v for k, v in form.items() if isinstance(v, str)}
+    # As typed, but storable: PostgreSQL's text columns refuse a NUL (see ``clean_text``).
+    return {k: clean_text(v) for k, v in form.items() if isinstance(v, str)}
 
 
 LOOKING = frozenset({"GET", "HEAD", "OPTIONS"})
