@@ -357,3 +357,21 @@ async def test_a_transcript_longer_to_process_than_the_retry_wait_runs_once_acro
     assert job.episode_id == episode.id  # the run that made the episode is the one recorded
     assert len(actions) == 1
     assert len(await rows(app, Episode)) == 1
+
+
+async def test_a_nul_in_a_transcript_is_dropped_and_the_meeting_stored(
+    app_factory: AppFactory, fake_llm: FakeLLM, app_database_url: str
+) -> None:
+    # The job was taken with 202 and then failed on PostgreSQL's text columns for ever.
+    Model(fake_llm)
+    app, auth = await ready(app_factory, fake_llm, database_url_setting=app_database_url)
+    body = meeting(("Ana\x00 Lima", "Shall we ship\x00 2.0?"), ("me", "Yes\x00."))
+    async with client_for(app) as client:
+        posted = await client.post(URL, json=body, headers=auth)
+    assert posted.status_code == 202, posted.text
+
+    job = await settled(app)
+
+    assert job.status == "done", job.last_error
+    said = [m.text for m in await rows(app, Message) if m.channel == "meeting"]
+    assert said == ["Shall we ship 2.0?", "Yes."]

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request
 from pydantic import BaseModel
 
 from bot.jobs.meetings.wire import BadTranscript, parse_meeting
+from bot.messages import clean_texts
 from bot.web.deps import api_user, ctx
 from storage.models import User
 
@@ -88,7 +89,7 @@ async def _queue(request: Request, user_id: int, raw: bytes) -> IngestOut:
     if len(raw) > MAX_BODY:
         raise HTTPException(413, f"The transcript is larger than {MAX_BODY // 1_000_000} MB.")
     try:
-        body = json.loads(raw)
+        body = clean_texts(json.loads(raw))  # storable: no NUL reaches PostgreSQL
     except (ValueError, RecursionError):  # RecursionError: nested too deeply for the parser
         raise HTTPException(
             400, "The body must be JSON (Content-Type: application/json)."
