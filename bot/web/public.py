@@ -126,7 +126,8 @@ async def login(request: Request) -> Response:
     return response
 
 
-@router.api_route("/calendar/{secret}.ics", methods=["GET", "HEAD"])
+@router.get("/calendar/{secret}.ics")
+@router.head("/calendar/{secret}.ics", include_in_schema=False)
 async def calendar_feed(request: Request, secret: str) -> Response:
     """The user's events as iCalendar, for phone calendar subscriptions.
 
