@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, timedelta
 from pathlib import Path
 
@@ -132,17 +134,22 @@ async def test_raw_points_past_the_retention_go_and_stays_stay(tmp_path: Path) -
         assert len(stays) >= 4  # Monday's stays outlive Monday's points
 
 
-async def test_location_forget_with_dates_out_of_range_answers_in_plain_words(
-    tmp_path: Path,
-) -> None:
-    clock = ManualClock(WEEK)
-    async with jobs_app(tmp_path, clock) as app:
+@asynccontextmanager
+async def sharing_ana(tmp_path: Path, place: str) -> AsyncIterator[tuple[App, int]]:
+    """An app where ana (Berlin) shares her location and was last seen at ``place``."""
+    async with jobs_app(tmp_path, ManualClock(WEEK)) as app:
         app.dispatcher.register(RecordingChannel("fake"))
         ana = await add_user(app, "ana", timezone="Europe/Berlin")
         assert ana.id is not None
         await say(app, "ana", "/location on")
-        clock.advance(minutes=5)
-        await app.location.ingest(ana.id, [Fix(clock.now(), *PLACES["home"], 8.0)], "owntracks")
+        await here(app, ana.id, place)
+        yield app, ana.id
+
+
+async def test_location_forget_with_dates_out_of_range_answers_in_plain_words(
+    tmp_path: Path,
+) -> None:
+    async with sharing_ana(tmp_path, "home") as (app, ana_id):
         for dates in (
             "9999-12-31",
             "0001-01-01",
@@ -158,23 +165,17 @@ async def test_location_forget_with_dates_out_of_range_answers_in_plain_words(
             assert any(words in reply for words in plain), (dates, reply)
             assert "Deleted" not in reply and "went wrong" not in reply, (dates, reply)
         # Nothing was deleted by any of them, and the command still works.
-        assert await app.location.last_point(ana.id) is not None
+        assert await app.location.last_point(ana_id) is not None
         assert "Deleted your location history for" in await say(
             app, "ana", "/location forget 2000-01-01 2099-12-31"
         )
-        assert await app.location.last_point(ana.id) is None
+        assert await app.location.last_point(ana_id) is None
 
 
 async def test_a_place_name_or_its_other_names_too_long_are_refused_not_cut(
     tmp_path: Path,
 ) -> None:
-    clock = ManualClock(WEEK)
-    async with jobs_app(tmp_path, clock) as app:
-        app.dispatcher.register(RecordingChannel("fake"))
-        ana = await add_user(app, "ana", timezone="Europe/Berlin")
-        assert ana.id is not None
-        await say(app, "ana", "/location on")
-        await here(app, ana.id, "gym")
+    async with sharing_ana(tmp_path, "gym") as (app, _):
         assert "Saved gym" in await say(app, "ana", "/place add gym")
         long_name = "the climbing hall by the river " * 3  # 93 characters
 

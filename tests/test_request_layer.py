@@ -15,6 +15,7 @@ import base64
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from itertools import product
@@ -198,26 +199,34 @@ async def test_every_route_answers_bad_numbers_and_deep_json_with_a_4xx_and_keep
 ) -> None:
     """Over a real socket, through uvicorn: what a client on the network gets."""
     owner_app = owner_app_any_db
-    server = WebServer(owner_app.web.app, "127.0.0.1", 0)
+    async with _on_the_network(owner_app) as (client, who):
+        failures: list[str] = []
+        tried = 0
+        for rule in _rules(owner_app):
+            for method in _methods(rule):
+                for case, path, query, body, headers in _bad_requests(who, rule, method):
+                    tried += 1
+                    r = await client.request(
+                        method, path, params=query, content=body, headers=headers
+                    )
+                    failures.extend(_judged(rule, method, case, r))
+            health = await client.get("/healthz")
+            assert health.status_code == 200, f"stopped answering after {rule.served.template}"
+        assert tried > 100
+        assert not failures, "\n".join(failures)
+
+
+@asynccontextmanager
+async def _on_the_network(
+    application: App,
+) -> AsyncIterator[tuple[httpx.AsyncClient, Callers]]:
+    """The app served by uvicorn on a free port, a client of it and the owner's credentials."""
+    server = WebServer(application.web.app, "127.0.0.1", 0)
     await server.start()
     try:
         base = f"http://127.0.0.1:{server.bound_port}"
         async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-            who = await _callers(owner_app, client)
-            failures: list[str] = []
-            tried = 0
-            for rule in _rules(owner_app):
-                for method in _methods(rule):
-                    for case, path, query, body, headers in _bad_requests(who, rule, method):
-                        tried += 1
-                        r = await client.request(
-                            method, path, params=query, content=body, headers=headers
-                        )
-                        failures.extend(_judged(rule, method, case, r))
-                health = await client.get("/healthz")
-                assert health.status_code == 200, f"stopped answering after {rule.served.template}"
-            assert tried > 100
-            assert not failures, "\n".join(failures)
+            yield client, await _callers(application, client)
     finally:
         await server.stop()
 
@@ -372,27 +381,20 @@ async def test_every_json_body_with_a_nul_or_half_an_emoji_is_stored_clean_or_re
 ) -> None:
     """A token, contact or place named with a NUL was a 500 on PostgreSQL."""
     owner_app = owner_app_any_db
-    server = WebServer(owner_app.web.app, "127.0.0.1", 0)
-    await server.start()
-    try:
-        base = f"http://127.0.0.1:{server.bound_port}"
-        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-            who = await _callers(owner_app, client)
-            failures, tried = [], 0
-            for rule in _rules(owner_app):
-                for method, text in product(_methods(rule), UNSTORABLE):
-                    body = _unstorable_body(rule.served, text)
-                    if body is None or method not in BODY_METHODS:
-                        continue
-                    tried += 1
-                    path = who.path(rule)
-                    headers = {**who.headers(rule, path), "Content-Type": "application/json"}
-                    sent = json.dumps(body).encode()  # ASCII: the half emoji as \\ud83d
-                    r = await client.request(method, path, content=sent, headers=headers)
-                    if r.status_code >= 500 or "\\u0000" in r.text or "\\ud83d" in r.text:
-                        failures.append(f"{method} {path}: {r.status_code} {r.text[:200]}")
-                assert (await client.get("/healthz")).status_code == 200
-            assert tried >= 5
-            assert not failures, "\n".join(failures)
-    finally:
-        await server.stop()
+    async with _on_the_network(owner_app) as (client, who):
+        failures, tried = [], 0
+        for rule in _rules(owner_app):
+            for method, text in product(_methods(rule), UNSTORABLE):
+                body = _unstorable_body(rule.served, text)
+                if body is None or method not in BODY_METHODS:
+                    continue
+                tried += 1
+                path = who.path(rule)
+                headers = {**who.headers(rule, path), "Content-Type": "application/json"}
+                sent = json.dumps(body).encode()  # ASCII: the half emoji as \\ud83d
+                r = await client.request(method, path, content=sent, headers=headers)
+                if r.status_code >= 500 or "\\u0000" in r.text or "\\ud83d" in r.text:
+                    failures.append(f"{method} {path}: {r.status_code} {r.text[:200]}")
+            assert (await client.get("/healthz")).status_code == 200
+        assert tried >= 5
+        assert not failures, "\n".join(failures)
