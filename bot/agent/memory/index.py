@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.agent.memory.embeddings import Embedder
 from bot.errors import EmbeddingError
@@ -228,8 +229,15 @@ class MemoryIndex:
         background pass: a vector of "hi" is not worth a model call per turn.
         """
         async with self.db.session() as s:
-            # One statement: the rows are made from the messages in the database itself.
-            added = await MemoryIndexRepo(s).index_from_messages(user_id, message_ids)
+            return await self.index_messages_in(s, user_id, message_ids)
+
+    @staticmethod
+    async def index_messages_in(
+        s: AsyncSession, user_id: int, message_ids: Sequence[int]
+    ) -> list[tuple[int, int, str]]:
+        """``index_messages`` in the caller's unit of work (a turn's own commit)."""
+        # One statement: the rows are made from the messages in the database itself.
+        added = await MemoryIndexRepo(s).index_from_messages(user_id, message_ids)
         return [
             (item_id, user_id, embed_text("message", speaker, text))
             for item_id, text, speaker in added
