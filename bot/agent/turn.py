@@ -29,7 +29,7 @@ from bot.agent.verify import Verdict, check_answer, judge, plain_unknown, tool_r
 from bot.clock import Clock
 from bot.messages import Button
 from storage.db import Database
-from storage.models import Conversation, Fact, Message, User
+from storage.models import Conversation, Message, User
 from storage.repos.facts import FactRepo
 from storage.repos.messages import ConversationRepo, HistoryRow, MessageRepo
 
@@ -172,8 +172,8 @@ class TurnReads:
 
     conversation_id: int
     trusted: bool
-    known: list[Fact]
-    """The user's active facts and rules."""
+    known: list[tuple[str, str]]
+    """The user's active facts and rules: (text, category), oldest first."""
     rows: list[HistoryRow]
     """The thread's stored rows since the latest /new, oldest first."""
     conv: Conversation | None
@@ -279,8 +279,8 @@ class Agent:
             user.id, conversation_id, text, trusted=trusted, reads=reads
         )
         writes = self._writes(save, user.id, message_id)
-        rules = [f.text for f in known if f.category == RULE_CATEGORY]
-        facts = [f.text for f in known if f.category != RULE_CATEGORY]
+        rules = [line for line, category in known if category == RULE_CATEGORY]
+        facts = [line for line, category in known if category != RULE_CATEGORY]
         use_tools = route is Route.AGENT
         resolved = await resolve_for(self.db, user.id, text) if use_tools else Resolution()
         if resolved.ask is not None and trusted:  # "which Ana?": asked before any model call
@@ -501,7 +501,7 @@ class Agent:
         threads = self.threads is not None and trusted
         conv: Conversation | None = None
         parent: Message | None = None
-        known = await FactRepo(s).active(user_id)
+        known = await FactRepo(s).prompt_lines(user_id)
         messages = MessageRepo(s)
         if threads:
             conv = await ConversationRepo(s).get(user_id, conversation_id)
@@ -530,7 +530,7 @@ class Agent:
         *,
         trusted: bool,
         reads: TurnReads | None = None,
-    ) -> tuple[list[Fact], Sequence[HistoryRow], str | None, ThreadSave | None]:
+    ) -> tuple[list[tuple[str, str]], Sequence[HistoryRow], str | None, ThreadSave | None]:
         """What the prompt needs: ``reads`` when the caller read them, else read here.
 
         The user's active facts, the thread's recent rows (since the latest /new), a summary
