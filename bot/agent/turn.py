@@ -29,9 +29,9 @@ from bot.agent.verify import Verdict, check_answer, judge, plain_unknown, tool_r
 from bot.clock import Clock
 from bot.messages import Button
 from storage.db import Database
-from storage.models import Conversation, Message, User
+from storage.models import Message, User
 from storage.repos.facts import FactRepo
-from storage.repos.messages import ConversationRepo, HistoryRow, MessageRepo
+from storage.repos.messages import ConversationRepo, HistoryRow, MessageRepo, ThreadState
 
 if TYPE_CHECKING:
     from bot.agent.memory.service import MemoryService
@@ -176,7 +176,7 @@ class TurnReads:
     """The user's active facts and rules: (text, category), oldest first."""
     rows: list[HistoryRow]
     """The thread's stored rows since the latest /new, oldest first."""
-    conv: Conversation | None
+    conv: ThreadState | None
     """The conversation (its title and running summary) when threads are kept."""
     parent: Message | None
     """The message a thread hangs from, if stored."""
@@ -499,12 +499,12 @@ class Agent:
         """
         window = self.history_messages
         threads = self.threads is not None and trusted
-        conv: Conversation | None = None
+        conv: ThreadState | None = None
         parent: Message | None = None
         known = await FactRepo(s).prompt_lines(user_id)
         messages = MessageRepo(s)
         if threads:
-            conv = await ConversationRepo(s).get(user_id, conversation_id)
+            conv = await ConversationRepo(s).thread_state(user_id, conversation_id)
         stored = await messages.turn_history(
             user_id, conversation_id, self._history_span(window, conv, threads=threads)
         )
@@ -550,7 +550,7 @@ class Agent:
         return known, recent, view.summary, view.save
 
     @staticmethod
-    def _history_span(window: int, conv: Conversation | None, *, threads: bool) -> int:
+    def _history_span(window: int, conv: ThreadState | None, *, threads: bool) -> int:
         """How many of the newest rows a turn reads (its cost must not grow with history).
 
         Without a thread summary only the window is shown. A thread whose summary is up to
