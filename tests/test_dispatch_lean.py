@@ -14,13 +14,16 @@ from tests.fakes.llm import FakeLLM, Step
 from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 
-GREETING_STATEMENTS = 13
+GREETING_STATEMENTS = 12
 """SQL statements one greeting takes today: store with identity and conversation (3), the
-answer check (1; the order check only when another message of the chat is on its way, or on
-PostgreSQL), the agent's context (3), the stored turn and reply (3), the receipt (2) and the
-memory index (1; memory extraction every N turns comes on top)."""
-GREETING_COMMITS = 6
-"""Units of work per greeting; the read-only ones cost no trip to SQLite's thread."""
+answer check and the agent's context, read together under the lock (1 + 3; the order check
+only when another message of the chat is on its way, or on PostgreSQL), the stored turn, its
+reply and the message's index row (3; the thread summary's update once older rows leave the
+window), the receipt (2). Memory extraction every N turns comes on top."""
+GREETING_COMMITS = 4
+"""Units of work per greeting: the message stored, the checks and context under the lock,
+the turn with its reply and index row, the receipt. The read-only one costs no trip to
+SQLite's thread."""
 
 
 class Tally:

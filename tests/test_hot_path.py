@@ -119,12 +119,12 @@ async def test_a_backlog_of_unindexed_history_costs_the_turn_nothing(
     assert await _indexed_messages(app) == 602
 
 
-GREETING_STATEMENTS = 15
-"""SQL statements one greeting costs, hooks included (#22): the identity, user and
-conversation in one read, the message stored with them, the turn's reads in one unit of work,
-the order check and the open question in one, its writes in one commit, the receipt, the
-memory index row."""
-GREETING_COMMITS = 6
+GREETING_STATEMENTS = 13
+"""SQL statements one greeting costs, hooks included (#22, #28): the identity, user and
+conversation in one read, the message stored with them, the open question and the turn's
+reads in one unit of work under the lock, its writes (thread summary, memory index row,
+status, reply) in one commit, the receipt."""
+GREETING_COMMITS = 4
 """Units of work one greeting costs, hooks included."""
 
 

@@ -19,8 +19,8 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from bot.agent.llm import LLM
 from bot.errors import AgentError
 from storage.db import Database
-from storage.models import Conversation, Message
-from storage.repos.messages import ConversationRepo, HistoryRow
+from storage.models import Message
+from storage.repos.messages import ConversationRepo, HistoryRow, ThreadState
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ class Threads:
 
     async def view(
         self,
-        conv: Conversation | None,
+        conv: ThreadState | None,
         rows: Sequence[HistoryRow],
         window: int,
         text: str,

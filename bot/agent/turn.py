@@ -29,9 +29,9 @@ from bot.agent.verify import Verdict, check_answer, judge, plain_unknown, tool_r
 from bot.clock import Clock
 from bot.messages import Button
 from storage.db import Database
-from storage.models import Conversation, Fact, Message, User
+from storage.models import Message, User
 from storage.repos.facts import FactRepo
-from storage.repos.messages import ConversationRepo, HistoryRow, MessageRepo
+from storage.repos.messages import ConversationRepo, HistoryRow, MessageRepo, ThreadState
 
 if TYPE_CHECKING:
     from bot.agent.memory.service import MemoryService
@@ -166,6 +166,22 @@ def hide_old_untrusted(history: list[dict[str, Any]], tools: ToolRegistry) -> li
     return out
 
 
+@dataclass(slots=True)
+class TurnReads:
+    """What a turn's prompt is built from, as read from the database (``read_context``)."""
+
+    conversation_id: int
+    trusted: bool
+    known: list[tuple[str, str]]
+    """The user's active facts and rules: (text, category), oldest first."""
+    rows: list[HistoryRow]
+    """The thread's stored rows since the latest /new, oldest first."""
+    conv: ThreadState | None
+    """The conversation (its title and running summary) when threads are kept."""
+    parent: Message | None
+    """The message a thread hangs from, if stored."""
+
+
 class Agent:
     """Answers a user's message; knows nothing about channels."""
 
@@ -220,8 +236,12 @@ class Agent:
         *,
         trusted: bool = True,
         images: Sequence[str] = (),
+        reads: TurnReads | None = None,
     ) -> TurnOutcome:
         """Answer ``text`` (already stored as ``message_id``). LLM errors propagate.
+
+        ``reads``: the prompt's rows as the caller read them under the conversation's lock
+        (``read_context``); read here when None.
 
         ``trusted`` is False for input that may not be the user's own instruction (speech
         overheard by the pendant): then nothing in the user's state is changed. ``images``
@@ -256,11 +276,11 @@ class Agent:
 
         now = self.clock.now()
         known, rows, summary, save = await self._context(
-            user.id, conversation_id, text, trusted=trusted
+            user.id, conversation_id, text, trusted=trusted, reads=reads
         )
-        writes: list[TurnWrite] = [save.write] if save is not None else []
-        rules = [f.text for f in known if f.category == RULE_CATEGORY]
-        facts = [f.text for f in known if f.category != RULE_CATEGORY]
+        writes = self._writes(save, user.id, message_id)
+        rules = [line for line, category in known if category == RULE_CATEGORY]
+        facts = [line for line, category in known if category != RULE_CATEGORY]
         use_tools = route is Route.AGENT
         resolved = await resolve_for(self.db, user.id, text) if use_tools else Resolution()
         if resolved.ask is not None and trusted:  # "which Ana?": asked before any model call
@@ -347,6 +367,17 @@ class Agent:
             writes=writes,
         )
         return await self._offer_contact(outcome, user.id, message_id, text) if trusted else outcome
+
+    def _writes(self, save: ThreadSave | None, user_id: int, message_id: int) -> list[TurnWrite]:
+        """What the turn leaves for its own commit.
+
+        The thread's summary, and the message's index row (written with the turn, not in a
+        unit of work of its own after it).
+        """
+        writes: list[TurnWrite] = [save.write] if save is not None else []
+        if self.memory is not None:
+            writes.append(self.memory.index_with_turn(user_id, message_id))
+        return writes
 
     async def _offer_contact(
         self, outcome: TurnOutcome, user_id: int, message_id: int, text: str
@@ -458,50 +489,68 @@ class Agent:
             verdict = await judge(self.llm, answer, ctx.sources, results)
         return verdict
 
+    async def read_context(
+        self, s: AsyncSession, user_id: int, conversation_id: int, *, trusted: bool
+    ) -> TurnReads:
+        """What a turn's prompt needs from the database, read in the caller's unit of work.
+
+        The dispatcher reads it in its own unit under the conversation's lock (with its check
+        for an answer to our question), so a turn takes one unit of work fewer.
+        """
+        window = self.history_messages
+        threads = self.threads is not None and trusted
+        conv: ThreadState | None = None
+        parent: Message | None = None
+        known = await FactRepo(s).prompt_lines(user_id)
+        messages = MessageRepo(s)
+        if threads:
+            conv = await ConversationRepo(s).thread_state(user_id, conversation_id)
+        stored = await messages.turn_history(
+            user_id, conversation_id, self._history_span(window, conv, threads=threads)
+        )
+        through = conv.summary_through if conv is not None else None
+        if (
+            len(stored) == window + CATCH_UP
+            and through is not None
+            and (stored[0].id or 0) > through
+        ):  # more rows left the window since the last summary than the short read holds
+            stored = await messages.turn_history(user_id, conversation_id, window + SUMMARY_SPAN)
+        rows = since_new(stored)
+        # A thread under a message (Slack) also gets that message, unless the person
+        # started afresh with /new.
+        if conv is not None and conv.thread_id and window > 0 and len(rows) == len(stored):
+            parent = await messages.thread_parent(conv)
+        return TurnReads(conversation_id, trusted, known, rows, conv, parent)
+
     async def _context(
-        self, user_id: int, conversation_id: int, text: str, *, trusted: bool
-    ) -> tuple[list[Fact], Sequence[HistoryRow], str | None, ThreadSave | None]:
-        """What the prompt needs, read in one unit of work.
+        self,
+        user_id: int,
+        conversation_id: int,
+        text: str,
+        *,
+        trusted: bool,
+        reads: TurnReads | None = None,
+    ) -> tuple[list[tuple[str, str]], Sequence[HistoryRow], str | None, ThreadSave | None]:
+        """What the prompt needs: ``reads`` when the caller read them, else read here.
 
         The user's active facts, the thread's recent rows (since the latest /new), a summary
         of older ones, and the thread's title and summary to store with the turn (None when
         unchanged).
         """
+        if reads is None or reads.conversation_id != conversation_id or reads.trusted != trusted:
+            async with self.db.session() as s:
+                reads = await self.read_context(s, user_id, conversation_id, trusted=trusted)
         window = self.history_messages
-        threads = self.threads is not None and trusted
-        conv: Conversation | None = None
-        parent: Message | None = None
-        async with self.db.session() as s:
-            known = await FactRepo(s).active(user_id)
-            messages = MessageRepo(s)
-            if threads:
-                conv = await ConversationRepo(s).get(user_id, conversation_id)
-            stored = await messages.turn_history(
-                user_id, conversation_id, self._history_span(window, conv, threads=threads)
-            )
-            through = conv.summary_through if conv is not None else None
-            if (
-                len(stored) == window + CATCH_UP
-                and through is not None
-                and (stored[0].id or 0) > through
-            ):  # more rows left the window since the last summary than the short read holds
-                stored = await messages.turn_history(
-                    user_id, conversation_id, window + SUMMARY_SPAN
-                )
-            rows = since_new(stored)
-            # A thread under a message (Slack) also gets that message, unless the person
-            # started afresh with /new.
-            if conv is not None and conv.thread_id and window > 0 and len(rows) == len(stored):
-                parent = await messages.thread_parent(conv)
+        known, rows = reads.known, reads.rows
         if self.threads is None or not trusted:
             return known, (rows[-window:] if window else []), None, None
-        view = await self.threads.view(conv, rows, window, text, parent=parent)
+        view = await self.threads.view(reads.conv, rows, window, text, parent=reads.parent)
         # The message a thread hangs from comes first: "there" and "that" refer to it.
         recent = view.recent if view.parent is None else [view.parent, *view.recent]
         return known, recent, view.summary, view.save
 
     @staticmethod
-    def _history_span(window: int, conv: Conversation | None, *, threads: bool) -> int:
+    def _history_span(window: int, conv: ThreadState | None, *, threads: bool) -> int:
         """How many of the newest rows a turn reads (its cost must not grow with history).
 
         Without a thread summary only the window is shown. A thread whose summary is up to

@@ -21,7 +21,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from bot import logctx
 from bot.adapters.base import ChannelAdapter, ReplyStream, StreamingAdapter
 from bot.agent.loop import AgentEvent, TextDelta, ToolStarted
-from bot.agent.turn import Agent, TurnOutcome
+from bot.agent.turn import Agent, TurnOutcome, TurnReads
 from bot.chat import InputContext, InputHandler
 from bot.clock import Clock, zone
 from bot.dispatch.commands import Commands
@@ -419,8 +419,10 @@ class Dispatcher:
                 if time.monotonic() >= deadline:
                     return await self._in_turn(user, conv_id, msg, message_id)
                 # One unit of work: is an earlier message waiting, and if not, does this one
-                # answer a question we asked (taken here, so the turn does not read again).
+                # answer a question we asked (taken here, so the turn does not read again),
+                # and if not, what the agent's prompt is built from (read here too).
                 taken: tuple[str | None] | None = None
+                reads: TurnReads | None = None
                 async with self.db.session() as s:
                     waiting = not (self.db.is_sqlite and self._alone(msg)) and (
                         await MessageRepo(s).earlier_waiting(
@@ -429,8 +431,14 @@ class Dispatcher:
                     )
                     if not waiting and plain:
                         taken = (await self.commands.take_answer_line(s, user, msg),)
+                        if taken[0] is None and user.id is not None:
+                            reads = await self.agent.read_context(
+                                s, user.id, conv_id, trusted=not msg.overheard
+                            )
                 if not waiting:
-                    return await self._in_turn(user, conv_id, msg, message_id, taken=taken)
+                    return await self._in_turn(
+                        user, conv_id, msg, message_id, taken=taken, reads=reads
+                    )
             await asyncio.sleep(0.05)
 
     def _plain(self, msg: InboundMessage) -> bool:
@@ -447,8 +455,13 @@ class Dispatcher:
         message_id: int,
         *,
         taken: tuple[str | None] | None = None,
+        reads: TurnReads | None = None,
     ) -> DispatchResult:
-        """The turn itself; ``taken``: the answer line already looked up under the lock."""
+        """The turn itself.
+
+        ``taken``: the answer line already looked up under the lock; ``reads``: the agent's
+        prompt rows read in that same unit of work.
+        """
         text = msg.callback_data if msg.callback_data is not None else msg.text
         handlers = [h for h in self.inputs if h.takes(msg)]
         if handlers:
@@ -498,6 +511,7 @@ class Dispatcher:
             msg.message_id,
             trusted=not msg.overheard,
             spoken=any(a.kind in ("voice", "audio") for a in msg.attachments),
+            reads=reads,
         )
 
     async def _inputs_turn(
@@ -603,6 +617,7 @@ class Dispatcher:
         trusted: bool = True,
         images: Sequence[str] = (),
         spoken: bool = False,
+        reads: TurnReads | None = None,
     ) -> DispatchResult:
         """One agent turn, stored and delivered; ``spoken``: the question was a voice note."""
         assert user.id is not None
@@ -625,7 +640,14 @@ class Dispatcher:
         status = "answered"
         try:
             outcome = await self.agent.answer(
-                user, conv_id, text, message_id, on_event, trusted=trusted, images=images
+                user,
+                conv_id,
+                text,
+                message_id,
+                on_event,
+                trusted=trusted,
+                images=images,
+                reads=reads,
             )
         except AgentError as exc:
             log.warning("LLM unavailable for user %s: %s", user.id, exc)

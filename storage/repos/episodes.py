@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any, Protocol, cast
 
 import sqlalchemy as sa
 from sqlmodel import col, select
@@ -15,7 +16,57 @@ from storage.repos._upsert import insert_ignore
 from storage.repos.memory_index import indexable_message
 
 
-def scope_of(msg: Message) -> str:
+class StreamLine(Protocol):
+    """What extraction reads of a message (a ``Message``, or a plain row of these columns)."""
+
+    @property
+    def id(self) -> int | None:
+        """The row's id."""
+
+    @property
+    def user_id(self) -> int | None:
+        """Whose message it is."""
+
+    @property
+    def conversation_id(self) -> int | None:
+        """Its conversation (None for a channel chat's stream, such as a device's)."""
+
+    @property
+    def channel(self) -> str:
+        """The channel it came from (``device`` for a transcript)."""
+
+    @property
+    def chat_id(self) -> str:
+        """The chat it came from."""
+
+    @property
+    def text(self) -> str:
+        """The words."""
+
+    @property
+    def meta(self) -> dict[str, Any] | None:
+        """Speaker, import id, link... (see ``speaker_of``)."""
+
+    @property
+    def created_at(self) -> datetime:
+        """When it was said."""
+
+
+_LINE_COLUMNS = (
+    col(Message.id),
+    col(Message.user_id),
+    col(Message.conversation_id),
+    col(Message.channel),
+    col(Message.chat_id),
+    col(Message.text),
+    col(Message.meta),
+    col(Message.created_at),
+)
+"""The columns of a ``StreamLine``: extraction reads rows of these, not ORM objects (an open
+episode's every message is read again each time it grows)."""
+
+
+def scope_of(msg: StreamLine) -> str:
     """The stream a message belongs to: its conversation, else its channel chat."""
     if msg.conversation_id is not None:
         return f"conv:{msg.conversation_id}"
@@ -164,23 +215,24 @@ class CursorRepo:
             row.updated_at = now
             self.s.add(row)
 
-    async def unread(self, user_id: int, scope: str, limit: int) -> list[Message]:
-        """Memory-worthy messages of a stream after its cursor, oldest first."""
+    async def unread(self, user_id: int, scope: str, limit: int) -> list[StreamLine]:
+        """Memory-worthy messages of a stream after its cursor, oldest first (plain rows)."""
         after = await self.get(user_id, scope)
-        q = select(Message).where(
-            Message.user_id == user_id, col(Message.id) > after, *indexable_message()
+        q = sa.select(*_LINE_COLUMNS).where(
+            col(Message.user_id) == user_id, col(Message.id) > after, *indexable_message()
         )
         if scope.startswith("conv:"):
-            q = q.where(Message.conversation_id == int(scope.split(":", 1)[1]))
+            q = q.where(col(Message.conversation_id) == int(scope.split(":", 1)[1]))
         else:
             _, channel, chat = scope.split(":", 2)
             q = q.where(
                 col(Message.conversation_id).is_(None),
-                Message.channel == channel,
-                Message.chat_id == chat,
+                col(Message.channel) == channel,
+                col(Message.chat_id) == chat,
             )
         q = q.order_by(col(Message.created_at), col(Message.id)).limit(limit)
-        return list((await self.s.exec(q)).all())
+        conn = await connection_of(self.s)
+        return cast("list[StreamLine]", list((await conn.execute(q)).all()))
 
     async def streams_with_unread(self) -> list[tuple[int, str, datetime, int]]:
         """Streams with unread messages: (user id, scope, newest message time, unread count)."""
@@ -212,6 +264,18 @@ class CursorRepo:
         conn = await connection_of(self.s)
         rows = (await conn.execute(q)).all()
         return [(int(r[0]), str(r[1]), _aware(r[2]), int(r[3])) for r in rows]
+
+    async def lines(self, user_id: int, ids: Sequence[int]) -> list[StreamLine]:
+        """This user's messages by id as plain rows of a ``StreamLine``'s columns, oldest first."""
+        if not ids:
+            return []
+        q = (
+            sa.select(*_LINE_COLUMNS)
+            .where(col(Message.user_id) == user_id, col(Message.id).in_(list(ids)))
+            .order_by(col(Message.created_at), col(Message.id))
+        )
+        conn = await connection_of(self.s)
+        return cast("list[StreamLine]", list((await conn.execute(q)).all()))
 
     async def messages(self, user_id: int, ids: Sequence[int]) -> list[Message]:
         """This user's messages by id, oldest first."""

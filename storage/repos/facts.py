@@ -6,11 +6,13 @@ import hashlib
 import re
 from datetime import datetime
 
+import sqlalchemy as sa
 from sqlalchemy import bindparam
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Fact, utcnow
+from storage.repos._conn import connection_of
 
 
 def fact_hash(text: str) -> str:
@@ -28,6 +30,16 @@ _ACTIVE = (
     )
     .order_by(col(Fact.id))
 )
+_PROMPT_LINES = (
+    sa.select(col(Fact.text), col(Fact.category))
+    .where(
+        col(Fact.user_id) == bindparam("user_id"),
+        col(Fact.forgotten_at).is_(None),
+        col(Fact.superseded_by).is_(None),
+    )
+    .order_by(col(Fact.id))
+)
+"""Every turn's prompt reads the user's facts through this: two columns, not ORM objects."""
 
 
 class FactRepo:
@@ -98,6 +110,12 @@ class FactRepo:
             Fact.category == category,
         )
         return list((await self.s.exec(q.order_by(col(Fact.id)))).all())
+
+    async def prompt_lines(self, user_id: int) -> list[tuple[str, str]]:
+        """(text, category) of the user's current facts, oldest first (``active``'s rows)."""
+        conn = await connection_of(self.s)
+        rows = (await conn.execute(_PROMPT_LINES, {"user_id": user_id})).all()
+        return [(str(r[0]), str(r[1])) for r in rows]
 
     async def forget(self, user_id: int, fact_id: int, now: datetime | None = None) -> Fact | None:
         """Forget one of this user's facts; None if it is not theirs or does not exist."""

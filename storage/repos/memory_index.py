@@ -75,26 +75,60 @@ def _add_statement(dialect: str) -> Any:
 MessageColumns = sa.Row[Any]
 """A message read as the columns its index row is made of (``id``, ``text``, ``meta``...)."""
 
-_INDEXABLE = (
-    sa.select(
-        col(Message.id),
-        col(Message.user_id),
-        col(Message.conversation_id),
-        col(Message.channel),
-        col(Message.external_id),
-        col(Message.text),
-        col(Message.meta),
-        col(Message.created_at),
-    )
-    .where(
-        col(Message.user_id) == sa.bindparam("user_id"),
-        col(Message.id).in_(sa.bindparam("ids", expanding=True)),
-        *indexable_message(),
-    )
-    .order_by(col(Message.id))
-)
-"""Built once: every turn's hook reads its own message through it (the columns an index
-row is made of, not ORM objects)."""
+
+def _meta_text(key: str) -> Any:
+    """A message's ``meta[key]`` as text ('' when absent or empty), in SQL."""
+    return sa.func.coalesce(sa.cast(col(Message.meta)[key].as_string(), sa.String), "")
+
+
+def _first_said(*values: Any) -> Any:
+    """The first of ``values`` that is not empty (SQL's ``a or b or c`` on text)."""
+    return sa.func.coalesce(*(sa.func.nullif(v, "") for v in values[:-1]), values[-1])
+
+
+_INDEX_FROM_MESSAGES: dict[str, Any] = {}
+
+
+def _index_statement(dialect: str) -> Any:
+    """INSERT INTO memoryitem ... SELECT ... FROM message ... RETURNING, built once.
+
+    The turn hook's index row in one statement: the same columns ``message_row`` makes in
+    Python (speaker from the meta's speaker or sender name, "ambient" for a device; the
+    reference from the meta's import id, the channel's id, else the row id), for the given
+    messages that are memory, skipping those already indexed; the new rows come back.
+    """
+    stmt = _INDEX_FROM_MESSAGES.get(dialect)
+    if stmt is None:
+        items = MemoryItem.__table__  # type: ignore[attr-defined]
+        device = sa.case((col(Message.channel) == "device", "ambient"), else_="")
+        rows = sa.select(
+            col(Message.user_id),
+            sa.literal("message"),
+            col(Message.id),
+            col(Message.created_at),
+            sa.null(),
+            col(Message.conversation_id),
+            sa.func.coalesce(col(Message.channel), ""),
+            _first_said(_meta_text("speaker"), _meta_text("sender_name"), device),
+            _first_said(
+                _meta_text("import_id"),
+                sa.func.coalesce(col(Message.external_id), ""),
+                sa.cast(col(Message.id), sa.String),
+            ),
+            col(Message.text),
+            sa.false(),
+        ).where(
+            col(Message.user_id) == sa.bindparam("user_id"),
+            col(Message.id).in_(sa.bindparam("ids", expanding=True)),
+            *indexable_message(),
+        )
+        stmt = _INDEX_FROM_MESSAGES[dialect] = (
+            dialect_insert(dialect, items)
+            .from_select(list(_ITEM_COLUMNS), rows)
+            .on_conflict_do_nothing(index_elements=["kind", "source_id"])
+            .returning(items.c.id, items.c.text, items.c.speaker)
+        )
+    return stmt
 
 
 class MemoryIndexRepo:
@@ -147,18 +181,20 @@ class MemoryIndexRepo:
             q = q.where(Message.user_id == user_id)
         return list((await self.s.exec(q)).all())
 
-    async def indexable_messages(
+    async def index_from_messages(
         self, user_id: int, message_ids: Sequence[int]
-    ) -> list[MessageColumns]:
-        """Those of these messages of the user that are memory (see ``indexable_message``).
+    ) -> list[tuple[int, str, str]]:
+        """Index those of these messages that are memory and not indexed yet, in one statement.
 
-        Rows with what an index row needs (``id``, ``text``, ``meta``, ...), oldest first.
+        Returns (item id, text, speaker) of each new row; a message already indexed (by the
+        background pass) is left alone and not returned.
         """
         if not message_ids:
             return []
         conn = await connection_of(self.s)
         params = {"user_id": user_id, "ids": list(message_ids)}
-        return list((await conn.execute(_INDEXABLE, params)).all())
+        rows = (await conn.execute(_index_statement(conn.dialect.name), params)).all()
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     async def unembedded_messages(
         self, user_id: int, message_ids: Sequence[int], model: str, *, kind: str = "message"

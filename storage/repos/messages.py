@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -65,6 +66,20 @@ _CONVERSATION = select(Conversation).where(
     col(Conversation.id) == sa.bindparam("conv_id"),
     col(Conversation.user_id) == sa.bindparam("user_id"),
 )
+_THREAD_STATE = sa.select(
+    _CONVERSATIONS.c.id,
+    _CONVERSATIONS.c.user_id,
+    _CONVERSATIONS.c.channel,
+    _CONVERSATIONS.c.chat_id,
+    _CONVERSATIONS.c.thread_id,
+    _CONVERSATIONS.c.title,
+    _CONVERSATIONS.c.summary,
+    _CONVERSATIONS.c.summary_through,
+).where(
+    _CONVERSATIONS.c.id == sa.bindparam("conv_id"),
+    _CONVERSATIONS.c.user_id == sa.bindparam("user_id"),
+)
+"""Every turn reads its thread's title and running summary through this: a plain row."""
 _SAVE_THREAD = (
     sa.update(_CONVERSATIONS)
     .where(
@@ -114,6 +129,42 @@ class HistoryRow(Protocol):
     @property
     def tool_call_id(self) -> str | None:
         """A tool row's call id."""
+
+
+class ThreadState(Protocol):
+    """What a turn reads of its conversation (a ``Conversation``, or a plain row of these)."""
+
+    @property
+    def id(self) -> int | None:
+        """The conversation's id."""
+
+    @property
+    def user_id(self) -> int:
+        """Whose conversation it is."""
+
+    @property
+    def channel(self) -> str:
+        """Its channel."""
+
+    @property
+    def chat_id(self) -> str:
+        """Its chat."""
+
+    @property
+    def thread_id(self) -> str:
+        """The thread (Slack) or topic (Telegram) within the chat; "" for the chat itself."""
+
+    @property
+    def title(self) -> str | None:
+        """The thread's name."""
+
+    @property
+    def summary(self) -> str | None:
+        """Older turns of the thread in short."""
+
+    @property
+    def summary_through(self) -> int | None:
+        """The id of the newest message the summary covers."""
 
 
 class MessageRepo:
@@ -475,7 +526,7 @@ class MessageRepo:
         rows.reverse()
         return rows
 
-    async def thread_parent(self, conv: Conversation) -> Message | None:
+    async def thread_parent(self, conv: ThreadState) -> Message | None:
         """The message a thread hangs from, kept in its chat's main conversation, if stored.
 
         A Slack thread's id is its parent message's ts: the person's own message or one of
@@ -649,6 +700,13 @@ class ConversationRepo:
             _CONVERSATION, params={"conv_id": conversation_id, "user_id": user_id}
         )
         return res.first()
+
+    async def thread_state(self, user_id: int, conversation_id: int) -> ThreadState | None:
+        """The user's conversation's title and summary as a plain row (None when not theirs)."""
+        conn = await connection_of(self.s)
+        params = {"conv_id": conversation_id, "user_id": user_id}
+        row = (await conn.execute(_THREAD_STATE, params)).first()
+        return typing.cast("ThreadState | None", row)
 
     async def save_thread(
         self,

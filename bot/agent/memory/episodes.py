@@ -12,14 +12,14 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from storage.db import Database
-from storage.models import Episode, Message
-from storage.repos.episodes import CursorRepo, EpisodeRepo, scope_of
+from storage.models import Episode
+from storage.repos.episodes import CursorRepo, EpisodeRepo, StreamLine, scope_of
 from storage.search.fulltext import fts_terms
 
 CHANNEL_WORDS = {"device": "Overheard", "import": "Imported chat", "console": "Chat"}
 
 
-def speaker_of(msg: Message) -> str:
+def speaker_of(msg: StreamLine) -> str:
     """Who said a message, as people would name them ("me" for the user)."""
     meta = msg.meta or {}
     name = str(meta.get("speaker") or "")
@@ -29,14 +29,14 @@ def speaker_of(msg: Message) -> str:
 
 
 def segment(
-    msgs: Sequence[Message], gap: timedelta, after: datetime | None = None
-) -> list[list[Message]]:
+    msgs: Sequence[StreamLine], gap: timedelta, after: datetime | None = None
+) -> list[list[StreamLine]]:
     """Split time-ordered messages wherever ``gap`` passes without one.
 
     ``after`` is the end of the previous episode: a first group that starts within ``gap`` of
     it continues that episode (the caller merges it).
     """
-    groups: list[list[Message]] = []
+    groups: list[list[StreamLine]] = []
     last = after
     for msg in msgs:
         if not groups or last is None or msg.created_at - last > gap:
@@ -47,7 +47,7 @@ def segment(
 
 
 def deterministic_summary(
-    msgs: Sequence[Message], tz: ZoneInfo
+    msgs: Sequence[StreamLine], tz: ZoneInfo
 ) -> tuple[str, str, list[str], list[str]]:
     """(title, summary, people, topics) made without a model."""
     people = list(dict.fromkeys(s for s in map(speaker_of, msgs) if s not in ("me", "ambient")))
@@ -75,8 +75,8 @@ class EpisodeBuilder:
         self.gap = timedelta(minutes=gap_minutes)
 
     async def add(
-        self, user_id: int, msgs: Sequence[Message], tz: ZoneInfo
-    ) -> list[tuple[Episode, list[Message]]]:
+        self, user_id: int, msgs: Sequence[StreamLine], tz: ZoneInfo
+    ) -> list[tuple[Episode, list[StreamLine]]]:
         """File ``msgs`` (one stream, time-ordered) into episodes.
 
         Returns each touched episode with the new messages that went into it.
@@ -84,7 +84,7 @@ class EpisodeBuilder:
         if not msgs:
             return []
         scope = scope_of(msgs[0])
-        out: list[tuple[Episode, list[Message]]] = []
+        out: list[tuple[Episode, list[StreamLine]]] = []
         async with self.db.session() as s:
             repo = EpisodeRepo(s)
             last = await repo.last_in_scope(user_id, scope)
@@ -97,7 +97,7 @@ class EpisodeBuilder:
                 if continues and last is not None:
                     last.source_message_ids = [*(last.source_message_ids or []), *ids]
                     last.end_at = max(last.end_at, group[-1].created_at)
-                    everything = await CursorRepo(s).messages(user_id, last.source_message_ids)
+                    everything = await CursorRepo(s).lines(user_id, last.source_message_ids)
                     title, summary, people, topics = deterministic_summary(everything, tz)
                     last.title, last.summary, last.people, last.topics = (
                         title,

@@ -21,8 +21,8 @@ from bot.agent.memory.episodes import EpisodeBuilder, speaker_of
 from bot.agent.memory.facts import CATEGORIES, FactDecision, FactKeeper
 from bot.agent.memory.index import MemoryIndex
 from bot.errors import AgentError
-from storage.models import Episode, Message
-from storage.repos.episodes import CursorRepo, EpisodeRepo, scope_of
+from storage.models import Episode
+from storage.repos.episodes import CursorRepo, EpisodeRepo, StreamLine, scope_of
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ RETRY_BASE = timedelta(minutes=1)
 SUMMARY_ONLY = '\nThis is imported history: return "facts": [].'
 
 
-def _data_block(msgs: Sequence[Message], new_ids: set[int], tz: ZoneInfo) -> str:
+def _data_block(msgs: Sequence[StreamLine], new_ids: set[int], tz: ZoneInfo) -> str:
     lines = []
     for n, m in enumerate(msgs, 1):
         item = {
@@ -142,7 +142,7 @@ class Extractor:
     async def summarize(
         self,
         ep: Episode,
-        new: Sequence[Message],
+        new: Sequence[StreamLine],
         tz: ZoneInfo,
         now: datetime,
         *,
@@ -155,7 +155,7 @@ class Extractor:
         async with self.db.session() as s:
             # Only the lines the model will see: an open episode's list keeps growing.
             ids = (ep.source_message_ids or [])[-self.max_lines :]
-            msgs = await CursorRepo(s).messages(ep.user_id, ids)
+            msgs = await CursorRepo(s).lines(ep.user_id, ids)
         msgs = msgs[-self.max_lines :]
         facts = facts and ep.channel != "import"  # imported history: summaries only
         new_ids = {m.id for m in new if m.id is not None}
@@ -209,7 +209,7 @@ class Extractor:
         self,
         user_id: int,
         raw: object,
-        msgs: Sequence[Message],
+        msgs: Sequence[StreamLine],
         new_ids: set[int],
         now: datetime,
     ) -> list[FactDecision]:
@@ -263,7 +263,7 @@ class Extractor:
             if ep.channel == "import":
                 continue  # imported history keeps its stand-in summary (no model cost)
             async with self.db.session() as s:
-                msgs = await CursorRepo(s).messages(ep.user_id, ep.source_message_ids or [])
+                msgs = await CursorRepo(s).lines(ep.user_id, ep.source_message_ids or [])
             tz = tz_of.get(ep.user_id, ZoneInfo("UTC"))
             ok = await self.summarize(ep, msgs, tz, now, facts=ep.channel != "import")
             if not ok:

@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.agent.memory.embeddings import Embedder
 from bot.errors import EmbeddingError
 from storage.db import Database
 from storage.models import DocumentChunk, Episode, Fact, JournalEntry, MemoryItem, Message
-from storage.repos.memory_index import MemoryIndexRepo, MessageColumns
+from storage.repos.memory_index import MemoryIndexRepo, MessageColumns, embed_text
 from storage.search import FullTextIndex, VectorIndex, full_text_for, vector_index_for
 from storage.search.corpus import Corpus, CorpusCache, Mentions
 from storage.search.termcache import TermStore
@@ -227,15 +228,21 @@ class MemoryIndex:
         rows with ``embed_items``, batched. Short messages (greetings, "ok") are left to the
         background pass: a vector of "hi" is not worth a model call per turn.
         """
-        model = self.embedder.model_id
         async with self.db.session() as s:
-            repo = MemoryIndexRepo(s)
-            msgs = await repo.indexable_messages(user_id, message_ids)
-            if not msgs:
-                return []
-            await repo.add([message_row(m) for m in msgs])
-            worth = [m.id for m in msgs if m.id is not None and worth_embedding(m.text)]
-            return await repo.unembedded_messages(user_id, worth, model) if worth else []
+            return await self.index_messages_in(s, user_id, message_ids)
+
+    @staticmethod
+    async def index_messages_in(
+        s: AsyncSession, user_id: int, message_ids: Sequence[int]
+    ) -> list[tuple[int, int, str]]:
+        """``index_messages`` in the caller's unit of work (a turn's own commit)."""
+        # One statement: the rows are made from the messages in the database itself.
+        added = await MemoryIndexRepo(s).index_from_messages(user_id, message_ids)
+        return [
+            (item_id, user_id, embed_text("message", speaker, text))
+            for item_id, text, speaker in added
+            if worth_embedding(text)
+        ]
 
     async def embed_items(self, todo: list[tuple[int, int, str]]) -> bool:
         """Embed and store (item id, user id, text) rows; False when the embedder failed."""

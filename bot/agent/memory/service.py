@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
+
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.agent.llm import LLM
 from bot.agent.memory.embeddings import Embedder
@@ -33,6 +36,9 @@ from storage.repos.messages import MessageRepo
 from storage.repos.users import UserRepo
 
 log = logging.getLogger(__name__)
+
+MAX_INDEXED_WAITING = 1000
+"""Turns' index entries kept for their hooks at most (a failed commit leaves one behind)."""
 
 
 @dataclass(slots=True)
@@ -82,6 +88,9 @@ class MemoryService:
         self._embedding: asyncio.Task[None] | None = None
         """The task embedding ``_to_embed`` (one at a time, batched)."""
         self._run_lock = asyncio.Lock()
+        self._indexed: dict[int, list[tuple[int, int, str]]] = {}
+        """Inbound message ids indexed in their turn's own commit (``index_with_turn``), with
+        what is left to embed; the turn hook takes them from here instead of the database."""
 
     async def index_pending(self, user_id: int | None = None, *, embed: bool = True) -> int:
         """Index every not-yet-indexed message (public: pendant and import call it too).
@@ -112,7 +121,9 @@ class MemoryService:
         """
         # Only the turn's own message: a scan for everything unindexed would cost more the
         # longer the history (the background pass catches what other paths stored).
-        todo = await self.index.index_messages(turn.user_id, [turn.inbound_id])
+        todo = self._indexed.pop(turn.inbound_id, None)
+        if todo is None:  # not indexed with its turn (a command, a fixed reply, the LLM down)
+            todo = await self.index.index_messages(turn.user_id, [turn.inbound_id])
         if todo:
             # Awaited (the next turn finds it by meaning too), but shared: turns arriving
             # together have their messages embedded in one model call.
@@ -136,6 +147,24 @@ class MemoryService:
             task = asyncio.create_task(self._extract_quietly(turn.user_id, scope))
             self._jobs.add(task)
             task.add_done_callback(self._jobs.discard)
+
+    def index_with_turn(
+        self, user_id: int, message_id: int
+    ) -> Callable[[AsyncSession], Awaitable[None]]:
+        """A write indexing the turn's inbound message in the turn's own commit.
+
+        One unit of work fewer per message: the turn hook then only embeds what it left.
+        Should that commit fail, the hook never runs for the turn; the entry is dropped when
+        many are left behind, and the hook of a later turn or the background pass indexes it.
+        """
+
+        async def write(s: AsyncSession) -> None:
+            todo = await self.index.index_messages_in(s, user_id, [message_id])
+            while len(self._indexed) >= MAX_INDEXED_WAITING:
+                self._indexed.pop(next(iter(self._indexed)))
+            self._indexed[message_id] = todo
+
+        return write
 
     def _queue_embedding(self, todo: list[tuple[int, int, str]]) -> asyncio.Task[None]:
         """Many turns' messages in one model call (group commit); the task that embeds them.
