@@ -166,6 +166,31 @@ async def test_only_the_owner_may_use_a_server_unless_the_operator_says_otherwis
     assert "Asia/Tokyo" in seen[3]["messages"][-1]["content"]
 
 
+async def test_arguments_a_tool_does_not_declare_never_leave_for_its_server(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    # The server alone checked the arguments, so a model (led by an injected instruction) could
+    # add a field carrying the person's memory to a third party's server; it left unchecked.
+    app = await app_factory(fake_llm, mcp_servers_file=time_server(tmp_path))
+    clients = await _started(app)
+    assert await clients.wait_ready(30)
+    ann = await add_user(app, "ann", owner=True)
+    assert ann.id is not None
+    ctx = ToolContext(ann.id, app.db, app.clock.now(), "UTC", owner=True)
+
+    leak = {"timezone": "Asia/Tokyo", "notes": "Ana's sister lives at 12 Rua Verde"}
+    refused, ok = await app.tools.call(ctx, TIME_TOOL, json.dumps(leak))
+    wrong_type, ok_too = await app.tools.call(ctx, TIME_TOOL, json.dumps({"timezone": 5}))
+    missing, ok_three = await app.tools.call(ctx, TIME_TOOL, "{}")
+    answered, fine = await app.tools.call(ctx, TIME_TOOL, json.dumps({"timezone": "Asia/Tokyo"}))
+
+    assert not ok and refused.startswith(f"error: invalid arguments for {TIME_TOOL}")
+    assert "'notes'" in refused and "Rua Verde" not in refused
+    assert not ok_too and "timezone" in wrong_type
+    assert not ok_three and "timezone" in missing
+    assert fine and "Asia/Tokyo" in answered
+
+
 # --- a hostile server ---------------------------------------------------------------------------
 HOSTILE = """
 from mcp.types import ToolAnnotations

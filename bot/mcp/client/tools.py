@@ -21,7 +21,7 @@ from typing import Any
 
 from mcp.types import CallToolResult
 from mcp.types import Tool as McpTool
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from bot.agent.tools.base import Tool, ToolContext
 from bot.errors import ToolError
@@ -40,9 +40,46 @@ _NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class AnyArguments(BaseModel):
-    """Whatever JSON object the model sends: the server checks it against its own schema."""
+    """A JSON object for an outside tool; ``arguments_for`` checks it against the tool's schema."""
 
     model_config = ConfigDict(extra="allow")
+
+
+def arguments_for(schema: dict[str, Any]) -> type[AnyArguments] | None:
+    """The arguments model of a tool with this JSON Schema; None when the schema is unusable.
+
+    Checked here, before anything leaves: the server's own check would come too late for a
+    field it ignores, and a model led by text it read could put the person's memory in one.
+    A name the schema does not declare is refused unless the schema explicitly allows others.
+    """
+    from jsonschema import SchemaError  # noqa: PLC0415  (only when servers are configured)
+    from jsonschema.validators import validator_for  # noqa: PLC0415
+
+    try:
+        kind = validator_for(schema)
+        kind.check_schema(schema)
+    except SchemaError:
+        return None
+    validator = kind(schema)
+    declared = frozenset(schema.get("properties") or {})
+    others_allowed = schema.get("additionalProperties") not in (None, False)
+
+    class Arguments(AnyArguments):
+        @model_validator(mode="before")
+        @classmethod
+        def _as_declared(cls, data: Any) -> Any:
+            if isinstance(data, dict):
+                extra = sorted(str(k) for k in data if k not in declared)
+                if extra and not others_allowed:
+                    names = ", ".join(repr(k) for k in extra)
+                    raise ValueError(f"not arguments this tool takes: {names}")
+                problem = next(iter(validator.iter_errors(data)), None)
+                if problem is not None:
+                    where = ".".join(str(p) for p in problem.absolute_path) or "arguments"
+                    raise ValueError(f"{where}: {problem.message}")
+            return data
+
+    return Arguments
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -102,6 +139,9 @@ def adapt(conn: ServerConnection, tool: McpTool, group: str) -> Tool | None:
     schema: dict[str, Any] = dict(tool.input_schema or {})
     if schema.get("type") != "object" or len(json.dumps(schema)) > MAX_SCHEMA:
         return None
+    arguments = arguments_for(schema)
+    if arguments is None:
+        return None
     server = conn.spec.name
     description = (tool.description or tool.title or tool.name).strip()
     if len(description) > MAX_DESCRIPTION:
@@ -120,7 +160,7 @@ def adapt(conn: ServerConnection, tool: McpTool, group: str) -> Tool | None:
     return Tool(
         name=tool_name(server, tool.name),
         description=f"[{server} MCP server] {description}",
-        params=AnyArguments,
+        params=arguments,
         run=run,
         label=f"Asking {server}…",
         read_only=bool(annotations is not None and annotations.read_only_hint),
