@@ -261,6 +261,50 @@ async def test_a_feed_with_unreadable_events_is_read_without_them_and_says_how_m
     assert events["Standup"].start_at == datetime(2025, 6, 3, 14, 0, tzinfo=UTC)
 
 
+ZONED = (
+    "BEGIN:VTIMEZONE\r\nTZID:Office Time\r\nBEGIN:STANDARD\r\nDTSTART:19700101T000000\r\n"
+    "TZOFFSETFROM:+0300\r\nTZOFFSETTO:+0300\r\nTZNAME:OT\r\nEND:STANDARD\r\nEND:VTIMEZONE\r\n"
+)
+"""A zone the file defines itself (a fixed UTC+3 nobody's database names)."""
+
+
+async def test_an_outlook_zone_name_and_a_zone_only_the_file_defines_keep_their_hour(
+    tmp_path: Path, fake_feed: FakeFeed
+) -> None:
+    # Outlook names zones the Windows way ("W. Europe Standard Time"); other apps name a zone
+    # only in the file's VTIMEZONE. Either read as UTC would show the event at the wrong hour.
+    events = _vevent(
+        "outlook@t",
+        "DTSTART;TZID=W. Europe Standard Time:20250603T090000",
+        "DURATION:PT1H",
+        "SUMMARY:Outlook meeting",
+    ) + _vevent(
+        "office@t",
+        "DTSTART;TZID=Office Time:20250603T090000",
+        "DURATION:PT1H",
+        "SUMMARY:Office meeting",
+    )
+    fake_feed.body = (
+        f"BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\n{ZONED}{events}END:VCALENDAR\r\n"
+    ).encode()
+    async with jobs_app(tmp_path, ManualClock(NOW), calendar_allow_private=True) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await make_user(app, "ana", timezone="America/New_York")
+        assert ana.id is not None
+        added = await app.dispatcher.handle(
+            make_inbound(f"/calendar add {fake_feed.url} Work", sender="ana")
+        )
+        async with app.db.session() as s:
+            found = {e.title: e.start_at for e in await CalendarRepo(s).all_events(ana.id)}
+
+    assert added.reply is not None and "2 event(s) read" in added.reply
+    # 09:00 in Berlin's summer (UTC+2) and 09:00 at UTC+3; not 09:00 UTC, nor New York's.
+    assert found == {
+        "Outlook meeting": datetime(2025, 6, 3, 7, 0, tzinfo=UTC),
+        "Office meeting": datetime(2025, 6, 3, 6, 0, tzinfo=UTC),
+    }
+
+
 async def test_a_calendar_whose_server_answers_garbage_fails_alone(
     tmp_path: Path, fake_feed: FakeFeed
 ) -> None:
