@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from bot.app.build import App
 from bot.jobs.localtime import clock_change_note
 from bot.jobs.reminders.phrases import (
     PhraseError,
@@ -32,6 +33,13 @@ LISBON = ZoneInfo("Europe/Lisbon")
 NOW = datetime(2025, 6, 3, 10, 0, tzinfo=NY)  # Tuesday 10:00 EDT (15:00 in Lisbon)
 
 
+async def reply_to(app: App, text: str, who: str = "ana") -> str:
+    """What lifebot answers ``who``'s chat message ``text`` (a command's reply)."""
+    reply = (await app.dispatcher.handle(make_inbound(text, sender=who))).reply
+    assert reply is not None
+    return reply
+
+
 def fired(channel: RecordingChannel) -> list[str]:
     """The reminder pushes the user got, in order."""
     return [m.text for m in channel.sent if m.kind == "reminder"]
@@ -48,23 +56,18 @@ async def test_repeating_reminders_follow_a_new_time_zone_and_one_offs_keep_thei
         await make_user(app, "ana", timezone="America/New_York")
         jobs = jobs_of(app)
 
-        async def say(text: str) -> str:
-            reply = (await app.dispatcher.handle(make_inbound(text, sender="ana"))).reply
-            assert reply is not None
-            return reply
-
-        await say("/remind every day at 8am to take vitamins")
-        await say("/remind every first Monday of the month at 9 to pay rent")
-        await say("/remind tomorrow at 11am to call the bank")  # 16:00 in Lisbon
-        moved = await say("/tz Europe/Lisbon")
-        listing = await say("/reminders")
+        await reply_to(app, "/remind every day at 8am to take vitamins")
+        await reply_to(app, "/remind every first Monday of the month at 9 to pay rent")
+        await reply_to(app, "/remind tomorrow at 11am to call the bank")  # 16:00 in Lisbon
+        moved = await reply_to(app, "/tz Europe/Lisbon")
+        listing = await reply_to(app, "/reminders")
         for hour in range(6, 18):  # Wednesday in Lisbon, hour by hour
             await jobs.plan_and_send(clock.set(datetime(2025, 6, 4, hour, 0, tzinfo=LISBON)))
         wednesday = fired(fake)
         # The agent's own set_timezone tool changes the zone through the repo: followed too.
         async with app.db.session() as s:
             await UserRepo(s).set_timezone(1, "America/New_York")
-        back = await say("/reminders")
+        back = await reply_to(app, "/reminders")
 
     assert "repeating reminders keep their local times" in moved
     assert listing.splitlines() == [
@@ -86,14 +89,9 @@ async def test_odd_numbers_in_reminder_commands_get_plain_words_and_touch_nothin
         await make_user(app, "ana", timezone="America/New_York")
         await make_user(app, "bob", timezone="Europe/Lisbon")
 
-        async def say(text: str, who: str = "ana") -> str:
-            reply = (await app.dispatcher.handle(make_inbound(text, sender=who))).reply
-            assert reply is not None
-            return reply
-
-        await say("/remind tomorrow at 9 to water the plants")  # Ana's #1
+        await reply_to(app, "/remind tomorrow at 9 to water the plants")  # Ana's #1
         replies = {
-            text: await say(text)
+            text: await reply_to(app, text)
             for text in (
                 "/reminders cancel ²",
                 "/reminders cancel 99999999999999999999999",
@@ -102,8 +100,8 @@ async def test_odd_numbers_in_reminder_commands_get_plain_words_and_touch_nothin
                 "/remind every 99999999999 hours to stretch",
             )
         }
-        strangers = await say("/reminders cancel 1", "bob")
-        still = await say("/reminders")
+        strangers = await reply_to(app, "/reminders cancel 1", "bob")
+        still = await reply_to(app, "/reminders")
 
     assert replies == {
         "/reminders cancel ²": "Usage: /reminders cancel ID (send /reminders to see the ids)",
@@ -136,21 +134,16 @@ async def test_a_time_the_clocks_skip_or_repeat_is_explained_in_the_confirmation
         await make_user(app, "ana", timezone="America/New_York")
         jobs = jobs_of(app)
 
-        async def say(text: str) -> str:
-            reply = (await app.dispatcher.handle(make_inbound(text, sender="ana"))).reply
-            assert reply is not None
-            return reply
-
-        skipped = await say("/remind tomorrow at 2:30am to take the bread out")
-        daily = await say("/remind every day at 2:30am to check the boiler")
-        plain = await say("/remind tomorrow at 4am to leave")
+        skipped = await reply_to(app, "/remind tomorrow at 2:30am to take the bread out")
+        daily = await reply_to(app, "/remind every day at 2:30am to check the boiler")
+        plain = await reply_to(app, "/remind tomorrow at 4am to leave")
         await jobs.plan_and_send(clock.set(datetime(2026, 3, 8, 7, 29, tzinfo=UTC)))
         before = fired(fake)
         await jobs.plan_and_send(clock.set(datetime(2026, 3, 8, 7, 30, tzinfo=UTC)))  # 03:30 EDT
         at_half_three = fired(fake)[len(before) :]
 
         clock.set(datetime(2026, 10, 31, 12, 0, tzinfo=NY))  # clocks go back Sunday 02:00
-        twice = await say("/remind tomorrow at 1:30am to call Tokyo")
+        twice = await reply_to(app, "/remind tomorrow at 1:30am to call Tokyo")
         await jobs.plan_and_send(clock.set(datetime(2026, 11, 1, 5, 30, tzinfo=UTC)))  # 01:30 EDT
         first_half_one = fired(fake)[-1]
 
@@ -211,15 +204,10 @@ async def test_a_user_with_a_thousand_reminders_is_told_to_cancel_some_and_lists
                     )
                 )
 
-        async def say(text: str) -> str:
-            reply = (await app.dispatcher.handle(make_inbound(text, sender="ana"))).reply
-            assert reply is not None
-            return reply
-
-        refused = await say("/remind tomorrow at 9 to call mom")
-        listing = await say("/reminders")
-        await say("/reminders cancel 1")
-        taken = await say("/remind tomorrow at 9 to call mom")
+        refused = await reply_to(app, "/remind tomorrow at 9 to call mom")
+        listing = await reply_to(app, "/reminders")
+        await reply_to(app, "/reminders cancel 1")
+        taken = await reply_to(app, "/remind tomorrow at 9 to call mom")
         async with app.db.session() as s:
             active = await ReminderRepo(s).active(user.id)
 
