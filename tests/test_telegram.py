@@ -44,11 +44,13 @@ def last_user_text(body: dict[str, Any]) -> str:
 
 
 def agent_requests(llm: FakeLLM) -> list[dict[str, Any]]:
-    """Chat requests of agent turns (not the router's classification)."""
+    """Chat requests of agent turns (not the router's classification, nor the calendar-plan
+    finder, which runs beside a turn and may come after it)."""
+    side_tasks = ("Classify the user's message", "You find concrete plans")
     return [
         r
         for r in llm.chat_requests
-        if "Classify the user's message" not in str(r["messages"][0]["content"])
+        if not any(task in str(r["messages"][0]["content"]) for task in side_tasks)
     ]
 
 
