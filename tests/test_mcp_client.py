@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 from datetime import UTC, datetime
@@ -266,6 +267,7 @@ import anyio
 from mcp.types import ToolAnnotations
 
 RO = ToolAnnotations(read_only_hint=True)
+WIRE = os.dup(1)  # the pipe to lifebot, taken before the SDK moves print() off it
 
 @server.tool(annotations=RO)
 async def hang() -> str:
@@ -284,6 +286,15 @@ async def garbage() -> str:
     '''Writes something that is not JSON-RPC on the wire, then nothing.'''
     sys.stdout.write("}} not json {{\\n")
     sys.stdout.flush()
+    await anyio.sleep(3600)
+    return "late"
+
+@server.tool(annotations=RO)
+async def flood() -> str:
+    '''Writes one line that never ends (256 MB and counting), then nothing.'''
+    chunk = b"x" * (1 << 20)
+    for _ in range(256):
+        await anyio.to_thread.run_sync(os.write, WIRE, chunk)
     await anyio.sleep(3600)
     return "late"
 
@@ -367,6 +378,68 @@ async def test_a_server_that_hangs_or_writes_garbage_costs_at_most_its_deadline(
         await clients.stop()
 
 
+async def test_a_server_writing_a_line_that_never_ends_neither_stalls_lifebot_nor_fills_its_memory(
+    tmp_path: Path,
+) -> None:
+    """A server (buggy or hostile) that writes one endless line is cut off at a size cap.
+
+    Read whole, the line would be held in memory and joined again with every chunk read,
+    on the event loop: every chat of every user would stall while it grew.
+    """
+    clients, registry = await misbehaving(tmp_path)
+    gaps: list[float] = []
+    stop = asyncio.Event()
+
+    async def ticker() -> None:  # what every other user's turn needs: a loop that turns
+        last = time.monotonic()
+        while not stop.is_set():
+            await asyncio.sleep(0.02)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    tick = asyncio.create_task(ticker())
+    try:
+        rss_before, cpu_before = _rss_mb(), time.process_time()
+        began = time.monotonic()
+        text, ok = await registry.call(ctx(tmp_path), "mcp__bad__flood", "{}")
+        took = time.monotonic() - began
+        assert not ok and "closed the connection" in text, text
+        assert took < DEADLINE, took
+        await asyncio.sleep(2)  # what the line would cost lifebot while it keeps coming
+        stop.set()
+        await tick
+        cpu, grown = time.process_time() - cpu_before, _rss_mb() - rss_before
+        print(f"flood: {took:.2f} s, loop gap {max(gaps):.3f} s, cpu {cpu:.2f} s, +{grown:.0f} MB")
+        assert max(gaps) < 0.5, f"the event loop stalled for {max(gaps):.2f} s"
+        assert cpu < 1.5, f"reading the line took {cpu:.2f} s of CPU"
+        assert grown < 48, f"the endless line was held in memory (+{grown:.0f} MB)"
+        with (tmp_path / "mcp" / "bad.log").open("rb") as server_log:
+            server_log.seek(0, os.SEEK_END)
+            server_log.seek(max(0, server_log.tell() - 4000))
+            assert b"longer than 4 MB" in server_log.read()  # the operator can see why
+        conn = clients.connections[0]
+
+        async def answers() -> bool:
+            text, ok = await registry.call(ctx(tmp_path), "mcp__bad__echo", '{"text": "hi"}')
+            return ok and "echo: hi" in text
+
+        deadline = time.monotonic() + 30
+        while not await answers():  # the server is restarted and answers again
+            assert time.monotonic() < deadline, conn.status()
+            await asyncio.sleep(0.2)
+    finally:
+        stop.set()
+        await tick
+        await clients.stop()
+
+
+def _rss_mb() -> float:
+    """This process's resident memory now, in MB (Linux)."""
+    fields = Path("/proc/self/statm").read_text().split()
+    return int(fields[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
 async def test_a_turn_that_calls_a_hanging_server_ends_within_its_deadline(
     app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
@@ -446,6 +519,31 @@ async def test_a_server_that_dies_is_restarted_with_backoff(tmp_path: Path) -> N
         # The first restart waits 1 s, the second 2 s (then 4, 8 ... up to 60).
         assert once >= 1.0 and twice >= 2.0 and twice > once, (once, twice)
         print(f"back after {once:.1f} s, then {twice:.1f} s")
+    finally:
+        await clients.stop()
+
+
+async def test_a_server_whose_program_is_missing_is_named_in_its_status(tmp_path: Path) -> None:
+    config = servers_file(
+        tmp_path,
+        """
+[servers.gone]
+command = "no-such-mcp-server-here"
+users = ["everyone"]
+""",
+    )
+    clients = McpClients(
+        load_servers(config, lambda names: {}, frozenset(intent_words())),
+        tools=ToolRegistry([]),
+        deadline=20,
+        log_dir=tmp_path / "mcp",
+    )
+    clients.start()
+    try:
+        await clients.wait_ready(10)
+        status = clients.connections[0].status()
+        assert status.state != "up"
+        assert "'no-such-mcp-server-here' was not found" in status.detail, status
     finally:
         await clients.stop()
 

@@ -16,6 +16,8 @@ import contextlib
 import logging
 import math
 import os
+import shutil
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -45,6 +47,14 @@ BACKOFF_FIRST, BACKOFF_MAX, STABLE = 1.0, 60.0, 60.0
 """Reconnect after 1 s, doubling to 60 s; a connection that lived STABLE seconds resets it."""
 MAX_TOOLS = 100
 """At most this many tools are taken from one server (its listing is paged)."""
+MAX_MESSAGE_BYTES = 4 << 20
+"""Longest message (one line) a stdio server may write; past it the server is stopped.
+
+A tool's result reaches the model cut to 8,000 characters (``tools.MAX_RESULT``), so 4 MB
+leaves room for any useful message while the SDK's reader (which joins an unfinished line
+again with every read) stays cheap."""
+GUARD = Path(__file__).with_name("stdio_guard.py")
+"""The relay a stdio server runs behind (``stdio_guard.py``: why it is a process)."""
 
 
 class McpUnavailable(Exception):
@@ -226,7 +236,17 @@ class ServerConnection:
         if spec.command:
             errlog = stack.enter_context(_server_log(self.log_dir, spec.name))
             params = StdioServerParameters(
-                command=spec.command, args=list(spec.args), env=dict(spec.env)
+                command=sys.executable,
+                # -I: the relay needs only the standard library; nothing of the environment
+                # changes how it starts (the server itself gets the environment unchanged).
+                args=[
+                    "-I",
+                    str(GUARD),
+                    str(MAX_MESSAGE_BYTES),
+                    _program(spec.command, spec.env.get("PATH")),
+                    *spec.args,
+                ],
+                env=dict(spec.env),
             )
             transport = stdio_client(params, errlog=errlog)
         else:
@@ -266,6 +286,14 @@ class ServerConnection:
             raise McpUnavailable(
                 f"the {name} server failed ({describe(exc)}); it is being restarted"
             ) from exc
+
+
+def _program(command: str, path: str | None) -> str:
+    """The server's program as a path; a missing one is named here, not by the relay."""
+    found = shutil.which(command, path=path)
+    if found is None:
+        raise FileNotFoundError(f"the command {command!r} was not found")
+    return found
 
 
 async def health_check(client: Client) -> None:
