@@ -216,6 +216,47 @@ async def test_every_route_answers_bad_numbers_and_deep_json_with_a_4xx_and_keep
         assert not failures, "\n".join(failures)
 
 
+BAD_TEXTS = ("a%00b", "%ff%fe%c0%af", "x" * 20_000, "..%2F..%2Fetc%2Fpasswd", "%F0%9F")
+"""Already percent-encoded: a NUL, bytes that are not UTF-8, a long text, a path climb, half
+an emoji. A text parameter may find nothing, or refuse, but never fail."""
+
+
+async def test_every_text_parameter_survives_nul_broken_utf8_and_length(
+    owner_app_any_db: App,
+) -> None:
+    """Query and path texts (names, searches, days, kinds) with what no form would send."""
+    owner_app = owner_app_any_db
+    async with _on_the_network(owner_app) as (client, who):
+        failures: list[str] = []
+        tried = 0
+        for rule in _rules(owner_app):
+            for method in _methods(rule):
+                good = who.path(rule)
+                auth = who.headers(rule, good)
+                for where in ("query", "path"):
+                    for name, info in _params(rule.served, where):
+                        if _numeric(info.annotation) or name in ("token", "secret"):
+                            continue
+                        for bad in BAD_TEXTS:
+                            if where == "query":
+                                sep = "&" if "?" in good else "?"
+                                url = f"{good}{sep}{name}={bad}"
+                            else:
+                                url = who.path(rule, {name: bad})
+                            tried += 1
+                            r = await client.request(method, url, headers=auth)
+                            if r.status_code >= 500:
+                                failures.append(
+                                    f"{method} {rule.served.template} {where} {name}="
+                                    f"{bad[:20]}: {r.status_code} {r.text[:200]}"
+                                )
+            health = await client.get("/healthz")
+            assert health.status_code == 200, f"stopped answering after {rule.served.template}"
+        print(f"{tried} requests with bad texts")
+        assert tried > 20
+        assert not failures, "\n".join(failures)
+
+
 @asynccontextmanager
 async def _on_the_network(
     application: App,
