@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from sqlmodel import select
 
@@ -122,6 +123,40 @@ async def test_unverified_request_gets_401_and_nothing_happens(
     assert fake_llm.requests == []
     assert http.fake.posted == []
     assert await stored_inbound(http.app) == []
+
+
+@pytest.mark.parametrize(
+    ("timestamp", "signature"),
+    [
+        ("abc", None),
+        ("1e3", None),
+        ("", None),
+        ("\uff11\uff12\uff13", None),  # digits, but not ASCII ones (full-width)
+        (None, "v0=é"),  # not ASCII: the library's compare_digest raised on it
+        (None, "v0=" + "0" * 64 + "x" * 5000),
+    ],
+)
+async def test_a_malformed_signature_header_gets_401_not_a_crash(
+    http: Slack, fake_llm: FakeLLM, timestamp: str | None, signature: str | None
+) -> None:
+    """Anyone on the network can send these; the library raised on them (a 500)."""
+    raw = json.dumps(dm_event("hello")).encode()
+    ts = timestamp if timestamp is not None else str(int(time.time()))
+    headers = {
+        "X-Slack-Request-Timestamp": ts.encode(),
+        "X-Slack-Signature": (signature or sign(SIGNING_SECRET, int(time.time()), raw)).encode(),
+        "Content-Type": "application/json",
+    }
+    async with httpx.AsyncClient() as client:
+        r = await client.post(http.url, content=raw, headers=headers)
+    assert r.status_code == 401, r.text
+    assert r.json() == {"error": "invalid request"}  # as for any other unverified request
+    assert fake_llm.requests == []
+    assert await stored_inbound(http.app) == []
+    # ...and a good request right after is still answered.
+    answer(fake_llm, say("Hi Ana."))
+    assert await http.post(dm_event("hello again")) == 200
+    assert http.fake.texts(ANA_DM) == ["Hi Ana."]
 
 
 async def test_url_verification_challenge_is_answered(http: Slack) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import functools
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -84,12 +84,30 @@ def build_bolt(
     return bolt
 
 
+def signature_headers_readable(headers: Mapping[str, str]) -> bool:
+    """Whether Slack's signing headers, where present, are what Slack sends.
+
+    The timestamp is whole seconds in ASCII digits and the signature ASCII: slack_sdk reads
+    the one with ``int()`` ("abc" raised) and compares the other with
+    ``hmac.compare_digest`` (a non-ASCII text raised). Missing headers are left to bolt,
+    which refuses them itself.
+    """
+    stamp = headers.get("X-Slack-Request-Timestamp")
+    if stamp is not None and not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12):
+        return False
+    signature = headers.get("X-Slack-Signature")
+    return signature is None or signature.isascii()
+
+
 async def serve_http(bolt: AsyncApp, host: str, port: int, path: str) -> tuple[web.AppRunner, str]:
     """Serve the Events API and interactivity at ``path``; (runner, the URL being served)."""
 
     async def handle(request: web.Request) -> web.Response:
         # Bolt checks X-Slack-Signature and the timestamp (stale after 5 minutes) first and
-        # answers 401 without running any listener when either is wrong.
+        # answers 401 without running any listener when either is wrong; what it cannot
+        # parse, it raised on (a 500), so that is refused here the same way, unread.
+        if not signature_headers_readable(request.headers):
+            return web.json_response({"error": "invalid request"}, status=401)
         resp = await bolt.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(resp)
 
