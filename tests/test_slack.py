@@ -142,10 +142,10 @@ async def test_a_malformed_signature_header_gets_401_not_a_crash(
     """Anyone on the network can send these; the library raised on them (a 500)."""
     raw = json.dumps(dm_event("hello")).encode()
     ts = timestamp if timestamp is not None else str(int(time.time()))
-    headers = {
-        "X-Slack-Request-Timestamp": ts.encode(),
-        "X-Slack-Signature": (signature or sign(SIGNING_SECRET, int(time.time()), raw)).encode(),
-        "Content-Type": "application/json",
+    headers = {  # as bytes: httpx would refuse to encode the non-ASCII ones itself
+        b"X-Slack-Request-Timestamp": ts.encode(),
+        b"X-Slack-Signature": (signature or sign(SIGNING_SECRET, int(time.time()), raw)).encode(),
+        b"Content-Type": b"application/json",
     }
     async with httpx.AsyncClient() as client:
         r = await client.post(http.url, content=raw, headers=headers)
