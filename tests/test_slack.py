@@ -125,6 +125,9 @@ async def test_unverified_request_gets_401_and_nothing_happens(
     assert await stored_inbound(http.app) == []
 
 
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
 @pytest.mark.parametrize(
     ("timestamp", "signature"),
     [
@@ -157,6 +160,34 @@ async def test_a_malformed_signature_header_gets_401_not_a_crash(
     answer(fake_llm, say("Hi Ana."))
     assert await http.post(dm_event("hello again")) == 200
     assert http.fake.texts(ANA_DM) == ["Hi Ana."]
+
+
+async def test_a_file_lifebot_cannot_open_is_answered_in_words_not_ignored(
+    http: Slack, fake_llm: FakeLLM
+) -> None:
+    """A Word file alone in a DM was dropped without a word; Telegram already said why."""
+    file = http.fake.add_file(b"PK\x03\x04 not really a docx", "report.docx", DOCX)
+
+    assert await http.post(dm_event("", subtype="file_share", files=[file])) == 200
+
+    [reply] = http.fake.texts(ANA_DM)
+    assert "can't open this kind of message" in reply and "PDF" in reply
+    assert fake_llm.requests == []  # a fixed answer: no model call
+    assert http.fake.file_downloads == []  # and nothing fetched
+
+
+async def test_a_stranger_sending_a_file_lifebot_cannot_open_gets_the_pairing_answer(
+    http: Slack, fake_llm: FakeLLM
+) -> None:
+    file = http.fake.add_file(b"PK\x03\x04", "report.docx", DOCX)
+
+    body = dm_event("", user="U0EVE", channel="D0EVE", subtype="file_share", files=[file])
+    assert await http.post(body) == 200
+
+    [reply] = http.fake.texts("D0EVE")
+    assert "pair" in reply.lower()
+    assert fake_llm.requests == []
+    assert http.fake.file_downloads == []
 
 
 async def test_url_verification_challenge_is_answered(http: Slack) -> None:

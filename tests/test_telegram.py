@@ -78,6 +78,25 @@ async def test_text_round_trip_and_command_menu(
     assert "/remember" in texts[-1]
 
 
+@pytest.mark.parametrize("kind", ["a sticker", "a Word file"])
+async def test_what_lifebot_cannot_open_is_answered_in_words_without_the_model(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM, kind: str
+) -> None:
+    await telegram()
+
+    if kind == "a sticker":
+        sticker = {"file_id": "s1", "file_unique_id": "u1", "type": "regular", "width": 512,
+                   "height": 512, "is_animated": False, "is_video": False}  # fmt: skip
+        await tg.push({"message": tg.message(CHAT, sticker=sticker)})
+    else:
+        docx = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+        await tg.send_document(CHAT, b"PK\x03\x04", "report.docx", docx)
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert "can't open this kind of message" in reply and "PDF documents" in reply
+    assert fake_llm.requests == []
+
+
 async def test_same_update_twice_gives_one_reply_even_after_a_restart(
     telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

@@ -8,6 +8,12 @@ from typing import Protocol, runtime_checkable
 from bot.messages import Address, InboundMessage, OutboundMessage, Receipt
 
 MessageHandler = Callable[[InboundMessage], Awaitable[object]]
+UNSUPPORTED = (
+    "I can read text messages, voice notes, pictures and PDF documents; "
+    "I can't open this kind of message yet."
+)
+"""What a person is told when they send only something no channel of ours can read (a
+sticker, a Word file): in the same words on every channel, and without asking the model."""
 SenderCheck = Callable[[str, str, str], Awaitable[bool]]
 """``is_known(channel, account, sender_id)``: may this sender use lifebot? Adapters ask it
 before any costly work for a message (downloading and transcribing audio)."""

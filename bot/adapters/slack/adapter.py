@@ -28,7 +28,7 @@ from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot.adapters.base import MessageHandler, SenderCheck
+from bot.adapters.base import UNSUPPORTED, MessageHandler, SenderCheck
 from bot.adapters.draft import DraftStream
 from bot.adapters.slack.api import SlackCalls
 from bot.adapters.slack.audio import AudioFetcher, remove_files
@@ -249,7 +249,13 @@ class SlackAdapter:
         msg, paths = incoming.msg, []
         try:
             files = incoming.audio or incoming.images
-            if files and not await self._known(msg):
+            if incoming.unreadable:
+                if await self._known(msg):
+                    # A fixed answer in the DM: nothing for the model, nothing fetched.
+                    await self._post(channel=msg.address.chat_id, text=UNSUPPORTED)
+                    return
+                msg.text = "(file)"  # a stranger: the pairing answer, as for any message
+            elif files and not await self._known(msg):
                 # A stranger: the pairing reply needs no transcript, so nothing is fetched.
                 msg.text = msg.text or ("(audio file)" if incoming.audio else "(photo)")
             elif files and self._audio is not None:

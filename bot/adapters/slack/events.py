@@ -40,6 +40,8 @@ class Incoming:
     """Slack file objects of audio files to transcribe into the text."""
     images: list[dict[str, Any]] = field(default_factory=list)
     """Slack file objects of pictures and PDF documents to fetch and keep with the message."""
+    unreadable: bool = False
+    """Only files lifebot cannot open were sent, and no words: the person is told so."""
 
 
 def is_dm(channel: str) -> bool:
@@ -100,7 +102,8 @@ def from_message_event(
     audio = [f for f in files if is_audio(f)]
     images = [f for f in files if is_image(f) or is_pdf(f)]
     text = from_slack(str(event.get("text") or ""), bot.bot_user_id)
-    if not text and not audio and not images:
+    unreadable = not text and not audio and not images and bool(files)
+    if not text and not audio and not images and not unreadable:
         return None
     msg = InboundMessage(
         address=Address(CHANNEL, bot.team_id, channel, thread),
@@ -117,7 +120,7 @@ def from_message_event(
             "team_id": body.get("team_id"),
         },
     )
-    return Incoming(msg, audio, images)
+    return Incoming(msg, audio, images, unreadable)
 
 
 def from_button(

@@ -27,7 +27,7 @@ from telegram.constants import ChatType
 from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
 
-from bot.adapters.base import MessageHandler, SenderCheck
+from bot.adapters.base import UNSUPPORTED, MessageHandler, SenderCheck
 from bot.adapters.telegram.config import TelegramConfig
 from bot.adapters.telegram.events import (
     from_message,
@@ -61,9 +61,6 @@ ACK_WAIT = 5.0
 voice note is transcribed first; Telegram itself gives up on a webhook after about a minute)."""
 """Edited messages carry the positions of a live location (other edits are ignored)."""
 STALE_BUTTON = "That button has expired. Send me your request again and I'll take it from there."
-UNSUPPORTED = (
-    "I can read text messages, voice notes and pictures; I can't open this kind of message yet."
-)
 _COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
 TOPIC_NAME_CHARS = 128
 """Telegram's limit on a forum topic's name."""
