@@ -102,13 +102,34 @@ async def test_chart_words_periods_and_too_little(app, fake_llm: FakeLLM) -> Non
     assert out.image is None and "only 0 journal entries, too little to tell" in out.text
 
     await app.dispatcher.handle(make_inbound("/chart stress before my wedding"))
-    assert "can't turn" in channel(app).sent[-1].text
+    assert "can't chart 'before my wedding'" in channel(app).sent[-1].text
 
     other = await add_user(app, "u2")
     await app.dispatcher.handle(make_inbound("show my stress this month", sender="u2"))
     out = channel(app).sent[-1]
     assert out.address.chat_id == "u2" and out.image is None and "only 0" in out.text
     del other
+
+
+async def test_a_period_that_cannot_be_charted_is_explained_with_examples(
+    app, fake_llm: FakeLLM
+) -> None:
+    await add_user(app, "u1")
+    for asked in (
+        "/chart stress tomorrow",
+        "/chart stress before my wedding",
+        "/chart energy next week",
+    ):
+        await app.dispatcher.handle(make_inbound(asked))
+        said = channel(app).sent[-1].text
+        assert "Try for" not in said and "tell the user" not in said, said
+        assert "/chart stress this month" in said, said  # an example that works
+        assert said.endswith("."), said
+
+    await app.dispatcher.handle(make_inbound("/chart stress 2024-02-30 to 2024-03-01"))
+    said = channel(app).sent[-1].text
+    assert "to 2024:" not in said, said  # read as a half-remembered year before
+    assert "2024-02-30" in said, said
 
 
 def test_render_chart_draws_gaps_and_many_points() -> None:

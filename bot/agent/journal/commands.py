@@ -7,6 +7,7 @@ word "journal" are journal entries, exactly like ``/journal TEXT``; nothing reac
 from __future__ import annotations
 
 import re
+from datetime import date
 
 from bot.agent.journal.analytics import Metric
 from bot.agent.journal.service import JournalService
@@ -68,6 +69,28 @@ def journal_trigger(msg: InboundMessage) -> str | None:
     if m is None:
         return None
     return f"/journal {m.group('rest').strip()}"
+
+
+CHART_EXAMPLES = (
+    "for example /chart stress this month, /chart stress last 30 days or "
+    "/chart stress 2024-03-01 to 2024-03-31"
+)
+"""Periods /chart reads, shown when it cannot read the one asked for."""
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+
+
+def _impossible_day(text: str) -> str | None:
+    """The first YYYY-MM-DD in ``text`` that names no day (2024-02-30), if any.
+
+    The time parser reads around such a date (it took "2024-02-30 to 2024-03-01" for "to
+    2024"), so it is named to the person instead.
+    """
+    for m in _ISO_DAY.finditer(text):
+        try:
+            date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        except ValueError:
+            return m.group(0)
+    return None
 
 
 def chart_trigger(msg: InboundMessage) -> str | None:
@@ -148,13 +171,16 @@ def register_journal_commands(
                 "Usage: /chart stress|happiness|energy [period], e.g. /chart stress this month"
             )
         tz = zone(ctx.user.timezone)
+        when = when.strip()
+        if (bad := _impossible_day(when)) is not None:
+            return CommandReply(f"{bad} is not a day on the calendar; {CHART_EXAMPLES}.")
         try:
-            first, last, label = period_days(
-                clock.now(), tz, None, None, when.strip() or None, CHART_DAYS
+            first, last, label = period_days(clock.now(), tz, None, None, when or None, CHART_DAYS)
+        except ToolError:
+            return CommandReply(
+                f"I can't chart {when!r}: name days that have passed, {CHART_EXAMPLES}."
             )
-        except ToolError as exc:
-            return CommandReply(f"Sorry: {exc}.".replace("; tell the user and ask", ". Try"))
-        if not when.strip():
+        if not when:
             label = f"last {CHART_DAYS} days"
         words, image = await journal.chart(ctx.user_id, metric, first, last, label)
         return CommandReply(words, image=image)
