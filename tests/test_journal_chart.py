@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import io
 from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
 
+import pytest
 from PIL import Image as PILImage
 
 from bot.agent.journal.analytics import series
 from bot.agent.journal.chart import render_chart
+from bot.agent.journal.tools import period_days
+from bot.errors import ToolError
 from storage.models import JournalEntry
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM
@@ -180,3 +184,12 @@ async def test_one_entry_is_counted_as_one_entry(app, fake_llm: FakeLLM) -> None
     out = channel(app).sent[-1]
     assert out.image is None
     assert "only 1 journal entry, too little to tell" in out.text
+
+
+def test_the_model_is_told_a_day_it_asked_for_does_not_exist() -> None:
+    """The journal tools share the period reading with /chart: the model gets the same news."""
+    now = datetime(2024, 6, 1, 12, tzinfo=UTC)
+    with pytest.raises(ToolError, match="2024-02-30 is not a day on the calendar"):
+        period_days(now, ZoneInfo("UTC"), None, None, "2024-02-30 to 2024-03-01")
+    first, last, _ = period_days(now, ZoneInfo("UTC"), None, None, "2024-02-29 to 2024-03-01")
+    assert (first, last) == (date(2024, 2, 29), date(2024, 3, 1))

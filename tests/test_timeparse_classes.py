@@ -274,3 +274,47 @@ def test_the_week_and_the_weekend_of_a_named_day() -> None:
         weekend = local_days(parse_time(f"the weekend of May {day}, 2024", NOWS[0], tz), tz)
         assert weekend[0].weekday() == 5 and (weekend[1] - weekend[0]).days == 1
         assert abs((weekend[0] - d).days) <= 5
+
+
+RANGE_FORMS = [
+    "{a} to {b}",
+    "from {a} to {b}",
+    "what did I do between {a} and {b}?",
+    "show my stress {a} until {b}",
+    "{a} through {b}",
+    "{a} - {b}",
+]
+"""A range of two named days: both days and every day between, not the first day alone."""
+
+
+def day_words(d: date) -> list[str]:
+    """The ways a person writes one past day."""
+    month = calendar.month_name[d.month]
+    return [d.isoformat(), f"{month} {d.day}, {d.year}", f"{d.day} {month} {d.year}"]
+
+
+def test_a_range_of_two_days_covers_both_and_all_between() -> None:
+    count = 0
+    for now, tz in itertools.product(NOWS, ZONES):
+        for first, length in (
+            (date(2024, 3, 1), 31),
+            (date(2023, 12, 28), 9),
+            (date(2022, 2, 27), 3),
+        ):
+            last = first + timedelta(days=length - 1)
+            for form, a, b in itertools.product(RANGE_FORMS, day_words(first), day_words(last)):
+                text = form.format(a=a, b=b)
+                parsed = parse_time(text, now, tz)
+                assert parsed.window is not None, text
+                assert local_days(parsed, tz) == (first, last), text
+                count += 1
+    print(f"{count} ranges")
+
+
+def test_a_range_said_backwards_is_the_same_days_and_and_alone_joins_nothing() -> None:
+    now, tz = NOWS[0], ZONES[0]
+    backwards = parse_time("2024-03-31 to 2024-03-01", now, tz)
+    assert local_days(backwards, tz) == (date(2024, 3, 1), date(2024, 3, 31))
+    # Words after "and" that name no time leave the first day alone, as before.
+    alone = parse_time("what did I eat on 2024-03-01 and what did Rui say", now, tz)
+    assert local_days(alone, tz) == (date(2024, 3, 1), date(2024, 3, 1))

@@ -7,11 +7,10 @@ word "journal" are journal entries, exactly like ``/journal TEXT``; nothing reac
 from __future__ import annotations
 
 import re
-from datetime import date
 
 from bot.agent.journal.analytics import Metric
 from bot.agent.journal.service import JournalService
-from bot.agent.journal.tools import period_days
+from bot.agent.journal.tools import impossible_day, period_days
 from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from bot.clock import Clock, zone
 from bot.errors import ToolError
@@ -76,21 +75,6 @@ CHART_EXAMPLES = (
     "/chart stress 2024-03-01 to 2024-03-31"
 )
 """Periods /chart reads, shown when it cannot read the one asked for."""
-_ISO_DAY = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
-
-
-def _impossible_day(text: str) -> str | None:
-    """The first YYYY-MM-DD in ``text`` that names no day (2024-02-30), if any.
-
-    The time parser reads around such a date (it took "2024-02-30 to 2024-03-01" for "to
-    2024"), so it is named to the person instead.
-    """
-    for m in _ISO_DAY.finditer(text):
-        try:
-            date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        except ValueError:
-            return m.group(0)
-    return None
 
 
 def chart_trigger(msg: InboundMessage) -> str | None:
@@ -172,7 +156,7 @@ def register_journal_commands(
             )
         tz = zone(ctx.user.timezone)
         when = when.strip()
-        if (bad := _impossible_day(when)) is not None:
+        if (bad := impossible_day(when)) is not None:
             return CommandReply(f"{bad} is not a day on the calendar; {CHART_EXAMPLES}.")
         try:
             first, last, label = period_days(clock.now(), tz, None, None, when or None, CHART_DAYS)

@@ -8,6 +8,7 @@ phrase that cannot be pinned down is an error the model must pass on, not a gues
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime, timedelta
 from functools import partial
 from typing import Literal
@@ -78,6 +79,23 @@ def resolve_days(
     return period_days(ctx.now, ctx.tz, start, end, when)
 
 
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b")
+
+
+def impossible_day(text: str) -> str | None:
+    """The first YYYY-MM-DD in ``text`` that names no day (2024-02-30), if any.
+
+    The time parser reads around such a date (it took "2024-02-30 to 2024-03-01" for "to
+    2024"), so it is named to the person instead.
+    """
+    for m in _ISO_DAY.finditer(text):
+        try:
+            date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        except ValueError:
+            return m.group(0)
+    return None
+
+
 def period_days(
     now: datetime,
     tz: ZoneInfo,
@@ -88,6 +106,8 @@ def period_days(
 ) -> tuple[date, date, str]:
     """The same for any caller (the /chart command too)."""
     today = now.astimezone(tz).date()
+    if when and (bad := impossible_day(when)) is not None:
+        raise ToolError(f"{bad} is not a day on the calendar; tell the user and ask which day")
     if when:
         parsed = parse_time(when, now, tz)
         if parsed.window is None:

@@ -687,6 +687,8 @@ def _anchored(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse | None:
     m = _DATED.search(lowered)
     if m is None or _HOLDING.search(lowered[: m.start()]):
         return None
+    if _RANGE_JOIN.match(lowered, m.end()) or _JOINED.search(lowered, 0, m.start()):
+        return None  # one end of a range ("March 1, 2024 to March 31"): see _through
     month = MONTHS[m.group("m1") or m.group("m2")]
     try:
         day = date(int(m.group("y")), month, int(m.group("d1") or m.group("d2")))
@@ -775,8 +777,9 @@ def _resolve(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse:
     if anchored is not None and anchored.window is not None and anchored.window.start <= now:
         return anchored
     resolver = _Resolver(now, tz)
+    rules = _rules(resolver)
     best: tuple[int, int, TimeWindow, str] | None = None
-    for pattern, build in _rules(resolver):
+    for pattern, build in rules:
         for m in pattern.finditer(lowered):
             window = build(m)
             if window is None:
@@ -788,6 +791,9 @@ def _resolve(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse:
     if best is None:
         return TimeParse(None, None, lowered)
     at, _, window, label = best
+    ranged = _through(lowered, at, label, window, rules)
+    if ranged is not None:
+        at, label, window = ranged
     head = lowered[:at]
     lead = _LEADING.match(label)
     core = label
@@ -800,6 +806,49 @@ def _resolve(lowered: str, now: datetime, tz: ZoneInfo) -> TimeParse:
     if window.start > now:
         return TimeParse(None, f"{label} (that is in the future)", lowered)
     return TimeParse(window, None, lowered.replace(label, " "))
+
+
+_RANGE_JOIN = re.compile(r"\s*(?:to|until|till|til|through|thru|-|\u2013|and)\s+")
+_RANGE_OPEN = re.compile(r"\b(?P<word>from|between)\s+$")
+_JOINED = re.compile(r"\d\s*(?:to|until|till|til|through|thru|-|\u2013|and)\s+$")
+"""The end of a range's first time, just before its second one."""
+
+
+def _through(
+    lowered: str,
+    at: int,
+    label: str,
+    window: TimeWindow,
+    rules: list[tuple[re.Pattern[str], Builder]],
+) -> tuple[int, str, TimeWindow] | None:
+    """A range of two named times ("2024-03-01 to 2024-03-31", "between May 1 and May 9").
+
+    The window runs from the first time (at ``at``) to the end of the second, when one follows
+    the joining word at once; said backwards, the same days. "and" joins only after
+    "between": "on Monday and what Rui said" is Monday alone. (at, label, window), or None.
+    """
+    join = _RANGE_JOIN.match(lowered, at + len(label))
+    if join is None:
+        return None
+    opener = _RANGE_OPEN.search(lowered, 0, at)
+    if join.group(0).strip() == "and" and (opener is None or opener.group("word") != "between"):
+        return None
+    end: tuple[int, TimeWindow] | None = None
+    for pattern, build in rules:
+        m = pattern.match(lowered, join.end())
+        if m is None or (end is not None and m.end() <= end[0]):
+            continue
+        second = build(m)
+        if second is not None:
+            end = (m.end(), second)
+    if end is None:
+        return None
+    start = opener.start() if opener is not None else at
+    text = lowered[start : end[0]]
+    second = end[1]
+    # Said backwards ("the 31st to the 1st"): the same days.
+    first_start = min(window.start, second.start)
+    return start, text, TimeWindow(first_start, max(window.end, second.end), text)
 
 
 def _beside(beside: re.Match[str], window: TimeWindow, label: str, to_now: datetime) -> TimeWindow:
