@@ -10,6 +10,8 @@ The phrase classes, each tested as a class in ``tests/test_timeparse_classes.py`
   weekend of March 2024", "the last week of June", "the first Monday of May 2023",
   "early/mid/late May 2024", "the end of May 2024"); "the week of 3 May 2024" is the week
   holding that day;
+- a range of two named times, both included: "2024-03-01 to 2024-03-31", "between May 1 and
+  May 9, 2024", "from 1 March 2024 until 31 March 2024" (said backwards: the same days);
 - a bound on a named time: "since"/"from" (to today), "as of"/"by"/"until"/"up to" (from the
   beginning to the end of it), "before" (up to its start), "after" (from its end to today);
 - relative to a named date ("the week before August 3, 2023", "last Friday on 23 January");
