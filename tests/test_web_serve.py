@@ -54,5 +54,5 @@ async def test_web_login_prints_a_one_time_link(tmp_path: Path) -> None:
     assert code == 0, err
     assert "https://lb.example/login/" in out
     code, _, err = await run_cli("web", "login", "--user", "nobody", cwd=tmp_path, env=env)
-    assert code == 1
-    assert "No user 'nobody'" in err
+    assert code == 2  # as every command that takes a user
+    assert "no user 'nobody'" in err

@@ -152,7 +152,9 @@ def device_sim(
     push_to_talk: Annotated[
         bool, typer.Option("--push-to-talk", help="Bracket the file with audio-start/stop")
     ] = False,
-    wait: Annotated[float, typer.Option("--wait", help="Give up after this many seconds")] = 120,
+    wait: Annotated[
+        float, typer.Option("--wait", help="Give up after this many seconds", min=0, max=3600)
+    ] = 120,
 ) -> None:
     """Stream a WAV file to lifebot like a pendant and print what comes back."""
     from websockets.exceptions import ConnectionClosed, WebSocketException

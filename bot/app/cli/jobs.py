@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.cli.runtime import find_user, group
+from bot.app.cli.runtime import MAX_ID, find_user, group
 
 if TYPE_CHECKING:
     from bot.app.build import App
@@ -231,7 +231,9 @@ RETRYABLE = ("failed", "skipped")
 
 
 def retry(
-    delivery_id: Annotated[int, typer.Argument(help="The outbox id `lifebot jobs` shows (#N)")],
+    delivery_id: Annotated[
+        int, typer.Argument(help="The outbox id `lifebot jobs` shows (#N)", min=1, max=MAX_ID)
+    ],
     force: Annotated[
         bool,
         typer.Option("--force", help="Also re-send an 'uncertain' push (it may then arrive twice)"),

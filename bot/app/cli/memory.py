@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import typer
 
+from bot.app.cli.runtime import MAX_ID, group, run_with_app, run_with_memory
 from bot.app.cli.runtime import find_user as _user
-from bot.app.cli.runtime import group, run_with_app, run_with_memory
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -217,7 +217,11 @@ def memory_file(
 
 
 @memory_app.command("forget")
-def forget(fact_id: Annotated[int, typer.Argument(help="The fact id from `memory facts`")]) -> None:
+def forget(
+    fact_id: Annotated[
+        int, typer.Argument(help="The fact id from `memory facts`", min=1, max=MAX_ID)
+    ],
+) -> None:
     """Forget a fact; it will not be extracted again."""
 
     async def go(app: App) -> None:

@@ -143,13 +143,23 @@ DATABASE_FIX = (
 )
 
 
+MAX_ID = 2**31 - 1
+"""The largest row id (``storage.models.MAX_ROW_ID``, copied so a command's start does not
+import the models; ``tests/test_cli_ids.py`` holds the two equal)."""
+
+
+def looks_like_id(text: str) -> bool:
+    """Whether ``text`` can be a row id: ASCII digits, 1 to ``MAX_ID``."""
+    return text.isascii() and text.isdigit() and 0 < int(text) <= MAX_ID
+
+
 async def find_user(application: HasDatabase, who: str) -> User:
     """The user named ``who`` (an id or a display name, any case), or exit 2 saying why."""
     from storage.repos.users import UserRepo
 
     async with application.db.session() as s:
         repo = UserRepo(s)
-        if who.isdigit():
+        if looks_like_id(who):
             user = await repo.get(int(who))
             if user is not None:
                 return user

@@ -16,17 +16,12 @@ def login(
     """Print a one-time sign-in link (valid 10 minutes) for a user."""
     from bot.app.build import App
     from bot.app.cli import run_with_app
+    from bot.app.cli.runtime import find_user
     from bot.web.auth import LinkRateLimited
-    from storage.repos.users import UserRepo
 
     async def go(application: App) -> None:
-        async with application.db.session() as s:
-            repo = UserRepo(s)
-            found = await repo.get(int(user)) if user.isdigit() else None
-            found = found or await repo.find_by_name(user)
-        if found is None or found.id is None:
-            typer.echo(f"No user {user!r}; `lifebot users` lists them.", err=True)
-            raise typer.Exit(1)
+        found = await find_user(application, user)  # by id or name, as everywhere
+        assert found.id is not None
         try:
             url = await application.web.auth.issue_link(found.id)
         except LinkRateLimited as exc:
