@@ -63,6 +63,7 @@ def test_the_command_lines_id_bound_is_the_databases() -> None:
         ["memory", "facts", "--user"],
         ["calendar", "export", "--user"],
         ["web", "login", "--user"],
+        ["device", "add", "pendant", "--user"],
         ["memory", "forget"],
         ["jobs", "retry"],
     ],

@@ -67,7 +67,7 @@ def test_add_prints_the_token_once_and_stores_only_its_hash(cli_env: Path) -> No
     again = runner.invoke(cli, ["device", "add", "kitchen", "--user", "alice"])
     assert again.exit_code == 1 and "already exists" in again.output
     nobody = runner.invoke(cli, ["device", "add", "hall", "--user", "bob"])
-    assert nobody.exit_code == 1 and "No user 'bob'" in nobody.output
+    assert nobody.exit_code == 2 and "no user 'bob'" in nobody.output
     bad = runner.invoke(cli, ["device", "add", "two words", "--user", "alice"])
     assert bad.exit_code == 2
 

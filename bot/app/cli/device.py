@@ -42,20 +42,17 @@ def device_add(
     user: Annotated[str, typer.Option("--user", help="The user it records for (id or name)")],
 ) -> None:
     """Register a pendant and print its token (shown once; only a hash is stored)."""
-    from bot.app.cli.runtime import run_with_app
+    from bot.app.cli.runtime import find_user, run_with_app
     from storage.repos.devices import DeviceRepo
-    from storage.repos.users import UserRepo
 
     if not _NAME.match(name):
         typer.echo("A device name is 1-64 letters, digits, '.', '_' or '-'.", err=True)
         raise typer.Exit(2)
 
     async def go(app: App) -> None:
+        owner = await find_user(app, user)  # by id or name, as everywhere
+        assert owner.id is not None
         async with app.db.session() as s:
-            owner = await UserRepo(s).find_by_name(user)
-            if owner is None or owner.id is None:
-                typer.echo(f"No user {user!r}; `lifebot users` lists them.", err=True)
-                raise typer.Exit(1)
             try:
                 _, token = await DeviceRepo(s).add(owner.id, name)
             except ValueError as exc:
