@@ -218,6 +218,8 @@ def skipped_words(skipped: int) -> str | None:
 
 UNEXPECTED = "the calendar could not be read (an unexpected answer; the details are in the log)"
 """A calendar's error when its read failed in a way nobody put into words."""
+NOT_SAVED = "the calendar was read but its events could not be saved (the details are in the log)"
+"""A calendar's error when its read went well but storing the events failed."""
 
 
 class OwnCalendars:
@@ -494,13 +496,25 @@ class OwnCalendars:
                 "calendar #%s of user %s: %s: %s", source.id, user.id, type(exc).__name__, exc
             )
             return await self._failed(source, user, now, UNEXPECTED)
-        async with self.db.session() as s:
-            await CalendarRepo(s).sync_outside(
-                user.id, source_tag(source), events, now, remove_missing=True
+        try:
+            async with self.db.session() as s:
+                await CalendarRepo(s).sync_outside(
+                    user.id, source_tag(source), events, now, remove_missing=True
+                )
+                await CalendarSourceRepo(s).record(
+                    source.id, now, error=None, count=len(events), note=skipped_words(skipped)
+                )
+        except Exception as exc:  # noqa: BLE001  (one calendar must not stop the rest)
+            # Storing a good read failed (the database refused a row, went away, filled up):
+            # the session rolled back, so this calendar keeps its last events; say so on it.
+            log.warning(
+                "saving calendar #%s of user %s: %s: %s",
+                source.id,
+                user.id,
+                type(exc).__name__,
+                exc,
             )
-            await CalendarSourceRepo(s).record(
-                source.id, now, error=None, count=len(events), note=skipped_words(skipped)
-            )
+            return await self._failed(source, user, now, NOT_SAVED)
         return "read"
 
     async def _failed(self, source: CalendarSource, user: User, now: datetime, why: str) -> str:
@@ -537,7 +551,19 @@ class OwnCalendars:
                 if user is None:
                     return
                 for source in theirs:
-                    done[await self.refresh_source(source, user, now)] += 1
+                    try:
+                        done[await self.refresh_source(source, user, now)] += 1
+                    except Exception as exc:  # noqa: BLE001  (the owner's next calendar still runs)
+                        # Even noting the failure on the source failed (the database is away):
+                        # log it and go on with this owner's next calendar.
+                        log.warning(
+                            "calendar #%s of user %s: %s: %s",
+                            source.id,
+                            user_id,
+                            type(exc).__name__,
+                            exc,
+                        )
+                        done["failed"] += 1
 
         await asyncio.gather(*(one_user(uid, theirs) for uid, theirs in due.items()))
         return f"calendars read {done['read']}, failed {done['failed']}"
