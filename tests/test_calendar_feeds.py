@@ -16,6 +16,7 @@ from bot.jobs.calendars.own import feed_url
 from storage.models import CalendarSource
 from storage.repos.calendar import CalendarRepo
 from storage.repos.calendar_sources import CalendarSourceRepo
+from storage.repos.web import WebAuthRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.ics_feed import FakeFeed
@@ -415,3 +416,32 @@ async def test_a_calendar_whose_events_cannot_be_saved_fails_alone(tmp_path: Pat
     assert "#2 127.0.0.1 (ICS feed, read-only): 2 event(s)" in listing.reply
     assert "#1 127.0.0.1 (ICS feed, read-only): 1 event(s)" in listing.reply
     assert "last error: the calendar was read but its events could not be saved" in listing.reply
+
+
+async def test_lifebots_own_published_feed_is_refused_as_a_subscription(tmp_path: Path) -> None:
+    # The feed lifebot publishes for the person, subscribed back: every event of theirs was
+    # read in again as a second copy from "outside".
+    async with jobs_app(tmp_path, ManualClock(NOW), calendar_allow_private=True) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await make_user(app, "ana")
+        assert ana.id is not None
+        async with app.db.session() as s:
+            await WebAuthRepo(s).set_ics_token(ana.id, "Secret-feed_0123", NOW)
+
+        async def say(text: str) -> str:
+            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
+            assert result.reply is not None
+            return result.reply
+
+        own = await say("/calendar add http://127.0.0.1:9/calendar/Secret-feed_0123.ics")
+        webcal = await say(
+            "/calendar add webcal://127.0.0.1:9/lifebot/calendar/Secret-feed_0123.ics"
+        )
+        listing = await say("/calendar list")
+    refusal = (
+        "I could not subscribe: that is the calendar feed I publish for you; subscribing to "
+        "it would read your events back in as copies. Nothing was added."
+    )
+    assert own == refusal
+    assert webcal == refusal
+    assert listing.startswith("You have no calendars linked.")

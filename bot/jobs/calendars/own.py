@@ -30,6 +30,7 @@ from storage.models import CalendarEvent, CalendarSource, User
 from storage.repos.calendar import CalendarRepo, OutsideEvent, SyncCounts
 from storage.repos.calendar_sources import CalendarSourceRepo
 from storage.repos.users import UserRepo
+from storage.repos.web import WebAuthRepo
 
 if TYPE_CHECKING:
     import httpx
@@ -76,6 +77,10 @@ def from_subscription(event_source: str) -> bool:
     """Whether an event was read from one of the person's linked calendars (ICS or CalDAV)."""
     return event_source.startswith(("ics:", "caldav:"))
 
+
+OWN_FEED_PATH = re.compile(r"/calendar/(?P<secret>[^/]+)\.ics$")
+"""The path of the feed lifebot publishes (``bot/web/public.py``), after any prefix a proxy
+adds; its secret says whose feed it is."""
 
 MAX_ADDRESS = 2048
 """The longest calendar address taken (characters); real secret addresses are a few hundred."""
@@ -368,6 +373,7 @@ class OwnCalendars:
         """
         assert user.id is not None
         url = feed_url(url_text)
+        await self._refuse_own_feed(user.id, url)
         now = self.clock.now()
         async with self.db.session() as s:
             for known in await CalendarSourceRepo(s).of_user(user.id, "ics"):
@@ -392,6 +398,24 @@ class OwnCalendars:
                 source.id, now, error=None, count=len(events), note=skipped_words(skipped)
             )
         return Subscribed(source, counts.added, already=False, skipped=skipped)
+
+    async def _refuse_own_feed(self, user_id: int, url: str) -> None:
+        """CalendarError when ``url`` is the feed this lifebot publishes for the person.
+
+        Read back, every event of theirs would come in again as a copy from "outside". The
+        secret in the path is what identifies it (the host may be any name or tunnel the
+        person reaches this lifebot by), so the host is not compared.
+        """
+        found = OWN_FEED_PATH.search(urlsplit(url).path)
+        if found is None:
+            return
+        async with self.db.session() as s:
+            owner = await WebAuthRepo(s).ics_user(unquote(found["secret"]))
+        if owner == user_id:
+            raise CalendarError(
+                "that is the calendar feed I publish for you; subscribing to it would read "
+                "your events back in as copies"
+            )
 
     async def subscribe(self, user: User, url_text: str, name: str | None = None) -> str:
         """Subscribe to a feed: read it once now (refused when unreadable); a sentence."""
