@@ -16,6 +16,7 @@ from bot.jobs.calendars.own import feed_url
 from storage.models import CalendarSource
 from storage.repos.calendar import CalendarRepo
 from storage.repos.calendar_sources import CalendarSourceRepo
+from storage.repos.web import WebAuthRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.fakes.ics_feed import FakeFeed
@@ -370,3 +371,77 @@ async def test_a_malformed_calendar_address_is_refused_in_words(
     assert result.reply is not None
     assert result.reply.startswith("I could not subscribe: that is not a calendar address")
     assert listing.reply is not None and listing.reply.startswith("You have no calendars")
+
+
+async def test_a_calendar_whose_events_cannot_be_saved_fails_alone(tmp_path: Path) -> None:
+    # A read went well but storing it failed (here the database refuses one event, as a
+    # full disk or a lost connection would): the error left the refresh job and the
+    # owner's later calendars were not read that round.
+    first, second = FakeFeed(feed(("a@t", "20250603T090000", "Dentist"))), FakeFeed()
+    second.body = feed(("b@t", "20250604T100000", "Gym"))
+    await first.start()
+    await second.start()
+    clock = ManualClock(NOW)
+    try:
+        async with jobs_app(tmp_path, clock, calendar_allow_private=True) as app:
+            app.dispatcher.register(RecordingChannel("fake"))
+            ana = await make_user(app, "ana")
+            assert ana.id is not None
+            for served in (first, second):
+                said = await app.dispatcher.handle(
+                    make_inbound(f"/calendar add {served.url}", sender="ana")
+                )
+                assert said.reply is not None and said.reply.startswith("Subscribed")
+            async with app.db.engine.begin() as conn:
+                await conn.exec_driver_sql(
+                    "CREATE TRIGGER refuse_poison BEFORE INSERT ON calendarevent "
+                    "WHEN NEW.title = 'Poison' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+                )
+            first.body = feed(
+                ("a@t", "20250603T090000", "Dentist"), ("p@t", "20250603T120000", "Poison")
+            )
+            second.body = feed(
+                ("b@t", "20250604T100000", "Gym"), ("c@t", "20250605T080000", "Flight")
+            )
+            rounds = await app.jobs.calendars.refresh(clock.advance(minutes=31))
+            listing = await app.dispatcher.handle(make_inbound("/calendar list", sender="ana"))
+            read = await titles(app, ana.id)
+    finally:
+        await first.stop()
+        await second.stop()
+
+    assert rounds == "calendars read 1, failed 1"
+    assert sorted(read) == ["Dentist", "Flight", "Gym"]
+    assert listing.reply is not None
+    assert "#2 127.0.0.1 (ICS feed, read-only): 2 event(s)" in listing.reply
+    assert "#1 127.0.0.1 (ICS feed, read-only): 1 event(s)" in listing.reply
+    assert "last error: the calendar was read but its events could not be saved" in listing.reply
+
+
+async def test_lifebots_own_published_feed_is_refused_as_a_subscription(tmp_path: Path) -> None:
+    # The feed lifebot publishes for the person, subscribed back: every event of theirs was
+    # read in again as a second copy from "outside".
+    async with jobs_app(tmp_path, ManualClock(NOW), calendar_allow_private=True) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await make_user(app, "ana")
+        assert ana.id is not None
+        async with app.db.session() as s:
+            await WebAuthRepo(s).set_ics_token(ana.id, "Secret-feed_0123", NOW)
+
+        async def say(text: str) -> str:
+            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
+            assert result.reply is not None
+            return result.reply
+
+        own = await say("/calendar add http://127.0.0.1:9/calendar/Secret-feed_0123.ics")
+        webcal = await say(
+            "/calendar add webcal://127.0.0.1:9/lifebot/calendar/Secret-feed_0123.ics"
+        )
+        listing = await say("/calendar list")
+    refusal = (
+        "I could not subscribe: that is the calendar feed I publish for you; subscribing to "
+        "it would read your events back in as copies. Nothing was added."
+    )
+    assert own == refusal
+    assert webcal == refusal
+    assert listing.startswith("You have no calendars linked.")

@@ -30,6 +30,7 @@ from storage.models import CalendarEvent, CalendarSource, User
 from storage.repos.calendar import CalendarRepo, OutsideEvent, SyncCounts
 from storage.repos.calendar_sources import CalendarSourceRepo
 from storage.repos.users import UserRepo
+from storage.repos.web import WebAuthRepo
 
 if TYPE_CHECKING:
     import httpx
@@ -76,6 +77,10 @@ def from_subscription(event_source: str) -> bool:
     """Whether an event was read from one of the person's linked calendars (ICS or CalDAV)."""
     return event_source.startswith(("ics:", "caldav:"))
 
+
+OWN_FEED_PATH = re.compile(r"/calendar/(?P<secret>[^/]+)\.ics$")
+"""The path of the feed lifebot publishes (``bot/web/public.py``), after any prefix a proxy
+adds; its secret says whose feed it is."""
 
 MAX_ADDRESS = 2048
 """The longest calendar address taken (characters); real secret addresses are a few hundred."""
@@ -218,6 +223,8 @@ def skipped_words(skipped: int) -> str | None:
 
 UNEXPECTED = "the calendar could not be read (an unexpected answer; the details are in the log)"
 """A calendar's error when its read failed in a way nobody put into words."""
+NOT_SAVED = "the calendar was read but its events could not be saved (the details are in the log)"
+"""A calendar's error when its read went well but storing the events failed."""
 
 
 class OwnCalendars:
@@ -366,6 +373,7 @@ class OwnCalendars:
         """
         assert user.id is not None
         url = feed_url(url_text)
+        await self._refuse_own_feed(user.id, url)
         now = self.clock.now()
         async with self.db.session() as s:
             for known in await CalendarSourceRepo(s).of_user(user.id, "ics"):
@@ -390,6 +398,24 @@ class OwnCalendars:
                 source.id, now, error=None, count=len(events), note=skipped_words(skipped)
             )
         return Subscribed(source, counts.added, already=False, skipped=skipped)
+
+    async def _refuse_own_feed(self, user_id: int, url: str) -> None:
+        """CalendarError when ``url`` is the feed this lifebot publishes for the person.
+
+        Read back, every event of theirs would come in again as a copy from "outside". The
+        secret in the path is what identifies it (the host may be any name or tunnel the
+        person reaches this lifebot by), so the host is not compared.
+        """
+        found = OWN_FEED_PATH.search(urlsplit(url).path)
+        if found is None:
+            return
+        async with self.db.session() as s:
+            owner = await WebAuthRepo(s).ics_user(unquote(found["secret"]))
+        if owner == user_id:
+            raise CalendarError(
+                "that is the calendar feed I publish for you; subscribing to it would read "
+                "your events back in as copies"
+            )
 
     async def subscribe(self, user: User, url_text: str, name: str | None = None) -> str:
         """Subscribe to a feed: read it once now (refused when unreadable); a sentence."""
@@ -494,13 +520,25 @@ class OwnCalendars:
                 "calendar #%s of user %s: %s: %s", source.id, user.id, type(exc).__name__, exc
             )
             return await self._failed(source, user, now, UNEXPECTED)
-        async with self.db.session() as s:
-            await CalendarRepo(s).sync_outside(
-                user.id, source_tag(source), events, now, remove_missing=True
+        try:
+            async with self.db.session() as s:
+                await CalendarRepo(s).sync_outside(
+                    user.id, source_tag(source), events, now, remove_missing=True
+                )
+                await CalendarSourceRepo(s).record(
+                    source.id, now, error=None, count=len(events), note=skipped_words(skipped)
+                )
+        except Exception as exc:  # noqa: BLE001  (one calendar must not stop the rest)
+            # Storing a good read failed (the database refused a row, went away, filled up):
+            # the session rolled back, so this calendar keeps its last events; say so on it.
+            log.warning(
+                "saving calendar #%s of user %s: %s: %s",
+                source.id,
+                user.id,
+                type(exc).__name__,
+                exc,
             )
-            await CalendarSourceRepo(s).record(
-                source.id, now, error=None, count=len(events), note=skipped_words(skipped)
-            )
+            return await self._failed(source, user, now, NOT_SAVED)
         return "read"
 
     async def _failed(self, source: CalendarSource, user: User, now: datetime, why: str) -> str:
@@ -537,7 +575,19 @@ class OwnCalendars:
                 if user is None:
                     return
                 for source in theirs:
-                    done[await self.refresh_source(source, user, now)] += 1
+                    try:
+                        done[await self.refresh_source(source, user, now)] += 1
+                    except Exception as exc:  # noqa: BLE001  (the owner's next calendar still runs)
+                        # Even noting the failure on the source failed (the database is away):
+                        # log it and go on with this owner's next calendar.
+                        log.warning(
+                            "calendar #%s of user %s: %s: %s",
+                            source.id,
+                            user_id,
+                            type(exc).__name__,
+                            exc,
+                        )
+                        done["failed"] += 1
 
         await asyncio.gather(*(one_user(uid, theirs) for uid, theirs in due.items()))
         return f"calendars read {done['read']}, failed {done['failed']}"
