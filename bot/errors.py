@@ -101,6 +101,10 @@ class LLMRequestError(AgentError):
     """The LLM endpoint refused the request (bad model name, bad key, bad request)."""
 
 
+class LLMInputTooLong(LLMRequestError):
+    """The model cannot read this much at once (its context window): trying again won't help."""
+
+
 class ToolError(BotError):
     """A tool failed in a way the model should see and may correct (bad argument, not found)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlmodel import col, select
 
 from bot.app.build import App
@@ -179,6 +180,45 @@ async def test_llm_outage_gives_plain_words_and_retry_answers_later(
     assert again.status == "answered"
     assert channel(app).texts()[-1] == "Back online: ask me anything."
     assert fake_llm.chat_requests[-1]["messages"][-1]["content"] == "what tasks do I have?"
+    nothing = await app.dispatcher.handle(make_inbound("/retry"))
+    assert nothing.reply == "There is nothing waiting to be answered."
+
+
+OVER_CONTEXT: dict[str, dict[str, object]] = {
+    "openai": {
+        "message": "This model's maximum context length is 8192 tokens. However, your "
+        "messages resulted in 20112 tokens. Please reduce the length of the messages.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    },
+    "llama.cpp": {
+        "code": 400,
+        "message": "request (20112 tokens) exceeds the available context size (8192 tokens)",
+        "type": "exceed_context_size_error",
+        "n_prompt_tokens": 20112,
+        "n_ctx": 8192,
+    },
+}
+"""What an endpoint answers when a request is longer than its model's window."""
+
+
+@pytest.mark.parametrize("server", sorted(OVER_CONTEXT))
+async def test_a_message_longer_than_the_models_window_is_answered_in_words_once(
+    app: App, fake_llm: FakeLLM, server: str
+) -> None:
+    """It was "I can't reach my language model ... send /retry", and /retry failed alike."""
+    from tests.fakes.llm import fail
+
+    await add_user(app)
+    fake_llm.add(fail(400, error=OVER_CONTEXT[server]))
+    result = await app.dispatcher.handle(make_inbound("the whole of my thesis " * 4000))
+
+    said = channel(app).texts()[-1]
+    assert "more than my language model can read at once" in said, said
+    assert "shorter parts" in said and "/retry" not in said
+    assert len(fake_llm.chat_requests) == 1  # not retried: it would fail the same way
+    assert result.status == "too_long"
     nothing = await app.dispatcher.handle(make_inbound("/retry"))
     assert nothing.reply == "There is nothing waiting to be answered."
 

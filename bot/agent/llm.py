@@ -11,11 +11,12 @@ import base64
 import functools
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from bot.errors import LLMNotConfigured, LLMRequestError, LLMUnavailable
+from bot.errors import LLMInputTooLong, LLMNotConfigured, LLMRequestError, LLMUnavailable
 from bot.metrics import Counter
 from bot.retry import retry_transient
 
@@ -147,6 +148,25 @@ def error_kind(exc: BaseException) -> str:
     return "unreachable"
 
 
+_OVER_CONTEXT = re.compile(
+    r"context_length_exceeded|exceed_context_size|maximum context length|context (?:size|window|"
+    r"length)|too many tokens|input is too long|prompt is too long",
+    re.IGNORECASE,
+)
+"""How servers say a request is longer than the model's window: OpenAI's code
+``context_length_exceeded``, llama.cpp's ``exceed_context_size_error`` ("request (4476 tokens)
+exceeds the available context size"), vLLM's "This model's maximum context length is ..."."""
+
+
+def _over_context(exc: Any) -> bool:
+    """Whether a refused request was refused for its length (400 or 413 with such words)."""
+    if exc.status_code not in (400, 413):
+        return False
+    body = exc.body
+    said = " ".join(str(v) for v in body.values()) if isinstance(body, dict) else str(body or "")
+    return bool(_OVER_CONTEXT.search(f"{said} {exc.message}"))
+
+
 def translate_openai_error(exc: BaseException, base_url: str) -> Exception:  # noqa: PLR0911  (one plain message per error kind reads best as a ladder)
     """Turn an openai/httpx error into lifebot's error tree with plain words (and count it)."""
     import openai  # noqa: PLC0415
@@ -168,6 +188,10 @@ def translate_openai_error(exc: BaseException, base_url: str) -> Exception:  # n
     if isinstance(exc, openai.APIStatusError):
         if exc.status_code >= 500:
             return LLMUnavailable(f"the LLM endpoint at {base_url} failed ({exc.status_code})")
+        if _over_context(exc):
+            return LLMInputTooLong(
+                f"the model at {base_url} cannot read that much at once ({exc.status_code})"
+            )
         return LLMRequestError(
             f"the LLM endpoint at {base_url} rejected the request ({exc.status_code})"
         )

@@ -28,7 +28,7 @@ from bot.dispatch.commands import Commands
 from bot.dispatch.identity import Resolution, resolve
 from bot.dispatch.metrics import observe_turn
 from bot.dispatch.receipts import send_and_record
-from bot.errors import AgentError, ChannelError, LLMNotConfigured, Unreachable
+from bot.errors import AgentError, ChannelError, LLMInputTooLong, LLMNotConfigured, Unreachable
 from bot.locks import ConversationLock, KeyedLocks
 from bot.messages import (
     Address,
@@ -70,6 +70,11 @@ ORDER_WAIT = 3.0
 
 def llm_down_text(exc: AgentError) -> str:
     """Plain words for a user when the LLM cannot answer."""
+    if isinstance(exc, LLMInputTooLong):
+        return (
+            "That is more than my language model can read at once. Send it in shorter parts, "
+            "or as a PDF, which I read page by page. I kept your message."
+        )
     if isinstance(exc, LLMNotConfigured):
         return (
             "I can't think right now: no language model is configured. The owner can set "
@@ -652,7 +657,9 @@ class Dispatcher:
         except AgentError as exc:
             log.warning("LLM unavailable for user %s: %s", user.id, exc)
             outcome = TurnOutcome(llm_down_text(exc))
-            status = "llm_down"
+            # Too long for the model: it would fail the same way again, so it is not kept
+            # for /retry (the person is told to send it in parts).
+            status = "too_long" if isinstance(exc, LLMInputTooLong) else "llm_down"
         user_id = user.id
 
         async def store_turn(s: AsyncSession) -> None:

@@ -17,7 +17,7 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,8 @@ class Step:
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     """(name, raw JSON arguments) pairs."""
     status: int = 200
+    error: Mapping[str, object] | None = None
+    """The body's ``error`` object for a failing status (a generic one when None)."""
     retry_after: float | None = None
     hang: float = 0.0
     delay: float = 0.0
@@ -52,9 +54,11 @@ def call(name: str, args: dict[str, Any] | str | None = None, *more: tuple[str, 
     return Step(tool_calls=calls)
 
 
-def fail(status: int, retry_after: float | None = None) -> Step:
-    """Answer with an HTTP error."""
-    return Step(status=status, retry_after=retry_after)
+def fail(
+    status: int, retry_after: float | None = None, error: Mapping[str, object] | None = None
+) -> Step:
+    """Answer with an HTTP error (``error``: the server's own error object)."""
+    return Step(status=status, retry_after=retry_after, error=error)
 
 
 def hang(seconds: float) -> Step:
@@ -168,7 +172,7 @@ class FakeLLM:
             if step.retry_after is not None:
                 headers["Retry-After"] = str(step.retry_after)
             return web.json_response(
-                {"error": {"message": f"fake error {step.status}", "type": "fake"}},
+                {"error": step.error or {"message": f"fake error {step.status}", "type": "fake"}},
                 status=step.status,
                 headers=headers,
             )
