@@ -309,7 +309,7 @@ def echo(text: str) -> str:
     return f"echo: {text} (pid {os.getpid()})"
 """
 
-DEADLINE = 2.0
+DEADLINE = 1.0
 """The misbehaving server's per-call deadline (its ``timeout``): what a hung call costs."""
 BACKOFF = 0.5
 """The tests' first reconnect wait (the default, 1 s, is checked on its own)."""
