@@ -309,6 +309,11 @@ class Settings(BaseSettings):
         365, ge=1, le=3660, validation_alias=_env("LIFEBOT_CALENDAR_DAYS_AHEAD")
     )
     """Recurring events are expanded this many days ahead (and 30 days back)."""
+    calendar_read_seconds: float = Field(
+        10.0, gt=0, le=600, validation_alias=_env("LIFEBOT_CALENDAR_READ_SECONDS")
+    )
+    """A subscribed calendar's fetch (every redirect, every byte) must end within this many
+    seconds, and so must reading it (a crafted repeat rule can take a parser forever)."""
     calendar_allow_private: bool = Field(
         default=False, validation_alias=_env("LIFEBOT_CALENDAR_ALLOW_PRIVATE")
     )

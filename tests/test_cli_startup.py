@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -9,6 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from storage.db import Database
+from storage.repos.users import UserRepo
+from tests.support.app import migrated_sqlite_url
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,21 +92,31 @@ def test_subcommand_help_imports_nothing_heavy(tmp_path: Path, group: str) -> No
 
 @pytest.fixture(scope="module")
 def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, object], str]:
-    """One cold ``memory search`` (what it imported), after a first run that made the database.
+    """One cold ``memory search`` (what it imported) in a database at the newest schema.
 
     Both tests below read the same run: a cold search starts an interpreter and the
-    embedding model, the slow part of this module.
+    embedding model, the slow part of this module. The database and its user are made here,
+    in this process (a ``lifebot users add`` first cost another interpreter's start).
     """
     tmp_path = tmp_path_factory.mktemp("search")
-    code, _, out = _modules(tmp_path, "users", "add", "alice")
-    assert code == 0, out
+    url = migrated_sqlite_url(tmp_path / "data" / "lifebot.db")
+
+    async def add_alice() -> None:
+        db = Database(url)
+        try:
+            async with db.session() as s:
+                await UserRepo(s).create("alice")
+        finally:
+            await db.dispose()
+
+    asyncio.run(add_alice())
     return _report(tmp_path, "memory", "search", "sunsets", "--user", "alice")
 
 
 def test_memory_search_loads_no_model_client_channel_or_migrator(
     searched: tuple[dict[str, object], str],
 ) -> None:
-    # The first run created and migrated the database; the search finds it up to date.
+    # The database is at the newest schema: the search finds it up to date.
     report, out = searched
     assert report["code"] == 0, out
     loaded = set(report["modules"]) & NOT_FOR_SEARCH  # type: ignore[call-overload]

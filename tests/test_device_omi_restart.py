@@ -51,7 +51,7 @@ def _serve(tmp_path: Path, llm: FakeLLM, web_port: int) -> subprocess.Popen[byte
         LIFEBOT_WEB_ENABLED="true",
         LIFEBOT_WEB_PORT=str(web_port),
         LIFEBOT_DEVICE_PORT=str(_free_port()),
-        LIFEBOT_OMI_IDLE_SECONDS="2",
+        LIFEBOT_OMI_IDLE_SECONDS="1",
         LIFEBOT_STT_THREADS="2",
         PYTHONPATH=str(ROOT),
     )
@@ -111,7 +111,8 @@ async def test_kill_9_right_after_an_acknowledged_chunk_loses_nothing_and_double
                 while not await stored():
                     assert proc.poll() is None, (tmp_path / "serve.log").read_text()
                     await asyncio.sleep(0.2)
-            await asyncio.sleep(3)  # past the idle timeout: nothing else arrives
+            # Past the idle timeout and another transcription: nothing else arrives.
+            await asyncio.sleep(2)
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)

@@ -28,7 +28,8 @@ DESCRIPTORS = 256
 """The serve process's limit on open files (soft and hard: serve cannot raise it)."""
 FLOOD_SOCKETS = 600
 """Half-open sockets the flood keeps open at once: more than the process may hold."""
-FLOOD_SECONDS = 8.0
+FLOOD_SECONDS = 5.0
+"""How long the flood lasts; the owner connects once every flooding socket has been opened."""
 
 
 def _limit_descriptors() -> None:
@@ -77,9 +78,10 @@ async def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path) -
     raise AssertionError(f"lifebot serve did not listen:\n{_tail(log)}")
 
 
-async def _half_open(port: int, source: str, stop: float) -> int:
+async def _half_open(port: int, source: str, stop: float, began: set[int] | None = None) -> int:
     """Keep one socket busy until ``stop``: connect from ``source``, send nothing, reconnect
-    when the server drops it. Returns how many sockets it opened."""
+    when the server drops it. Returns how many sockets it opened; once it opened its first,
+    its task's id is added to ``began``."""
     opened = 0
     while time.monotonic() < stop:
         try:
@@ -90,6 +92,8 @@ async def _half_open(port: int, source: str, stop: float) -> int:
             await asyncio.sleep(0.05)
             continue
         opened += 1
+        if began is not None:
+            began.add(id(asyncio.current_task()))
         with contextlib.suppress(OSError, TimeoutError):
             await asyncio.wait_for(reader.read(1024), max(0.01, stop - time.monotonic()))
         writer.close()
@@ -132,15 +136,18 @@ async def test_a_flood_under_256_descriptors_logs_little_and_the_owner_still_con
         await _wait_listening(port, proc, tmp_path / "serve.log")
         before = len(log.read_text(errors="replace").splitlines())
         stop = time.monotonic() + FLOOD_SECONDS
+        began: set[int] = set()
         # From 100 loopback addresses: the per-address cap alone does not stop it.
         flood = [
-            asyncio.create_task(_half_open(port, f"127.0.1.{i % 100 + 1}", stop))
+            asyncio.create_task(_half_open(port, f"127.0.1.{i % 100 + 1}", stop, began))
             for i in range(FLOOD_SOCKETS)
         ]
-        await asyncio.sleep(2.0)  # the flood is at full strength
+        while len(began) < FLOOD_SOCKETS:  # the flood is at full strength
+            assert time.monotonic() < stop, f"only {len(began)} flooding sockets ever opened"
+            await asyncio.sleep(0.05)
         owner_seconds = await _owner_connects(port, token)
+        assert time.monotonic() < stop, "the owner connected only once the flood was over"
         opened = sum(await asyncio.gather(*flood))
-        await asyncio.sleep(1.5)  # a refused burst is summed up once the interval ends
         assert proc.poll() is None, "serve died under the flood"
         # Still serving once the flood is over.
         assert await _owner_connects(port, token) < 5
@@ -195,14 +202,14 @@ async def test_a_process_out_of_descriptors_logs_a_count_not_a_traceback_per_acc
         sys.executable,
         "-c",
         ACCEPTING_SERVER,
-        "6",
+        "3",
         cwd=ROOT,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None and proc.stderr is not None
     port = int(await asyncio.wait_for(proc.stdout.readline(), 30))
-    stop = time.monotonic() + 4.0
+    stop = time.monotonic() + 2.0  # the 48 descriptors run out at once; accepts fail after
     flood = [asyncio.create_task(_half_open(port, "127.0.0.1", stop)) for _ in range(200)]
     await asyncio.gather(*flood)
     err = (await asyncio.wait_for(proc.stderr.read(), 30)).decode()

@@ -57,6 +57,10 @@ def _serve(
         LIFEBOT_TELEGRAM_API_URL=tg.api_url,
         LIFEBOT_TELEGRAM_POLL_TIMEOUT="1",
         LIFEBOT_JOBS_ENABLED="true" if jobs else "false",
+        # A killed leader's lease must run out before the restarted process leads: a short
+        # lease (not what these tests are about) keeps that wait to about 2 s, not 10.
+        LIFEBOT_JOBS_LEASE_SECONDS="1.5",
+        LIFEBOT_JOBS_HEARTBEAT="0.5",
         PYTHONPATH=str(ROOT),
     )
     return spawn_serve(tmp_path, env)

@@ -365,7 +365,10 @@ def echo(text: str) -> str:
     return f"echo: {text} (pid {os.getpid()})"
 """
 
-DEADLINE = 2.0
+DEADLINE = 1.0
+"""The misbehaving server's per-call deadline (its ``timeout``): what a hung call costs."""
+BACKOFF = 0.5
+"""The tests' first reconnect wait (the default, 1 s, is checked on its own)."""
 
 
 async def misbehaving(tmp_path: Path, ping_every: float = 30.0) -> tuple[McpClients, ToolRegistry]:
@@ -387,6 +390,7 @@ timeout = {DEADLINE}
         deadline=20,
         log_dir=tmp_path / "mcp",
         ping_every=ping_every,
+        backoff_first=BACKOFF,
     )
     clients.start()
     assert await clients.wait_ready(30)
@@ -545,6 +549,24 @@ timeout = {DEADLINE}
     assert channel(app).texts("ana")[-1] == "Hello again."
 
 
+def test_a_dead_server_is_first_reconnected_after_1_s(tmp_path: Path) -> None:
+    config = servers_file(
+        tmp_path,
+        f"""
+[servers.bad]
+command = {json.dumps(python())}
+users = ["everyone"]
+""",
+    )
+    clients = McpClients(
+        load_servers(config, lambda names: {}, frozenset(intent_words())),
+        tools=ToolRegistry([]),
+        deadline=20,
+        log_dir=tmp_path / "mcp",
+    )
+    assert [c.backoff_first for c in clients.connections] == [1.0]
+
+
 async def test_a_server_that_dies_is_restarted_with_backoff(tmp_path: Path) -> None:
     clients, registry = await misbehaving(tmp_path)
     conn = clients.connections[0]
@@ -572,8 +594,8 @@ async def test_a_server_that_dies_is_restarted_with_backoff(tmp_path: Path) -> N
         assert ok and "echo: b" in again and f"pid {pid.group(1)}" not in again  # a new process
         twice = await back_up()
         assert conn.restarts == 2
-        # The first restart waits 1 s, the second 2 s (then 4, 8 ... up to 60).
-        assert once >= 1.0 and twice >= 2.0 and twice > once, (once, twice)
+        # The first restart waits BACKOFF, the second twice that (then 4x, 8x ... up to 60 s).
+        assert once >= BACKOFF and twice >= 2 * BACKOFF and twice > once, (once, twice)
         print(f"back after {once:.1f} s, then {twice:.1f} s")
     finally:
         await clients.stop()

@@ -62,8 +62,8 @@ async def test_inbound_answers_a_voice_note_with_a_voice_note_and_text_with_text
     before = len(tg.texts(CHAT))
     await tg.send_text(CHAT, "And when is my dentist appointment?")
     await tg.wait_texts(CHAT, before + 1, within=60)
-    await _sleep(3.0)
     assert tg.texts(CHAT)[-1] == ANSWER
+    await _turn_over(tg, before + 1)
     assert len(tg.voices[CHAT]) == 1  # a typed question gets text only
 
 
@@ -74,9 +74,20 @@ async def test_off_is_the_default_and_never_sends_voice(
     await telegram(tts_engine="espeak-ng")
     await tg.send_voice(CHAT, voice_note("When is my dentist appointment?", tmp_path), duration=3)
     await tg.wait_texts(CHAT, 2, within=60)
-    await _sleep(3.0)
     assert tg.texts(CHAT)[-1] == ANSWER
+    await _turn_over(tg, 2)
     assert tg.voices.get(CHAT, []) == []
+
+
+async def _turn_over(tg: FakeTelegram, texts: int) -> None:
+    """Wait until the turn that sent the last of ``texts`` texts is over, voice note and all.
+
+    A voice note is sent after its text, inside the turn, and one chat's turns take its
+    conversation lock in order: once the answer to one more message is in, the turn before
+    it has sent everything it was going to.
+    """
+    await tg.send_text(CHAT, "Thanks.")
+    await tg.wait_texts(CHAT, texts + 1, within=60)
 
 
 async def _sleep(seconds: float = 0.05) -> None:

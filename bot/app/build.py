@@ -301,6 +301,7 @@ def build_app(  # noqa: PLR0915  (the composition root names every collaborator 
                 refresh=timedelta(minutes=settings.calendar_refresh_minutes),
                 days_ahead=settings.calendar_days_ahead,
                 allow_private=settings.calendar_allow_private,
+                read_seconds=settings.calendar_read_seconds,
             ),
             calendar_key=settings.calendar_key,
         ),

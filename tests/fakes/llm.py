@@ -112,7 +112,9 @@ class FakeLLM:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/embeddings", self._embeddings)
-        self._runner = web.AppRunner(app)
+        # A hung request (``hang``) is the test's leftover once the test is done: stopping the
+        # server must not wait out its sleep (aiohttp waits up to a minute by default).
+        self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()

@@ -66,6 +66,8 @@ class CalendarSettings:
     """How far ahead recurring events are expanded."""
     allow_private: bool = False
     """Allow addresses on this machine or a private network (off: no fetching from inside)."""
+    read_seconds: float = FETCH_SECONDS
+    """A feed's whole fetch, and reading a feed or CalDAV calendar, each end within this."""
 
 
 def source_tag(source: CalendarSource) -> str:
@@ -259,7 +261,7 @@ class OwnCalendars:
         now: datetime,
         past: timedelta = PAST,
         *,
-        bounds: Bounds = FEED_BOUNDS,
+        bounds: Bounds | None = None,
         several: bool = False,
     ) -> tuple[list[OutsideEvent], int]:
         """The events of ``data`` over the window, and how many could not be read.
@@ -270,6 +272,8 @@ class OwnCalendars:
         the parsers (a crafted repeat rule): it never runs in this process.
         """
         start, end = self._window(now, past)
+        if bounds is None:
+            bounds = replace(FEED_BOUNDS, seconds=self.settings.read_seconds)
         args = [zone(user.timezone).key, start.isoformat(), end.isoformat()]
         try:
             raw = await run_bounded(
@@ -334,12 +338,12 @@ class OwnCalendars:
         fetch has one deadline: a server that sends a byte every few seconds cannot hold it.
         """
         try:
-            async with asyncio.timeout(FETCH_SECONDS):
+            async with asyncio.timeout(self.settings.read_seconds):
                 return await self._fetch(url)
         except TimeoutError:
             raise CalendarError(
-                f"the calendar server took longer than {FETCH_SECONDS:g} seconds to send it, "
-                "my limit"
+                f"the calendar server took longer than {self.settings.read_seconds:g} seconds "
+                "to send it, my limit"
             ) from None
 
     async def _fetch(self, url: str) -> bytes:
@@ -348,7 +352,7 @@ class OwnCalendars:
 
         try:
             async with httpx.AsyncClient(
-                timeout=FETCH_SECONDS,
+                timeout=self.settings.read_seconds,
                 transport=self.transport,
                 headers={"User-Agent": "lifebot calendar subscription"},
             ) as client:

@@ -93,6 +93,7 @@ class ServerConnection:
         on_tools: ToolsChanged,
         ping_every: float = PING_EVERY,
         connect_seconds: float = CONNECT_SECONDS,
+        backoff_first: float = BACKOFF_FIRST,
     ) -> None:
         self.spec = spec
         self.deadline = spec.timeout or deadline
@@ -101,6 +102,8 @@ class ServerConnection:
         self.on_tools = on_tools
         self.ping_every = ping_every
         self.connect_seconds = connect_seconds
+        self.backoff_first = backoff_first
+        """The first reconnect's wait; it doubles with each failure up to ``BACKOFF_MAX``."""
         self.state = "waiting" if spec.missing else "starting"
         self.detail = f"needs {', '.join(spec.missing)}" if spec.missing else "starting"
         self.tools: list[Tool] = []
@@ -150,7 +153,7 @@ class ServerConnection:
             self._task = None
 
     async def _supervise(self) -> None:
-        delay = BACKOFF_FIRST
+        delay = self.backoff_first
         while not self._stopping.is_set():
             began = time.monotonic()
             try:
@@ -164,7 +167,7 @@ class ServerConnection:
             if self._stopping.is_set():
                 break
             if time.monotonic() - began >= STABLE:
-                delay = BACKOFF_FIRST
+                delay = self.backoff_first
             self.state = "down"
             self.restarts += 1
             log.info("MCP server %s: reconnecting in %.0f s", self.spec.name, delay)

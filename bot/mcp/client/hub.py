@@ -18,7 +18,7 @@ from mcp.types import Tool as McpTool
 from bot.agent.intent import words_pattern
 from bot.agent.tools.base import ToolRegistry
 from bot.mcp.client.config import ServerFile, ServerSpec
-from bot.mcp.client.connection import PING_EVERY, ServerConnection, Status
+from bot.mcp.client.connection import BACKOFF_FIRST, PING_EVERY, ServerConnection, Status
 from bot.mcp.client.tools import adapt, declared_intents
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class McpClients:
         deadline: float,
         log_dir: Path,
         ping_every: float = PING_EVERY,
+        backoff_first: float = BACKOFF_FIRST,
     ) -> None:
         self.config = config
         self.registry = tools
@@ -74,6 +75,7 @@ class McpClients:
                 log_dir=log_dir,
                 on_tools=self._tools_changed,
                 ping_every=ping_every,
+                backoff_first=backoff_first,
             )
             for spec in config.servers
         ]
