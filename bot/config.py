@@ -12,11 +12,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot.clock import is_zone_name
 from bot.errors import ConfigError
 
 _TELEGRAM_TOKEN = re.compile(r"^\d+:[A-Za-z0-9_-]{20,}$")
@@ -465,9 +465,7 @@ class Settings(BaseSettings):
                 "characters); leave it unset and every process derives the same one from the "
                 "bot token."
             )
-        try:
-            ZoneInfo(self.default_timezone)
-        except (ZoneInfoNotFoundError, ValueError):
+        if not is_zone_name(self.default_timezone):
             out.append(
                 f"LIFEBOT_TIMEZONE={self.default_timezone!r} is not an IANA time zone: use a "
                 "name like Europe/Lisbon or America/New_York."

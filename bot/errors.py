@@ -19,6 +19,8 @@ rest of the code only ever catches lifebot errors. Errors carry data, not just t
     │   ├── LLMNotConfigured
     │   ├── LLMUnavailable           (retry_after)
     │   └── LLMRequestError
+    │       └── LLMInputTooLong      longer than the model's window: told to send it in parts,
+    │                                not kept for /retry
     ├── ToolError                model-fixable: goes back to the model as a tool result
     ├── EmbeddingError           no vectors now; callers fall back to full-text search
     ├── TranscriptionError       speech could not become text

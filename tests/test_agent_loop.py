@@ -282,6 +282,27 @@ async def test_tz_knows_towns_that_name_no_zone(app: App) -> None:
         assert stored is not None and stored.timezone == zone_name
 
 
+async def test_tz_takes_utc_offsets_and_refuses_what_is_no_place(app: App) -> None:
+    """ "UTC+2" is how many people name their zone; "localtime" is this server's own file."""
+    user = await add_user(app)
+    for said, zone_name in (("UTC+2", "Etc/GMT-2"), ("gmt -5", "Etc/GMT+5"), ("UTC+0", "UTC")):
+        reply = (await app.dispatcher.handle(make_inbound(f"/tz {said}"))).reply or ""
+        assert f"Time zone set to {zone_name}" in reply, reply
+        if zone_name != "UTC":
+            assert "no daylight saving" in reply, reply  # a town's name would follow it
+        async with app.db.session() as s:
+            stored = await UserRepo(s).get(user.id or 0)
+        assert stored is not None and stored.timezone == zone_name
+    for said in ("UTC+5:30", "UTC+15", "localtime", "posixrules", "Factory", "x" * 5000):
+        result = await app.dispatcher.handle(make_inbound(f"/tz {said}"))
+        assert result.status == "command", (said, result)
+        reply = result.reply or ""
+        assert "neither a time zone nor a town I know" in reply, (said, reply)
+    async with app.db.session() as s:
+        stored = await UserRepo(s).get(user.id or 0)
+    assert stored is not None and stored.timezone == "UTC"  # the last good one
+
+
 def test_history_is_trimmed_to_the_token_budget_without_orphan_tool_results() -> None:
     system = {"role": "system", "content": "s"}
     history: list[dict[str, Any]] = [{"role": "user", "content": "word " * 400} for _ in range(10)]

@@ -10,12 +10,11 @@ feature registers its own from its package through ``bot.chat.CommandTable`` (me
 from __future__ import annotations
 
 from datetime import timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.chat import CommandContext, CommandFn, CommandReply, Trigger, row_id
-from bot.clock import Clock
+from bot.clock import Clock, is_zone_name
 from bot.dispatch.identity import LINK_TTL, approve, confirm_link, issue_link_code
 from bot.messages import Address, InboundMessage, OutboundMessage
 from storage.db import Database
@@ -221,9 +220,7 @@ class Commands:
             return CommandReply(
                 f"Your time zone is {ctx.user.timezone}. Change it with /tz Area/City."
             )
-        try:
-            ZoneInfo(ctx.args)
-        except (ZoneInfoNotFoundError, ValueError):
+        if not is_zone_name(ctx.args):
             return CommandReply(
                 f"{ctx.args} is not a time zone I know. Try e.g. /tz Europe/Lisbon."
             )

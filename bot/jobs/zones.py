@@ -23,6 +23,7 @@ import csv
 import gzip
 import json
 import logging
+import re
 import sys
 import threading
 import unicodedata
@@ -31,10 +32,13 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import NamedTuple
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from bot.clock import zone_names
 
 log = logging.getLogger(__name__)
 
+LONGEST_TOWN = 200
+"""Longer text is no town (nor town, region and country): not looked up."""
 MIN_POPULATION = 1000
 """Towns smaller than this are left out (the list's own threshold; some entries lack one)."""
 SCAN = 4000
@@ -81,7 +85,13 @@ class Found:
 
     @property
     def words(self) -> str:
-        """``Europe/Lisbon (Porto, Portugal)`` or ``Europe/Lisbon``."""
+        """``Europe/Lisbon (Porto, Portugal)`` or ``Europe/Lisbon``; a fixed offset says so."""
+        if self.town is None and self.zone[:8] in ("Etc/GMT-", "Etc/GMT+"):
+            hours = -int(self.zone[7:])
+            return (
+                f"{self.zone} (UTC{hours:+d} all year: no daylight saving time; a town's "
+                "name follows its clock changes)"
+            )
         if self.town is None:
             return self.zone
         return f"{self.zone} ({self.town.words(state=self.regional)})"
@@ -95,19 +105,39 @@ class Suggestion:
     zone: str
 
 
+LONGEST_NAME = 64
+"""No zone name is longer (the longest is 32): longer text is not looked up as a file name."""
+_OFFSET = re.compile(
+    r"^(?:utc|gmt)\s*(?P<sign>[+\-\u2212])\s*(?P<h>\d{1,2})(?::?(?P<m>00))?$", re.IGNORECASE
+)
+
+
+def offset_zone(text: str) -> str | None:
+    """``UTC+2`` as the zone database's fixed offset (``Etc/GMT-2``: POSIX signs are inverted).
+
+    Whole hours only, from -12 to +14 (the database has no others); UTC+0 is UTC.
+    """
+    m = _OFFSET.match(text.strip())
+    if m is None:
+        return None
+    hours = int(m.group("h"))
+    east = m.group("sign") == "+"
+    if hours == 0:
+        return "UTC"
+    if hours > (14 if east else 12):
+        return None
+    return f"Etc/GMT{'-' if east else '+'}{hours}"
+
+
 def iana_zone(text: str) -> str | None:
     """An IANA zone from its name in any case, or from its place part (``new york``)."""
     name = text.strip()
-    if not name:
+    if not name or len(name) > LONGEST_NAME:
         return None
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        pass
-    else:
+    zones = _all_zones()
+    if name in zones:
         return name
     wanted = fold(name)
-    zones = _all_zones()
     for z in zones:
         if fold(z) == wanted:
             return z
@@ -131,9 +161,11 @@ class ZoneFinder:
 
     def find(self, text: str) -> Found | None:
         """The zone ``text`` names (a zone, or a town with an optional region or country)."""
-        zone = iana_zone(text)
+        zone = iana_zone(text) or offset_zone(text)
         if zone is not None:
             return Found(zone)
+        if len(text) > LONGEST_TOWN:
+            return None
         name, *where = [fold(p) for p in text.split(",")]
         towns = [t for t in self._index().named(name) if _in(t, where)]
         if not towns:
@@ -177,7 +209,7 @@ class ZoneFinder:
 @cache
 def _all_zones() -> list[str]:
     """Every zone name of the tz database, sorted (reading them walks a folder: once)."""
-    return sorted(available_timezones())
+    return sorted(zone_names())
 
 
 def zone_at(lat: float, lon: float) -> str | None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
 from pydantic import BaseModel, Field
 
 from bot.agent.tools.base import Tool, ToolContext
+from bot.clock import is_zone_name
 from bot.errors import ToolError
 from storage.repos.users import UserRepo
 
@@ -23,12 +22,8 @@ class SetTimezoneArgs(BaseModel):
 
 def valid_timezone(name: str) -> str:
     """Return the zone name if it is a real IANA zone, else raise ToolError."""
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ToolError(
-            f"{name!r} is not an IANA time zone; use a name like Europe/Lisbon"
-        ) from exc
+    if not is_zone_name(name):
+        raise ToolError(f"{name[:64]!r} is not an IANA time zone; use a name like Europe/Lisbon")
     return name
 
 
