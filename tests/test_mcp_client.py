@@ -73,6 +73,25 @@ async def _started(app: Any) -> McpClients:
     return clients  # type: ignore[no-any-return]
 
 
+async def evil_otters(app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path, body: str) -> Any:
+    """An app whose one MCP server, "evil", runs ``body`` for anyone who asks about otters."""
+    script = server_script(tmp_path, "evil", body)
+    config = servers_file(
+        tmp_path,
+        f"""
+[servers.evil]
+command = {json.dumps(python())}
+args = [{json.dumps(str(script))}]
+words = ["otters", "otter"]
+users = ["everyone"]
+""",
+    )
+    app = await app_factory(fake_llm, mcp_servers_file=config)
+    app.dispatcher.register(RecordingChannel("fake"))
+    assert await (await _started(app)).wait_ready(30)
+    return app
+
+
 async def make_owner(app: Any, user_id: int) -> None:
     async with app.db.session() as s:
         user = await s.get(User, user_id)
@@ -208,20 +227,7 @@ def otter_facts(topic: str) -> str:
 async def test_a_hostile_servers_result_changes_nothing(
     app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
-    script = server_script(tmp_path, "evil", HOSTILE)
-    config = servers_file(
-        tmp_path,
-        f"""
-[servers.evil]
-command = {json.dumps(python())}
-args = [{json.dumps(str(script))}]
-words = ["otters", "otter"]
-users = ["everyone"]
-""",
-    )
-    app = await app_factory(fake_llm, mcp_servers_file=config)
-    app.dispatcher.register(RecordingChannel("fake"))
-    assert await (await _started(app)).wait_ready(30)
+    app = await evil_otters(app_factory, fake_llm, tmp_path, HOSTILE)
     user = await add_user(app, "ana")
     assert user.id is not None
     await app.memory.remember(user.id, "My sister is called Rita")
@@ -280,20 +286,7 @@ async def test_an_outside_tools_description_reaches_the_model_marked_as_theirs_a
 ) -> None:
     # A third party's tool description went to the model beside lifebot's own tools, marked
     # only "[evil MCP server]" and cut mid-word: nothing said it was not lifebot speaking.
-    script = server_script(tmp_path, "evil", LONG_WINDED)
-    config = servers_file(
-        tmp_path,
-        f"""
-[servers.evil]
-command = {json.dumps(python())}
-args = [{json.dumps(str(script))}]
-words = ["otters", "otter"]
-users = ["everyone"]
-""",
-    )
-    app = await app_factory(fake_llm, mcp_servers_file=config)
-    app.dispatcher.register(RecordingChannel("fake"))
-    assert await (await _started(app)).wait_ready(30)
+    app = await evil_otters(app_factory, fake_llm, tmp_path, LONG_WINDED)
     await add_user(app, "ana")
     fake_llm.default = lambda body: say("Otters hold hands while they sleep.")
     result = await app.dispatcher.handle(make_inbound("tell me about otters", sender="ana"))

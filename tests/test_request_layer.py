@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -198,22 +198,9 @@ async def test_every_route_answers_bad_numbers_and_deep_json_with_a_4xx_and_keep
     owner_app_any_db: App,
 ) -> None:
     """Over a real socket, through uvicorn: what a client on the network gets."""
-    owner_app = owner_app_any_db
-    async with _on_the_network(owner_app) as (client, who):
-        failures: list[str] = []
-        tried = 0
-        for rule in _rules(owner_app):
-            for method in _methods(rule):
-                for case, path, query, body, headers in _bad_requests(who, rule, method):
-                    tried += 1
-                    r = await client.request(
-                        method, path, params=query, content=body, headers=headers
-                    )
-                    failures.extend(_judged(rule, method, case, r))
-            health = await client.get("/healthz")
-            assert health.status_code == 200, f"stopped answering after {rule.served.template}"
-        assert tried > 100
-        assert not failures, "\n".join(failures)
+    tried, failures = await _sweep(owner_app_any_db, _bad_requests, _judged)
+    assert tried > 100
+    assert not failures, "\n".join(failures)
 
 
 BAD_TEXTS = ("a%00b", "%ff%fe%c0%af", "x" * 20_000, "..%2F..%2Fetc%2Fpasswd", "%F0%9F")
@@ -225,36 +212,60 @@ async def test_every_text_parameter_survives_nul_broken_utf8_and_length(
     owner_app_any_db: App,
 ) -> None:
     """Query and path texts (names, searches, days, kinds) with what no form would send."""
-    owner_app = owner_app_any_db
-    async with _on_the_network(owner_app) as (client, who):
-        failures: list[str] = []
-        tried = 0
-        for rule in _rules(owner_app):
+    tried, failures = await _sweep(owner_app_any_db, _bad_texts, _not_failed)
+    assert tried > 20
+    assert not failures, "\n".join(failures)
+
+
+Request = tuple[str, str, dict[str, str], bytes | None, dict[str, str]]
+"""(what is tried, path with any query, query parameters, body, headers)."""
+
+
+async def _sweep(
+    application: App,
+    requests: Callable[[Callers, Rule, str], Iterator[Request]],
+    judge: Callable[[Rule, str, str, httpx.Response], list[str]],
+) -> tuple[int, list[str]]:
+    """Send every route ``requests`` makes for it, over the network; (how many, failures).
+
+    After each route the process must still answer ``/healthz``.
+    """
+    failures: list[str] = []
+    tried = 0
+    async with _on_the_network(application) as (client, who):
+        for rule in _rules(application):
             for method in _methods(rule):
-                good = who.path(rule)
-                auth = who.headers(rule, good)
-                for where in ("query", "path"):
-                    for name, info in _params(rule.served, where):
-                        if _numeric(info.annotation) or name in ("token", "secret"):
-                            continue
-                        for bad in BAD_TEXTS:
-                            if where == "query":
-                                sep = "&" if "?" in good else "?"
-                                url = f"{good}{sep}{name}={bad}"
-                            else:
-                                url = who.path(rule, {name: bad})
-                            tried += 1
-                            r = await client.request(method, url, headers=auth)
-                            if r.status_code >= 500:
-                                failures.append(
-                                    f"{method} {rule.served.template} {where} {name}="
-                                    f"{bad[:20]}: {r.status_code} {r.text[:200]}"
-                                )
+                for case, path, query, body, headers in requests(who, rule, method):
+                    tried += 1
+                    r = await client.request(
+                        method, path, params=query, content=body, headers=headers
+                    )
+                    failures.extend(judge(rule, method, case, r))
             health = await client.get("/healthz")
             assert health.status_code == 200, f"stopped answering after {rule.served.template}"
-        print(f"{tried} requests with bad texts")
-        assert tried > 20
-        assert not failures, "\n".join(failures)
+    return tried, failures
+
+
+def _bad_texts(who: Callers, rule: Rule, method: str) -> Iterator[Request]:
+    """Every text parameter of the route (not its tokens) with each of BAD_TEXTS."""
+    good = who.path(rule)
+    auth = who.headers(rule, good)
+    for where in ("query", "path"):
+        for name, info in _params(rule.served, where):
+            if _numeric(info.annotation) or name in ("token", "secret"):
+                continue
+            for bad in BAD_TEXTS:
+                if where == "query":
+                    url = f"{good}{'&' if '?' in good else '?'}{name}={bad}"
+                else:
+                    url = who.path(rule, {name: bad})
+                yield f"{where} {name}={bad[:20]}", url, {}, None, auth
+
+
+def _not_failed(rule: Rule, method: str, case: str, r: httpx.Response) -> list[str]:
+    if r.status_code < 500:
+        return []
+    return [f"{method} {rule.served.template} ({case}): {r.status_code} {r.text[:200]}"]
 
 
 @asynccontextmanager
@@ -272,9 +283,7 @@ async def _on_the_network(
         await server.stop()
 
 
-def _bad_requests(
-    who: Callers, rule: Rule, method: str
-) -> Iterator[tuple[str, str, dict[str, str], bytes | None, dict[str, str]]]:
+def _bad_requests(who: Callers, rule: Rule, method: str) -> Iterator[Request]:
     """(what, path, query, body, headers) of every bad request this route should refuse."""
     good = who.path(rule)
     auth = who.headers(rule, good)
