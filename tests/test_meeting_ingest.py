@@ -159,6 +159,51 @@ async def test_a_failure_is_retried_and_still_makes_one_episode(
     assert [t.title for t in await rows(app, Task)] == ["Send Ben the release notes"]
 
 
+async def test_an_action_item_early_in_a_long_meeting_becomes_a_task(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """Only the last 12,000 characters were read for action items: an hour's first half was not."""
+    chatter = "and then we went over the numbers for the quarter once more, slowly " * 6
+    long_meeting = meeting(
+        ("me", "I'll send Rita the budget by Friday."),
+        *[("Ana Lima", f"{chatter} ({n})") for n in range(80)],  # about 33,000 characters
+        ("Ana Lima", "Let's also book the offsite."),
+    )
+    asked: list[str] = []
+
+    def respond(body: dict[str, Any]) -> Step | None:
+        system = str(body["messages"][0]["content"])
+        if "maintain the memory" in system:
+            return say(json.dumps(SUMMARY))
+        if "action items" in system:
+            data = str(body["messages"][-1]["content"])
+            asked.append(data)
+            assert len(data) <= 12_100, len(data)  # each read stays the size it was
+            items = [
+                {"title": title}
+                for said, title in (
+                    ("send Rita the budget", "Send Rita the budget"),
+                    ("book the offsite", "Book the offsite"),
+                )
+                if said in data
+            ]
+            return say(json.dumps({"action_items": items}))
+        return None
+
+    fake_llm.default = respond
+    app, auth = await ready(app_factory, fake_llm)
+    async with client_for(app) as client:
+        assert (await client.post(URL, json=long_meeting, headers=auth)).status_code == 202
+
+    assert (await settled(app)).status == "done"
+    titles = sorted(t.title for t in await rows(app, Task))
+    assert titles == ["Book the offsite", "Send Rita the budget"]
+    # The whole transcript, in parts the model can read, every line in exactly one of them.
+    assert len(asked) > 1
+    for segment in long_meeting["segments"]:
+        assert sum(segment["text"] in part for part in asked) == 1, segment["text"][-12:]
+
+
 async def test_omis_conversation_webhook_is_accepted(
     app_factory: AppFactory, fake_llm: FakeLLM
 ) -> None:
