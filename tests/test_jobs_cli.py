@@ -66,6 +66,32 @@ async def test_schedule_settings_are_commands_with_plain_errors(tmp_path: Path) 
     assert user is not None and not user.briefing_enabled
 
 
+async def test_times_on_the_twelve_hour_clock_are_read(tmp_path: Path) -> None:
+    """ "7am" and "10pm-7am" were "not a time of day": how many people write a time."""
+    async with jobs_app(tmp_path, ManualClock(T0)) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        await make_user(app, "ana")
+
+        async def say(text: str) -> str:
+            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
+            assert result.reply is not None
+            return result.reply
+
+        assert (await say("/briefing at 7:30 pm")).startswith(
+            "Your morning briefing comes at 19:30"
+        )
+        assert (await say("/briefing 6am")).startswith("Your morning briefing comes at 06:00")
+        assert (await say("/briefing 12 a.m.")).startswith("Your morning briefing comes at 00:00")
+        assert (await say("/quiet 10pm-7am")).startswith("Quiet hours set to 22:00-07:00")
+        assert (await say("/quiet 11 pm to 6:30 am")).startswith("Quiet hours set to 23:00-06:30")
+        assert "'13pm' is not a time of day" in await say("/briefing 13pm")
+        assert "'0am' is not a time of day" in await say("/briefing at 0am")
+        async with app.db.session() as s:
+            user = await UserRepo(s).find_by_name("ana")
+    assert user is not None
+    assert (user.briefing_time, user.quiet_start, user.quiet_end) == ("00:00", "23:00", "06:30")
+
+
 def test_briefing_preview_and_calendar_export_from_the_cli(tmp_path: Path) -> None:
     async def prepare() -> None:
         async with jobs_app(tmp_path, ManualClock(datetime.now(UTC))) as app:

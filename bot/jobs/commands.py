@@ -26,7 +26,7 @@ from storage.repos.calendar import CalendarRepo
 from storage.repos.outbox import OutboxRepo
 from storage.repos.users import UserRepo
 
-_QUIET = re.compile(r"^\s*(\S+?)\s*(?:-|\u2013|to)\s*(\S+)\s*$")
+_QUIET = re.compile(r"^\s*(.+?)\s*(?:-|\u2013|\bto\b)\s*(.+?)\s*$")
 
 
 def settings_text(user: User) -> str:
