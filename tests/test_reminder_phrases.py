@@ -256,3 +256,18 @@ async def test_dates_command_sets_the_order_and_reminders_follow_it(tmp_path: Pa
     assert every.startswith(
         "I'll remind you every 2 weeks on Friday at 17:00 to pay the cleaner (first: Fri 17:00)."
     )
+
+
+async def test_slash_remind_me_sets_what_follows_not_me(tmp_path: Path) -> None:
+    """'/remind me tomorrow at 7pm to call mum' was set as "me to call mum"."""
+    async with jobs_app(tmp_path, ManualClock(friday(LISBON))) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        await make_user(app, "ana", timezone="Europe/Lisbon")
+        for said, what in (
+            ("/remind me tomorrow at 7pm to call mum", "call mum"),
+            ("/remind me in 20 minutes to stretch", "stretch"),
+            ("/remind me to water the plants at 8pm", "water the plants"),
+        ):
+            result = await app.dispatcher.handle(make_inbound(said, sender="ana"))
+            assert result.reply is not None and f" to {what}. (#" in result.reply, result.reply
+            assert "me to" not in result.reply, result.reply

@@ -43,6 +43,8 @@ UNIT = r"(?:seconds?|secs?|minutes?|mins?|m|hours?|hrs?|h|days?|d|weeks?|wks?|w)
 AMPM = r"(?P<ap>a\.?m\.?|p\.?m\.?)"
 
 REMIND = re.compile(
+    # "/remind me tomorrow ...": the command took "remind", the "me" is left at the start
+    r"^\s*me\b(?=\s)|"
     r"\b(?:(?:please|pls|can you|could you)\s+)*(?:set\s+(?:me\s+)?an?\s+reminder(?:\s+for\s+me)?|"
     r"remind(?:\s+me)?|reminder)\b[:,]?",
     re.IGNORECASE,
