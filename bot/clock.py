@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, time
 from functools import cache
 from typing import Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
@@ -49,3 +50,33 @@ def is_zone_name(name: str) -> bool:
     are simply not one.
     """
     return name in zone_names()
+
+
+_HHMM = re.compile(r"^\s*(\d{1,2})(?::|\.|h)?(\d{2})?\s*$")
+
+
+_AM_PM = re.compile(r"^\s*(\d{1,2})(?:[:.h](\d{2}))?\s*([ap])\.?\s*m\.?\s*$", re.IGNORECASE)
+"""``7am``, ``7:30 pm``, ``10.15 p.m.``: the twelve-hour clock many people write."""
+
+
+def parse_hhmm(text: str) -> time:
+    """``07:30``, ``7:30``, ``0730``, ``7``, ``7am``, ``7:30 pm`` -> time.
+
+    ValueError in plain words otherwise (``13pm`` and ``0am`` too: no such hour).
+    """
+    twelve = _AM_PM.match(text)
+    if twelve is not None:
+        hour, minute = int(twelve.group(1)), int(twelve.group(2) or 0)
+        if not 1 <= hour <= 12 or minute > 59:
+            raise ValueError(f"{text.strip()!r} is not a time of day; write it like 07:30")
+        return time(hour % 12 + (12 if twelve.group(3).lower() == "p" else 0), minute)
+    m = _HHMM.match(text)
+    if m is None:
+        raise ValueError(f"{text.strip()!r} is not a time of day; write it like 07:30")
+    raw_h, raw_m = m.group(1), m.group(2)
+    if raw_m is None and len(raw_h) > 2:
+        raise ValueError(f"{text.strip()!r} is not a time of day; write it like 07:30")
+    hour, minute = int(raw_h), int(raw_m or 0)
+    if hour > 23 or minute > 59:
+        raise ValueError(f"{text.strip()!r} is not a time of day; write it like 07:30")
+    return time(hour, minute)

@@ -92,6 +92,24 @@ async def test_review_waits_for_the_end_of_quiet_hours(tmp_path: Path, fake_llm:
         assert [m.kind for m in fake.sent] == ["journal_review"]
 
 
+async def test_the_review_time_may_be_said_on_the_twelve_hour_clock(tmp_path: Path) -> None:
+    """'/journal review on friday 7pm' was "'7pm' is neither a weekday nor a time"."""
+    async with jobs_app(tmp_path, ManualClock(at(SUNDAY, 9))) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        await make_user(app, "ana", timezone="UTC")
+        for said, words in (
+            ("/journal review on friday 7pm", "Fridays at 19:00"),
+            ("/journal review on sat 8:30 a.m.", "Saturdays at 08:30"),
+            ("/journal review on sunday 21:15", "Sundays at 21:15"),
+        ):
+            r = await app.dispatcher.handle(make_inbound(said, sender="ana"))
+            assert r.reply is not None and words in r.reply, (said, r.reply)
+        r = await app.dispatcher.handle(
+            make_inbound("/journal review on friday 13pm", sender="ana")
+        )
+        assert r.reply is not None and "'13pm' is neither a weekday nor a time" in r.reply
+
+
 async def test_briefing_mentions_a_change_only_when_the_data_supports_it(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

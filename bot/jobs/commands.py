@@ -12,11 +12,11 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.chat import CommandContext, CommandReply, CommandTable, row_id
-from bot.clock import Clock, zone
+from bot.clock import Clock, parse_hhmm, zone
 from bot.errors import CalendarError
 from bot.jobs.calendars.events import event_line
 from bot.jobs.calendars.proposals import proposal_buttons
-from bot.jobs.localtime import day_first, hhmm, in_quiet_hours, local_instant, parse_hhmm
+from bot.jobs.localtime import day_first, hhmm, in_quiet_hours, local_instant
 from bot.jobs.reminders.phrases import PhraseError
 from bot.jobs.service import Jobs
 from bot.jobs.zones import ZONES

@@ -11,8 +11,9 @@ from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.chat import CommandContext, CommandReply, CommandTable, row_id
+from bot.clock import parse_hhmm
 from bot.jobs.calendars.proposals import MAX_OFFERED, proposal_buttons
-from bot.jobs.localtime import hhmm, parse_hhmm
+from bot.jobs.localtime import hhmm
 from bot.location.places import KINDS, norm, parse_aliases
 from bot.location.service import LocationService, NamingError
 from storage.models import Place

@@ -12,7 +12,7 @@ from bot.agent.journal.analytics import Metric
 from bot.agent.journal.service import JournalService
 from bot.agent.journal.tools import impossible_day, period_days
 from bot.chat import CommandContext, CommandReply, CommandTable, row_id
-from bot.clock import Clock, zone
+from bot.clock import Clock, parse_hhmm, zone
 from bot.errors import ToolError
 from bot.messages import InboundMessage
 
@@ -37,7 +37,6 @@ METRIC_WORDS: dict[str, Metric] = {
     "energy": "energy",
 }
 CHART_DAYS = 30
-_TIME = re.compile(r"^(\d{1,2})(?:[:.h]?(\d{2}))?$")
 DAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 SHORT_DAYS = [d[:3] for d in DAYS]
 USAGE = (
@@ -49,12 +48,16 @@ USAGE = (
 
 
 def _hhmm(word: str) -> str | None:
-    """A time like 19:00, 19.30, 1930 or 19 as HH:MM; None when the word is not a time."""
-    m = _TIME.match(word)
-    if m is None:
+    """A time like 19:00, 1930, 19 or 7pm as HH:MM; None when the word is not a time."""
+    try:
+        at = parse_hhmm(word)
+    except ValueError:
         return None
-    hour, minute = int(m.group(1)), int(m.group(2) or 0)
-    return f"{hour:02d}:{minute:02d}" if hour < 24 and minute < 60 else None
+    return f"{at.hour:02d}:{at.minute:02d}"
+
+
+_SPACED_AM_PM = re.compile(r"(\d)\s+([ap]\.?m\.?)(?!\w)", re.IGNORECASE)
+""""7 pm" as one word, "7pm", so the words of a command can be read one by one."""
 
 
 def journal_trigger(msg: InboundMessage) -> str | None:
@@ -176,7 +179,7 @@ def register_journal_commands(
         head, _, rest = args.partition(" ")
         if head.lower() == "edit":
             return await _edit(ctx, rest)
-        if head.lower() == "review" and len(rest.split()) <= 3:
+        if head.lower() == "review" and len(_SPACED_AM_PM.sub(r"\1\2", rest).split()) <= 3:
             return await _review(ctx, rest)
         spoken = any(a.kind in ("voice", "audio") for a in ctx.msg.attachments)
         entry, status = await journal.write(
@@ -210,7 +213,7 @@ def register_journal_commands(
             return CommandReply("Usage: /journal review on [day] [HH:MM], or /journal review off")
         weekday: int | None = None
         at: str | None = None
-        for w in words[1:]:
+        for w in _SPACED_AM_PM.sub(r"\1\2", " ".join(words[1:])).split():
             if w[:3] in SHORT_DAYS and w.isalpha():
                 weekday = SHORT_DAYS.index(w[:3])
                 continue

@@ -21,10 +21,10 @@ from bot.agent.llm import LLM
 from bot.agent.loop import FinalAnswer, Limits, run_turn
 from bot.agent.prompts import load_persona
 from bot.agent.tools.base import ToolContext, ToolRegistry
-from bot.clock import Clock, zone
+from bot.clock import Clock, parse_hhmm, zone
 from bot.errors import AgentError, LLMNotConfigured
 from bot.jobs.calendars.events import event_line
-from bot.jobs.localtime import local_day_bounds, local_instant, parse_hhmm
+from bot.jobs.localtime import local_day_bounds, local_instant
 from bot.jobs.reminders.service import reminder_line
 from storage.db import Database
 from storage.models import Delivery, User

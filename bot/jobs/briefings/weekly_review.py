@@ -13,8 +13,8 @@ from datetime import datetime, time, timedelta
 from sqlmodel import col, select
 
 from bot.agent.journal.service import JournalService
-from bot.clock import zone
-from bot.jobs.localtime import local_instant, parse_hhmm
+from bot.clock import parse_hhmm, zone
+from bot.jobs.localtime import local_instant
 from storage.db import Database
 from storage.models import User
 from storage.repos.journal import JournalRepo

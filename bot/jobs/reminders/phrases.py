@@ -20,7 +20,8 @@ from zoneinfo import ZoneInfo
 
 from dateutil.rrule import rrulestr
 
-from bot.jobs.localtime import clock_change_note, hhmm, local_instant, parse_hhmm
+from bot.clock import parse_hhmm
+from bot.jobs.localtime import clock_change_note, hhmm, local_instant
 from bot.jobs.reminders import patterns as pat
 
 

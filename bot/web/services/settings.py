@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 from bot.adapters.base import ChannelAdapter
 from bot.agent.accounts import Accounts
-from bot.clock import Clock
+from bot.clock import Clock, parse_hhmm
 from bot.dispatch.identity import confirm_link, issue_link_code
 from bot.errors import ChannelError
-from bot.jobs.localtime import hhmm, parse_hhmm
+from bot.jobs.localtime import hhmm
 from bot.jobs.zones import ZONES
 from bot.messages import Address, InboundMessage
 from storage.db import Database
