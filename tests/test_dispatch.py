@@ -293,3 +293,14 @@ async def test_a_crash_mid_turn_is_told_plainly_and_retry_answers_later(
     again = await app.dispatcher.handle(make_inbound("/retry"))
     assert again.reply == "Everything is fine."
     assert fake_llm.chat_requests[-1]["messages"][1]["content"] == "check my tasks with flaky"
+
+
+async def test_a_task_too_long_is_refused_in_words_not_cut(app: App) -> None:
+    """'/task add' with 3,000 characters kept the first 200 without a word."""
+    await add_user(app)
+    long_title = "call the plumber about the leak under the kitchen sink and " * 50
+    refused = await app.dispatcher.handle(make_inbound(f"/task add {long_title}"))
+    assert refused.reply is not None and "at most 200 characters" in refused.reply
+    assert (await app.dispatcher.handle(make_inbound("/tasks"))).reply == "No open tasks."
+    fits = await app.dispatcher.handle(make_inbound("/task add call the plumber"))
+    assert fits.reply is not None and fits.reply.endswith(": call the plumber")

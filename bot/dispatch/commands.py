@@ -34,6 +34,10 @@ PUBLIC_COMMANDS = frozenset({"start", "help"})
 facts, tasks, settings) and goes only to a one-to-one chat."""
 
 
+MAX_TASK_TITLE = 200
+"""Longest task title, as the model's task tool and meeting action items keep it."""
+
+
 class Commands:
     """The command table."""
 
@@ -203,8 +207,13 @@ class Commands:
         verb, _, rest = ctx.args.strip().partition(" ")
         rest = rest.strip()
         if verb.lower() == "add" and rest:
+            if len(rest) > MAX_TASK_TITLE:
+                return CommandReply(
+                    f"A task is at most {MAX_TASK_TITLE} characters (this one has {len(rest)}): "
+                    "give it a short title, and keep the details with /remember."
+                )
             async with self.db.session() as s:
-                task = await TaskRepo(s).add(ctx.user_id, rest[:200])
+                task = await TaskRepo(s).add(ctx.user_id, rest)
             return CommandReply(f"Added task #{task.id}: {task.title}")
         ident = row_id(rest)
         if verb.lower() in ("done", "finish", "complete") and ident is not None:
