@@ -98,6 +98,10 @@ class MeetingIngest:
         self._wake.set()
         return job
 
+    def wake(self) -> None:
+        """Look for due jobs now, not at the next poll (a job queued other than by ``submit``)."""
+        self._wake.set()
+
     def start(self) -> None:
         """Run the worker in the background (idempotent)."""
         if self._task is None:
