@@ -542,20 +542,24 @@ timeout = {DEADLINE}
     assert channel(app).texts("ana")[-1] == "Hello again."
 
 
+def clients_for(tmp_path: Path, servers: str) -> McpClients:
+    """McpClients (not started) for a servers file of ``servers``, with the defaults."""
+    return McpClients(
+        load_servers(servers_file(tmp_path, servers), lambda names: {}, frozenset(intent_words())),
+        tools=ToolRegistry([]),
+        deadline=20,
+        log_dir=tmp_path / "mcp",
+    )
+
+
 def test_a_dead_server_is_first_reconnected_after_1_s(tmp_path: Path) -> None:
-    config = servers_file(
+    clients = clients_for(
         tmp_path,
         f"""
 [servers.bad]
 command = {json.dumps(python())}
 users = ["everyone"]
 """,
-    )
-    clients = McpClients(
-        load_servers(config, lambda names: {}, frozenset(intent_words())),
-        tools=ToolRegistry([]),
-        deadline=20,
-        log_dir=tmp_path / "mcp",
     )
     assert [c.backoff_first for c in clients.connections] == [1.0]
 
@@ -595,19 +599,13 @@ async def test_a_server_that_dies_is_restarted_with_backoff(tmp_path: Path) -> N
 
 
 async def test_a_server_whose_program_is_missing_is_named_in_its_status(tmp_path: Path) -> None:
-    config = servers_file(
+    clients = clients_for(
         tmp_path,
         """
 [servers.gone]
 command = "no-such-mcp-server-here"
 users = ["everyone"]
 """,
-    )
-    clients = McpClients(
-        load_servers(config, lambda names: {}, frozenset(intent_words())),
-        tools=ToolRegistry([]),
-        deadline=20,
-        log_dir=tmp_path / "mcp",
     )
     clients.start()
     try:
