@@ -304,3 +304,22 @@ async def test_a_task_too_long_is_refused_in_words_not_cut(app: App) -> None:
     assert (await app.dispatcher.handle(make_inbound("/tasks"))).reply == "No open tasks."
     fits = await app.dispatcher.handle(make_inbound("/task add call the plumber"))
     assert fits.reply is not None and fits.reply.endswith(": call the plumber")
+
+
+async def test_a_model_answer_no_database_stores_is_cleaned_not_lost(
+    any_db_app: App, fake_llm: FakeLLM
+) -> None:
+    """A NUL from the model (PostgreSQL's text and JSON columns refuse it) failed the turn."""
+    app = any_db_app
+    await add_user(app)
+    fake_llm.add(
+        call("list_tasks", '{"include_done": false, "note": "a\\u0000b"}'),
+        say("Nothing\x00 to do\ud800 today."),
+    )
+    result = await app.dispatcher.handle(make_inbound("what's on my list?"))
+    assert result.status == "answered", result
+    assert channel(app).texts()[-1] == "Nothing to do\ufffd today."  # half an emoji: U+FFFD
+    # The whole turn is stored, and the next message is answered as usual.
+    fake_llm.add(say("Hello again."))
+    again = await app.dispatcher.handle(make_inbound("hi"))
+    assert again.status == "answered" and channel(app).texts()[-1] == "Hello again."

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from bot.errors import LLMInputTooLong, LLMNotConfigured, LLMRequestError, LLMUnavailable
+from bot.messages import clean_text
 from bot.metrics import Counter
 from bot.retry import retry_transient
 
@@ -308,7 +309,9 @@ class OpenAILLM:
                 if choice is None:
                     continue
                 delta = choice.get("delta") or {}
-                content = delta.get("content")
+                # What no database or channel takes (a NUL, half an emoji) is cleaned as it
+                # arrives: a model's slip must not fail the turn that stores it.
+                content = clean_text(delta.get("content") or "")
                 if content:
                     parts.append(content)
                     yield content
@@ -327,7 +330,11 @@ class OpenAILLM:
             raise translate_openai_error(exc, self.base_url) from exc
         result.text = "".join(parts)
         result.tool_calls = [
-            ToolCall(id=c["id"] or f"call_{i}", name=c["name"], arguments=c["arguments"] or "{}")
+            ToolCall(
+                id=clean_text(c["id"]) or f"call_{i}",
+                name=clean_text(c["name"]),
+                arguments=clean_text(c["arguments"]) or "{}",
+            )
             for i, c in sorted(calls.items())
         ]
         yield result
@@ -360,7 +367,7 @@ class OpenAILLM:
             raise translate_openai_error(exc, self.base_url) from exc
         choice = _first_choice(resp)
         message = choice.get("message") if choice is not None else None
-        return str(message.get("content") or "") if isinstance(message, dict) else ""
+        return clean_text(str(message.get("content") or "")) if isinstance(message, dict) else ""
 
     async def list_models(self) -> list[str]:
         """Model ids the endpoint offers (for ``lifebot doctor``)."""
