@@ -123,15 +123,20 @@ async def test_forget_that_forgets_and_is_not_learned_again(app: App, fake_llm: 
     assert await _facts(app) == []
 
 
-async def _store_transcript(app: App, user_id: int, texts: list[str], at: datetime) -> None:
-    """Ambient transcript rows as the pendant stores them (channel device, sender pendant)."""
+async def _store_transcript(
+    app: App, user_id: int, texts: list[str], at: datetime, *, first: int = 0
+) -> None:
+    """Ambient transcript rows as the pendant stores them (channel device, sender pendant).
+
+    ``first``: the number of the first segment (lines are 20 s apart from ``at``).
+    """
     from bot.messages import Address
 
     async with app.db.session() as s:
         conv = await ConversationRepo(s).get_or_create(
             user_id, Address("device", "default", "pendant-1")
         )
-        for n, text in enumerate(texts):
+        for n, text in enumerate(texts, start=first):
             s.add(
                 Message(
                     user_id=user_id,
@@ -245,3 +250,36 @@ async def test_an_unusable_summary_backs_off_and_is_given_up_after_a_bound(
         [ep] = (await s.exec(select(Episode))).all()
     assert not ep.summarized and ep.summary_attempts == 5
     assert "lunch with Ana" in ep.summary  # the stand-in stays
+
+
+async def test_a_long_unbroken_talk_is_summarized_whole_in_episodes_the_model_can_read(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    """A pendant hearing talk all day without a 45-minute pause: no line is left unsummarized.
+
+    One endless episode was summarized by the model from its last 80 lines only, so what was
+    said in the morning had no summary of its own, and every pass re-read the whole day.
+    """
+    user = await add_user(app)
+    assert user.id is not None
+    brain = Brain()
+    fake_llm.default = brain
+    memory: MemoryService = app.memory
+    spoken = datetime.now(UTC) - timedelta(hours=3)
+    texts = [f"segment {n} about the garden" for n in range(300)]
+    for start in range(0, len(texts), 20):  # a pass every 20 lines, as the live chat has
+        await _store_transcript(app, user.id, texts[start : start + 20], spoken, first=start)
+        await memory.run_due(spoken + timedelta(seconds=20 * (start + 20), minutes=11))
+    async with app.db.session() as s:
+        episodes = (await s.exec(select(Episode).order_by(col(Episode.start_at)))).all()
+        lines = {m.id: m.text for m in (await s.exec(select(Message))).all()}
+    covered = [i for ep in episodes for i in ep.source_message_ids or []]
+    assert sorted(covered) == sorted(lines)  # every line in exactly one episode
+    assert len(episodes) >= 4
+    for ep in episodes:
+        assert ep.summarized and ep.title == "Model title"
+        said = [lines[i] for i in ep.source_message_ids or []]
+        # The model's last look at this episode read every line of it.
+        last_look = [b["messages"][1]["content"] for b in brain.extractions
+                     if said[-1] + '"' in b["messages"][1]["content"]][-1]  # fmt: skip
+        assert all(text + '"' in last_look for text in said), ep.title

@@ -1,5 +1,9 @@
 """Episodes: a stream of messages cut at time gaps, with a title, summary, people and topics.
 
+An episode also ends when it holds ``EPISODE_LINES`` lines, the most the fast model reads to
+summarize one: a day of talk without a long pause (a pendant in an office) used to be one
+episode whose summary covered only its last lines, and every pass read the whole day again.
+
 Titles and summaries start deterministic (so an episode exists even when the LLM is down)
 and are rewritten by the fast model when it is reachable (``Episode.summarized``).
 """
@@ -16,6 +20,9 @@ from storage.models import Episode
 from storage.repos.episodes import CursorRepo, EpisodeRepo, StreamLine, scope_of
 from storage.search.fulltext import fts_terms
 
+EPISODE_LINES = 80
+"""The most lines one episode holds: what the fast model reads to summarize it."""
+
 CHANNEL_WORDS = {"device": "Overheard", "import": "Imported chat", "console": "Chat"}
 
 
@@ -29,21 +36,32 @@ def speaker_of(msg: StreamLine) -> str:
 
 
 def segment(
-    msgs: Sequence[StreamLine], gap: timedelta, after: datetime | None = None
-) -> list[list[StreamLine]]:
-    """Split time-ordered messages wherever ``gap`` passes without one.
+    msgs: Sequence[StreamLine],
+    gap: timedelta,
+    *,
+    after: datetime | None = None,
+    room: int = 0,
+    max_lines: int = EPISODE_LINES,
+) -> tuple[list[StreamLine], list[list[StreamLine]]]:
+    """Split time-ordered messages wherever ``gap`` passes without one or a group is full.
 
-    ``after`` is the end of the previous episode: a first group that starts within ``gap`` of
-    it continues that episode (the caller merges it).
+    ``after`` is the end of the previous episode and ``room`` how many more lines it takes:
+    the first lines within ``gap`` of it that fit continue that episode. Returns (the lines
+    continuing it, the new groups of at most ``max_lines``).
     """
+    carried: list[StreamLine] = []
     groups: list[list[StreamLine]] = []
     last = after
     for msg in msgs:
-        if not groups or last is None or msg.created_at - last > gap:
-            groups.append([])
-        groups[-1].append(msg)
+        close = last is not None and msg.created_at - last <= gap
+        if close and not groups and len(carried) < room:
+            carried.append(msg)
+        elif close and groups and len(groups[-1]) < max_lines:
+            groups[-1].append(msg)
+        else:
+            groups.append([msg])
         last = msg.created_at
-    return groups
+    return carried, groups
 
 
 def deterministic_summary(
@@ -70,9 +88,12 @@ def deterministic_summary(
 class EpisodeBuilder:
     """Groups new messages into episodes, continuing the stream's last one when close."""
 
-    def __init__(self, db: Database, *, gap_minutes: float = 45.0) -> None:
+    def __init__(
+        self, db: Database, *, gap_minutes: float = 45.0, max_lines: int = EPISODE_LINES
+    ) -> None:
         self.db = db
         self.gap = timedelta(minutes=gap_minutes)
+        self.max_lines = max_lines
 
     async def add(
         self, user_id: int, msgs: Sequence[StreamLine], tz: ZoneInfo
@@ -88,28 +109,28 @@ class EpisodeBuilder:
         async with self.db.session() as s:
             repo = EpisodeRepo(s)
             last = await repo.last_in_scope(user_id, scope)
-            groups = segment(msgs, self.gap, last.end_at if last else None)
-            for n, group in enumerate(groups):
+            room = self.max_lines - len(last.source_message_ids or []) if last else 0
+            carried, groups = segment(
+                msgs,
+                self.gap,
+                after=last.end_at if last else None,
+                room=room,
+                max_lines=self.max_lines,
+            )
+            if carried and last is not None:
+                ids = [m.id for m in carried if m.id is not None]
+                last.source_message_ids = [*(last.source_message_ids or []), *ids]
+                last.end_at = max(last.end_at, carried[-1].created_at)
+                # At most max_lines lines: the episode is full before it grows past them.
+                everything = await CursorRepo(s).lines(user_id, last.source_message_ids)
+                title, summary, people, topics = deterministic_summary(everything, tz)
+                last.title, last.summary, last.people, last.topics = title, summary, people, topics
+                last.summarized = False
+                last.updated_at = carried[-1].created_at
+                await repo.save(last)
+                out.append((last, carried))
+            for group in groups:
                 ids = [m.id for m in group if m.id is not None]
-                continues = (
-                    n == 0 and last is not None and group[0].created_at - last.end_at <= self.gap
-                )
-                if continues and last is not None:
-                    last.source_message_ids = [*(last.source_message_ids or []), *ids]
-                    last.end_at = max(last.end_at, group[-1].created_at)
-                    everything = await CursorRepo(s).lines(user_id, last.source_message_ids)
-                    title, summary, people, topics = deterministic_summary(everything, tz)
-                    last.title, last.summary, last.people, last.topics = (
-                        title,
-                        summary,
-                        people,
-                        topics,
-                    )
-                    last.summarized = False
-                    last.updated_at = group[-1].created_at
-                    await repo.save(last)
-                    out.append((last, group))
-                    continue
                 title, summary, people, topics = deterministic_summary(group, tz)
                 ep = await repo.add(
                     Episode(

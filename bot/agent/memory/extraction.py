@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from bot.agent.llm import LLM, parse_json_object
-from bot.agent.memory.episodes import EpisodeBuilder, speaker_of
+from bot.agent.memory.episodes import EPISODE_LINES, EpisodeBuilder, speaker_of
 from bot.agent.memory.facts import CATEGORIES, FactDecision, FactKeeper
 from bot.agent.memory.index import MemoryIndex
 from bot.errors import AgentError
@@ -90,13 +90,13 @@ class Extractor:
         *,
         builder: EpisodeBuilder | None = None,
         max_facts: int = 2,
-        max_lines: int = 80,
+        max_lines: int = EPISODE_LINES,
     ) -> None:
         self.index = index
         self.db = index.db
         self.keeper = keeper
         self.llm = llm
-        self.builder = builder or EpisodeBuilder(index.db)
+        self.builder = builder or EpisodeBuilder(index.db, max_lines=max_lines)
         self.max_facts = max_facts
         self.max_lines = max_lines
 
