@@ -16,14 +16,14 @@ from tests.support.builders import make_inbound
 
 GREETING_STATEMENTS = 12
 """SQL statements one greeting takes today: store with identity and conversation (3), the
-answer check and the agent's context, read together under the lock (1 + 3; the order check
-only when another message of the chat is on its way, or on PostgreSQL), the stored turn, its
-reply and the message's index row (3; the thread summary's update once older rows leave the
-window), the receipt (2). Memory extraction every N turns comes on top."""
-GREETING_COMMITS = 4
-"""Units of work per greeting: the message stored, the checks and context under the lock,
-the turn with its reply and index row, the receipt. The read-only one costs no trip to
-SQLite's thread."""
+answer check and the agent's context (1 + 3; the order check only when another message of the
+chat is on its way, or on PostgreSQL), the stored turn, its reply and the message's index row
+(3; the thread summary's update once older rows leave the window), the receipt (2). Memory
+extraction every N turns comes on top."""
+GREETING_COMMITS = 3
+"""Units of work per greeting on SQLite: the message stored with the answer check and the
+agent's context (read together when no other message of the chat is on its way), the turn
+with its reply and index row, the receipt. (Four with the checks in a unit of their own.)"""
 
 
 class Tally:

@@ -62,6 +62,16 @@ class DispatchResult:
     """The stored turn, for the hooks (run once the conversation lock is released)."""
 
 
+@dataclass(slots=True, frozen=True)
+class _TurnStart:
+    """What a plain message's turn reads first (in a unit of work it shares)."""
+
+    taken: str | None
+    """The command line it answers (a question we asked), if it does."""
+    reads: TurnReads | None
+    """What the agent's prompt is built from (None when it answers our question)."""
+
+
 TurnHook = Callable[[StoredTurn], Awaitable[None]]
 
 ORDER_WAIT = 3.0
@@ -307,11 +317,11 @@ class Dispatcher:
                     return handled
         known = await self._record_known(msg)
         if known is not None:
-            sender, conversation, stored = known
+            sender, conversation, stored, start = known
             if stored is None:
                 log.info("dropped a redelivered message (channel=%s)", msg.address.channel)
                 return DispatchResult("duplicate")
-            return await self._known_turn(sender, conversation, msg, stored)
+            return await self._known_turn(sender, conversation, msg, stored, start)
         return await self._handle_other(msg)
 
     async def _handle_other(self, msg: InboundMessage) -> DispatchResult:
@@ -365,12 +375,20 @@ class Dispatcher:
 
         return await self._known_turn(user, conv_id, msg, message_id)
 
-    async def _record_known(self, msg: InboundMessage) -> tuple[User, int, int | None] | None:
-        """A known sender's message stored in its conversation: (user, conversation, row id).
+    async def _record_known(
+        self, msg: InboundMessage
+    ) -> tuple[User, int, int | None, _TurnStart | None] | None:
+        """A known sender's message stored in its conversation.
 
-        The hot path, one unit of work: one read finds the identity, the user and the
-        conversation, then the message is stored with them (the row id is None for a
-        redelivery). None for a stranger, who takes the pairing path (stored first of all).
+        (user, conversation, row id, what its turn reads). The hot path, one unit of work:
+        one read finds the identity, the user and the conversation, then the message is
+        stored with them (the row id is None for a redelivery). None for a stranger, who
+        takes the pairing path (stored first of all).
+
+        On SQLite, a plain message with no other of its chat on its way reads what its turn
+        needs in this same unit (one unit of work fewer per message): nothing else can be in
+        that conversation's turn (one process, and this chat has no other message in it), so
+        the conversation's lock, taken right after, is free and adds nothing to the reads.
         """
         a = msg.address
         async with self.db.session() as s:
@@ -388,20 +406,48 @@ class Dispatcher:
                 msg, user_id=user.id, conversation_id=conv.id
             )
             if message_id is None:
-                return user, conv.id, None
+                return user, conv.id, None, None
             await ConversationRepo(s).touch(conv, msg.received_at)
             if msg.private:
                 # Only a DM becomes the place pushes go: never a group or public channel.
                 await UserRepo(s).touch_identity(ident, a.chat_id)
             logctx.add(user=user.id, conversation=conv.id, turn=message_id)
-        return user, conv.id, message_id
+            start = None
+            if self.db.is_sqlite and self._alone(msg) and self._plain(msg):
+                start = await self._start_turn(s, user, conv.id, msg)
+        return user, conv.id, message_id, start
+
+    async def _start_turn(
+        self, s: AsyncSession, user: User, conv_id: int, msg: InboundMessage
+    ) -> _TurnStart:
+        """A plain message's first reads, in the caller's unit of work.
+
+        Does it answer a question we asked (taken here, so the turn does not read again), and
+        if not, what the agent's prompt is built from.
+        """
+        taken = await self.commands.take_answer_line(s, user, msg)
+        reads = None
+        if taken is None and user.id is not None:
+            reads = await self.agent.read_context(s, user.id, conv_id, trusted=not msg.overheard)
+        return _TurnStart(taken, reads)
 
     async def _known_turn(
-        self, user: User, conv_id: int, msg: InboundMessage, message_id: int
+        self,
+        user: User,
+        conv_id: int,
+        msg: InboundMessage,
+        message_id: int,
+        start: _TurnStart | None = None,
     ) -> DispatchResult:
         # Stored in its conversation: a webhook may answer now (the turn follows).
         msg.accept()
-        result = await self._turn_in_order(user, conv_id, msg, message_id)
+        if start is not None:  # read with the message itself: no earlier one can be waiting
+            async with self._locks.hold(conv_id):
+                result = await self._in_turn(
+                    user, conv_id, msg, message_id, taken=(start.taken,), reads=start.reads
+                )
+        else:
+            result = await self._turn_in_order(user, conv_id, msg, message_id)
         # Hooks (indexing, extraction, proposals) run after the lock: the person's next
         # message never waits for them.
         if result.turn is not None:
@@ -426,8 +472,7 @@ class Dispatcher:
                 # One unit of work: is an earlier message waiting, and if not, does this one
                 # answer a question we asked (taken here, so the turn does not read again),
                 # and if not, what the agent's prompt is built from (read here too).
-                taken: tuple[str | None] | None = None
-                reads: TurnReads | None = None
+                start: _TurnStart | None = None
                 async with self.db.session() as s:
                     waiting = not (self.db.is_sqlite and self._alone(msg)) and (
                         await MessageRepo(s).earlier_waiting(
@@ -435,14 +480,15 @@ class Dispatcher:
                         )
                     )
                     if not waiting and plain:
-                        taken = (await self.commands.take_answer_line(s, user, msg),)
-                        if taken[0] is None and user.id is not None:
-                            reads = await self.agent.read_context(
-                                s, user.id, conv_id, trusted=not msg.overheard
-                            )
+                        start = await self._start_turn(s, user, conv_id, msg)
                 if not waiting:
                     return await self._in_turn(
-                        user, conv_id, msg, message_id, taken=taken, reads=reads
+                        user,
+                        conv_id,
+                        msg,
+                        message_id,
+                        taken=(start.taken,) if start is not None else None,
+                        reads=start.reads if start is not None else None,
                     )
             await asyncio.sleep(0.05)
 
