@@ -490,12 +490,19 @@ class Agent:
         return verdict
 
     async def read_context(
-        self, s: AsyncSession, user_id: int, conversation_id: int, *, trusted: bool
+        self,
+        s: AsyncSession,
+        user_id: int,
+        conversation_id: int,
+        *,
+        trusted: bool,
+        thread: ThreadState | None = None,
     ) -> TurnReads:
         """What a turn's prompt needs from the database, read in the caller's unit of work.
 
-        The dispatcher reads it in its own unit under the conversation's lock (with its check
-        for an answer to our question), so a turn takes one unit of work fewer.
+        The dispatcher reads it in a unit of its own (with its check for an answer to our
+        question), so a turn takes one unit of work fewer. ``thread``: the conversation's row
+        when the caller read it in this same unit (not read again).
         """
         window = self.history_messages
         threads = self.threads is not None and trusted
@@ -504,7 +511,11 @@ class Agent:
         known = await FactRepo(s).prompt_lines(user_id)
         messages = MessageRepo(s)
         if threads:
-            conv = await ConversationRepo(s).thread_state(user_id, conversation_id)
+            conv = (
+                thread
+                if thread is not None and thread.id == conversation_id
+                else await ConversationRepo(s).thread_state(user_id, conversation_id)
+            )
         stored = await messages.turn_history(
             user_id, conversation_id, self._history_span(window, conv, threads=threads)
         )

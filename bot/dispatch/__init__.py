@@ -42,7 +42,7 @@ from bot.messages import (
     clean_text,
 )
 from storage.db import Database
-from storage.models import Message, User
+from storage.models import Conversation, Message, User
 from storage.repos.deliveries import DeliveryRepo
 from storage.repos.messages import ConversationRepo, MessageRepo
 from storage.repos.users import UserRepo
@@ -414,21 +414,30 @@ class Dispatcher:
             logctx.add(user=user.id, conversation=conv.id, turn=message_id)
             start = None
             if self.db.is_sqlite and self._alone(msg) and self._plain(msg):
-                start = await self._start_turn(s, user, conv.id, msg)
+                start = await self._start_turn(s, user, conv.id, msg, thread=conv)
         return user, conv.id, message_id, start
 
     async def _start_turn(
-        self, s: AsyncSession, user: User, conv_id: int, msg: InboundMessage
+        self,
+        s: AsyncSession,
+        user: User,
+        conv_id: int,
+        msg: InboundMessage,
+        *,
+        thread: Conversation | None = None,
     ) -> _TurnStart:
         """A plain message's first reads, in the caller's unit of work.
 
         Does it answer a question we asked (taken here, so the turn does not read again), and
-        if not, what the agent's prompt is built from.
+        if not, what the agent's prompt is built from. ``thread``: the conversation's row as
+        this unit read it (not read again).
         """
         taken = await self.commands.take_answer_line(s, user, msg)
         reads = None
         if taken is None and user.id is not None:
-            reads = await self.agent.read_context(s, user.id, conv_id, trusted=not msg.overheard)
+            reads = await self.agent.read_context(
+                s, user.id, conv_id, trusted=not msg.overheard, thread=thread
+            )
         return _TurnStart(taken, reads)
 
     async def _known_turn(
