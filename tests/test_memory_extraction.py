@@ -12,7 +12,7 @@ from sqlmodel import col, select
 
 from bot.agent.memory.service import MemoryService
 from bot.app.build import App
-from storage.models import Episode, Fact, Message, Task
+from storage.models import Episode, Fact, MemoryItem, Message, Task
 from storage.repos.messages import ConversationRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm import FakeLLM, Step, say
@@ -283,3 +283,50 @@ async def test_a_long_unbroken_talk_is_summarized_whole_in_episodes_the_model_ca
         last_look = [b["messages"][1]["content"] for b in brain.extractions
                      if said[-1] + '"' in b["messages"][1]["content"]][-1]  # fmt: skip
         assert all(text + '"' in last_look for text in said), ep.title
+
+
+async def _episode_vectors(app: App) -> list[bool]:
+    """For each indexed episode, oldest first: has it a vector yet?"""
+    async with app.db.session() as s:
+        rows = await s.exec(
+            select(MemoryItem).where(MemoryItem.kind == "episode").order_by(col(MemoryItem.ts))
+        )
+        return [item.embedding is not None for item in rows.all()]
+
+
+async def test_a_growing_episode_gets_its_vector_once_it_is_full_or_quiet(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    """An open episode changes at every pass: its vector is made once it stops growing.
+
+    Each pass embedded the episode's new summary again (most of a pass's CPU), and the next
+    pass threw that vector away. Meanwhile the episode is found by its words.
+    """
+    user = await add_user(app)
+    assert user.id is not None
+    fake_llm.default = Brain()
+    memory: MemoryService = app.memory
+    spoken = datetime.now(UTC) - timedelta(hours=3)
+    texts = [f"segment {n} about the garden" for n in range(100)]
+
+    def after(n: int) -> datetime:  # just after line n was said (lines are 20 s apart)
+        return spoken + timedelta(seconds=20 * n + 5)
+
+    await _store_transcript(app, user.id, texts[:20], spoken)
+    await memory.run_due(after(19) + timedelta(minutes=9))  # 20 lines: a pass, still open
+    assert await _episode_vectors(app) == [False]
+    found = await memory.retriever.search(
+        user.id, "model summary tea", now=after(19), tz=memory_tz(), kinds=("episode",)
+    )
+    assert found.evidence  # found by its words meanwhile
+
+    for start in (20, 40, 60):  # growing in a busy chat: a pass every 20 lines
+        await _store_transcript(app, user.id, texts[start : start + 20], spoken, first=start)
+        await memory.run_due(after(start + 19) + timedelta(minutes=9))
+    assert await _episode_vectors(app) == [True]  # full at 80 lines: embedded at once
+
+    await _store_transcript(app, user.id, texts[80:100], spoken, first=80)
+    await memory.run_due(after(99) + timedelta(minutes=9))
+    assert await _episode_vectors(app) == [True, False]  # the next one is still growing
+    await memory.run_due(after(99) + timedelta(minutes=11))  # quiet: the background pass
+    assert await _episode_vectors(app) == [True, True]

@@ -274,11 +274,17 @@ class MemoryIndexRepo:
         )
 
     async def missing_embeddings(
-        self, model: str, limit: int, user_id: int | None = None
+        self,
+        model: str,
+        limit: int,
+        user_id: int | None = None,
+        *,
+        settled_before: datetime | None = None,
     ) -> list[tuple[int, int, str]]:
         """(item id, user id, text to embed) of rows without a vector of ``model``.
 
         Another person's message is embedded as "Name: text", so who said it counts too.
+        ``settled_before``: episodes whose last line is newer (still growing) are left out.
         """
         q = (
             sa.select(
@@ -300,6 +306,14 @@ class MemoryIndexRepo:
         )
         if user_id is not None:
             q = q.where(col(MemoryItem.user_id) == user_id)
+        if settled_before is not None:
+            q = q.where(
+                sa.or_(
+                    col(MemoryItem.kind) != "episode",
+                    col(MemoryItem.ts_end).is_(None),
+                    col(MemoryItem.ts_end) <= settled_before,
+                )
+            )
         conn = await connection_of(self.s)
         return [
             (int(r[0] or 0), int(r[1]), embed_text(str(r[3]), str(r[4]), str(r[2])))

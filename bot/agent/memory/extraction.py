@@ -91,7 +91,10 @@ class Extractor:
         builder: EpisodeBuilder | None = None,
         max_facts: int = 2,
         max_lines: int = EPISODE_LINES,
+        settle: timedelta = timedelta(minutes=10),
     ) -> None:
+        self.settle = settle
+        """How long an episode's stream stays quiet before its vector is made (see ``settled``)."""
         self.index = index
         self.db = index.db
         self.keeper = keeper
@@ -132,12 +135,25 @@ class Extractor:
                     await self.summarize(ep, new, tz, now, facts=facts, report=report)
             if embed:  # the episodes just written (facts embed their own as they are added)
                 await self.index.embed_sources(
-                    user_id, "episode", [ep.id for ep, _ in touched if ep.id is not None]
+                    user_id,
+                    "episode",
+                    [ep.id for ep, _ in touched if ep.id is not None and self.settled(ep, now)],
                 )
             if len(msgs) < READ_BATCH:
                 # Caught up. Lines said meanwhile wait for the next N (or the quiet pass): going
                 # round again for them would extract every few messages of a busy chat.
                 return report
+
+    def settled(self, ep: Episode, now: datetime) -> bool:
+        """Whether an episode is done growing, so its vector is worth making.
+
+        Full (``max_lines``), or its stream quiet for ``settle``. An open episode's text
+        changes at every pass (new lines, a new summary): embedding it each time threw all but
+        the last vector away, and the embedding is most of a pass's CPU (about 40 ms for one
+        summary on a small machine). Meanwhile its lines have vectors of their own and the
+        episode is found by its words; the quiet pass (or the background one) embeds it.
+        """
+        return len(ep.source_message_ids or []) >= self.max_lines or ep.end_at <= now - self.settle
 
     async def summarize(
         self,

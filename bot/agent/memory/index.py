@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -129,13 +130,14 @@ class MemoryIndex:
         user_id: int | None = None,
         progress: Progress | None = None,
         embed: bool = True,
+        settled_before: datetime | None = None,
     ) -> int:
         """Index every memory-worthy message not yet indexed, then embed what lacks a vector.
 
         The rows are searchable by their words as soon as they are indexed; ``embed=False``
         leaves the vectors to a later ``embed_missing`` (the background task, an import's
-        second step). Returns how many messages were added. Safe to call concurrently and
-        repeatedly.
+        second step). ``settled_before``: see ``embed_missing``. Returns how many messages
+        were added. Safe to call concurrently and repeatedly.
         """
         added = 0
         async with self._lock:
@@ -149,21 +151,27 @@ class MemoryIndex:
                 if progress is not None:
                     progress(len(msgs))
         if embed:
-            await self.embed_missing(user_id)
+            await self.embed_missing(user_id, settled_before=settled_before)
         return added
 
     async def embed_missing(
-        self, user_id: int | None = None, progress: Progress | None = None
+        self,
+        user_id: int | None = None,
+        progress: Progress | None = None,
+        *,
+        settled_before: datetime | None = None,
     ) -> int:
         """Embed every item without a vector of the current model, one batch at a time.
 
         The lock is taken per batch, so a new message is indexed between two batches of a
-        long backlog (an import) instead of after all of it.
+        long backlog (an import) instead of after all of it. ``settled_before``: an episode
+        whose last line is newer is still growing and waits (``Extractor.settled``); None
+        embeds every item.
         """
         done = 0
         while True:
             async with self._lock:
-                n = await self._embed_batch(user_id)
+                n = await self._embed_batch(user_id, settled_before)
             if n < 0:
                 return done
             done += n
@@ -208,11 +216,13 @@ class MemoryIndex:
         async with self.db.session() as s:
             return await MemoryIndexRepo(s).count(user_id)
 
-    async def _embed_batch(self, user_id: int | None) -> int:
+    async def _embed_batch(self, user_id: int | None, settled_before: datetime | None) -> int:
         """Embed one batch; how many were embedded (-1: the model failed, try later)."""
         model = self.embedder.model_id
         async with self.db.session() as s:
-            todo = await MemoryIndexRepo(s).missing_embeddings(model, self.batch_size, user_id)
+            todo = await MemoryIndexRepo(s).missing_embeddings(
+                model, self.batch_size, user_id, settled_before=settled_before
+            )
         if not todo:
             return 0
         return len(todo) if await self.embed_items(todo) else -1

@@ -70,7 +70,9 @@ class MemoryService:
         self.clock = clock
         self.index = MemoryIndex(db, embedder, mentions=mentioned_span, cache_dir=cache_dir)
         self.keeper = FactKeeper(self.index, llm)
-        self.extractor = Extractor(self.index, self.keeper, llm)
+        self.extractor = Extractor(
+            self.index, self.keeper, llm, settle=timedelta(minutes=quiet_minutes)
+        )
         self.retriever = Retriever(self.index)
         self.quiet = timedelta(minutes=quiet_minutes)
         self.every_messages = every_messages
@@ -97,7 +99,13 @@ class MemoryService:
 
         ``embed=False``: searchable by words only until the background task embeds them.
         """
-        added = await self.index.index_pending(user_id=user_id, embed=embed)
+        return await self._index_pending(user_id, embed=embed, now=self.clock.now())
+
+    async def _index_pending(self, user_id: int | None, *, embed: bool, now: datetime) -> int:
+        # An episode still growing at ``now`` waits for its vector (``Extractor.settled``).
+        added = await self.index.index_pending(
+            user_id=user_id, embed=embed, settled_before=now - self.quiet
+        )
         await self._hide_asked()
         return added
 
@@ -221,7 +229,7 @@ class MemoryService:
     async def run_due(self, now: datetime) -> DueReport:
         """One pass of the background job; ``now`` is injected so tests drive it directly."""
         async with self._run_lock:
-            report = DueReport(indexed=await self.index_pending())
+            report = DueReport(indexed=await self._index_pending(None, embed=True, now=now))
             async with self.db.session() as s:
                 streams = await CursorRepo(s).streams_with_unread()
             for user_id, scope, newest, count in streams:
