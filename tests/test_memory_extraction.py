@@ -8,6 +8,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 
 from bot.agent.memory.service import MemoryService
@@ -330,3 +333,37 @@ async def test_a_growing_episode_gets_its_vector_once_it_is_full_or_quiet(
     assert await _episode_vectors(app) == [True, False]  # the next one is still growing
     await memory.run_due(after(99) + timedelta(minutes=11))  # quiet: the background pass
     assert await _episode_vectors(app) == [True, True]
+
+
+async def test_a_pass_that_fails_before_its_cursor_moves_files_no_line_twice(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    """The episode and the stream's cursor are written together, or not at all.
+
+    They were two commits: a pass that stopped between them (a full disk, a killed process)
+    had filed the lines into the episode, and the next pass filed them again, so the model
+    read every line twice and the episode counted them twice.
+    """
+    user = await add_user(app)
+    assert user.id is not None
+    fake_llm.default = Brain()
+    memory: MemoryService = app.memory
+    spoken = datetime.now(UTC) - timedelta(hours=3)
+    await _store_transcript(app, user.id, [f"line {n} of the talk" for n in range(20)], spoken)
+    async with app.db.engine.begin() as conn:  # the cursor's write fails, as on a full disk
+        await conn.execute(
+            sa.text(
+                "CREATE TRIGGER cursor_fails BEFORE INSERT ON memorycursor "
+                "BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+            )
+        )
+    with pytest.raises(IntegrityError):  # the job's run fails (and says so in the log)
+        await memory.run_due(spoken + timedelta(hours=1))
+    async with app.db.engine.begin() as conn:
+        await conn.execute(sa.text("DROP TRIGGER cursor_fails"))
+    await memory.run_due(spoken + timedelta(hours=1, minutes=1))
+    async with app.db.session() as s:
+        episodes = (await s.exec(select(Episode))).all()
+    ids = [i for ep in episodes for i in ep.source_message_ids or []]
+    assert len(ids) == 20 and len(set(ids)) == 20
+    assert all(ep.summarized for ep in episodes)

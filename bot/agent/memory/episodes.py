@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from storage.db import Database
+from sqlmodel.ext.asyncio.session import AsyncSession
+
 from storage.models import Episode
 from storage.repos.episodes import CursorRepo, EpisodeRepo, StreamLine, scope_of
 from storage.search.fulltext import fts_terms
@@ -85,67 +87,76 @@ def deterministic_summary(
     return title, summary, people, topics
 
 
+@dataclass(slots=True, frozen=True)
+class Touched:
+    """An episode a pass wrote, with what went into it."""
+
+    episode: Episode
+    """The episode as stored."""
+    new: list[StreamLine]
+    """The lines this pass filed into it."""
+    lines: Sequence[StreamLine]
+    """All its lines, oldest first (at most ``EPISODE_LINES``)."""
+
+
 class EpisodeBuilder:
     """Groups new messages into episodes, continuing the stream's last one when close."""
 
-    def __init__(
-        self, db: Database, *, gap_minutes: float = 45.0, max_lines: int = EPISODE_LINES
-    ) -> None:
-        self.db = db
+    def __init__(self, *, gap_minutes: float = 45.0, max_lines: int = EPISODE_LINES) -> None:
         self.gap = timedelta(minutes=gap_minutes)
         self.max_lines = max_lines
 
     async def add(
-        self, user_id: int, msgs: Sequence[StreamLine], tz: ZoneInfo
-    ) -> list[tuple[Episode, list[StreamLine]]]:
-        """File ``msgs`` (one stream, time-ordered) into episodes.
+        self, s: AsyncSession, user_id: int, msgs: Sequence[StreamLine], tz: ZoneInfo
+    ) -> list[Touched]:
+        """File ``msgs`` (one stream, time-ordered) into episodes, in the caller's unit of work.
 
-        Returns each touched episode with the new messages that went into it.
+        The caller moves the stream's cursor in that same unit: filed and read, or neither.
+        Returns each touched episode with the new messages that went into it and its lines.
         """
         if not msgs:
             return []
         scope = scope_of(msgs[0])
-        out: list[tuple[Episode, list[StreamLine]]] = []
-        async with self.db.session() as s:
-            repo = EpisodeRepo(s)
-            last = await repo.last_in_scope(user_id, scope)
-            room = self.max_lines - len(last.source_message_ids or []) if last else 0
-            carried, groups = segment(
-                msgs,
-                self.gap,
-                after=last.end_at if last else None,
-                room=room,
-                max_lines=self.max_lines,
-            )
-            if carried and last is not None:
-                ids = [m.id for m in carried if m.id is not None]
-                last.source_message_ids = [*(last.source_message_ids or []), *ids]
-                last.end_at = max(last.end_at, carried[-1].created_at)
-                # At most max_lines lines: the episode is full before it grows past them.
-                everything = await CursorRepo(s).lines(user_id, last.source_message_ids)
-                title, summary, people, topics = deterministic_summary(everything, tz)
-                last.title, last.summary, last.people, last.topics = title, summary, people, topics
-                last.summarized = False
-                last.updated_at = carried[-1].created_at
-                await repo.save(last)
-                out.append((last, carried))
-            for group in groups:
-                ids = [m.id for m in group if m.id is not None]
-                title, summary, people, topics = deterministic_summary(group, tz)
-                ep = await repo.add(
-                    Episode(
-                        user_id=user_id,
-                        scope=scope,
-                        channel=group[0].channel,
-                        title=title,
-                        summary=summary,
-                        people=people,
-                        topics=topics,
-                        start_at=group[0].created_at,
-                        end_at=group[-1].created_at,
-                        source_message_ids=ids,
-                        summarized=False,
-                    )
+        out: list[Touched] = []
+        repo = EpisodeRepo(s)
+        last = await repo.last_in_scope(user_id, scope)
+        room = self.max_lines - len(last.source_message_ids or []) if last else 0
+        carried, groups = segment(
+            msgs,
+            self.gap,
+            after=last.end_at if last else None,
+            room=room,
+            max_lines=self.max_lines,
+        )
+        if carried and last is not None:
+            ids = [m.id for m in carried if m.id is not None]
+            last.source_message_ids = [*(last.source_message_ids or []), *ids]
+            last.end_at = max(last.end_at, carried[-1].created_at)
+            # At most max_lines lines: the episode is full before it grows past them.
+            everything = await CursorRepo(s).lines(user_id, last.source_message_ids)
+            title, summary, people, topics = deterministic_summary(everything, tz)
+            last.title, last.summary, last.people, last.topics = title, summary, people, topics
+            last.summarized = False
+            last.updated_at = carried[-1].created_at
+            await repo.save(last)
+            out.append(Touched(last, carried, everything))
+        for group in groups:
+            ids = [m.id for m in group if m.id is not None]
+            title, summary, people, topics = deterministic_summary(group, tz)
+            ep = await repo.add(
+                Episode(
+                    user_id=user_id,
+                    scope=scope,
+                    channel=group[0].channel,
+                    title=title,
+                    summary=summary,
+                    people=people,
+                    topics=topics,
+                    start_at=group[0].created_at,
+                    end_at=group[-1].created_at,
+                    source_message_ids=ids,
+                    summarized=False,
                 )
-                out.append((ep, group))
+            )
+            out.append(Touched(ep, group, group))
         return out

@@ -99,7 +99,7 @@ class Extractor:
         self.db = index.db
         self.keeper = keeper
         self.llm = llm
-        self.builder = builder or EpisodeBuilder(index.db, max_lines=max_lines)
+        self.builder = builder or EpisodeBuilder(max_lines=max_lines)
         self.max_facts = max_facts
         self.max_lines = max_lines
 
@@ -125,19 +125,28 @@ class Extractor:
                 msgs = await CursorRepo(s).unread(user_id, scope, READ_BATCH)
             if not msgs:
                 return report
-            touched = await self.builder.add(user_id, msgs, tz)
+            # Filed, indexed and read in one unit of work: a pass stopped halfway (a full
+            # disk, a killed process) filed the lines again on the next pass.
             async with self.db.session() as s:
+                touched = await self.builder.add(s, user_id, msgs, tz)
                 await CursorRepo(s).advance(user_id, scope, max(m.id or 0 for m in msgs), now)
+                changed = await self.index.index_episodes_in(s, [t.episode for t in touched])
+            await self.index.episodes_indexed(changed)
             report.episodes += len(touched)
-            await self.index.put_episodes([ep for ep, _ in touched])
-            for ep, new in touched:
+            for t in touched:
                 if summarize:
-                    await self.summarize(ep, new, tz, now, facts=facts, report=report)
+                    await self.summarize(
+                        t.episode, t.new, tz, now, facts=facts, report=report, lines=t.lines
+                    )
             if embed:  # the episodes just written (facts embed their own as they are added)
                 await self.index.embed_sources(
                     user_id,
                     "episode",
-                    [ep.id for ep, _ in touched if ep.id is not None and self.settled(ep, now)],
+                    [
+                        t.episode.id
+                        for t in touched
+                        if t.episode.id is not None and self.settled(t.episode, now)
+                    ],
                 )
             if len(msgs) < READ_BATCH:
                 # Caught up. Lines said meanwhile wait for the next N (or the quiet pass): going
@@ -164,15 +173,21 @@ class Extractor:
         *,
         facts: bool,
         report: ExtractionReport | None = None,
+        lines: Sequence[StreamLine] | None = None,
     ) -> bool:
-        """Ask the model for the episode's title, summary and facts; False if it is down."""
+        """Ask the model for the episode's title, summary and facts; False if it is down.
+
+        ``lines``: the episode's lines when the caller just read them (not read again).
+        """
         if self.llm is None:
             return False
-        async with self.db.session() as s:
-            # Only the lines the model will see: an open episode's list keeps growing.
-            ids = (ep.source_message_ids or [])[-self.max_lines :]
-            msgs = await CursorRepo(s).lines(ep.user_id, ids)
-        msgs = msgs[-self.max_lines :]
+        if lines is None:
+            async with self.db.session() as s:
+                # Only the lines the model will see (an episode from before they were capped
+                # may hold more).
+                ids = (ep.source_message_ids or [])[-self.max_lines :]
+                lines = await CursorRepo(s).lines(ep.user_id, ids)
+        msgs = list(lines)[-self.max_lines :]
         facts = facts and ep.channel != "import"  # imported history: summaries only
         new_ids = {m.id for m in new if m.id is not None}
         system = EXTRACT_PROMPT % {"max_facts": self.max_facts}

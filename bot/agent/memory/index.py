@@ -288,14 +288,29 @@ class MemoryIndex:
         A one-message episode is not indexed: its message already is, and the copy would
         only crowd search results.
         """
-        eps = [ep for ep in eps if len(ep.source_message_ids or []) > 1]
-        if not eps:
+        if not [ep for ep in eps if len(ep.source_message_ids or []) > 1]:
             return
         async with self.db.session() as s:
-            items = [await self._upsert_episode(MemoryIndexRepo(s), ep) for ep in eps]
-            changed = [(i.user_id, i.id) for i in items]
+            changed = await self.index_episodes_in(s, eps)
+        await self.episodes_indexed(changed)
+
+    async def index_episodes_in(
+        self, s: AsyncSession, eps: list[Episode]
+    ) -> list[tuple[int, int | None]]:
+        """``put_episodes``' writes in the caller's unit of work: (user, item) of each row.
+
+        Once that unit commits, hand the result to ``episodes_indexed``.
+        """
+        eps = [ep for ep in eps if len(ep.source_message_ids or []) > 1]
+        items = [await self._upsert_episode(MemoryIndexRepo(s), ep) for ep in eps]
+        return [(i.user_id, i.id) for i in items]
+
+    async def episodes_indexed(self, changed: list[tuple[int, int | None]]) -> None:
+        """Tell the search caches about episode rows just committed (``index_episodes_in``)."""
+        if not changed:
+            return
         vectors = await self.vectors()
-        for uid in {ep.user_id for ep in eps}:
+        for uid in {uid for uid, _ in changed}:
             vectors.forget(uid)
         for uid, item_id in changed:
             self.corpora.changed(uid, item_id)
