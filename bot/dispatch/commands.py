@@ -15,7 +15,14 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.chat import CommandContext, CommandFn, CommandReply, Trigger, row_id
 from bot.clock import Clock, is_zone_name
-from bot.dispatch.identity import LINK_TTL, approve, confirm_link, issue_link_code
+from bot.dispatch.identity import (
+    LINK_TTL,
+    approve,
+    code_in,
+    confirm_link,
+    issue_link_code,
+    known_chat_link_reply,
+)
 from bot.messages import Address, InboundMessage, OutboundMessage
 from storage.db import Database
 from storage.models import User
@@ -169,6 +176,12 @@ class Commands:
                     s, ctx.user_id, code.strip(), yes=answer.lower() == "yes", now=self.clock.now()
                 )
             return CommandReply(text, notify=notify)
+        given = code_in(ctx.args)
+        if given is not None:  # a code from another chat, pasted into one already known
+            async with self.db.session() as s:
+                return CommandReply(
+                    await known_chat_link_reply(s, ctx.user, given, self.clock.now())
+                )
         async with self.db.session() as s:
             code = await issue_link_code(s, ctx.user_id, ctx.msg, self.clock.now())
         minutes = int(LINK_TTL.total_seconds() // 60)
