@@ -250,6 +250,36 @@ async def test_a_meeting_too_long_to_read_whole_yields_its_first_and_last_action
     assert read == [*range(16), *range(24, 40)]
 
 
+async def test_a_model_answering_action_items_that_are_not_a_list_still_settles_the_job(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """{"action_items": 2} raised a TypeError no retry path caught: the job was never settled
+    and ran again (memory extraction and every part read) each retry period, for ever."""
+    asked: list[int] = []
+
+    def respond(body: dict[str, Any]) -> Step | None:
+        system = str(body["messages"][0]["content"])
+        if "maintain the memory" in system:
+            return say(json.dumps(SUMMARY))
+        if "action items" in system:
+            asked.append(1)
+            return say('{"action_items": 2}')
+        return None
+
+    fake_llm.default = respond
+    app, auth = await ready(app_factory, fake_llm, ingest_retry_seconds=0.3)
+    body = {**SECOND, "action_items": ["Send Ben the release notes"]}
+    async with client_for(app) as client:
+        assert (await client.post(URL, json=body, headers=auth)).status_code == 202
+
+    job = await settled(app, within=5.0)
+
+    assert (job.status, job.attempts) == ("done", 1)
+    assert [t.title for t in await rows(app, Task)] == ["Send Ben the release notes"]
+    await asyncio.sleep(1.0)  # three retry periods: nothing runs again
+    assert len(asked) == 1
+
+
 async def test_omis_conversation_webhook_is_accepted(
     app_factory: AppFactory, fake_llm: FakeLLM
 ) -> None:
