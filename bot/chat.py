@@ -77,7 +77,7 @@ class CommandTable(Protocol):
     """Where a feature registers its chat commands (``bot.dispatch.commands.Commands``)."""
 
     def register(self, name: str, fn: CommandFn, help_text: str) -> None:
-        """Add or replace a command (declare its name in the feature's ``commands``)."""
+        """Add a command (declare its name in the feature's ``commands``); a name is taken once."""
 
     def add_trigger(self, trigger: Trigger) -> None:
         """Let the feature claim some plain messages as commands (deterministic, no LLM)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -445,3 +446,49 @@ async def test_lifebots_own_published_feed_is_refused_as_a_subscription(tmp_path
     assert own == refusal
     assert webcal == refusal
     assert listing.startswith("You have no calendars linked.")
+
+
+async def test_an_address_that_redirects_to_the_own_published_feed_is_refused_too(
+    tmp_path: Path, fake_feed: FakeFeed
+) -> None:
+    # Only the address given was checked: a short link to the person's own feed (or a feed
+    # that later moved there) read every event of theirs back in as a copy from "outside".
+    clock = ManualClock(NOW)
+    fake_feed.body = feed(("a@t", "20250603T090000", "Dentist"))
+    async with jobs_app(tmp_path, clock, calendar_allow_private=True) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await make_user(app, "ana")
+        assert ana.id is not None
+        async with app.db.session() as s:
+            await WebAuthRepo(s).set_ics_token(ana.id, "Secret-feed_0123", NOW)
+
+        async def say(text: str) -> str:
+            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
+            assert result.reply is not None
+            return result.reply
+
+        moved = fake_feed.url.replace("/cal.ics", "/moved")
+        port = urlsplit(fake_feed.url).port
+        fake_feed.moved_to = "/calendar/Secret-feed_0123.ics"
+        short = await say(f"/calendar add {moved} Mine")
+        after_short = await titles(app, ana.id)
+        # A feed of someone else's that moves there later is refused at its next read.
+        fake_feed.moved_to = "/cal.ics"
+        added = await say(f"/calendar add {moved} Work")
+        fake_feed.moved_to = f"http://127.0.0.1:{port}/lifebot/calendar/Secret-feed_0123.ics"
+        fake_feed.body = feed(
+            ("a@t", "20250603T090000", "Dentist"), ("b@t", "20250604T120000", "Copy")
+        )
+        rounds = await app.jobs.calendars.refresh(clock.advance(minutes=31))
+        listing = await say("/calendar list")
+        read = await titles(app, ana.id)
+
+    assert short == (
+        "I could not subscribe: that is the calendar feed I publish for you; subscribing to "
+        "it would read your events back in as copies. Nothing was added."
+    )
+    assert after_short == []
+    assert added.startswith("Subscribed to Work (#1): 1 event(s) read.")
+    assert rounds == "calendars read 0, failed 1"
+    assert "last error: that is the calendar feed I publish for you" in listing
+    assert read == ["Dentist"]  # the last good read stays; nothing came back as a copy

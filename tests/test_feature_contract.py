@@ -115,6 +115,14 @@ def test_every_command_is_declared_by_exactly_one_feature_and_lives_with_it(
     assert {c for c in at_dispatch if owners[c] != ["conversations"]} == set()
 
 
+def test_a_command_has_one_handler_and_none_is_replaced_later(full_app: App) -> None:
+    """The spine's /tz was a placeholder the jobs' /tz (towns, reminders follow) replaced."""
+    tz = full_app.commands.handler("tz")
+    assert tz is not None and tz.__module__ == "bot.jobs.commands"
+    with pytest.raises(ValueError, match="/tz is registered twice"):
+        full_app.commands.register("tz", tz, "set your time zone")
+
+
 def test_every_input_kind_is_declared_by_one_feature_and_routed_by_the_dispatcher(
     full_app: App,
 ) -> None:

@@ -143,3 +143,33 @@ async def test_link_code_guesses_are_throttled(app: App) -> None:
 
     assert late.reply is not None and "Too many codes" in late.reply
     assert not [m for m in channel(app).sent if m.text.startswith("Link ")]
+
+
+async def test_link_code_sent_from_a_known_chat_is_answered_not_replaced(app: App) -> None:
+    """Ana's Slack chat was approved as an account of its own; "/link CODE" there used to
+    hand out a new code (and her Telegram code seemed to do nothing)."""
+    other = RecordingChannel("other")
+    app.dispatcher.register(other)
+    await add_user(app, "ana")
+    await add_user(app, "ana2", channel_name="other", name="Ana at work")
+    got = await app.dispatcher.handle(make_inbound("/link", sender="ana"))
+    assert got.reply is not None
+    [code] = CODE.findall(got.reply)
+
+    there = await app.dispatcher.handle(
+        make_inbound(f"/link {code}", sender="ana2", channel="other")
+    )
+    assert there.reply is not None
+    assert not CODE.findall(there.reply), there.reply  # no new code of its own
+    assert "already has a lifebot account of its own" in there.reply
+    assert "lifebot users delete" in there.reply
+    assert not [m for m in channel(app).sent if m.text.startswith("Link ")]
+
+    # Pasted back into the chat that asked for it: that chat is told where the code goes.
+    here = await app.dispatcher.handle(make_inbound(f"/link {code.lower()}", sender="ana"))
+    assert here.reply is not None and not CODE.findall(here.reply), here.reply
+    assert "from the other channel" in here.reply
+    # Neither answer used up or replaced the code: a new chat can still link with it.
+    await app.dispatcher.handle(make_inbound(code, sender="ana3", channel="other"))
+    assert channel(app).sent[-1].text.startswith("Link Other ana3 to your account?")
+    assert len(await _identities(app)) == 2

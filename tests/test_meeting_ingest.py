@@ -204,6 +204,82 @@ async def test_an_action_item_early_in_a_long_meeting_becomes_a_task(
         assert sum(segment["text"] in part for part in asked) == 1, segment["text"][-12:]
 
 
+async def test_a_meeting_too_long_to_read_whole_yields_its_first_and_last_action_items(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """Past MAX_ACTION_PARTS parts, the model reads the first and the last eight, no more."""
+    chatter = "we went over the quarter's numbers line by line once more " * 100  # 5,800
+    long_meeting = meeting(
+        ("me", "I'll send Rita the budget by Friday."),
+        *[("Ana Lima", f"{chatter} (#{n:02d})") for n in range(40)],  # 20 parts, 235,000 chars
+        ("Ana Lima", "Let's also book the offsite."),
+    )
+    asked: list[str] = []
+
+    def respond(body: dict[str, Any]) -> Step | None:
+        system = str(body["messages"][0]["content"])
+        if "maintain the memory" in system:
+            return say(json.dumps(SUMMARY))
+        if "action items" in system:
+            data = str(body["messages"][-1]["content"])
+            asked.append(data)
+            items = [
+                {"title": title}
+                for said, title in (
+                    ("send Rita the budget", "Send Rita the budget"),
+                    ("book the offsite", "Book the offsite"),
+                )
+                if said in data
+            ]
+            return say(json.dumps({"action_items": items}))
+        return None
+
+    fake_llm.default = respond
+    app, auth = await ready(app_factory, fake_llm)
+    async with client_for(app) as client:
+        assert (await client.post(URL, json=long_meeting, headers=auth)).status_code == 202
+
+    assert (await settled(app)).status == "done"
+    titles = sorted(t.title for t in await rows(app, Task))
+    assert titles == ["Book the offsite", "Send Rita the budget"]
+    assert len(asked) == 16  # of 20 parts: the model is asked at most 16 times
+    assert "send Rita the budget" in asked[0] and "book the offsite" in asked[-1]
+    # In order, none twice: the first eight parts (two segments each), then the last eight;
+    # the middle (#16-#23) is left to the summary and facts.
+    read = [n for part in asked for n in range(40) if f"(#{n:02d})" in part]
+    assert read == [*range(16), *range(24, 40)]
+
+
+async def test_a_model_answering_action_items_that_are_not_a_list_still_settles_the_job(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """{"action_items": 2} raised a TypeError no retry path caught: the job was never settled
+    and ran again (memory extraction and every part read) each retry period, for ever."""
+    asked: list[int] = []
+
+    def respond(body: dict[str, Any]) -> Step | None:
+        system = str(body["messages"][0]["content"])
+        if "maintain the memory" in system:
+            return say(json.dumps(SUMMARY))
+        if "action items" in system:
+            asked.append(1)
+            return say('{"action_items": 2}')
+        return None
+
+    fake_llm.default = respond
+    app, auth = await ready(app_factory, fake_llm, ingest_retry_seconds=0.3)
+    body = {**SECOND, "action_items": ["Send Ben the release notes"]}
+    async with client_for(app) as client:
+        assert (await client.post(URL, json=body, headers=auth)).status_code == 202
+
+    job = await settled(app, within=5.0)
+
+    assert (job.status, job.attempts) == ("done", 1)
+    assert [t.title for t in await rows(app, Task)] == ["Send Ben the release notes"]
+    await asyncio.sleep(1.0)  # three retry periods: nothing runs again
+    assert len(asked) == 1
+
+
 async def test_omis_conversation_webhook_is_accepted(
     app_factory: AppFactory, fake_llm: FakeLLM
 ) -> None:

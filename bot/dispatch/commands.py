@@ -1,9 +1,9 @@
 """Slash commands: deterministic, channel-agnostic, never call the LLM.
 
-The table holds the spine's own commands (pairing, linking, tasks, time zone, retry); every
+The table holds the spine's own commands (pairing, linking, tasks, retry); every
 feature registers its own from its package through ``bot.chat.CommandTable`` (memory's
 /remember and /facts in ``bot/agent/memory/commands.py``, the journal's in
-``bot/agent/journal/commands.py``, the scheduler's /briefing and /quiet in
+``bot/agent/journal/commands.py``, the scheduler's /briefing, /quiet and /tz in
 ``bot/jobs/commands.py``) and declares their names in its ``Feature.commands``.
 """
 
@@ -14,15 +14,21 @@ from datetime import timedelta
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.chat import CommandContext, CommandFn, CommandReply, Trigger, row_id
-from bot.clock import Clock, is_zone_name
-from bot.dispatch.identity import LINK_TTL, approve, confirm_link, issue_link_code
+from bot.clock import Clock
+from bot.dispatch.identity import (
+    LINK_TTL,
+    approve,
+    code_in,
+    confirm_link,
+    issue_link_code,
+    known_chat_link_reply,
+)
 from bot.messages import Address, InboundMessage, OutboundMessage
 from storage.db import Database
 from storage.models import User
 from storage.repos.answers import AnswerRepo
 from storage.repos.messages import MessageRepo
 from storage.repos.tasks import TaskRepo
-from storage.repos.users import UserRepo
 
 ANSWER_TTL = timedelta(hours=1)
 """How long a question asked in a command's reply waits for the answer."""
@@ -58,13 +64,14 @@ class Commands:
             ("approve", self._approve, "owner: approve a pairing code (/approve CODE)"),
             ("tasks", self._tasks, "list your open tasks"),
             ("task", self._task, "add or finish a task: /task add buy milk | /task done ID"),
-            ("tz", self._tz, "set your time zone (/tz Europe/Lisbon)"),
             ("retry", self._retry, "answer your last unanswered message again (or /retry ID)"),
         ):
             self.register(name, fn, help_text)
 
     def register(self, name: str, fn: CommandFn, help_text: str) -> None:
-        """Add or replace a command."""
+        """Add a command; a name registered twice is refused (one of them would be dead)."""
+        if name in self._table:
+            raise ValueError(f"/{name} is registered twice")
         self._table[name] = (fn, help_text)
 
     def add_trigger(self, trigger: Trigger) -> None:
@@ -169,6 +176,12 @@ class Commands:
                     s, ctx.user_id, code.strip(), yes=answer.lower() == "yes", now=self.clock.now()
                 )
             return CommandReply(text, notify=notify)
+        given = code_in(ctx.args)
+        if given is not None:  # a code from another chat, pasted into one already known
+            async with self.db.session() as s:
+                return CommandReply(
+                    await known_chat_link_reply(s, ctx.user, given, self.clock.now())
+                )
         async with self.db.session() as s:
             code = await issue_link_code(s, ctx.user_id, ctx.msg, self.clock.now())
         minutes = int(LINK_TTL.total_seconds() // 60)
@@ -223,20 +236,6 @@ class Commands:
                 return CommandReply(f"You have no open task {rest}. /tasks lists them.")
             return CommandReply(f"Done: {done.title}")
         return CommandReply("Usage: /task add buy milk, or /task done ID (/tasks shows the ids)")
-
-    async def _tz(self, ctx: CommandContext) -> CommandReply:
-        if not ctx.args:
-            return CommandReply(
-                f"Your time zone is {ctx.user.timezone}. Change it with /tz Area/City."
-            )
-        if not is_zone_name(ctx.args):
-            return CommandReply(
-                f"{ctx.args} is not a time zone I know. Try e.g. /tz Europe/Lisbon."
-            )
-        async with self.db.session() as s:
-            await UserRepo(s).set_timezone(ctx.user_id, ctx.args)
-        ctx.user.timezone = ctx.args
-        return CommandReply(f"Time zone set to {ctx.args}.")
 
     async def _retry(self, ctx: CommandContext) -> CommandReply:
         """/retry: the newest message here that waits; /retry ID: that one (a page's button)."""

@@ -282,6 +282,40 @@ async def issue_link_code(
     return req.code
 
 
+def code_in(text: str) -> str | None:
+    """The code in a message made of a code alone (or "/link CODE"), upper-cased; else None."""
+    m = _CODE_IN_TEXT.match(text)
+    return m.group(1).upper() if m else None
+
+
+async def known_chat_link_reply(session: AsyncSession, user: User, code: str, now: datetime) -> str:
+    """What to tell a known sender who sends "/link CODE": the code is never used from here.
+
+    A link adds a chat lifebot does not know yet; this chat already has an account (a second
+    one, approved or allowlisted on its own), and joining two accounts is not what a link
+    does. The code is left as it was: it still works from the chat it was meant for. Only the
+    sender's own codes are looked up, so nobody learns here whether another code is valid.
+    """
+    assert user.id is not None
+    req = await PairingRepo(session).by_code(code, now, purpose="link")
+    if req is not None and req.user_id == user.id:
+        minutes = max(1, int((req.expires_at - now).total_seconds() // 60))
+        return (
+            "That code links a new chat to your account, and this chat is already part of "
+            "it: send the code to me from the other channel (Telegram, Slack, ...) you want "
+            f"to link. It works there for {minutes} more minutes."
+        )
+    name = user.display_name or str(user.id)
+    return (
+        "This chat already has a lifebot account of its own, so I can't link it into another "
+        "one: a link code works only when sent from a chat I don't know yet. To link a new "
+        "chat to this account instead, send /link alone here and send the code it gives you "
+        "from there. To use this chat with your other account, this one has to be deleted "
+        f'first (the owner runs: lifebot users delete "{name}"; that erases everything it '
+        "holds); then a new code from your other account, sent here, links it."
+    )
+
+
 async def ensure_console_owner(
     session: AsyncSession, timezone: str, as_user: User | None = None
 ) -> User:

@@ -50,7 +50,7 @@ class JobCommands:
         self.clock = clock
 
     def register(self, commands: CommandTable) -> None:
-        """Add (or replace the placeholders of) the jobs commands."""
+        """Add the jobs commands."""
         for name, fn, help_text in (
             ("briefing", self.briefing, "morning briefing: /briefing now | at 07:30 | on | off"),
             ("quiet", self.quiet, "quiet hours: /quiet 22:00-07:00 | off"),

@@ -9,7 +9,8 @@ from aiohttp import web
 
 
 class FakeFeed:
-    """Serves ``body`` at ``/cal.ics`` with ``status``, and ``/moved`` redirects there; under
+    """Serves ``body`` at ``/cal.ics`` (and at ``[PREFIX/]calendar/NAME.ics``, the path lifebot
+    publishes its own feeds at) with ``status``; ``/moved`` redirects to ``moved_to``; under
     ``/dav/`` it answers every WebDAV method with ``dav_body`` (a CalDAV server gone wrong);
     any other path is a failure (404)."""
 
@@ -24,6 +25,8 @@ class FakeFeed:
         """Set: the feed sends one byte of ``body`` every this many seconds (a slow server)."""
         self.dav_body = b""
         """What every request under ``/dav/`` gets, as a 207 multi-status answer."""
+        self.moved_to = "/cal.ics"
+        """Where ``/moved`` redirects."""
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -33,6 +36,7 @@ class FakeFeed:
         app.router.add_get("/cal.ics", self._feed)
         app.router.add_get("/moved", self._moved)
         app.router.add_route("*", "/dav/{rest:.*}", self._dav)
+        app.router.add_get(r"/{prefix:(.+/)?}calendar/{name}", self._feed)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -62,4 +66,4 @@ class FakeFeed:
         return web.Response(body=self.dav_body, status=207, content_type="application/xml")
 
     async def _moved(self, _request: web.Request) -> web.Response:
-        raise web.HTTPFound("/cal.ics")
+        raise web.HTTPFound(self.moved_to)

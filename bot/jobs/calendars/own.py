@@ -331,22 +331,26 @@ class OwnCalendars:
         if peer:
             _refuse_private(str(peer[0]))
 
-    async def fetch(self, url: str) -> bytes:
+    async def fetch(self, url: str, user_id: int | None = None) -> bytes:
         """The feed's body (size-capped); CalendarError in plain words on any failure.
 
-        Redirects are followed by hand (at most 5) so each new host is checked too. The whole
-        fetch has one deadline: a server that sends a byte every few seconds cannot hold it.
+        Redirects are followed by hand (at most 5) so each new host is checked too; for
+        ``user_id``, every address reached (the one given, then each redirect's) is refused
+        when it is the feed published for that person (a short link to it, or a feed that
+        moved there, would read their events back in).
+        The whole fetch has one deadline: a server that sends a byte every few seconds cannot
+        hold it.
         """
         try:
             async with asyncio.timeout(self.settings.read_seconds):
-                return await self._fetch(url)
+                return await self._fetch(url, user_id)
         except TimeoutError:
             raise CalendarError(
                 f"the calendar server took longer than {self.settings.read_seconds:g} seconds "
                 "to send it, my limit"
             ) from None
 
-    async def _fetch(self, url: str) -> bytes:
+    async def _fetch(self, url: str, user_id: int | None) -> bytes:
         # Imported here: httpx costs a CLI command that never fetches a feed a fifth of a second.
         import httpx  # noqa: PLC0415
 
@@ -357,6 +361,8 @@ class OwnCalendars:
                 headers={"User-Agent": "lifebot calendar subscription"},
             ) as client:
                 for _ in range(MAX_REDIRECTS + 1):
+                    if user_id is not None:  # the address given, then every redirect's
+                        await self._refuse_own_feed(user_id, url)
                     await self.check_host(url)
                     async with client.stream("GET", url) as resp:
                         self.check_peer(resp)
@@ -383,7 +389,7 @@ class OwnCalendars:
             for known in await CalendarSourceRepo(s).of_user(user.id, "ics"):
                 if known.url == url:
                     return Subscribed(known, 0, already=True)
-        events, skipped = await self._parse(await self.fetch(url), user, now)
+        events, skipped = await self._parse(await self.fetch(url, user.id), user, now)
         async with self.db.session() as s:
             source = await CalendarSourceRepo(s).add(
                 CalendarSource(
@@ -514,7 +520,9 @@ class OwnCalendars:
             if source.kind == "caldav":
                 events, skipped = await self._read_caldav(source, user, now)
             else:
-                events, skipped = await self._parse(await self.fetch(source.url), user, now)
+                events, skipped = await self._parse(
+                    await self.fetch(source.url, user.id), user, now
+                )
         except CalendarError as exc:
             return await self._failed(source, user, now, str(exc))
         except Exception as exc:  # noqa: BLE001  (one calendar must not stop the rest)

@@ -302,9 +302,11 @@ class MeetingIngest:
                 fast=True,
                 json_mode=True,
             )
+            items = parse_json_object(raw).get("action_items")
+            # Anything but a list (a number, true) is no items: it must not fail the job.
             found += [
                 str(i.get("title") or "").strip()
-                for i in parse_json_object(raw).get("action_items") or []
+                for i in (items if isinstance(items, list) else [])
                 if isinstance(i, dict)
             ]
         added: list[str] = []
