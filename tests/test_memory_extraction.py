@@ -275,7 +275,7 @@ async def test_a_long_unbroken_talk_is_summarized_whole_in_episodes_the_model_ca
         await memory.run_due(spoken + timedelta(seconds=20 * (start + 20), minutes=11))
     async with app.db.session() as s:
         episodes = (await s.exec(select(Episode).order_by(col(Episode.start_at)))).all()
-        lines = {m.id: m.text for m in (await s.exec(select(Message))).all()}
+        lines = {m.id or 0: m.text for m in (await s.exec(select(Message))).all()}
     covered = [i for ep in episodes for i in ep.source_message_ids or []]
     assert sorted(covered) == sorted(lines)  # every line in exactly one episode
     assert len(episodes) >= 4
