@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlmodel import select
@@ -503,3 +503,42 @@ async def test_a_nul_in_a_transcript_is_dropped_and_the_meeting_stored(
     assert job.status == "done", job.last_error
     said = [m.text for m in await rows(app, Message) if m.channel == "meeting"]
     assert said == ["Shall we ship 2.0?", "Yes."]
+
+
+async def test_an_unexpected_failure_is_retried_a_bounded_number_of_times_and_holds_no_one_up(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """A failure of no expected kind (here the database refusing the task row) left the job
+    pending for ever, taken again every retry period, and stopped the pass: the other people's
+    meetings queued behind it waited as long."""
+    from sqlalchemy import text
+
+    from bot.jobs.meetings.ingest import MAX_ATTEMPTS
+
+    Model(fake_llm)
+    app = await app_factory(fake_llm, ingest_retry_seconds=60)
+    ana, bob = await add_user(app, "ana"), await add_user(app, "bob")
+    assert ana.id is not None and bob.id is not None
+    start = datetime.now(UTC)
+    async with app.db.session() as s:
+        await IngestRepo(s).submit(ana.id, "zoom-1", SECOND, start, start)
+        later = start + timedelta(seconds=1)
+        await IngestRepo(s).submit(bob.id, "zoom-2", SECOND, later, later)
+    async with app.db.engine.begin() as conn:  # Ana's tasks cannot be written
+        await conn.execute(
+            text(
+                f"CREATE TRIGGER no_tasks BEFORE INSERT ON task WHEN NEW.user_id = {ana.id} "
+                "BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END"
+            )
+        )
+
+    now = start + timedelta(seconds=2)
+    assert await app.meetings.run_due(now) == 1  # Bob's meeting, behind Ana's, is done
+    for _ in range(2, MAX_ATTEMPTS + 3):  # then a pass every retry period
+        now += timedelta(seconds=61)
+        assert await app.meetings.run_due(now) == 0
+    jobs = {j.user_id: j for j in await rows(app, IngestJob)}
+    assert jobs[bob.id].status == "done"
+    assert (jobs[ana.id].status, jobs[ana.id].attempts) == ("failed", MAX_ATTEMPTS)
+    assert "disk I/O error" in (jobs[ana.id].last_error or "")
+    assert [t.user_id for t in await rows(app, Task)] == [bob.id]

@@ -169,14 +169,22 @@ class MeetingIngest:
         keeper = asyncio.create_task(self._keep_claim(job.id, attempt), name="ingest-claim")
         try:
             episode_id = await self.process(job.user_id, meeting, now)
-        except (AgentError, OSError) as exc:
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The model down or a disk error (AgentError, OSError) is expected; anything else
+            # (a database refusing a row, a bug) is retried the same bounded number of times,
+            # with its traceback, instead of leaving the job pending for ever and stopping the
+            # pass before the other people's jobs.
             failed = attempt >= MAX_ATTEMPTS
-            log.warning(
+            log.log(
+                logging.WARNING if isinstance(exc, (AgentError, OSError)) else logging.ERROR,
                 "meeting transcript job %s failed (attempt %d%s): %s",
                 job.id,
                 attempt,
                 ", giving up" if failed else ", retrying",
                 exc,
+                exc_info=not isinstance(exc, (AgentError, OSError)),
             )
             async with self.db.session() as s:
                 await IngestRepo(s).settle(
@@ -184,7 +192,9 @@ class MeetingIngest:
                     attempt,
                     status="failed" if failed else "pending",
                     due_at=now + self.retry,
-                    last_error=str(exc)[:500],
+                    # The first line: a database error's next ones quote the row (the
+                    # person's words), which an operator's job list has no need of.
+                    last_error=(str(exc).splitlines() or [type(exc).__name__])[0][:500],
                     updated_at=now,
                 )
             return 0
