@@ -14,12 +14,12 @@ from tests.fakes.llm import FakeLLM, Step
 from tests.support.app import add_user, channel
 from tests.support.builders import make_inbound
 
-GREETING_STATEMENTS = 11
-"""SQL statements one greeting takes today: store with identity and conversation (3), the
-answer check and the agent's context (1 + 2, the conversation as the store read it; 1 + 3 and
-the order check when another message of the chat is on its way, or on PostgreSQL), the stored
-turn, its reply and the message's index row
-(3; the thread summary's update once older rows leave the window), the receipt (2). Memory
+GREETING_STATEMENTS = 10
+"""SQL statements one greeting takes today: store with identity, conversation and whether a
+question of ours waits (3), the agent's context (2, the conversation as the store read it; the
+answer check only when a question waits; the order check and 3 reads when another message of
+the chat is on its way, or on PostgreSQL), the stored turn, its reply and the message's index
+row (3; the thread summary's update once older rows leave the window), the receipt (2). Memory
 extraction every N turns comes on top."""
 GREETING_COMMITS = 3
 """Units of work per greeting on SQLite: the message stored with the answer check and the

@@ -397,7 +397,7 @@ class Dispatcher:
             )
             if found is None:
                 return None
-            ident, user, conv = found
+            ident, user, conv, asked = found
             assert user.id is not None
             if conv is None:  # the first message at this chat (or thread)
                 conv = await ConversationRepo(s).get_or_create(user.id, a)
@@ -414,7 +414,7 @@ class Dispatcher:
             logctx.add(user=user.id, conversation=conv.id, turn=message_id)
             start = None
             if self.db.is_sqlite and self._alone(msg) and self._plain(msg):
-                start = await self._start_turn(s, user, conv.id, msg, thread=conv)
+                start = await self._start_turn(s, user, conv.id, msg, thread=conv, asked=asked)
         return user, conv.id, message_id, start
 
     async def _start_turn(
@@ -425,14 +425,16 @@ class Dispatcher:
         msg: InboundMessage,
         *,
         thread: Conversation | None = None,
+        asked: bool = True,
     ) -> _TurnStart:
         """A plain message's first reads, in the caller's unit of work.
 
         Does it answer a question we asked (taken here, so the turn does not read again), and
         if not, what the agent's prompt is built from. ``thread``: the conversation's row as
-        this unit read it (not read again).
+        this unit read it (not read again); ``asked``: False when this unit already saw that
+        no question waits (the sender's read), so none is looked up.
         """
-        taken = await self.commands.take_answer_line(s, user, msg)
+        taken = await self.commands.take_answer_line(s, user, msg) if asked else None
         reads = None
         if taken is None and user.id is not None:
             reads = await self.agent.read_context(

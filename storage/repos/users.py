@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import NamedTuple
 
 from sqlalchemy import and_, bindparam
 from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, func, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
-from storage.models import ChannelIdentity, Conversation, User
+from storage.models import ChannelIdentity, Conversation, PendingAnswer, User
 
 # Every message runs this read: built once (with bound parameters), not per call, since
 # building and keying a three-table select costs more CPU than SQLite spends running it.
 _SENDER = (
-    select(ChannelIdentity, User, Conversation)
+    select(ChannelIdentity, User, Conversation, col(PendingAnswer.user_id))
     .join(User, col(User.id) == col(ChannelIdentity.user_id))
+    .outerjoin(PendingAnswer, col(PendingAnswer.user_id) == col(ChannelIdentity.user_id))
     .outerjoin(
         Conversation,
         and_(
@@ -32,6 +34,19 @@ _SENDER = (
         col(ChannelIdentity.sender_id) == bindparam("sender"),
     )
 )
+
+
+class Sender(NamedTuple):
+    """What the hot path reads about a message's known sender, in one statement."""
+
+    identity: ChannelIdentity
+    """The channel identity the message came from."""
+    user: User
+    """Its user."""
+    conversation: Conversation | None
+    """The conversation at this chat (None before its first message)."""
+    asked: bool
+    """A question of ours waits for this user's answer (``AnswerRepo``)."""
 
 
 class UserRepo:
@@ -93,11 +108,12 @@ class UserRepo:
 
     async def sender(
         self, channel: str, account: str, sender_id: str, chat_id: str, thread_id: str = ""
-    ) -> tuple[ChannelIdentity, User, Conversation | None] | None:
+    ) -> Sender | None:
         """A known sender's identity, user and conversation at this chat; None for a stranger.
 
         One statement for what every message needs (the hot path): the conversation is None
-        when this is the first message at this chat (or thread).
+        when this is the first message at this chat (or thread); ``asked`` says whether a
+        question of ours waits for the user's answer (usually not: nothing more to read).
         """
         res = await self.s.exec(
             _SENDER,
@@ -110,7 +126,7 @@ class UserRepo:
             },
         )
         row = res.first()
-        return (row[0], row[1], row[2]) if row is not None else None
+        return Sender(row[0], row[1], row[2], row[3] is not None) if row is not None else None
 
     async def add_identity(
         self,
