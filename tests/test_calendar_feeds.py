@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -419,10 +420,15 @@ async def test_a_calendar_whose_events_cannot_be_saved_fails_alone(tmp_path: Pat
     assert "last error: the calendar was read but its events could not be saved" in listing.reply
 
 
-async def test_lifebots_own_published_feed_is_refused_as_a_subscription(tmp_path: Path) -> None:
-    # The feed lifebot publishes for the person, subscribed back: every event of theirs was
-    # read in again as a second copy from "outside".
-    async with jobs_app(tmp_path, ManualClock(NOW), calendar_allow_private=True) as app:
+@asynccontextmanager
+async def publishing_ana(
+    tmp_path: Path, clock: ManualClock
+) -> AsyncIterator[tuple[App, int, Callable[[str], Awaitable[str]]]]:
+    """A jobs app where Ana publishes her feed (token "Secret-feed_0123"): (app, her id, say).
+
+    ``say`` sends her words to lifebot and returns its reply.
+    """
+    async with jobs_app(tmp_path, clock, calendar_allow_private=True) as app:
         app.dispatcher.register(RecordingChannel("fake"))
         ana = await make_user(app, "ana")
         assert ana.id is not None
@@ -434,6 +440,13 @@ async def test_lifebots_own_published_feed_is_refused_as_a_subscription(tmp_path
             assert result.reply is not None
             return result.reply
 
+        yield app, ana.id, say
+
+
+async def test_lifebots_own_published_feed_is_refused_as_a_subscription(tmp_path: Path) -> None:
+    # The feed lifebot publishes for the person, subscribed back: every event of theirs was
+    # read in again as a second copy from "outside".
+    async with publishing_ana(tmp_path, ManualClock(NOW)) as (_, _, say):
         own = await say("/calendar add http://127.0.0.1:9/calendar/Secret-feed_0123.ics")
         webcal = await say(
             "/calendar add webcal://127.0.0.1:9/lifebot/calendar/Secret-feed_0123.ics"
@@ -455,23 +468,12 @@ async def test_an_address_that_redirects_to_the_own_published_feed_is_refused_to
     # that later moved there) read every event of theirs back in as a copy from "outside".
     clock = ManualClock(NOW)
     fake_feed.body = feed(("a@t", "20250603T090000", "Dentist"))
-    async with jobs_app(tmp_path, clock, calendar_allow_private=True) as app:
-        app.dispatcher.register(RecordingChannel("fake"))
-        ana = await make_user(app, "ana")
-        assert ana.id is not None
-        async with app.db.session() as s:
-            await WebAuthRepo(s).set_ics_token(ana.id, "Secret-feed_0123", NOW)
-
-        async def say(text: str) -> str:
-            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
-            assert result.reply is not None
-            return result.reply
-
+    async with publishing_ana(tmp_path, clock) as (app, ana_id, say):
         moved = fake_feed.url.replace("/cal.ics", "/moved")
         port = urlsplit(fake_feed.url).port
         fake_feed.moved_to = "/calendar/Secret-feed_0123.ics"
         short = await say(f"/calendar add {moved} Mine")
-        after_short = await titles(app, ana.id)
+        after_short = await titles(app, ana_id)
         # A feed of someone else's that moves there later is refused at its next read.
         fake_feed.moved_to = "/cal.ics"
         added = await say(f"/calendar add {moved} Work")
@@ -481,7 +483,7 @@ async def test_an_address_that_redirects_to_the_own_published_feed_is_refused_to
         )
         rounds = await app.jobs.calendars.refresh(clock.advance(minutes=31))
         listing = await say("/calendar list")
-        read = await titles(app, ana.id)
+        read = await titles(app, ana_id)
 
     assert short == (
         "I could not subscribe: that is the calendar feed I publish for you; subscribing to "

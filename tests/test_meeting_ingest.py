@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -73,6 +74,36 @@ class Model:
                 return Step(status=503)
             return say('{"action_items": [{"title": "Send Ben the release notes"}]}')
         return None  # anything else is unscripted: a failure
+
+
+def rita_and_offsite(
+    asked: list[str], *, max_part: int | None = None
+) -> Callable[[dict[str, Any]], Step | None]:
+    """The fast model for long meetings: the summary, and the two action items a part says.
+
+    Each part it is asked about goes into ``asked``; ``max_part``: the longest part allowed.
+    """
+
+    def respond(body: dict[str, Any]) -> Step | None:
+        system = str(body["messages"][0]["content"])
+        if "maintain the memory" in system:
+            return say(json.dumps(SUMMARY))
+        if "action items" in system:
+            data = str(body["messages"][-1]["content"])
+            asked.append(data)
+            assert max_part is None or len(data) <= max_part, len(data)
+            items = [
+                {"title": title}
+                for said, title in (
+                    ("send Rita the budget", "Send Rita the budget"),
+                    ("book the offsite", "Book the offsite"),
+                )
+                if said in data
+            ]
+            return say(json.dumps({"action_items": items}))
+        return None
+
+    return respond
 
 
 async def ready(
@@ -171,26 +202,7 @@ async def test_an_action_item_early_in_a_long_meeting_becomes_a_task(
     )
     asked: list[str] = []
 
-    def respond(body: dict[str, Any]) -> Step | None:
-        system = str(body["messages"][0]["content"])
-        if "maintain the memory" in system:
-            return say(json.dumps(SUMMARY))
-        if "action items" in system:
-            data = str(body["messages"][-1]["content"])
-            asked.append(data)
-            assert len(data) <= 12_100, len(data)  # each read stays the size it was
-            items = [
-                {"title": title}
-                for said, title in (
-                    ("send Rita the budget", "Send Rita the budget"),
-                    ("book the offsite", "Book the offsite"),
-                )
-                if said in data
-            ]
-            return say(json.dumps({"action_items": items}))
-        return None
-
-    fake_llm.default = respond
+    fake_llm.default = rita_and_offsite(asked, max_part=12_100)  # each read the size it was
     app, auth = await ready(app_factory, fake_llm)
     async with client_for(app) as client:
         assert (await client.post(URL, json=long_meeting, headers=auth)).status_code == 202
@@ -216,25 +228,7 @@ async def test_a_meeting_too_long_to_read_whole_yields_its_first_and_last_action
     )
     asked: list[str] = []
 
-    def respond(body: dict[str, Any]) -> Step | None:
-        system = str(body["messages"][0]["content"])
-        if "maintain the memory" in system:
-            return say(json.dumps(SUMMARY))
-        if "action items" in system:
-            data = str(body["messages"][-1]["content"])
-            asked.append(data)
-            items = [
-                {"title": title}
-                for said, title in (
-                    ("send Rita the budget", "Send Rita the budget"),
-                    ("book the offsite", "Book the offsite"),
-                )
-                if said in data
-            ]
-            return say(json.dumps({"action_items": items}))
-        return None
-
-    fake_llm.default = respond
+    fake_llm.default = rita_and_offsite(asked)
     app, auth = await ready(app_factory, fake_llm)
     async with client_for(app) as client:
         assert (await client.post(URL, json=long_meeting, headers=auth)).status_code == 202
