@@ -138,6 +138,17 @@ async def settled(app: App, within: float = 20.0) -> IngestJob:
             await asyncio.sleep(0.05)
 
 
+async def tasks_after_posting(
+    app_factory: AppFactory, fake_llm: FakeLLM, body: dict[str, Any]
+) -> list[str]:
+    """Post ``body`` as a recorder would, wait until its job is done: the tasks made, sorted."""
+    app, auth = await ready(app_factory, fake_llm)
+    async with client_for(app) as client:
+        assert (await client.post(URL, json=body, headers=auth)).status_code == 202
+    assert (await settled(app)).status == "done"
+    return sorted(t.title for t in await rows(app, Task))
+
+
 async def test_posted_twice_within_the_debounce_makes_one_episode(
     app_factory: AppFactory, fake_llm: FakeLLM, app_database_url: str
 ) -> None:
@@ -203,12 +214,7 @@ async def test_an_action_item_early_in_a_long_meeting_becomes_a_task(
     asked: list[str] = []
 
     fake_llm.default = rita_and_offsite(asked, max_part=12_100)  # each read the size it was
-    app, auth = await ready(app_factory, fake_llm)
-    async with client_for(app) as client:
-        assert (await client.post(URL, json=long_meeting, headers=auth)).status_code == 202
-
-    assert (await settled(app)).status == "done"
-    titles = sorted(t.title for t in await rows(app, Task))
+    titles = await tasks_after_posting(app_factory, fake_llm, long_meeting)
     assert titles == ["Book the offsite", "Send Rita the budget"]
     # The whole transcript, in parts the model can read, every line in exactly one of them.
     assert len(asked) > 1
@@ -229,12 +235,7 @@ async def test_a_meeting_too_long_to_read_whole_yields_its_first_and_last_action
     asked: list[str] = []
 
     fake_llm.default = rita_and_offsite(asked)
-    app, auth = await ready(app_factory, fake_llm)
-    async with client_for(app) as client:
-        assert (await client.post(URL, json=long_meeting, headers=auth)).status_code == 202
-
-    assert (await settled(app)).status == "done"
-    titles = sorted(t.title for t in await rows(app, Task))
+    titles = await tasks_after_posting(app_factory, fake_llm, long_meeting)
     assert titles == ["Book the offsite", "Send Rita the budget"]
     assert len(asked) == 16  # of 20 parts: the model is asked at most 16 times
     assert "send Rita the budget" in asked[0] and "book the offsite" in asked[-1]
