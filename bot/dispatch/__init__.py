@@ -454,9 +454,7 @@ class Dispatcher:
         msg.accept()
         if start is not None:  # read with the message itself: no earlier one can be waiting
             async with self._locks.hold(conv_id):
-                result = await self._in_turn(
-                    user, conv_id, msg, message_id, taken=(start.taken,), reads=start.reads
-                )
+                result = await self._in_turn(user, conv_id, msg, message_id, start=start)
         else:
             result = await self._turn_in_order(user, conv_id, msg, message_id)
         # Hooks (indexing, extraction, proposals) run after the lock: the person's next
@@ -493,14 +491,7 @@ class Dispatcher:
                     if not waiting and plain:
                         start = await self._start_turn(s, user, conv_id, msg)
                 if not waiting:
-                    return await self._in_turn(
-                        user,
-                        conv_id,
-                        msg,
-                        message_id,
-                        taken=(start.taken,) if start is not None else None,
-                        reads=start.reads if start is not None else None,
-                    )
+                    return await self._in_turn(user, conv_id, msg, message_id, start=start)
             await asyncio.sleep(0.05)
 
     def _plain(self, msg: InboundMessage) -> bool:
@@ -516,13 +507,12 @@ class Dispatcher:
         msg: InboundMessage,
         message_id: int,
         *,
-        taken: tuple[str | None] | None = None,
-        reads: TurnReads | None = None,
+        start: _TurnStart | None = None,
     ) -> DispatchResult:
         """The turn itself.
 
-        ``taken``: the answer line already looked up under the lock; ``reads``: the agent's
-        prompt rows read in that same unit of work.
+        ``start``: what a plain message's turn already read (its answer check and the agent's
+        prompt rows).
         """
         text = msg.callback_data if msg.callback_data is not None else msg.text
         handlers = [h for h in self.inputs if h.takes(msg)]
@@ -530,7 +520,7 @@ class Dispatcher:
             return await self._inputs_turn(handlers, user, conv_id, msg, message_id)
         line = self.commands.command_line(msg)
         if line is None:  # perhaps the answer to a question we asked ("What was this place?")
-            line = taken[0] if taken is not None else await self.commands.answer_line(user, msg)
+            line = start.taken if start is not None else await self.commands.answer_line(user, msg)
         if line is not None:
             reply = await self.commands.handle(user, msg, conv_id, line)
             if reply.retry_message_id is not None:
@@ -573,7 +563,7 @@ class Dispatcher:
             msg.message_id,
             trusted=not msg.overheard,
             spoken=any(a.kind in ("voice", "audio") for a in msg.attachments),
-            reads=reads,
+            reads=start.reads if start is not None else None,
         )
 
     async def _inputs_turn(
