@@ -254,7 +254,8 @@ async def test_export_and_delete_my_data(any_db_app: App) -> None:
     assert [f.text for f in await app.web.service.facts.facts(bob)] == ["bob plays drums"]
 
 
-async def test_health_readiness_and_metrics(app: App) -> None:
+async def test_health_readiness_and_metrics(any_db_app: App) -> None:
+    app = any_db_app
     ann = await add_user(app, "ann")
     await seed(app, ann, "hello")
     async with client_for(app) as client:

@@ -568,7 +568,7 @@ CHECKS.append(check_speech_model)
 
 
 async def check_jobs(settings: Settings) -> Check:
-    """Scheduled jobs: on or off, which leader lock, and whether the job store persists."""
+    """Scheduled jobs: on or off, and whether the job store persists (leader: a lease row)."""
     from bot.jobs.engine.scheduler import sync_url  # noqa: PLC0415
 
     if not settings.jobs_enabled:
@@ -580,7 +580,7 @@ async def check_jobs(settings: Settings) -> Check:
             fix="set LIFEBOT_JOBS_ENABLED=true",
         )
     url = settings.database_url
-    lock = "PostgreSQL advisory lock" if url.startswith("postgresql") else "lease row"
+    lock = "leader lease row"
     if sync_url(url) is None:
         return Check(
             "scheduled jobs",

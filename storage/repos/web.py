@@ -501,7 +501,7 @@ class WebViewRepo:
         return list((await self.s.exec(select(JobState).order_by(col(JobState.id)))).all())
 
     async def leases(self) -> list[JobLease]:
-        """Leader leases (SQLite; PostgreSQL uses an advisory lock instead)."""
+        """Leader leases (one row per lease name, on every database)."""
         return list((await self.s.exec(select(JobLease))).all())
 
     async def schema_revision(self) -> str | None:
