@@ -26,7 +26,7 @@ from storage.repos.reminders import ReminderRepo
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.fakes.telegram_api import BOT_ID, FakeTelegram
-from tests.support.serve import Cluster, leader_pid, new_leader, serve_env
+from tests.support.serve import Cluster, leader_pid, lock_waits, new_leader, serve_env
 
 pytestmark = pytest.mark.postgres
 
@@ -59,6 +59,17 @@ class Model:
 async def _remind(db: Database, user_id: int, text: str, due: datetime) -> None:
     async with db.session() as s:
         await ReminderRepo(s).add(Reminder(user_id=user_id, text=text, next_at=due))
+
+
+async def _reminded(tg: FakeTelegram, chat: int, text: str, cluster: Cluster, db: Database) -> None:
+    """Wait for the reminder's push; on a timeout say what the processes and sessions did."""
+    try:
+        await tg.wait_for(lambda: f"⏰ Reminder: {text}" in tg.texts(chat), within=20)
+    except TimeoutError:
+        waits = await lock_waits(db)
+        raise AssertionError(
+            f"no reminder {text!r}; sent {tg.texts(chat)}\n{waits}\n{cluster.tails()}"
+        ) from None
 
 
 async def test_three_serve_processes_answer_in_order_once_and_survive_their_leader(
@@ -136,7 +147,7 @@ async def test_three_serve_processes_answer_in_order_once_and_survive_their_lead
         cluster.signal(frozen, signal.SIGSTOP)
         second, took = await new_leader(db, first, stopped_at)
         figures["takeover after SIGSTOP (s)"] = round(took, 2)
-        await tg.wait_for(lambda: "⏰ Reminder: take the pills" in tg.texts(chat), within=20)
+        await _reminded(tg, chat, "take the pills", cluster, db)
         figures["reminder lateness across SIGSTOP (s)"] = round(
             (datetime.now(UTC) - due).total_seconds(), 2
         )
@@ -151,7 +162,7 @@ async def test_three_serve_processes_answer_in_order_once_and_survive_their_lead
         cluster.signal(cluster.index_of(second), signal.SIGKILL)
         _, took = await new_leader(db, second, killed_at)
         figures["takeover after SIGKILL (s)"] = round(took, 2)
-        await tg.wait_for(lambda: "⏰ Reminder: call the doctor" in tg.texts(chat), within=20)
+        await _reminded(tg, chat, "call the doctor", cluster, db)
         figures["reminder lateness across SIGKILL (s)"] = round(
             (datetime.now(UTC) - due).total_seconds(), 2
         )

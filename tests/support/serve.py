@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sqlalchemy import text
 from sqlmodel import select
 
 from storage.db import Database
@@ -162,6 +163,24 @@ async def leader_pid(db: Database) -> int | None:
     if lease is None or lease.expires_at < datetime.now(UTC):
         return None
     return int(lease.holder.split(":")[1])
+
+
+async def lock_waits(db: Database) -> str:
+    """Sessions waiting on a lock and what holds them (PostgreSQL), for a failure message."""
+    query = text(
+        "SELECT w.pid, w.query, b.pid, b.state, b.query FROM pg_stat_activity w "
+        "CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS blocker(pid) "
+        "JOIN pg_stat_activity b ON b.pid = blocker.pid WHERE w.datname = current_database()"
+    )
+    async with db.session() as s:
+        rows = (await s.exec(query)).all()  # type: ignore[call-overload]
+    return (
+        "\n".join(
+            f"{w} waits ({wq[:120]!r}) on {b} {state} ({bq[:120]!r})"
+            for w, wq, b, state, bq in rows
+        )
+        or "no session waits on a lock"
+    )
 
 
 async def new_leader(db: Database, old: int, since: float) -> tuple[int, float]:
