@@ -51,6 +51,45 @@ async def titles(app: App, user_id: int) -> list[str]:
         return [e.title for e in await CalendarRepo(s).all_events(user_id)]
 
 
+async def test_a_feed_removed_while_it_is_being_read_stays_removed(
+    tmp_path: Path, fake_feed: FakeFeed
+) -> None:
+    clock = ManualClock(NOW)
+    fake_feed.body = feed(("a@t", "20250603T090000", "Dentist"))
+    async with jobs_app(tmp_path, clock, calendar_allow_private=True) as app:
+        app.dispatcher.register(RecordingChannel("fake"))
+        ana = await make_user(app, "ana")
+        assert ana.id is not None
+
+        async def say(text: str) -> str:
+            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
+            assert result.reply is not None
+            return result.reply
+
+        added = await say(f"/calendar add {fake_feed.url} Work")
+        fake_feed.body = feed(
+            ("a@t", "20250603T090000", "Dentist"), ("b@t", "20250604T120000", "Lunch")
+        )
+        removed: list[str] = []
+
+        async def ana_removes_it() -> None:
+            removed.append(await say("/calendar remove 1"))
+
+        # Ana removes the calendar while the leader's re-read waits for the server.
+        fake_feed.while_asked = ana_removes_it
+        refreshed = await app.jobs.calendars.refresh(clock.advance(minutes=31))
+        week = await say("/calendar")
+        listing = await say("/calendar list")
+        left = await titles(app, ana.id)
+
+    assert added.startswith("Subscribed to Work (#1): 1 event(s) read.")
+    assert removed == ["Removed Work (#1) and its 1 event(s)."]
+    assert left == []  # the read's events did not come back without their calendar
+    assert refreshed == "calendars read 0, failed 0"  # nothing to read any more
+    assert week == "Nothing in your calendar for the next 7 days."
+    assert "#1" not in listing
+
+
 async def test_a_feed_is_subscribed_refreshed_and_removed_per_user(
     tmp_path: Path, fake_feed: FakeFeed
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from sqlalchemy import update
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -60,17 +61,17 @@ class CalendarSourceRepo:
         error: str | None,
         count: int | None = None,
         note: str | None = None,
-    ) -> None:
+    ) -> bool:
         """Note the outcome of a read: a good one counts the events and clears the error.
 
         ``note``: what a good read left out (unreadable events), shown where an error is.
+        False when the source is gone (removed meanwhile). One UPDATE, which also holds the
+        source's row until the transaction ends: a removal waits for the read being stored.
         """
-        found = await self.s.get(CalendarSource, source_id)
-        if found is None:
-            return
-        found.last_error = error if error is not None else note
+        values: dict[str, object] = {"last_error": error if error is not None else note}
         if error is None:
-            found.last_synced_at = now
+            values["last_synced_at"] = now
             if count is not None:
-                found.event_count = count
-        self.s.add(found)
+                values["event_count"] = count
+        stmt = update(CalendarSource).where(col(CalendarSource.id) == source_id).values(**values)
+        return int(getattr(await self.s.exec(stmt), "rowcount", 0) or 0) == 1

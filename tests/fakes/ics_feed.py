@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
@@ -27,6 +28,9 @@ class FakeFeed:
         """What every request under ``/dav/`` gets, as a 207 multi-status answer."""
         self.moved_to = "/cal.ics"
         """Where ``/moved`` redirects."""
+        self.while_asked: Callable[[], Awaitable[None]] | None = None
+        """Set: awaited (once) after the next GET arrives and before it is answered: what
+        happens elsewhere while a reader waits for the feed."""
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -52,6 +56,9 @@ class FakeFeed:
 
     async def _feed(self, request: web.Request) -> web.StreamResponse:
         self.hits += 1
+        meanwhile, self.while_asked = self.while_asked, None
+        if meanwhile is not None:
+            await meanwhile()
         if self.drip is None:
             return web.Response(body=self.body, status=self.status, content_type="text/calendar")
         slow = web.StreamResponse(status=self.status, headers={"Content-Type": "text/calendar"})

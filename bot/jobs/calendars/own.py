@@ -513,7 +513,10 @@ class OwnCalendars:
         return Login(source.url, source.username or "", self.secrets.open(source.secret or ""))
 
     async def refresh_source(self, source: CalendarSource, user: User, now: datetime) -> str:
-        """Re-read one calendar; failures are recorded on the source (its events stay)."""
+        """Re-read one calendar; failures are recorded on the source (its events stay).
+
+        Returns ``read``, ``failed``, or ``removed`` (the calendar was removed meanwhile).
+        """
         assert source.id is not None
         assert user.id is not None
         try:
@@ -534,11 +537,15 @@ class OwnCalendars:
             return await self._failed(source, user, now, UNEXPECTED)
         try:
             async with self.db.session() as s:
+                # The source's row first: held until this commits, so a removal meanwhile
+                # waits and then deletes these events too, and a calendar removed while its
+                # server was read does not get its events back without it.
+                if not await CalendarSourceRepo(s).record(
+                    source.id, now, error=None, count=len(events), note=skipped_words(skipped)
+                ):
+                    return "removed"
                 await CalendarRepo(s).sync_outside(
                     user.id, source_tag(source), events, now, remove_missing=True
-                )
-                await CalendarSourceRepo(s).record(
-                    source.id, now, error=None, count=len(events), note=skipped_words(skipped)
                 )
         except Exception as exc:  # noqa: BLE001  (one calendar must not stop the rest)
             # Storing a good read failed (the database refused a row, went away, filled up):
@@ -577,7 +584,7 @@ class OwnCalendars:
                 continue
             self._tried[source.id] = now
             due.setdefault(source.user_id, []).append(source)
-        done = {"read": 0, "failed": 0}
+        done = {"read": 0, "failed": 0, "removed": 0}
         slots = asyncio.Semaphore(REFRESH_AT_ONCE)
 
         async def one_user(user_id: int, theirs: list[CalendarSource]) -> None:
