@@ -293,7 +293,21 @@ async def test_tz_takes_utc_offsets_and_refuses_what_is_no_place(app: App) -> No
         async with app.db.session() as s:
             stored = await UserRepo(s).get(user.id or 0)
         assert stored is not None and stored.timezone == zone_name
-    for said in ("UTC+5:30", "UTC+15", "localtime", "posixrules", "Factory", "x" * 5000):
+    # Offsets between hours are the zone that keeps them all year (India's, Nepal's, the
+    # Marquesas'); Newfoundland's -3:30 changes in summer, so it takes a town, as does 5:20.
+    for said, zone_name, words in (
+        ("UTC+5:30", "Asia/Kolkata", "UTC+05:30 all year"),
+        ("gmt+0545", "Asia/Kathmandu", "UTC+05:45 all year"),
+        ("UTC-9:30", "Pacific/Marquesas", "UTC-09:30 all year"),
+    ):
+        reply = (await app.dispatcher.handle(make_inbound(f"/tz {said}"))).reply or ""
+        assert f"Time zone set to {zone_name} ({words}" in reply, reply
+        async with app.db.session() as s:
+            stored = await UserRepo(s).get(user.id or 0)
+        assert stored is not None and stored.timezone == zone_name
+    await app.dispatcher.handle(make_inbound("/tz UTC"))
+    refused = ("UTC-3:30", "UTC+5:20", "UTC+15", "localtime", "posixrules", "Factory", "x" * 5000)
+    for said in refused:
         result = await app.dispatcher.handle(make_inbound(f"/tz {said}"))
         assert result.status == "command", (said, result)
         reply = result.reply or ""

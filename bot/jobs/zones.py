@@ -29,9 +29,11 @@ import threading
 import unicodedata
 from array import array
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from importlib import resources
 from typing import NamedTuple
+from zoneinfo import ZoneInfo
 
 from bot.clock import zone_names
 
@@ -82,6 +84,8 @@ class Found:
     town: Town | None = None
     regional: bool = False
     """Name the town's region too (another town of that country has its name)."""
+    by_offset: bool = False
+    """Found from an offset typed between whole hours (``UTC+5:30``)."""
 
     @property
     def words(self) -> str:
@@ -92,6 +96,8 @@ class Found:
                 f"{self.zone} (UTC{hours:+d} all year: no daylight saving time; a town's "
                 "name follows its clock changes)"
             )
+        if self.by_offset:
+            return f"{self.zone} ({offset_words(self.zone)} all year, the zone that keeps it)"
         if self.town is None:
             return self.zone
         return f"{self.zone} ({self.town.words(state=self.regional)})"
@@ -108,25 +114,69 @@ class Suggestion:
 LONGEST_NAME = 64
 """No zone name is longer (the longest is 32): longer text is not looked up as a file name."""
 _OFFSET = re.compile(
-    r"^(?:utc|gmt)\s*(?P<sign>[+\-\u2212])\s*(?P<h>\d{1,2})(?::?(?P<m>00))?$", re.IGNORECASE
+    r"^(?:utc|gmt)\s*(?P<sign>[+\-\u2212])\s*(?P<h>\d{1,2})(?::?(?P<m>\d\d))?$", re.IGNORECASE
 )
+BETWEEN_HOURS = {
+    210: "Asia/Tehran",
+    270: "Asia/Kabul",
+    330: "Asia/Kolkata",
+    345: "Asia/Kathmandu",
+    390: "Asia/Yangon",
+    525: "Australia/Eucla",
+    570: "Australia/Darwin",
+    -570: "Pacific/Marquesas",
+}
+"""Offsets between whole hours (minutes east of UTC) and the zone that keeps each all year,
+the one most people at that offset live in (Sri Lanka's +5:30 keeps India's clock too). The
+zone database has no fixed zone for these; offsets kept only part of the year (Newfoundland's
+-3:30, Adelaide's +9:30) are not here: a town's name follows their clock changes."""
 
 
 def offset_zone(text: str) -> str | None:
     """``UTC+2`` as the zone database's fixed offset (``Etc/GMT-2``: POSIX signs are inverted).
 
-    Whole hours only, from -12 to +14 (the database has no others); UTC+0 is UTC.
+    Whole hours from -12 to +14 (the database has no others), UTC+0 as UTC; an offset between
+    hours (``UTC+5:30``) as the zone that keeps it all year (``BETWEEN_HOURS``).
     """
     m = _OFFSET.match(text.strip())
     if m is None:
         return None
-    hours = int(m.group("h"))
+    hours, minutes = int(m.group("h")), int(m.group("m") or 0)
     east = m.group("sign") == "+"
+    if minutes:
+        signed = (hours * 60 + minutes) * (1 if east else -1)
+        found = BETWEEN_HOURS.get(signed)
+        return found if found is not None and _kept_all_year(found, signed) else None
     if hours == 0:
         return "UTC"
     if hours > (14 if east else 12):
         return None
     return f"Etc/GMT{'-' if east else '+'}{hours}"
+
+
+def _kept_all_year(name: str, minutes: int) -> bool:
+    """Whether zone ``name`` is ``minutes`` east of UTC in both halves of this year.
+
+    Its rules may have changed since ``BETWEEN_HOURS`` was written.
+    """
+    year = datetime.now(UTC).year
+    tz = ZoneInfo(name)
+    return all(
+        datetime(year, month, 15, tzinfo=tz).utcoffset() == timedelta(minutes=minutes)
+        for month in (1, 7)
+    )
+
+
+def offset_words(name: str) -> str:
+    """``UTC+05:30``: the offset a fixed zone keeps, or empty for a zone with clock changes."""
+    if name[:8] in ("Etc/GMT-", "Etc/GMT+"):
+        minutes = -int(name[7:]) * 60
+    else:
+        minutes = next((k for k, v in BETWEEN_HOURS.items() if v == name), 0)
+        if not minutes or not _kept_all_year(name, minutes):
+            return ""
+    sign = "+" if minutes >= 0 else "-"
+    return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def iana_zone(text: str) -> str | None:
@@ -161,9 +211,12 @@ class ZoneFinder:
 
     def find(self, text: str) -> Found | None:
         """The zone ``text`` names (a zone, or a town with an optional region or country)."""
-        zone = iana_zone(text) or offset_zone(text)
+        zone = iana_zone(text)
         if zone is not None:
             return Found(zone)
+        zone = offset_zone(text)
+        if zone is not None:
+            return Found(zone, by_offset=not zone.startswith(("Etc/", "UTC")))
         if len(text) > LONGEST_TOWN:
             return None
         name, *where = [fold(p) for p in text.split(",")]
