@@ -128,13 +128,19 @@ async def rows(app: App, model: Any) -> list[Any]:
 
 
 async def settled(app: App, within: float = 20.0) -> IngestJob:
+    """The one meeting job, once it is no longer pending."""
+    [job] = await all_settled(app, 1, within)
+    return job
+
+
+async def all_settled(app: App, count: int, within: float = 20.0) -> list[IngestJob]:
+    """The ``count`` meeting jobs posted, once none is pending."""
     async with asyncio.timeout(within):
         while True:
-            jobs = await rows(app, IngestJob)
-            if jobs and all(j.status != "pending" for j in jobs):
-                [job] = jobs
-                assert isinstance(job, IngestJob)
-                return job
+            jobs = list(await rows(app, IngestJob))
+            if len(jobs) >= count and all(j.status != "pending" for j in jobs):
+                assert len(jobs) == count and all(isinstance(j, IngestJob) for j in jobs)
+                return jobs
             await asyncio.sleep(0.05)
 
 
@@ -275,12 +281,38 @@ async def test_a_model_answering_action_items_that_are_not_a_list_still_settles_
     assert len(asked) == 1
 
 
-async def test_omis_conversation_webhook_is_accepted(
+async def test_action_items_the_model_did_not_give_as_words_make_no_task(
     app_factory: AppFactory, fake_llm: FakeLLM
 ) -> None:
-    Model(fake_llm)
-    app, _ = await ready(app_factory, fake_llm)
-    omi = {
+    """A title that is a number, a list or an object became a task named "42" or "{'a': 1}";
+    a title over several lines kept its line breaks. Only words become tasks, on one line."""
+    answer = {
+        "action_items": [
+            {"title": 42},
+            {"title": {"text": "Book the offsite"}},
+            {"title": ["Call", "Rita"]},
+            {"title": True},
+            {"title": "  Send Ben\n the   release notes  "},
+            "Book the offsite",  # a bare title, not in an object: still an item
+        ]
+    }
+
+    def respond(body: dict[str, Any]) -> Step | None:
+        system = str(body["messages"][0]["content"])
+        if "maintain the memory" in system:
+            return say(json.dumps(SUMMARY))
+        if "action items" in system:
+            return say(json.dumps(answer))
+        return None
+
+    fake_llm.default = respond
+    titles = await tasks_after_posting(app_factory, fake_llm, SECOND)
+    assert titles == ["Book the offsite", "Send Ben the release notes"]
+
+
+def omi_conversation(action_items: object) -> dict[str, Any]:
+    """A conversation as Omi's backend posts it, with ``action_items`` as its structured ones."""
+    return {
         "id": "b3f1c2",
         "created_at": "2026-11-20T15:31:00Z",
         "started_at": "2026-11-20T15:00:00Z",
@@ -291,7 +323,7 @@ async def test_omis_conversation_webhook_is_accepted(
             "overview": "Talked about the release.",
             "emoji": "☕",
             "category": "work",
-            "action_items": [{"description": "Book the venue", "completed": False}],
+            "action_items": action_items,
             "events": [],
         },
         "transcript_segments": [
@@ -313,6 +345,14 @@ async def test_omis_conversation_webhook_is_accepted(
             },
         ],
     }
+
+
+async def test_omis_conversation_webhook_is_accepted(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    Model(fake_llm)
+    app, _ = await ready(app_factory, fake_llm)
+    omi = omi_conversation([{"description": "Book the venue", "completed": False}])
     _, device_token = await add_device(app, "omi", await user_named(app, "ana"))
     # Exactly as Omi's backend posts it (backend/utils/webhooks.py): the configured URL with
     # "?uid=<omi user>" appended, the conversation as JSON, Content-Type and nothing else.
@@ -335,6 +375,31 @@ async def test_omis_conversation_webhook_is_accepted(
     assert episode.title == "Coffee with Ana"
     speakers = [m.sender_id for m in await rows(app, Message) if m.channel == "meeting"]
     assert speakers == ["SPEAKER_01", "me"]
+    titles = sorted(t.title for t in await rows(app, Task))
+    assert titles == ["Book the venue", "Send Ben the release notes"]
+
+
+async def test_omis_action_items_that_are_not_words_make_no_task_and_fail_nothing(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """Omi's action items as a number (a TypeError) or with a number for a description (a task
+    named "42"): the conversation is still taken, and only words become tasks."""
+    Model(fake_llm)
+    app, _ = await ready(app_factory, fake_llm)
+    _, device_token = await add_device(app, "omi", await user_named(app, "ana"))
+    numbers = {**omi_conversation(5), "id": "n1"}
+    mixed = {
+        **omi_conversation([{"description": 42}, {"description": "Book  the\nvenue"}]),
+        "id": "n2",
+    }
+    url = f"/omi/{device_token}/conversation?uid=omi-user"
+    async with client_for(app) as client:
+        answers = [
+            await client.post(url, content=json.dumps(b).encode(), headers=OMI_HEADERS)
+            for b in (numbers, mixed)
+        ]
+    assert [a.status_code for a in answers] == [202, 202], [a.text for a in answers]
+    assert [j.status for j in await all_settled(app, 2)] == ["done", "done"]
     titles = sorted(t.title for t in await rows(app, Task))
     assert titles == ["Book the venue", "Send Ben the release notes"]
 

@@ -314,21 +314,27 @@ class MeetingIngest:
             )
             items = parse_json_object(raw).get("action_items")
             # Anything but a list (a number, true) is no items: it must not fail the job.
-            found += [
-                str(i.get("title") or "").strip()
-                for i in (items if isinstance(items, list) else [])
-                if isinstance(i, dict)
-            ]
+            found += [_title(i) for i in (items if isinstance(items, list) else [])]
         added: list[str] = []
         async with self.db.session() as s:
             repo = TaskRepo(s)
             have = {t.title.casefold() for t in await repo.list(user_id)}
-            for title in [t[:200] for t in (*meeting.action_items, *found)]:
+            for title in [_title(t) for t in (*meeting.action_items, *found)]:
                 if title and title.casefold() not in have:
                     await repo.add(user_id, title)
                     have.add(title.casefold())
                     added.append(title)
         return added
+
+
+def _title(item: object) -> str:
+    """An action item's title on one line (at most 200 characters), or empty.
+
+    From ``{"title": ...}`` or a bare string; anything else (a number, a list) is not words
+    for a task.
+    """
+    title = item.get("title") if isinstance(item, dict) else item
+    return " ".join(title.split())[:200] if isinstance(title, str) else ""
 
 
 def _parts(lines: list[str], size: int) -> list[str]:

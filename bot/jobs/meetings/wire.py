@@ -86,10 +86,17 @@ class BadTranscript(ValueError):
     """The body is neither accepted shape; the message says what is wrong, in plain words."""
 
 
+def _listed(value: object) -> list[Any]:
+    """``value`` when it is a list, else no items (a number or an object where a list goes)."""
+    return value if isinstance(value, list) else []
+
+
 def _omi(body: dict[str, Any]) -> dict[str, Any]:
-    structured = body.get("structured") or {}
+    structured = body.get("structured")
+    if not isinstance(structured, dict):
+        structured = {}
     segments = []
-    for seg in body.get("transcript_segments") or []:
+    for seg in _listed(body.get("transcript_segments")):
         if not isinstance(seg, dict):
             continue
         speaker = "me" if seg.get("is_user") else str(seg.get("speaker") or "")
@@ -102,9 +109,9 @@ def _omi(body: dict[str, Any]) -> dict[str, Any]:
             }
         )
     items = [
-        str(i.get("description") or "").strip()
-        for i in structured.get("action_items") or []
-        if isinstance(i, dict) and not i.get("completed")
+        " ".join(i["description"].split())
+        for i in _listed(structured.get("action_items"))
+        if isinstance(i, dict) and isinstance(i.get("description"), str) and not i.get("completed")
     ]
     people = sorted({s["speaker"] for s in segments if s["speaker"] and s["speaker"] != "me"})
     return {
