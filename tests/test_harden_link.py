@@ -12,7 +12,7 @@ from sqlmodel import select
 from bot.app.build import App
 from storage.models import ChannelIdentity, PairingRequest
 from tests.fakes.channel import RecordingChannel
-from tests.fakes.llm import FakeLLM
+from tests.fakes.llm import FakeLLM, say
 from tests.fakes.slack_api import (
     BOT_USER_ID,
     TEAM_ID,
@@ -145,6 +145,17 @@ async def test_link_code_guesses_are_throttled(app: App) -> None:
     assert not [m for m in channel(app).sent if m.text.startswith("Link ")]
 
 
+async def test_a_word_shaped_like_a_code_from_a_known_chat_goes_to_the_assistant(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    """Only the sender's own live code is taken for one: "thursday" is a word to answer."""
+    await add_user(app, "ana")
+    await app.dispatcher.handle(make_inbound("/link", sender="ana"))
+    fake_llm.add(say("Thursday it is."))
+    got = await app.dispatcher.handle(make_inbound("THURSDAY", sender="ana"))
+    assert (got.status, got.reply) == ("answered", "Thursday it is.")
+
+
 async def test_link_code_sent_from_a_known_chat_is_answered_not_replaced(app: App) -> None:
     """Ana's Slack chat was approved as an account of its own; "/link CODE" there used to
     hand out a new code (and her Telegram code seemed to do nothing)."""
@@ -169,6 +180,9 @@ async def test_link_code_sent_from_a_known_chat_is_answered_not_replaced(app: Ap
     here = await app.dispatcher.handle(make_inbound(f"/link {code.lower()}", sender="ana"))
     assert here.reply is not None and not CODE.findall(here.reply), here.reply
     assert "from the other channel" in here.reply
+    # The code alone (no /link), pasted back there: the same words, not the model's guess.
+    bare = await app.dispatcher.handle(make_inbound(f" {code} ", sender="ana"))
+    assert bare.status == "command" and bare.reply == here.reply, bare
     # Neither answer used up or replaced the code: a new chat can still link with it.
     await app.dispatcher.handle(make_inbound(code, sender="ana3", channel="other"))
     assert channel(app).sent[-1].text.startswith("Link Other ana3 to your account?")

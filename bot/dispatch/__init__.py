@@ -521,6 +521,8 @@ class Dispatcher:
         line = self.commands.command_line(msg)
         if line is None:  # perhaps the answer to a question we asked ("What was this place?")
             line = start.taken if start is not None else await self.commands.answer_line(user, msg)
+        if line is None:  # or the sender's own link code, pasted back where it was given
+            line = await self.commands.own_code_line(user, msg)
         if line is not None:
             reply = await self.commands.handle(user, msg, conv_id, line)
             if reply.retry_message_id is not None:

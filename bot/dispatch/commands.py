@@ -20,6 +20,7 @@ from bot.dispatch.identity import (
     approve,
     code_in,
     confirm_link,
+    is_own_link_code,
     issue_link_code,
     known_chat_link_reply,
 )
@@ -138,6 +139,20 @@ class Commands:
             return None
         async with self.db.session() as s:
             return await self.take_answer_line(s, user, msg)
+
+    async def own_code_line(self, user: User, msg: InboundMessage) -> str | None:
+        """``/link CODE`` when a plain message is only the sender's own live link code.
+
+        Pasted back into the chat that asked for it, the code gets /link's words on where it
+        goes, not the model's guess. Any other text of that shape ("THURSDAY") is left to
+        the agent; the database is read only for texts shaped like a code.
+        """
+        code = code_in(msg.text) if msg.callback_data is None else None
+        if code is None or user.id is None:
+            return None
+        async with self.db.session() as s:
+            own = await is_own_link_code(s, user.id, code, self.clock.now())
+        return f"/link {code}" if own else None
 
     @staticmethod
     def _may_answer(user: User, msg: InboundMessage) -> bool:

@@ -288,6 +288,12 @@ def code_in(text: str) -> str | None:
     return m.group(1).upper() if m else None
 
 
+async def is_own_link_code(session: AsyncSession, user_id: int, code: str, now: datetime) -> bool:
+    """Whether ``code`` is a live link code this user asked for (nobody else's is told)."""
+    req = await PairingRepo(session).by_code(code, now, purpose="link")
+    return req is not None and req.user_id == user_id
+
+
 async def known_chat_link_reply(session: AsyncSession, user: User, code: str, now: datetime) -> str:
     """What to tell a known sender who sends "/link CODE": the code is never used from here.
 
