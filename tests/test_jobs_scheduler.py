@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
@@ -15,11 +16,13 @@ from bot.messages import OutboundMessage, Receipt
 from storage.models import Reminder
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.reminders import ReminderRepo
+from storage.repos.web import WebViewRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
 from tests.support.app import AppFactory
 from tests.support.builders import make_inbound
 from tests.support.jobs import deliveries, jobs_app, jobs_of, make_user
+from tests.support.telegram import eventually
 
 T0 = datetime(2025, 6, 2, 12, 0, tzinfo=UTC)
 
@@ -107,6 +110,39 @@ async def test_the_leader_runs_due_work_and_keeps_its_jobs_in_the_database(tmp_p
         "proposals.scan",
         "reminders.fire",
     ]
+
+
+async def test_a_leader_whose_job_store_fails_to_start_gives_the_lead_up_and_tries_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """APScheduler's start raising (its table unusable) ended the heartbeat task for good: the
+    process kept the lease without running a job, then stopped competing, silently."""
+    clock = ManualClock(datetime.now(UTC))
+    async with jobs_app(tmp_path, clock) as app:
+        service = jobs_of(app).service
+        async with app.db.session() as s:  # a table of that name APScheduler cannot use
+            await s.exec(text("DROP TABLE apscheduler_jobs"))  # type: ignore[call-overload]
+            await s.exec(text("CREATE TABLE apscheduler_jobs (other INTEGER)"))  # type: ignore[call-overload]
+        try:
+            await service.start()  # the heartbeat loop, as serve runs it
+
+            async def said() -> bool:
+                return "could not start the scheduled jobs" in caplog.text
+
+            async def leading() -> bool:
+                return service.is_leader
+
+            await eventually(said, within=10)
+            assert not service.is_leader
+            async with app.db.session() as s:
+                leases = await WebViewRepo(s).live_leases(datetime.now(UTC))
+            assert leases == []  # given up: another process may lead meanwhile
+            async with app.db.session() as s:
+                # APScheduler makes its table again when it starts.
+                await s.exec(text("DROP TABLE apscheduler_jobs"))  # type: ignore[call-overload]
+            await eventually(leading, within=10)  # the next heartbeats try again, and lead
+        finally:
+            await service.stop()
 
 
 def test_lifebot_jobs_lists_jobs_next_runs_and_last_results(tmp_path: Path) -> None:

@@ -122,6 +122,7 @@ class JobService:
         self._worker: asyncio.Task[None] | None = None
         self._running: set[asyncio.Task[Any]] = set()
         self._sync_engine: Any = None
+        self._start_failing = False
 
     @property
     def is_leader(self) -> bool:
@@ -146,7 +147,11 @@ class JobService:
             log.warning("could not check the scheduler lock: %s", exc)
             leader = False
         if leader and not self.is_leader:
-            await self._lead()
+            try:
+                await self._lead()
+            except Exception as exc:  # noqa: BLE001  (the heartbeat must outlive a bad start)
+                await self._abandon(exc)
+                return False
         elif not leader and self.is_leader:
             log.warning("lost the scheduler lock; another process runs the jobs now")
             await self._step_down()
@@ -181,6 +186,30 @@ class JobService:
         self._worker = asyncio.create_task(self.outbox.run_forever(), name="outbox-worker")
         if self.timer is not None:
             self._timer_task = asyncio.create_task(self.timer.run_forever(), name="due-timer")
+        if self._start_failing:
+            log.info("the scheduled jobs started after all")
+        self._start_failing = False
+
+    async def _abandon(self, exc: Exception) -> None:
+        """The jobs could not start (APScheduler's store failed): give the lease up.
+
+        Another process may lead meanwhile; the next heartbeat tries again. Logged once per
+        outage.
+        """
+        if not self._start_failing:
+            log.error(
+                "could not start the scheduled jobs (%s: %s); giving the lead up, trying again "
+                "every %s s",
+                type(exc).__name__,
+                exc,
+                self.heartbeat,
+            )
+        self._start_failing = True
+        await self._step_down()
+        try:
+            await self.lock.release()
+        except (SQLAlchemyError, OSError) as release_exc:
+            log.warning("could not release the scheduler lock: %s", release_exc)
 
     def _jobstore(self) -> SQLAlchemyJobStore | MemoryJobStore:
         from apscheduler.jobstores.memory import MemoryJobStore  # noqa: PLC0415
