@@ -136,7 +136,10 @@ class JobService:
 
     async def _lead_loop(self) -> None:
         while True:
-            await self.step()
+            try:
+                await self.step()
+            except Exception:  # a surprise in one heartbeat must not end them all
+                log.exception("a scheduler heartbeat failed; trying again")
             await asyncio.sleep(self.heartbeat)
 
     async def step(self) -> bool:
