@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from typer.testing import CliRunner
 
 from bot.app.cli import app as cli
 from bot.jobs.engine.leader import LeaseLock
+from bot.jobs.engine.scheduler import STORE_IDLE_LIMIT, job_store_engine, sync_url
 from bot.messages import OutboundMessage, Receipt
 from storage.models import Reminder
 from storage.repos.outbox import OutboxRepo, Push
@@ -183,6 +186,44 @@ async def test_on_postgres_the_leader_keeps_its_jobs_in_postgres(
     # the jobs room's five, journal, calendars, memory, location's scan, questions' timeouts
     assert stored[0] == 10
     assert [m.text for m in fake.sent if m.kind == "reminder"] == ["⏰ Reminder: stretch"]
+
+
+async def test_on_postgres_a_leader_frozen_mid_write_to_the_job_store_does_not_hold_the_next(
+    tmp_path: Path, migrated_postgres_url: str
+) -> None:
+    """A leader stopped (SIGSTOP) between APScheduler's UPDATE of a job's next run and its
+    COMMIT kept that row locked: the next leader's start waited on it, its heartbeat with it,
+    and no reminder left any process until the frozen one woke (a scale test failed so)."""
+    clock = ManualClock(datetime.now(UTC))
+    url = migrated_postgres_url
+    async with jobs_app(tmp_path, clock, database_url_setting=url) as one:
+        first = jobs_of(one).service
+        assert await first.step()
+        await first.stop()  # the job store now holds the jobs' rows
+        store_url = sync_url(url)
+        assert store_url is not None
+        frozen = job_store_engine(store_url)  # a connection made as the leader's are
+        conn = await asyncio.to_thread(frozen.connect)
+        try:
+
+            def update_without_commit() -> None:
+                conn.execute(text("UPDATE apscheduler_jobs SET next_run_time = next_run_time"))
+
+            await asyncio.to_thread(update_without_commit)  # ... and then nothing: frozen
+            async with jobs_app(tmp_path, clock, database_url_setting=url) as two:
+                second = jobs_of(two).service
+                began = time.monotonic()
+                try:
+                    led = await asyncio.wait_for(second.step(), timeout=STORE_IDLE_LIMIT + 10)
+                finally:
+                    await second.stop()
+                took = time.monotonic() - began
+        finally:
+            with contextlib.suppress(Exception):  # the server has closed it by now
+                await asyncio.to_thread(conn.close)
+            await asyncio.to_thread(frozen.dispose)
+    assert led
+    assert took < STORE_IDLE_LIMIT + 5
 
 
 class TimedChannel(RecordingChannel):

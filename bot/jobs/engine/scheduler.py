@@ -88,6 +88,21 @@ def sync_url(async_url: str) -> str | None:
     return None
 
 
+STORE_IDLE_LIMIT = 5.0
+"""Seconds PostgreSQL lets a job-store connection sit inside a transaction before it closes
+it. APScheduler's transactions are one statement each; a process frozen half-way through
+one (SIGSTOP, a paused VM) would otherwise keep its row locked, and the next leader's start,
+for as long as it stays frozen."""
+
+
+def job_store_engine(url: str) -> Any:
+    """The synchronous engine APScheduler's job store uses (a frozen holder's locks lapse)."""
+    if url.startswith("postgresql"):
+        limit = f"-c idle_in_transaction_session_timeout={int(STORE_IDLE_LIMIT * 1000)}"
+        return create_engine(url, pool_pre_ping=True, connect_args={"options": limit})
+    return create_engine(url, pool_pre_ping=True)
+
+
 class JobService:
     """Runs the scheduled jobs while this process holds the leader lock."""
 
@@ -223,7 +238,7 @@ class JobService:
             if self.persistent:
                 log.warning("no synchronous driver for the job store; jobs are kept in memory")
             return MemoryJobStore()
-        self._sync_engine = create_engine(url, pool_pre_ping=True)
+        self._sync_engine = job_store_engine(url)
         return SQLAlchemyJobStore(engine=self._sync_engine)
 
     async def _step_down(self) -> None:
