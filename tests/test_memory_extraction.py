@@ -367,3 +367,39 @@ async def test_a_pass_that_fails_before_its_cursor_moves_files_no_line_twice(
     ids = [i for ep in episodes for i in ep.source_message_ids or []]
     assert len(ids) == 20 and len(set(ids)) == 20
     assert all(ep.summarized for ep in episodes)
+
+
+class OddSources(Brain):
+    """Gives a fact's sources as a bare number (one line) and another's as a sentence."""
+
+    def __call__(self, body: dict[str, Any]) -> Step:
+        system = str(body["messages"][0].get("content", ""))
+        if "maintain the memory" not in system:
+            return super().__call__(body)
+        self.extractions.append(body)
+        data = body["messages"][1]["content"]
+        new = [json.loads(line)["n"] for line in data.splitlines() if '"new": true' in line]
+        facts = [
+            {"text": "Plays chess on Sundays", "category": "hobbies", "sources": new[0]},
+            {"text": "Lives in Porto", "category": "places", "sources": "the first line"},
+        ]
+        return say(json.dumps({"title": "Chess", "summary": "About chess.", "facts": facts}))
+
+
+async def test_a_fact_whose_sources_are_not_a_list_fails_no_pass(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    """ "sources": 3 (a number, not a list) raised a TypeError: the pass failed on every try,
+    so that stream's lines never became an episode, and a due pass stopped at it for all."""
+    user = await add_user(app)
+    assert user.id is not None
+    fake_llm.default = OddSources()
+    memory: MemoryService = app.memory
+    spoken = datetime.now(UTC) - timedelta(hours=3)
+    await _store_transcript(app, user.id, ["I play chess every Sunday", "it is fun"], spoken)
+    await memory.run_due(spoken + timedelta(hours=1))
+    async with app.db.session() as s:
+        [episode] = (await s.exec(select(Episode))).all()
+    assert episode.title == "Chess" and len(episode.source_message_ids or []) == 2
+    # A number is the one line it names; words are no line: that fact has no source, so none.
+    assert [f.text for f in await _facts(app)] == ["Plays chess on Sundays"]

@@ -253,10 +253,15 @@ class Extractor:
             text = entry["text"].strip()
             if not text or len(text.split()) > 20:
                 continue
+            named = entry.get("sources")
+            # A bare number is the one line it names; anything else but a list names none.
+            numbers = (
+                [named] if isinstance(named, int) else named if isinstance(named, list) else []
+            )
             sources = [
                 msgs[n - 1].id or 0
-                for n in entry.get("sources") or []
-                if isinstance(n, int) and 1 <= n <= len(msgs) and msgs[n - 1].id in new_ids
+                for n in numbers
+                if type(n) is int and 1 <= n <= len(msgs) and msgs[n - 1].id in new_ids
             ]
             if not sources:
                 continue  # a fact must come from something the user just said or heard
