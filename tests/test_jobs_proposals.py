@@ -103,6 +103,45 @@ async def test_a_plan_in_chat_is_proposed_with_buttons_and_yes_adds_it_once(
     ]
 
 
+async def test_a_plan_whose_fields_the_model_gave_in_odd_shapes_is_proposed_in_words_or_not_at_all(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    """ "people": "Ana" was read letter by letter ("with A, n, a"); a place or a title given as an
+    object was shown as its JSON ("{'name': ...}"); a people number failed the scan."""
+    odd = [
+        {
+            "title": "Coffee with Ana",
+            "start": "2025-06-05T15:00",
+            "people": "Ana",
+            "place": {"name": "Blue Bottle"},
+        },
+        {"title": {"text": "Dinner"}, "start": "2025-06-06T20:00"},
+        {"title": 42, "start": "2025-06-07T20:00"},
+        {"title": "Team sync", "start": "2025-06-06T10:00", "people": 3},
+    ]
+
+    def world(body: dict[str, Any]) -> Step:
+        if "concrete plans" in str(body["messages"][0]["content"]):
+            return Step(text=json.dumps({"events": odd}))
+        return llm_world(body)
+
+    fake_llm.default = world
+    clock = ManualClock(NOW)
+    async with jobs_app(tmp_path, clock, fake_llm) as app:
+        fake = RecordingChannel("fake")
+        app.dispatcher.register(fake)
+        await make_user(app, "ana", timezone="Europe/Lisbon")
+        jobs = jobs_of(app)
+        await _say(app, "coffee Thursday at 3 with Ana, and the team sync Friday at 10")
+        await jobs.proposals.scan(clock.now())
+        await jobs.plan_and_send(clock.now())
+    asked = sorted(m.text for m in fake.sent if m.kind == "proposal")
+    assert asked == [
+        "Add to your calendar? Coffee with Ana: Thu 5 Jun 15:00-16:00, with Ana (from our chat).",
+        "Add to your calendar? Team sync: Fri 6 Jun 10:00-11:00 (from our chat).",
+    ]
+
+
 async def test_no_dismisses_and_unanswered_proposals_expire(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:
