@@ -272,6 +272,32 @@ async def test_a_telegram_export_accounts_for_every_message(app: App, tmp_path: 
     ]
 
 
+async def test_a_chat_whose_messages_are_not_a_list_is_one_problem_and_the_rest_is_kept(
+    app: App, tmp_path: Path
+) -> None:
+    """A full export with one chat's "messages" a number failed the whole import (TypeError)."""
+    user = await add_user(app, "ana")
+    assert user.id is not None
+    good = {"id": 1, "type": "message", "date_unixtime": "1704189900", "text": "hello"}
+    export = {
+        "chats": {
+            "list": [
+                {"name": "Broken", "id": 7, "messages": 5},
+                {"name": "Carlos", "id": 1, "messages": [good]},
+            ]
+        }
+    }
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(export), encoding="utf-8")
+
+    report = await import_file(app.db, user.id, path)
+
+    assert report.added == 1
+    assert report.problems() == [
+        "result.json, chat 'Broken': refused: its messages are not a list of messages"
+    ]
+
+
 async def test_a_field_under_another_tools_name_is_refused_with_the_name_to_use(
     app: App, tmp_path: Path
 ) -> None:

@@ -270,7 +270,11 @@ def _telegram_records(
     for chat in _telegram_chats(data):
         chat_id = str(chat.get("id", chat.get("name", "chat")))
         name = str(chat.get("name") or chat_id)
-        for n, msg in enumerate(chat.get("messages") or [], 1):
+        messages = chat.get("messages") or []
+        if not isinstance(messages, list):
+            yield f"chat {name!r}", "its messages are not a list of messages"
+            continue
+        for n, msg in enumerate(messages, 1):
             where = f"message {n} of chat {name!r}"
             if not isinstance(msg, dict):
                 yield where, "not a JSON object"
