@@ -12,9 +12,11 @@ from datetime import UTC, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.app.build import App
 from bot.location.geo import Fix
-from bot.location.history import read_history
+from bot.location.history import HistoryFileError, read_history
 from storage.repos.location import LocationRepo
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM
@@ -159,6 +161,18 @@ def test_google_timeline_records_are_read(tmp_path: Path) -> None:
         (52.5201, 13.4051, None),
     ]
     assert [where for where, _ in history.bad] == ["locations[3]"]
+
+
+def test_a_timeline_whose_lists_are_not_lists_is_refused_in_words(tmp_path: Path) -> None:
+    """ "locations": 5 (or a segment's path as a number) was a TypeError, a traceback."""
+    point = {"point": "52.52°, 13.405°", "time": "2024-02-01T08:00:00Z"}
+    good = {"semanticSegments": [{"timelinePath": 7}, {"timelinePath": [point]}]}
+    for name, data in (("a.json", {"locations": 5, "rawSignals": {"x": 1}}), ("b.json", good)):
+        (tmp_path / name).write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(HistoryFileError, match=r"a\.json holds no locations"):
+        read_history(tmp_path / "a.json", WEEK)
+    history = read_history(tmp_path / "b.json", WEEK)
+    assert [(f.lat, f.lon) for f in history.fixes] == [(52.52, 13.405)]
 
 
 async def test_one_point_and_one_stay_are_said_in_the_singular(
