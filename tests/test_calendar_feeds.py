@@ -46,16 +46,14 @@ async def fake_feed() -> AsyncIterator[FakeFeed]:
     await served.stop()
 
 
-async def titles(app: App, user_id: int) -> list[str]:
-    async with app.db.session() as s:
-        return [e.title for e in await CalendarRepo(s).all_events(user_id)]
+@asynccontextmanager
+async def ana_app(
+    tmp_path: Path, clock: ManualClock
+) -> AsyncIterator[tuple[App, int, Callable[[str], Awaitable[str]]]]:
+    """A jobs app (private feed addresses allowed) with Ana: (app, her id, say).
 
-
-async def test_a_feed_removed_while_it_is_being_read_stays_removed(
-    tmp_path: Path, fake_feed: FakeFeed
-) -> None:
-    clock = ManualClock(NOW)
-    fake_feed.body = feed(("a@t", "20250603T090000", "Dentist"))
+    ``say`` sends her words to lifebot and returns its reply.
+    """
     async with jobs_app(tmp_path, clock, calendar_allow_private=True) as app:
         app.dispatcher.register(RecordingChannel("fake"))
         ana = await make_user(app, "ana")
@@ -66,6 +64,20 @@ async def test_a_feed_removed_while_it_is_being_read_stays_removed(
             assert result.reply is not None
             return result.reply
 
+        yield app, ana.id, say
+
+
+async def titles(app: App, user_id: int) -> list[str]:
+    async with app.db.session() as s:
+        return [e.title for e in await CalendarRepo(s).all_events(user_id)]
+
+
+async def test_a_feed_removed_while_it_is_being_read_stays_removed(
+    tmp_path: Path, fake_feed: FakeFeed
+) -> None:
+    clock = ManualClock(NOW)
+    fake_feed.body = feed(("a@t", "20250603T090000", "Dentist"))
+    async with ana_app(tmp_path, clock) as (app, ana_id, say):
         added = await say(f"/calendar add {fake_feed.url} Work")
         fake_feed.body = feed(
             ("a@t", "20250603T090000", "Dentist"), ("b@t", "20250604T120000", "Lunch")
@@ -80,7 +92,7 @@ async def test_a_feed_removed_while_it_is_being_read_stays_removed(
         refreshed = await app.jobs.calendars.refresh(clock.advance(minutes=31))
         week = await say("/calendar")
         listing = await say("/calendar list")
-        left = await titles(app, ana.id)
+        left = await titles(app, ana_id)
 
     assert added.startswith("Subscribed to Work (#1): 1 event(s) read.")
     assert removed == ["Removed Work (#1) and its 1 event(s)."]
@@ -152,16 +164,7 @@ async def test_a_feed_is_subscribed_refreshed_and_removed_per_user(
 async def test_unreadable_feeds_are_refused_in_plain_words(
     tmp_path: Path, fake_feed: FakeFeed
 ) -> None:
-    async with jobs_app(tmp_path, ManualClock(NOW), calendar_allow_private=True) as app:
-        app.dispatcher.register(RecordingChannel("fake"))
-        ana = await make_user(app, "ana")
-        assert ana.id is not None
-
-        async def say(text: str) -> str:
-            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
-            assert result.reply is not None
-            return result.reply
-
+    async with ana_app(tmp_path, ManualClock(NOW)) as (_, _, say):
         not_url = await say("/calendar add my work calendar")
         fake_feed.body = b"<html>Sign in</html>"
         html = await say(f"/calendar add {fake_feed.url}")
@@ -467,19 +470,10 @@ async def publishing_ana(
 
     ``say`` sends her words to lifebot and returns its reply.
     """
-    async with jobs_app(tmp_path, clock, calendar_allow_private=True) as app:
-        app.dispatcher.register(RecordingChannel("fake"))
-        ana = await make_user(app, "ana")
-        assert ana.id is not None
+    async with ana_app(tmp_path, clock) as (app, ana_id, say):
         async with app.db.session() as s:
-            await WebAuthRepo(s).set_ics_token(ana.id, "Secret-feed_0123", NOW)
-
-        async def say(text: str) -> str:
-            result = await app.dispatcher.handle(make_inbound(text, sender="ana"))
-            assert result.reply is not None
-            return result.reply
-
-        yield app, ana.id, say
+            await WebAuthRepo(s).set_ics_token(ana_id, "Secret-feed_0123", NOW)
+        yield app, ana_id, say
 
 
 async def test_lifebots_own_published_feed_is_refused_as_a_subscription(tmp_path: Path) -> None:

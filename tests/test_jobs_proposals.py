@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -65,19 +67,32 @@ async def _proposals(app: App) -> list[Proposal]:
         return list((await s.exec(select(Proposal).order_by(col(Proposal.id)))).all())
 
 
-async def test_a_plan_in_chat_is_proposed_with_buttons_and_yes_adds_it_once(
-    tmp_path: Path, fake_llm: FakeLLM
-) -> None:
-    fake_llm.default = llm_world
+@asynccontextmanager
+async def ana_said(
+    tmp_path: Path, fake_llm: FakeLLM, world: Callable[[dict[str, Any]], Step], text: str
+) -> AsyncIterator[tuple[App, RecordingChannel, ManualClock]]:
+    """Ana (in Lisbon) said ``text`` to a jobs app on ``world``; plans scanned and asked.
+
+    Yields (app, her channel, the clock), still open for more.
+    """
+    fake_llm.default = world
     clock = ManualClock(NOW)
     async with jobs_app(tmp_path, clock, fake_llm) as app:
         fake = RecordingChannel("fake")
         app.dispatcher.register(fake)
         await make_user(app, "ana", timezone="Europe/Lisbon")
+        await _say(app, text)
+        await jobs_of(app).proposals.scan(clock.now())
+        await jobs_of(app).plan_and_send(clock.now())
+        yield app, fake, clock
+
+
+async def test_a_plan_in_chat_is_proposed_with_buttons_and_yes_adds_it_once(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    said = "let's have coffee Thursday at 3 at Blue Bottle, Ana"
+    async with ana_said(tmp_path, fake_llm, llm_world, said) as (app, fake, clock):
         jobs = jobs_of(app)
-        await _say(app, "let's have coffee Thursday at 3 at Blue Bottle, Ana")
-        await jobs.proposals.scan(clock.now())
-        await jobs.plan_and_send(clock.now())
         [question] = [m for m in fake.sent if m.kind == "proposal"]
         added = await _press(app, question.buttons[0].data)
         again = await _press(app, question.buttons[0].data)  # a double tap
@@ -125,16 +140,9 @@ async def test_a_plan_whose_fields_the_model_gave_in_odd_shapes_is_proposed_in_w
             return Step(text=json.dumps({"events": odd}))
         return llm_world(body)
 
-    fake_llm.default = world
-    clock = ManualClock(NOW)
-    async with jobs_app(tmp_path, clock, fake_llm) as app:
-        fake = RecordingChannel("fake")
-        app.dispatcher.register(fake)
-        await make_user(app, "ana", timezone="Europe/Lisbon")
-        jobs = jobs_of(app)
-        await _say(app, "coffee Thursday at 3 with Ana, and the team sync Friday at 10")
-        await jobs.proposals.scan(clock.now())
-        await jobs.plan_and_send(clock.now())
+    said = "coffee Thursday at 3 with Ana, and the team sync Friday at 10"
+    async with ana_said(tmp_path, fake_llm, world, said) as (_, fake, _):
+        pass
     asked = sorted(m.text for m in fake.sent if m.kind == "proposal")
     assert asked == [
         "Add to your calendar? Coffee with Ana: Thu 5 Jun 15:00-16:00, with Ana (from our chat).",

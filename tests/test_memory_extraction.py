@@ -126,6 +126,19 @@ async def test_forget_that_forgets_and_is_not_learned_again(app: App, fake_llm: 
     assert await _facts(app) == []
 
 
+async def _one_episode(app: App, lines: list[str]) -> Episode:
+    """``lines`` overheard by a new user an hour ago, then the quiet pass 15 minutes later:
+    the one episode it filed."""
+    user_id = (await add_user(app)).id
+    assert user_id is not None
+    spoken = datetime.now(UTC) - timedelta(hours=1)
+    await _store_transcript(app, user_id, lines, spoken)
+    await app.memory.run_due(spoken + timedelta(minutes=15))
+    async with app.db.session() as s:
+        [episode] = (await s.exec(select(Episode))).all()
+    return episode
+
+
 async def _store_transcript(
     app: App, user_id: int, texts: list[str], at: datetime, *, first: int = 0
 ) -> None:
@@ -208,22 +221,15 @@ async def test_injected_transcript_never_becomes_a_tool_call(app: App, fake_llm:
 async def test_episodes_get_stand_in_summaries_while_the_model_is_down(
     app: App, fake_llm: FakeLLM
 ) -> None:
-    user = await add_user(app)
-    assert user.id is not None
     brain = Brain()
     brain.down = True
     fake_llm.default = brain
-    memory: MemoryService = app.memory
-    spoken = datetime.now(UTC) - timedelta(hours=1)
-    await _store_transcript(app, user.id, ["lunch with Ana at noon", "then the dentist"], spoken)
-    await memory.run_due(spoken + timedelta(minutes=15))
-    async with app.db.session() as s:
-        [ep] = (await s.exec(select(Episode))).all()
+    ep = await _one_episode(app, ["lunch with Ana at noon", "then the dentist"])
     assert not ep.summarized
     assert ep.title.startswith("Overheard") and "lunch with Ana" in ep.summary
 
     brain.down = False
-    await memory.run_due(spoken + timedelta(minutes=30))
+    await app.memory.run_due(datetime.now(UTC) - timedelta(minutes=30))  # half an hour later
     async with app.db.session() as s:
         [ep] = (await s.exec(select(Episode))).all()
     assert ep.summarized and ep.title == "Model title"
@@ -391,15 +397,8 @@ async def test_a_fact_whose_sources_are_not_a_list_fails_no_pass(
 ) -> None:
     """ "sources": 3 (a number, not a list) raised a TypeError: the pass failed on every try,
     so that stream's lines never became an episode, and a due pass stopped at it for all."""
-    user = await add_user(app)
-    assert user.id is not None
     fake_llm.default = OddSources()
-    memory: MemoryService = app.memory
-    spoken = datetime.now(UTC) - timedelta(hours=3)
-    await _store_transcript(app, user.id, ["I play chess every Sunday", "it is fun"], spoken)
-    await memory.run_due(spoken + timedelta(hours=1))
-    async with app.db.session() as s:
-        [episode] = (await s.exec(select(Episode))).all()
+    episode = await _one_episode(app, ["I play chess every Sunday", "it is fun"])
     assert episode.title == "Chess" and len(episode.source_message_ids or []) == 2
     # A number is the one line it names; words are no line: that fact has no source, so none.
     assert [f.text for f in await _facts(app)] == ["Plays chess on Sundays"]
