@@ -94,3 +94,11 @@ async def test_the_fast_model_titles_a_visit_from_earlier_ones_and_never_invents
         latest = (await proposals(app))[-1]
         assert latest.title == "Time at gym, 17:00\u201318:00"
         assert latest.people is None
+
+        # A title that is not words (an object) is no title either: not its JSON.
+        saturday = thursday + timedelta(days=2)
+        await day_with(app, saturday, ("gym", 10, 60))
+        fake_llm.add(say(json.dumps({"title": {"text": "Gym"}, "people": "ana"})))
+        await app.location_proposals.scan(clock.set(saturday + timedelta(hours=21, minutes=35)))
+        latest = (await proposals(app))[-1]
+        assert latest.title == "Time at gym, 10:00\u201311:00"

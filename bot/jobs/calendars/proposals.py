@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.agent.llm import LLM, parse_json_object
+from bot.agent.llm import LLM, json_words, parse_json_object
 from bot.clock import zone
 from bot.errors import AgentError, LLMRequestError
 from bot.jobs.calendars.events import event_line
@@ -65,7 +65,7 @@ def parse_candidates(raw: str, user_tz: str, now: datetime) -> list[Candidate]:
     for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
             continue
-        title = _words(item.get("title"))[:120]
+        title = json_words(item.get("title"))[:120]
         try:
             start = datetime.fromisoformat(str(item.get("start")))
             end_raw = item.get("end")
@@ -79,17 +79,12 @@ def parse_candidates(raw: str, user_tz: str, now: datetime) -> list[Candidate]:
             continue
         if end is None or end <= start or end - start > timedelta(days=2):
             end = start + timedelta(hours=1)
-        place = _words(item.get("place"))[:120] or None
+        place = json_words(item.get("place"))[:120] or None
         named = item.get("people")
         listed = [named] if isinstance(named, str) else named if isinstance(named, list) else []
-        people = [w[:60] for w in map(_words, listed) if w][:10]
+        people = [w[:60] for w in map(json_words, listed) if w][:10]
         out.append(Candidate(title, start.astimezone(tz), end.astimezone(tz), place, people))
     return out
-
-
-def _words(value: object) -> str:
-    """Text the model gave, on one line; empty for a number, a list or an object."""
-    return " ".join(value.split()) if isinstance(value, str) else ""
 
 
 class Proposals:

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.agent.llm import LLM, parse_json_object
+from bot.agent.llm import LLM, json_words, parse_json_object
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
 from bot.errors import AgentError
@@ -333,8 +333,7 @@ def _title(item: object) -> str:
     From ``{"title": ...}`` or a bare string; anything else (a number, a list) is not words
     for a task.
     """
-    title = item.get("title") if isinstance(item, dict) else item
-    return " ".join(title.split())[:200] if isinstance(title, str) else ""
+    return json_words(item.get("title") if isinstance(item, dict) else item)[:200]
 
 
 def _parts(lines: list[str], size: int) -> list[str]:
