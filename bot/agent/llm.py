@@ -415,15 +415,6 @@ def parse_json_object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def json_words(value: object) -> str:
-    """Words the model put in a JSON field, on one line; empty for anything but a string.
-
-    A number, a list or an object where words go (``{"title": {"text": ...}}``) is not a
-    title or a name: shown as its JSON it would read as nonsense, so it is treated as absent.
-    """
-    return " ".join(value.split()) if isinstance(value, str) else ""
-
-
 def data_url(data: bytes, mime_type: str) -> str:
     """A picture inline, as the ``url`` of an ``image_url`` content part (nothing is fetched)."""
     return f"data:{mime_type};base64,{base64.b64encode(data).decode('ascii')}"

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from bot.agent.llm import LLM, json_words, parse_json_object
+from bot.agent.llm import LLM, parse_json_object
 from bot.errors import AgentError
 from bot.location.proposing import stay_title
+from bot.shapes import words
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ class Enricher:
             log.warning("could not enrich a proposal from a stay, using the plain title: %s", exc)
             return plain
         data = parse_json_object(raw)
-        title = json_words(data.get("title"))[:MAX_TITLE]
+        title = words(data.get("title"))[:MAX_TITLE]
         if not title:
             return plain
         known = history.people()

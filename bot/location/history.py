@@ -26,6 +26,7 @@ from typing import Any
 
 from bot.location.geo import Fix
 from bot.location.wire import BadPayload, checked, owntracks, parse_timestamp
+from bot.shapes import items
 
 
 class HistoryFileError(Exception):
@@ -108,11 +109,6 @@ def _rec(path: Path, now: datetime) -> History:
     return out
 
 
-def _listed(value: object) -> list[Any]:
-    """``value`` when it is a list; else no items (a number or an object where a list goes)."""
-    return value if isinstance(value, list) else []
-
-
 def _json_history(path: Path, now: datetime) -> History:
     try:
         data = json.loads(path.read_bytes())
@@ -129,15 +125,15 @@ def _json_history(path: Path, now: datetime) -> History:
     if not isinstance(data, dict):
         raise HistoryFileError(f"{path.name}: expected a JSON object or array")
     out = History("google")
-    for n, item in enumerate(_listed(data.get("locations")), 1):
+    for n, item in enumerate(items(data.get("locations")), 1):
         _keep(out, f"locations[{n}]", lambda item=item: _records_json(item, now))
-    for n, item in enumerate(_listed(data.get("rawSignals")), 1):
+    for n, item in enumerate(items(data.get("rawSignals")), 1):
         position = item.get("position") if isinstance(item, dict) else None
         if position is not None:
             _keep(out, f"rawSignals[{n}]", lambda p=position: _raw_signal(p, now))
-    for n, segment in enumerate(_listed(data.get("semanticSegments")), 1):
+    for n, segment in enumerate(items(data.get("semanticSegments")), 1):
         path_points = segment.get("timelinePath") if isinstance(segment, dict) else None
-        for m, point in enumerate(_listed(path_points), 1):
+        for m, point in enumerate(items(path_points), 1):
             _keep(out, f"semanticSegments[{n}][{m}]", lambda p=point: _path_point(p, now))
     if not out.fixes and not out.bad:
         raise HistoryFileError(

@@ -21,6 +21,7 @@ from bot.agent.memory.episodes import EPISODE_LINES, EpisodeBuilder, speaker_of
 from bot.agent.memory.facts import CATEGORIES, FactDecision, FactKeeper
 from bot.agent.memory.index import MemoryIndex
 from bot.errors import AgentError
+from bot.shapes import items
 from storage.models import Episode
 from storage.repos.episodes import CursorRepo, EpisodeRepo, StreamLine, scope_of
 
@@ -255,9 +256,7 @@ class Extractor:
                 continue
             named = entry.get("sources")
             # A bare number is the one line it names; anything else but a list names none.
-            numbers = (
-                [named] if isinstance(named, int) else named if isinstance(named, list) else []
-            )
+            numbers = [named] if isinstance(named, int) else items(named)
             sources = [
                 msgs[n - 1].id or 0
                 for n in numbers

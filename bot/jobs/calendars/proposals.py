@@ -13,11 +13,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bot.agent.llm import LLM, json_words, parse_json_object
+from bot.agent.llm import LLM, parse_json_object
 from bot.clock import zone
 from bot.errors import AgentError, LLMRequestError
 from bot.jobs.calendars.events import event_line
 from bot.messages import Button
+from bot.shapes import items, words
 from storage.db import Database
 from storage.models import CalendarEvent, Message, Proposal, User
 from storage.repos.calendar import CalendarRepo, title_key
@@ -61,11 +62,10 @@ def parse_candidates(raw: str, user_tz: str, now: datetime) -> list[Candidate]:
     """Validate the model's JSON; drop anything malformed, past, or absurdly far away."""
     tz = zone(user_tz)
     out: list[Candidate] = []
-    items = parse_json_object(raw).get("events")
-    for item in items if isinstance(items, list) else []:
+    for item in items(parse_json_object(raw).get("events")):
         if not isinstance(item, dict):
             continue
-        title = json_words(item.get("title"))[:120]
+        title = words(item.get("title"))[:120]
         try:
             start = datetime.fromisoformat(str(item.get("start")))
             end_raw = item.get("end")
@@ -79,10 +79,10 @@ def parse_candidates(raw: str, user_tz: str, now: datetime) -> list[Candidate]:
             continue
         if end is None or end <= start or end - start > timedelta(days=2):
             end = start + timedelta(hours=1)
-        place = json_words(item.get("place"))[:120] or None
+        place = words(item.get("place"))[:120] or None
         named = item.get("people")
-        listed = [named] if isinstance(named, str) else named if isinstance(named, list) else []
-        people = [w[:60] for w in map(json_words, listed) if w][:10]
+        said = [named] if isinstance(named, str) else items(named)
+        people = [w[:60] for w in map(words, said) if w][:10]
         out.append(Candidate(title, start.astimezone(tz), end.astimezone(tz), place, people))
     return out
 

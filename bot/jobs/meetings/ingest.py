@@ -23,11 +23,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.agent.llm import LLM, json_words, parse_json_object
+from bot.agent.llm import LLM, parse_json_object
 from bot.agent.memory.service import MemoryService
 from bot.clock import Clock
 from bot.errors import AgentError
 from bot.jobs.meetings.wire import Meeting, segment_time
+from bot.shapes import items, words
 from storage.db import Database
 from storage.models import IngestJob
 from storage.repos.episodes import EpisodeRepo
@@ -312,9 +313,8 @@ class MeetingIngest:
                 fast=True,
                 json_mode=True,
             )
-            items = parse_json_object(raw).get("action_items")
             # Anything but a list (a number, true) is no items: it must not fail the job.
-            found += [_title(i) for i in (items if isinstance(items, list) else [])]
+            found += [_title(i) for i in items(parse_json_object(raw).get("action_items"))]
         added: list[str] = []
         async with self.db.session() as s:
             repo = TaskRepo(s)
@@ -333,7 +333,7 @@ def _title(item: object) -> str:
     From ``{"title": ...}`` or a bare string; anything else (a number, a list) is not words
     for a task.
     """
-    return json_words(item.get("title") if isinstance(item, dict) else item)[:200]
+    return words(item.get("title") if isinstance(item, dict) else item)[:200]
 
 
 def _parts(lines: list[str], size: int) -> list[str]:

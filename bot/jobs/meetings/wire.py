@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import AwareDatetime, BaseModel, Field, ValidationError, field_validator
 
+from bot.shapes import items
+
 MAX_OFFSET = 7 * 24 * 3600.0
 """The latest a segment can start or end, in seconds from the meeting's start (a week): a
 longer recording is not one meeting, and a time beyond what a date can hold never stored."""
@@ -86,17 +88,12 @@ class BadTranscript(ValueError):
     """The body is neither accepted shape; the message says what is wrong, in plain words."""
 
 
-def _listed(value: object) -> list[Any]:
-    """``value`` when it is a list, else no items (a number or an object where a list goes)."""
-    return value if isinstance(value, list) else []
-
-
 def _omi(body: dict[str, Any]) -> dict[str, Any]:
     structured = body.get("structured")
     if not isinstance(structured, dict):
         structured = {}
     segments = []
-    for seg in _listed(body.get("transcript_segments")):
+    for seg in items(body.get("transcript_segments")):
         if not isinstance(seg, dict):
             continue
         speaker = "me" if seg.get("is_user") else str(seg.get("speaker") or "")
@@ -108,9 +105,9 @@ def _omi(body: dict[str, Any]) -> dict[str, Any]:
                 "text": seg.get("text", ""),
             }
         )
-    items = [
+    actions = [
         " ".join(i["description"].split())
-        for i in _listed(structured.get("action_items"))
+        for i in items(structured.get("action_items"))
         if isinstance(i, dict) and isinstance(i.get("description"), str) and not i.get("completed")
     ]
     people = sorted({s["speaker"] for s in segments if s["speaker"] and s["speaker"] != "me"})
@@ -121,7 +118,7 @@ def _omi(body: dict[str, Any]) -> dict[str, Any]:
         "participants": people,
         "segments": segments,
         "overview": structured.get("overview") or "",
-        "action_items": [i for i in items if i],
+        "action_items": [i for i in actions if i],
     }
 
 
