@@ -327,6 +327,25 @@ async def test_groups_are_ignored_unless_allowed_then_only_when_mentioned(
     assert tg.sent[group][0].reply_to is not None  # in groups the answer quotes the question
 
 
+async def test_a_slow_answer_in_a_group_quotes_the_question_from_its_first_draft(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """A streamed answer's first draft was sent without the quote, and the final text edits
+    that message: in a busy group a slow answer did not say which question it answered."""
+    group = -1001234567891
+    tg.make_group(group)
+    answer = "Let me think about dinner. " * 6
+    fake_llm.default = lambda _body: Step(text=answer, chunk_size=10, chunk_delay=0.06)
+    await telegram(telegram_allow_groups=True, telegram_edit_interval=0.5)
+
+    await tg.send_text(group, f"@{BOT_USERNAME} what's for dinner", user_id=CHAT)
+    await tg.wait_for(lambda: tg.texts(group) == [answer.strip()])
+
+    [msg] = tg.sent[group]
+    assert msg.edits  # it streamed: a draft first, then edits
+    assert msg.reply_to is not None  # and that draft already quoted the question
+
+
 async def test_webhook_mode_rejects_a_wrong_secret_and_processes_nothing(
     telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

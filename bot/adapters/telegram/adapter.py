@@ -294,6 +294,7 @@ class TelegramAdapter:
             echo=echo,
             after=self.say,
             topic=topic_id(address),
+            reply_to=key[1] if key is not None else None,
         )
 
     async def _send_echo(

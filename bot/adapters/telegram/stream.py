@@ -84,13 +84,22 @@ class TelegramDraft:
     """Telegram's draft surface: plain-text drafts, the final message through the sender."""
 
     def __init__(
-        self, sender: TelegramSender, chat_id: int, *, quote: bool, topic: int | None = None
+        self,
+        sender: TelegramSender,
+        chat_id: int,
+        *,
+        quote: bool,
+        topic: int | None = None,
+        reply_to: int | None = None,
     ) -> None:
         self.sender = sender
         self.chat_id = chat_id
         self.topic = topic
         """The forum topic the drafts go into (None: the chat itself)."""
         self.quote = quote
+        self.reply_to = reply_to if quote else None
+        """The question a group's answer quotes from its first draft on (the final text
+        edits that message, so a draft sent without the quote never gets one)."""
         self.where = f"telegram chat {chat_id}"
 
     def preview(self, text: str, label: str | None) -> str:
@@ -102,7 +111,9 @@ class TelegramDraft:
 
     async def post(self, text: str) -> str:
         """Send the first draft (plain text: half-streamed Markdown is not valid HTML)."""
-        return str(await self.sender.send(self.chat_id, None, text, topic=self.topic))
+        return str(
+            await self.sender.send(self.chat_id, None, text, self.reply_to, topic=self.topic)
+        )
 
     async def edit(self, draft: str, text: str) -> None:
         """Edit the draft."""
@@ -136,13 +147,14 @@ class TelegramStream:
         clock: Callable[[], float] = time.monotonic,
         after: Callable[[OutboundMessage], Awaitable[None]] | None = None,
         topic: int | None = None,
+        reply_to: int | None = None,
     ) -> None:
         self.after = after
         """Runs once the answer is delivered (its voice note, when the user wants one)."""
         self.typing = typing
         self.chat_id = chat_id
         self.draft = DraftStream(
-            TelegramDraft(sender, chat_id, quote=quote, topic=topic),
+            TelegramDraft(sender, chat_id, quote=quote, topic=topic, reply_to=reply_to),
             interval=edit_interval,
             first_draft_waits=True,
             clock=clock,
