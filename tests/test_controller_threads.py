@@ -7,7 +7,7 @@ import json
 from bot.app.build import App
 from storage.repos.messages import MessageRepo
 from tests.fakes.channel import RecordingChannel
-from tests.fakes.llm import FakeLLM, say
+from tests.fakes.llm import FakeLLM, Step, say
 from tests.support.app import AppFactory, add_user
 from tests.support.builders import make_inbound
 
@@ -86,11 +86,24 @@ async def test_with_the_fast_model_titles_and_summaries_come_from_it(
     app = await app_factory(fake_llm, history_messages=2, threads_with_model=True)
     app.dispatcher.register(RecordingChannel("fake"))
     await add_user(app)
-    fake_llm.add(say("Bike lock notes"), say("Okay."))
+
+    def answer(body: dict[str, object]) -> Step:
+        content = json.dumps(body["messages"])
+        if body["model"] != "fake-fast":
+            return say("Okay.")
+        if "Name this conversation" in content:
+            return say("Bike lock notes")
+        assert "Summary so far" in content, content  # no other fast-model call is expected
+        return say("- The user keeps the bike lock code in a notebook.")
+
+    fake_llm.default = answer
     await app.dispatcher.handle(make_inbound("my bike lock code is in the blue notebook"))
     assert fake_llm.chat_requests[0]["model"] == "fake-fast"
-    fake_llm.add(say("- The user keeps the bike lock code in a notebook."), say("Okay."))
-    await app.dispatcher.handle(make_inbound("my dentist moved to Friday"))
+    for text in ("my dentist moved to Friday", "my tea box is empty", "my car needs tyres"):
+        await app.dispatcher.handle(make_inbound(text))
+    # A few rows past the window so far: shown as said, no summary call yet.
+    assert [r["model"] for r in fake_llm.chat_requests].count("fake-fast") == 1
+    await app.dispatcher.handle(make_inbound("my mum calls on Sunday"))
 
     summary_call, answer_call = fake_llm.chat_requests[-2:]
     assert summary_call["model"] == "fake-fast"
@@ -127,3 +140,40 @@ async def test_a_turn_that_pushed_many_rows_out_of_the_window_is_summarised_whol
     assert "Earlier in this conversation" in system
     assert "plain line number 0" in system
     assert all(f"step {n} of a long answer" in system for n in range(13))
+
+
+async def test_a_long_thread_asks_the_fast_model_to_summarise_a_few_turns_at_a_time(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    # Every turn past the window used to ask the fast model for a new summary before the
+    # answer (a model call and its wait per message); now the rows that left the window are
+    # folded in a few turns at a time, and until then they are shown as they were said.
+    app = await app_factory(fake_llm, history_messages=2, threads_with_model=True)
+    app.dispatcher.register(RecordingChannel("fake"))
+    await add_user(app)
+    summaries: list[str] = []
+
+    def answer(body: dict[str, object]) -> Step:
+        system = str(body["messages"][0]["content"])  # type: ignore[index]
+        if body["model"] != "fake-fast":
+            return say("Okay.")
+        if system.startswith("Name this conversation"):
+            return say("Notes")
+        newer = str(body["messages"][1]["content"]).split("Newer messages:\n", 1)[1]  # type: ignore[index]
+        summaries.append(newer)
+        before = str(body["messages"][1]["content"]).split("Summary so far:\n", 1)[1]  # type: ignore[index]
+        kept = before.split("\n\nNewer messages:", 1)[0].replace("(none)", "").strip()
+        return say("\n".join(part for part in (kept, newer) if part))
+
+    fake_llm.default = answer
+    said = [f"note number {n} is about topic {n}" for n in range(9)]
+    for text in said:
+        await app.dispatcher.handle(make_inbound(text))
+
+    assert 1 <= len(summaries) <= 3, summaries  # was one per turn from the second on: 8
+    answers = [r for r in fake_llm.chat_requests if r["model"] != "fake-fast"]
+    for n, request in enumerate(answers):
+        prompt = json.dumps(request["messages"])
+        # Every earlier note reaches the model: in the summary, as a line, or in the window.
+        missing = [text for text in said[:n] if text not in prompt]
+        assert not missing, (n, missing)

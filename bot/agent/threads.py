@@ -31,6 +31,10 @@ SUMMARY_CHARS = 2400
 """The running summary is kept under this size (its oldest lines go first)."""
 LINE_CHARS = 160
 """Each message contributes at most this much to a plain summary."""
+SUMMARY_BATCH = 6
+"""Rows that left the history window are folded into the stored summary once there are this
+many (one fast-model call and one write every few turns, not one per message); until then the
+model is shown them as plain lines after the summary."""
 
 TITLE_PROMPT = (
     "Name this conversation in at most six words, from the user's first message. "
@@ -183,9 +187,10 @@ class Threads:
         ``conv`` is the conversation as read in this turn (with ``rows``, its thread since its
         start or latest /new, oldest first, and ``parent``, the message a thread under a
         message hangs from). The summary is stored with the id of the newest row it covers,
-        so each turn only adds the rows that left the window since (one fast-model call at
-        most, none when nothing left it). What changed is not written here: ``ThreadView.save``
-        goes into the turn's own commit.
+        so a turn only adds the rows that left the window since, and only once there are
+        ``SUMMARY_BATCH`` of them (one fast-model call then; until then they are shown as plain
+        lines after the summary). What changed is not written here: ``ThreadView.save`` goes
+        into the turn's own commit.
         """
         recent = rows[-window:] if window > 0 else []
         older = rows[: len(rows) - len(recent)]
@@ -195,13 +200,18 @@ class Threads:
         changed = False
         if not title and text.strip():
             title, changed = await self.title(text), True
+        shown = summary
         if older and older[-1].id != through:
             newer = [r for r in older if through is None or (r.id or 0) > through]
-            summary, through, changed = await self._summarise(summary, newer), older[-1].id, True
+            if len(newer) >= SUMMARY_BATCH:
+                summary = await self._summarise(summary, newer)
+                shown, through, changed = summary, older[-1].id, True
+            else:  # a few rows: shown as they were said, folded in a later turn
+                shown = keep_tail("\n".join(p for p in (summary, plain_extract(newer)) if p))
         save = None
         if changed:
             save = ThreadSave(conv.user_id, conv.id, title, summary, through)
-        return ThreadView(recent, summary if older else None, parent, save)
+        return ThreadView(recent, (shown or None) if older else None, parent, save)
 
     async def fresh(self, user_id: int, conversation_id: int, title: str | None) -> None:
         """Start the thread afresh (after /new): a new title (or none yet), no summary."""

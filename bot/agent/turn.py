@@ -48,9 +48,11 @@ TurnWrite = Callable[[AsyncSession], Awaitable[None]]
 SUMMARY_SPAN = 60
 """How many rows before the history window a turn reads to bring the thread summary up to
 date (older ones were summarised by earlier turns)."""
-CATCH_UP = 8
+CATCH_UP = 16
 """Rows before the window a turn reads when its thread's summary is up to date: the rows that
-left the window since the last turn (two or three; more only after a tool-using turn)."""
+left the window since the summary was last brought up to date (fewer than
+``threads.SUMMARY_BATCH``, and the two or three of the last turn; more only after a tool-using
+turn, when the longer read follows)."""
 
 
 @dataclass(slots=True)
