@@ -5,20 +5,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
+from sqlmodel.ext.asyncio.session import AsyncSession
 from typer.testing import CliRunner
 
 from bot.app.cli import app as cli
 from bot.jobs.engine.leader import LeaseLock
 from bot.jobs.engine.scheduler import STORE_IDLE_LIMIT, job_store_engine, sync_url
 from bot.messages import OutboundMessage, Receipt
+from storage.db import Database
 from storage.models import Reminder
+from storage.repos._conn import FROZEN_HOLDER_LIMIT
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.reminders import ReminderRepo
+from storage.repos.users import UserRepo
 from storage.repos.web import WebViewRepo
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.clock import ManualClock
@@ -224,6 +229,92 @@ async def test_on_postgres_a_leader_frozen_mid_write_to_the_job_store_does_not_h
             await asyncio.to_thread(frozen.dispose)
     assert led
     assert took < STORE_IDLE_LIMIT + 5
+
+
+class _FrozenBeforeCommit(Database):
+    """A database whose units of work stop after their last statement, before the commit:
+    a process frozen (SIGSTOP, a paused VM) half-way through one, its transaction open."""
+
+    @contextlib.asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        async with self._sessions() as s:
+            yield s
+            await s.flush()
+            await asyncio.Event().wait()  # never commits
+
+
+async def test_on_postgres_a_leader_frozen_mid_heartbeat_does_not_keep_the_lease(
+    migrated_postgres_url: str,
+) -> None:
+    """A leader stopped between its heartbeat's UPDATE of the lease row and its COMMIT kept
+    that row locked: every other process's attempt to take the lease waited on it, so none
+    ever led while the frozen one slept (the job store had the same flaw; its fix is above)."""
+    url = migrated_postgres_url
+    ttl = timedelta(seconds=2)
+    db, frozen_db = Database(url), _FrozenBeforeCommit(url)
+    leader = LeaseLock(db, "host-a:1:aaaaaa", ttl=ttl)
+    other = LeaseLock(db, "host-b:2:bbbbbb", ttl=ttl)
+    try:
+        assert await leader.acquire(datetime.now(UTC))
+        leader.db = frozen_db
+        heartbeat = asyncio.create_task(leader.acquire(datetime.now(UTC)))
+        await asyncio.sleep(0.5)  # the renewal is written, not committed: the row is locked
+        began = time.monotonic()
+        led = False
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FROZEN_HOLDER_LIMIT + 10):
+                while not led:
+                    led = await other.acquire(datetime.now(UTC) + ttl * 2)
+                    await asyncio.sleep(0.2)
+        took = time.monotonic() - began
+        heartbeat.cancel()
+        with contextlib.suppress(BaseException):
+            await heartbeat
+    finally:
+        await frozen_db.dispose()
+        await db.dispose()
+    assert led, "the lease stayed with the frozen leader"
+    assert took < FROZEN_HOLDER_LIMIT + 5
+
+
+async def test_on_postgres_a_leader_frozen_mid_claim_does_not_hold_the_push_from_the_next(
+    migrated_postgres_url: str,
+) -> None:
+    """A leader stopped between claiming a push (its outbox row: pending -> sending) and the
+    COMMIT kept the row locked: the next leader's claim of the same push waited on it for as
+    long as the frozen one slept, and its delivery loop with it."""
+    url = migrated_postgres_url
+    db, frozen_db = Database(url), _FrozenBeforeCommit(url)
+    now = datetime.now(UTC)
+    try:
+        async with db.session() as s:
+            user = await UserRepo(s).create("ana")
+            repo = OutboxRepo(s)
+            await repo.enqueue([Push(user.id or 0, "reminder", "r-1", now, "pills")], now)
+        async with db.session() as s:
+            [row] = await OutboxRepo(s).due(now, limit=10)
+
+        async def claim(database: Database) -> bool:
+            async with database.session() as s:
+                return await OutboxRepo(s).claim(
+                    row.id or 0, now, channel="fake", account="", chat_id="ana", message_id=None
+                )
+
+        frozen = asyncio.create_task(claim(frozen_db))
+        await asyncio.sleep(0.5)  # claimed, not committed: the row is locked
+        began = time.monotonic()
+        claimed = None
+        with contextlib.suppress(TimeoutError):
+            claimed = await asyncio.wait_for(claim(db), FROZEN_HOLDER_LIMIT + 10)
+        took = time.monotonic() - began
+        frozen.cancel()
+        with contextlib.suppress(BaseException):
+            await frozen
+    finally:
+        await frozen_db.dispose()
+        await db.dispose()
+    assert claimed is True, "the push stayed locked by the frozen leader"
+    assert took < FROZEN_HOLDER_LIMIT + 5
 
 
 class TimedChannel(RecordingChannel):

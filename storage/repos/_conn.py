@@ -1,7 +1,12 @@
-"""The session's connection for Core statements, asked of SQLAlchemy once per transaction."""
+"""Helpers on a session's transaction: its connection, and a limit for a frozen holder.
+
+The connection is asked of SQLAlchemy once per transaction; the limit ends a PostgreSQL
+transaction whose process froze while holding rows another process needs.
+"""
 
 from __future__ import annotations
 
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -24,3 +29,31 @@ async def connection_of(s: AsyncSession) -> AsyncConnection:
     conn = await s.connection()
     s.info[_KEY] = (s.sync_session.get_transaction(), conn)
     return conn
+
+
+FROZEN_HOLDER_LIMIT = 5.0
+"""Seconds PostgreSQL lets a bounded transaction (``bound_idle``) wait between statements
+before it ends it, and with it the row locks it holds."""
+_BOUND = "lifebot.bounded"
+
+
+async def bound_idle(s: AsyncSession) -> None:
+    """End this transaction if its process freezes half-way (PostgreSQL only).
+
+    The server ends it when it waits between statements longer than ``FROZEN_HOLDER_LIMIT``:
+    its process is frozen (SIGSTOP, a paused VM) or gone.
+
+    For short transactions that lock rows another process must take over (the leader lease,
+    the outbox's rows): a leader frozen between an UPDATE and its COMMIT would otherwise keep
+    those rows locked, and the next leader would wait on them for as long as it stayed frozen.
+    Set once per transaction; nothing on SQLite (one process, whose freeze stops everything).
+    """
+    if s.bind is None or s.bind.dialect.name != "postgresql":
+        return
+    current = s.sync_session.get_transaction()
+    if current is not None and s.info.get(_BOUND) is current:
+        return
+    conn = await connection_of(s)
+    limit = f"{int(FROZEN_HOLDER_LIMIT * 1000)}ms"
+    await conn.execute(select(func.set_config("idle_in_transaction_session_timeout", limit, True)))
+    s.info[_BOUND] = s.sync_session.get_transaction()

@@ -16,6 +16,7 @@ from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import JobLease
+from storage.repos._conn import bound_idle
 from storage.repos._upsert import insert_ignore
 
 
@@ -45,6 +46,15 @@ class LeaseRepo:
 
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
+
+    async def bound(self) -> None:
+        """End this transaction if its process freezes half-way (``bound_idle``); call first.
+
+        A leader frozen between its heartbeat's UPDATE of the lease row and the COMMIT would
+        keep that row locked, and every other process's attempt to take the lease would wait
+        on it for as long as the leader stayed frozen: no process would lead.
+        """
+        await bound_idle(self.s)
 
     async def renew(self, fence: Fence, now: datetime, until: datetime) -> bool:
         """Extend our lease; False when someone else took it over meanwhile."""

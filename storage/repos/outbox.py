@@ -17,6 +17,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Delivery
+from storage.repos._conn import bound_idle
 from storage.repos._upsert import insert_ignore
 from storage.repos.leases import Fence
 
@@ -281,6 +282,9 @@ class OutboxRepo:
     async def _update(
         self, delivery_id: int, states: tuple[str, ...], *conds: Any, **values: Any
     ) -> bool:
+        # Every state change of a push locks its row; a leader frozen before the COMMIT must
+        # not keep it from the next leader (which claims or recovers the same row).
+        await bound_idle(self.s)
         stmt = (
             update(Delivery)
             .where(col(Delivery.id) == delivery_id, col(Delivery.status).in_(states), *conds)

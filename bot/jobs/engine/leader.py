@@ -76,6 +76,7 @@ class LeaseLock:
         until = now + self.ttl
         async with self.db.session() as s:
             repo = LeaseRepo(s)
+            await repo.bound()
             if self._fence is not None:
                 if await repo.renew(self._fence, now, until):
                     return True
@@ -90,7 +91,9 @@ class LeaseLock:
         if fence is None:
             return
         async with self.db.session() as s:
-            await LeaseRepo(s).give_up(fence)
+            repo = LeaseRepo(s)
+            await repo.bound()
+            await repo.give_up(fence)
 
 
 def leader_lock(db: Database, ttl: timedelta) -> LeaderLock:
