@@ -47,14 +47,33 @@ def _commit_and_close(session: Session) -> None:
         session.close()
 
 
+FROZEN_TRANSACTION_LIMIT = 60.0
+"""Seconds a PostgreSQL transaction of ours may wait between two statements before the server
+ends it, and with it the row locks it holds. No unit of work waits on the network or the
+model inside its transaction, so only a frozen (SIGSTOP, a paused VM) or vanished process
+reaches it; without it, whoever needed its rows next (the next leader, another process's
+turn) would wait for as long as it stayed frozen. The leader's lease and the outbox's rows
+set a tighter limit for themselves (``repos._conn.bound_idle``). Locks held on purpose for a
+whole turn live on their own engine (``storage.locks``) and are not limited."""
+
+
 class Database:
     """Owns the async engine; hands out sessions; applies migrations."""
 
-    def __init__(self, url: str, *, echo: bool = False, one_trip: bool = True) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        echo: bool = False,
+        one_trip: bool = True,
+        frozen_limit: float = FROZEN_TRANSACTION_LIMIT,
+    ) -> None:
         """Open nothing yet; ``one_trip``: how SQLite statements reach aiosqlite's thread.
 
         True (the default): one trip each (``storage/sqlite_driver.py``); False keeps
         SQLAlchemy's stock adapter (the dispatch bench's same-run baseline).
+        ``frozen_limit``: on PostgreSQL, the seconds a transaction may wait between two
+        statements before the server ends it (``FROZEN_TRANSACTION_LIMIT``).
         """
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
@@ -71,6 +90,10 @@ class Database:
                 kwargs["module"] = sqlite_driver.DBAPI  # one trip per statement
         else:
             kwargs["pool_pre_ping"] = True
+            if url.startswith("postgresql+asyncpg") and frozen_limit > 0:
+                idle = str(int(frozen_limit * 1000))
+                settings = {"idle_in_transaction_session_timeout": idle}
+                kwargs["connect_args"] = {"server_settings": settings}
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)

@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import text, update
+from sqlmodel import col
 from sqlmodel.ext.asyncio.session import AsyncSession
 from typer.testing import CliRunner
 
@@ -315,6 +316,50 @@ async def test_on_postgres_a_leader_frozen_mid_claim_does_not_hold_the_push_from
         await db.dispose()
     assert claimed is True, "the push stayed locked by the frozen leader"
     assert took < FROZEN_HOLDER_LIMIT + 5
+
+
+async def test_on_postgres_any_unit_of_work_frozen_before_its_commit_gives_its_rows_up(
+    migrated_postgres_url: str,
+) -> None:
+    """Beyond the lease and the outbox (5 s): every other transaction of a frozen process (a
+    reminder's next time, a job's row) is ended by PostgreSQL after the database's limit, so
+    whoever needs those rows next waits that long at most, not as long as the freeze."""
+    url = migrated_postgres_url
+    limit = 2.0
+    db, frozen_db = Database(url), _FrozenBeforeCommit(url, frozen_limit=limit)
+    now = datetime.now(UTC)
+    try:
+        async with db.session() as s:
+            user = await UserRepo(s).create("ana")
+            reminder = await ReminderRepo(s).add(
+                Reminder(user_id=user.id or 0, text="stretch", next_at=now)
+            )
+        rid = reminder.id or 0
+
+        async def move(database: Database, minutes: int) -> None:
+            async with database.session() as s:
+                await s.exec(
+                    update(Reminder)
+                    .where(col(Reminder.id) == rid)
+                    .values(next_at=now + timedelta(minutes=minutes))
+                )
+
+        frozen = asyncio.create_task(move(frozen_db, 5))
+        await asyncio.sleep(0.5)  # written, not committed: the row is locked
+        began = time.monotonic()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(move(db, 10), limit + 10)
+        took = time.monotonic() - began
+        frozen.cancel()
+        with contextlib.suppress(BaseException):
+            await frozen
+        async with db.session() as s:
+            stored = await s.get(Reminder, rid)
+    finally:
+        await frozen_db.dispose()
+        await db.dispose()
+    assert took < limit + 5, took
+    assert stored is not None and stored.next_at == now + timedelta(minutes=10)
 
 
 class TimedChannel(RecordingChannel):
