@@ -9,10 +9,14 @@ forever. A body that cannot be read at all gets a 4xx with a plain ``detail`` an
 nothing. The token is checked by the request layer before the body is
 read, and the body is capped there (``Route("/api/location", ..., max_body=...)``).
 
-OwnTracks counts a post as delivered whatever the status (its booklet, "HTTP"), so a refusal
-never makes it send again: an encrypted message (the app's Encryption key is set) is answered
-``[]`` like any other, and the person is told once, in chat, why nothing arrives and how to
-turn the encryption off.
+OwnTracks keeps a message at the head of its queue until it gets a 2xx (Android:
+``HttpMessageProcessorEndpoint.kt`` re-queues it and retries a location about a week; iOS:
+``Connection.m`` retries it for good), whatever its booklet's older "any status code" says. So
+only what the person can put right is refused (a wrong token, location off: the points wait on
+the phone). A location that can never be stored (a missing or impossible field, a clock far
+ahead) is answered ``[]`` and logged; an encrypted message (the app's Encryption key is set) is
+answered ``[]`` too, and the person is told once, in chat, why nothing arrives and how to turn
+the encryption off.
 """
 
 from __future__ import annotations
@@ -95,7 +99,11 @@ def _bad(exc: wire.BadPayload) -> HTTPException:
 
 @router.post("/owntracks")
 async def owntracks(request: Request) -> JSONResponse:
-    """One OwnTracks message; locations are stored, every other type is ignored."""
+    """One OwnTracks message; locations are stored, every other type is ignored.
+
+    A location that cannot be stored is acknowledged too (the phone would resend it before
+    anything else, for days): only a wrong token or location off are refused.
+    """
     user_id = await _user(request)
     body = await request.body()  # capped by the request layer (bot/web/gate.py)
     try:
@@ -107,6 +115,14 @@ async def owntracks(request: Request) -> JSONResponse:
             "lifebot cannot read: acknowledged, not stored%s",
             user_id,
             "; the user is told how to turn it off" if told else " (the user was told before)",
+        )
+        return JSONResponse([])
+    except wire.Unusable as exc:
+        log.info(
+            "an OwnTracks location for user %s was not stored: %s; acknowledged so the phone "
+            "sends the points queued after it",
+            user_id,
+            exc,
         )
         return JSONResponse([])
     except wire.BadPayload as exc:
