@@ -356,3 +356,29 @@ async def test_an_owntracks_location_that_cannot_be_stored_does_not_jam_the_phon
         # The next point in the phone's queue goes through as ever.
         r = await client.post("/api/location/owntracks", json=loc, headers=basic(token))
         assert (r.status_code, r.json(), await points(application, ana)) == (200, [], 1)
+
+
+async def test_owntracks_android_with_an_accented_user_id_is_let_in(tmp_path: Path) -> None:
+    """OwnTracks for Android builds its Basic header with OkHttp's ``Credentials.basic``, which
+    encodes "user:password" as ISO-8859-1 (square/okhttp, okhttp3/Credentials.kt). With a User
+    ID such as "José" (the README says any name will do) the header was not UTF-8, and the
+    right token got 401 "Wrong or revoked location token"."""
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        clock.set(now)
+        for n, user in enumerate(("José", "Jürgen Ø", "Ана")):  # the last becomes "???"
+            raw = f"{user}:{token}".encode("iso-8859-1", errors="replace")
+            header = {"Authorization": "Basic " + base64.b64encode(raw).decode()}
+            fix = Fix(now - timedelta(minutes=10 - n), 52.5, 13.4, 5)
+            r = await client.post("/api/location/owntracks", json=owntracks(fix), headers=header)
+            assert (r.status_code, r.json()) == (200, []), (user, r.text)
+        assert await points(application, ana) == 3
+        wrong = base64.b64encode(f"José:{token}x".encode("iso-8859-1")).decode()
+        r = await client.post(
+            "/api/location/owntracks",
+            json=owntracks(Fix(now, 52.5, 13.4, 5)),
+            headers={"Authorization": f"Basic {wrong}"},
+        )
+        assert r.status_code == 401

@@ -40,13 +40,23 @@ router = APIRouter(prefix="/api/location", tags=["location"])
 
 
 def _basic_password(header: str | None) -> str | None:
+    """The password of an HTTP Basic header; the user name is never read.
+
+    OwnTracks for Android encodes "user:password" as ISO-8859-1 (OkHttp's
+    ``Credentials.basic``), others as UTF-8: only the password (the ASCII token) is decoded,
+    so a User ID such as "José" works either way.
+    """
     if not header or not header.lower().startswith("basic "):
         return None
     try:
-        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
+        decoded = base64.b64decode(header[6:].strip(), validate=True)
+    except binascii.Error:
         return None
-    return decoded.partition(":")[2] or None
+    password = decoded.partition(b":")[2]
+    try:
+        return password.decode() or None
+    except UnicodeDecodeError:
+        return None
 
 
 def _bearer(header: str | None) -> str | None:
