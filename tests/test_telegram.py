@@ -530,6 +530,28 @@ async def test_in_a_group_topic_the_bot_opened_only_what_addresses_it_is_answere
     assert [last_user_text(b) for b in agent_requests(fake_llm)] == ["what's for dinner"]
 
 
+async def test_typing_shows_in_the_topic_being_answered(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """sendChatAction without message_thread_id shows "typing…" in the chat's General topic
+    (Bot API, sendChatAction): a person waiting in a topic saw nothing there."""
+
+    def slow(body: dict[str, Any]) -> Step:
+        if "Classify the user's message" in str(body["messages"][0]["content"]):
+            return say('{"route": "chat"}')
+        return say("Here it is.", delay=1.0)
+
+    fake_llm.default = slow
+    await telegram()
+    tg.enable_topics(CHAT)
+    await tg.send_text(CHAT, "what's on tomorrow?", **tg.in_topic(CHAT, 11))
+    await tg.wait_texts(CHAT, 1)
+
+    actions = tg.calls_to("sendChatAction")
+    assert actions, "no typing indicator during a slow answer"
+    assert {int(c.params.get("message_thread_id") or 0) for c in actions} == {11}
+
+
 async def test_new_in_a_topic_opens_a_new_topic_with_a_fresh_conversation(
     telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

@@ -38,6 +38,7 @@ from bot.adapters.telegram.events import (
     picture,
     shared_location,
     stale_press,
+    topic_of,
     voice_attachment,
 )
 from bot.adapters.telegram.pictures import fetch
@@ -386,7 +387,7 @@ class TelegramAdapter:
             # A stranger: the pairing reply needs no transcript, so nothing is fetched.
             text = text or ("(voice note)" if media is not None else "(photo)")
             media = pic = None
-        async with self._typing.during(chat.id):
+        async with self._typing.during(chat.id, _topic(message)):
             if pic is not None:
                 got = await fetch(
                     self.sender.bot, self.sender, pic, limit=self.config.max_image_bytes
@@ -442,7 +443,7 @@ class TelegramAdapter:
             # A stranger: the pairing reply needs no pictures, so nothing is fetched.
             text, pics = text or "(photo)", []
         attachments = []
-        async with self._typing.during(chat.id):
+        async with self._typing.during(chat.id, _topic(first)):
             for pic in pics:
                 got = await fetch(
                     self.sender.bot, self.sender, pic, limit=self.config.max_image_bytes
@@ -489,7 +490,7 @@ class TelegramAdapter:
             inbound = from_press(
                 query, msg, account=self.account, data=data, received_at=self.clock.now()
             )
-            async with self._typing.during(msg.chat.id):
+            async with self._typing.during(msg.chat.id, _topic(msg)):
                 await self._handler(inbound)
         finally:
             if not answered:
@@ -527,6 +528,12 @@ def _chat_id(msg: OutboundMessage) -> int:
         return int(msg.address.chat_id)
     except ValueError:
         raise ChannelError(f"{msg.address.chat_id!r} is not a Telegram chat id") from None
+
+
+def _topic(message: Message) -> int | None:
+    """The topic a message is in, as the Bot API's message_thread_id (None: the chat)."""
+    topic = topic_of(message)
+    return int(topic) if topic is not None else None
 
 
 def _message_key(update: Update) -> tuple[int, int] | None:
