@@ -568,3 +568,13 @@ async def test_addresses_slack_links_by_itself_arrive_as_typed(
     assert seen == (
         "mail ana@example.org the plan from example.com and the doc (https://a.io/x) Feb 18, 2014"
     ), seen
+
+
+async def test_a_group_mention_reaches_the_model_as_one_at_sign(
+    http: Slack, fake_llm: FakeLLM
+) -> None:
+    """Slack writes a user-group mention with its handle as the label, @ included
+    (``<!subteam^S1|@devs>``): the model read "@@devs"."""
+    answer(fake_llm, say("Sure."))
+    assert await http.post(dm_event("ask <!subteam^S0DEVS|@devs> and <!here> today")) == 200
+    assert asked_of(fake_llm)[0]["messages"][-1]["content"] == "ask @devs and @here today"

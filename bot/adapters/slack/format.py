@@ -196,8 +196,8 @@ def from_slack(text: str, bot_user_id: str | None = None) -> str:
             return "#" + (label or target[1:])
         if target.startswith("!date^"):
             return label
-        if target.startswith("!"):
-            return "@" + (label or target[1:].split("^")[0])
+        if target.startswith("!"):  # a group or @here: its label may carry the @ already
+            return "@" + (label.lstrip("@") or target[1:].split("^")[0])
         return _link(target, label)
 
     text = _ENTITY.sub(entity, text)
