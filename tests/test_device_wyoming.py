@@ -3,6 +3,7 @@ loopback, one connection per request as Home Assistant's integration does it."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from sqlmodel import select
 from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
+from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.handle import Handled, NotHandled
 from wyoming.info import Describe, Info
@@ -153,3 +155,24 @@ async def test_an_unknown_user_setting_is_a_clear_config_error(
     app = await app_factory(fake_llm, transcriber=shared_transcriber(), wyoming_user="nobody")
     with pytest.raises(ConfigError, match="nobody"):
         await start_wyoming(app, FairTranscriber(app.transcriber))
+
+
+async def test_a_synthesis_that_fails_ends_the_request_instead_of_leaving_it_waiting(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    """Home Assistant's tts entity sends one ``synthesize`` and reads until ``audio-stop`` or
+    the end of the connection (homeassistant/components/wyoming/tts.py): when espeak-ng
+    failed (here a voice it does not have), nothing came back and the request hung with the
+    connection open. Now it gets an ``error`` and the connection ends, which it reports as a
+    failed synthesis at once."""
+    app = await _service(app_factory, fake_llm, tts_engine="espeak-ng", tts_voice="zz-nothing")
+    got: list[Event] = []
+    async with AsyncTcpClient("127.0.0.1", _port(app)) as client:
+        await client.write_event(Synthesize(text="The plumber comes on Thursday.").event())
+        async with asyncio.timeout(20):
+            while (event := await client.read_event()) is not None:
+                got.append(event)
+                if event.type == "audio-stop":
+                    break
+    assert [e.type for e in got] == ["error"]
+    assert "speech" in Error.from_event(got[0]).text.lower()

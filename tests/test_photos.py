@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import socket
+import time
 import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,12 +16,14 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
+from sqlmodel import select
 
 from bot.agent.budget import message_tokens
 from bot.agent.llm import data_url, image_parts
 from bot.agent.photos import NO_VISION
 from bot.app.build import App
 from bot.app.doctor import check_vision
+from storage.models import Message
 from storage.repos.users import UserRepo
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack, dm_event
@@ -141,6 +146,84 @@ async def test_retry_after_an_outage_asks_again_with_the_picture(
     asked = [b for b in fake_llm.chat_requests if b.get("tools")][-1]["messages"][-1]["content"]
     assert asked[0] == {"type": "text", "text": "What's the password on this note?"}
     assert asked[1]["image_url"]["url"] == DATA_URL  # the picture is asked about again
+
+
+async def test_an_album_is_one_message_with_every_picture_and_one_answer(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """Telegram sends an album (several photos sent together) as one message per photo, all
+    with the same ``media_group_id`` and the caption on one of them (core.telegram.org/bots/
+    api#message). Each became its own message: the question was answered looking at one
+    picture, and every other photo got a reply of its own."""
+    vision_model(fake_llm, agent="The password on the notes is sunflower42.")
+    app = await telegram(vision=True)
+    photos = [PHOTO + bytes([n]) * 8 for n in range(3)]
+
+    await tg.send_photo(
+        CHAT, photos[0], caption="What is the password on these?", media_group_id="77"
+    )
+    for data in photos[1:]:
+        await tg.send_photo(CHAT, data, media_group_id="77")
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert reply == "The password on the notes is sunflower42."
+    await asyncio.sleep(2)  # a reply per photo would have come by now
+    assert tg.texts(CHAT) == [reply]
+    [turn] = [b for b in fake_llm.chat_requests if b.get("tools")]
+    asked = turn["messages"][-1]["content"]
+    assert asked[0] == {"type": "text", "text": "What is the password on these?"}
+    urls = [p["image_url"]["url"] for p in asked[1:]]
+    assert urls == ["data:image/jpeg;base64," + base64.b64encode(d).decode() for d in photos]
+    assert sorted(await stored(app)) == sorted(photos)
+
+
+async def test_an_album_through_the_webhook_is_one_message_too(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """Telegram sends a chat's next update to a webhook only once the last was answered
+    (grammY's docs, "Ending Webhook Requests in Time"): an album's items are answered as soon
+    as they are held, or the album could never come together."""
+    vision_model(fake_llm, agent="The password on the notes is sunflower42.")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    await telegram(
+        vision=True,
+        telegram_webhook_url=f"http://127.0.0.1:{port}/telegram/hook",
+        telegram_webhook_port=port,
+    )
+    photos = [PHOTO + bytes([n]) * 8 for n in range(3)]
+    started = time.perf_counter()
+    for n, data in enumerate(photos):
+        caption = "What is the password on these?" if n == 0 else None
+        await tg.send_photo(CHAT, data, caption=caption, media_group_id="78")
+    assert time.perf_counter() - started < 1.0  # each answered at once, not after the album
+
+    [reply] = await tg.wait_texts(CHAT, 1)
+    assert reply == "The password on the notes is sunflower42."
+    await asyncio.sleep(2)
+    assert tg.texts(CHAT) == [reply]
+    [turn] = [b for b in fake_llm.chat_requests if b.get("tools")]
+    assert len(turn["messages"][-1]["content"]) == 1 + len(photos)
+
+
+async def test_a_message_sent_right_after_an_album_comes_after_it(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    vision_model(fake_llm, agent="The password on the notes is sunflower42.")
+    app = await telegram(vision=True)
+    photos = [PHOTO + bytes([n]) * 8 for n in range(2)]
+    for data in photos:
+        await tg.send_photo(CHAT, data, media_group_id="79")
+    await tg.send_text(CHAT, "and what about this one?")
+
+    await tg.wait_texts(CHAT, 2)
+    async with app.db.session() as s:
+        rows = (await s.exec(select(Message).where(Message.direction == "in"))).all()
+    assert [r.text for r in sorted(rows, key=lambda r: r.id or 0)] == [
+        "",
+        "and what about this one?",
+    ]
 
 
 async def test_an_image_file_on_telegram_is_kept_too(

@@ -543,3 +543,38 @@ async def test_each_dm_thread_keeps_its_own_history_and_is_answered_in_it(
         "my physio is on Tuesday",
         "my trip to Porto starts Monday",
     ]
+
+
+async def test_addresses_slack_links_by_itself_arrive_as_typed(
+    http: Slack, fake_llm: FakeLLM
+) -> None:
+    """Slack turns an e-mail address or a bare domain a person types into a link in the
+    event's text (``<mailto:ana@example.org|ana@example.org>``, ``<http://example.com|
+    example.com>``; api.slack.com/reference/surfaces/formatting). They reached commands and
+    the model as "ana@example.org (mailto:ana@example.org)": a contact saved from Slack kept
+    that as how to reach her."""
+    said = " /contact add Ana Silva | Aninha | sister | <mailto:ana@example.org|ana@example.org>"
+    assert await http.post(dm_event(said)) == 200
+    [saved] = http.fake.texts(ANA_DM)
+    assert "ana@example.org" in saved and "mailto" not in saved, saved
+
+    answer(fake_llm, say("I will."))
+    typed = (
+        "mail <mailto:ana@example.org|ana@example.org> the plan from <http://example.com|"
+        "example.com> and <https://a.io/x|the doc> <!date^1392734382^{date_short}|Feb 18, 2014>"
+    )
+    assert await http.post(dm_event(typed)) == 200
+    seen = asked_of(fake_llm)[0]["messages"][-1]["content"]
+    assert seen == (
+        "mail ana@example.org the plan from example.com and the doc (https://a.io/x) Feb 18, 2014"
+    ), seen
+
+
+async def test_a_group_mention_reaches_the_model_as_one_at_sign(
+    http: Slack, fake_llm: FakeLLM
+) -> None:
+    """Slack writes a user-group mention with its handle as the label, @ included
+    (``<!subteam^S1|@devs>``): the model read "@@devs"."""
+    answer(fake_llm, say("Sure."))
+    assert await http.post(dm_event("ask <!subteam^S0DEVS|@devs> and <!here> today")) == 200
+    assert asked_of(fake_llm)[0]["messages"][-1]["content"] == "ask @devs and @here today"

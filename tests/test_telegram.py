@@ -493,6 +493,65 @@ async def test_each_forum_topic_is_its_own_conversation_answered_in_that_topic(
     assert titles == {"11": "my trip to Porto starts Monday", "22": "my knee hurts after running"}
 
 
+async def test_journal_in_a_topic_takes_the_message_before_it(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """Telegram marks a message sent in a topic, replying to nothing, as a reply to the
+    topic's opening service message (tdlib/telegram-bot-api#356): a bare /journal there was
+    read as "/journal replying to a message", and refused ("I don't have that one")."""
+    answer_with(fake_llm, "Noted.")
+    await telegram()
+    tg.enable_topics(CHAT)
+    topic = tg.in_topic(CHAT, 11)
+    await tg.send_text(CHAT, "slept badly, anxious about the exam", **topic)
+    await tg.wait_texts(CHAT, 1)
+
+    await tg.send_text(CHAT, "/journal", **topic)
+    replies = await tg.wait_texts(CHAT, 2)
+    assert replies[-1].startswith("Added your message of"), replies[-1]
+
+
+async def test_in_a_group_topic_the_bot_opened_only_what_addresses_it_is_answered(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """In a group's topic that lifebot opened (/new), every message names lifebot's opening
+    service message as the one it replies to: each was taken as a reply to lifebot, and
+    lifebot answered the whole group's chatter there."""
+    group = -1001234567892
+    tg.make_group(group)
+    tg.enable_topics(group)
+    answer_with(fake_llm, lambda body: f"Re: {last_user_text(body)}")
+    await telegram(telegram_allow_groups=True)
+    topic = tg.in_topic(group, 41, opened_by_bot=True)
+    await tg.send_text(group, "lunch at one, everyone?", user_id=CHAT, **topic)
+    await tg.send_text(group, f"@{BOT_USERNAME} what's for dinner", user_id=CHAT, **topic)
+
+    await tg.wait_for(lambda: tg.texts(group) == ["Re: what's for dinner"])
+    assert [last_user_text(b) for b in agent_requests(fake_llm)] == ["what's for dinner"]
+
+
+async def test_typing_shows_in_the_topic_being_answered(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """sendChatAction without message_thread_id shows "typing…" in the chat's General topic
+    (Bot API, sendChatAction): a person waiting in a topic saw nothing there."""
+
+    def slow(body: dict[str, Any]) -> Step:
+        if "Classify the user's message" in str(body["messages"][0]["content"]):
+            return say('{"route": "chat"}')
+        return say("Here it is.", delay=1.0)
+
+    fake_llm.default = slow
+    await telegram()
+    tg.enable_topics(CHAT)
+    await tg.send_text(CHAT, "what's on tomorrow?", **tg.in_topic(CHAT, 11))
+    await tg.wait_texts(CHAT, 1)
+
+    actions = tg.calls_to("sendChatAction")
+    assert actions, "no typing indicator during a slow answer"
+    assert {int(c.params.get("message_thread_id") or 0) for c in actions} == {11}
+
+
 async def test_new_in_a_topic_opens_a_new_topic_with_a_fresh_conversation(
     telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

@@ -81,6 +81,22 @@ def test_a_reply_to_the_bot_in_a_group_is_addressed_and_threaded() -> None:
     assert from_message(msg, account=str(BOT_ID), text="yes please").reply_to == "4"
 
 
+def test_a_reply_to_the_first_message_of_a_reply_chain_is_still_a_reply() -> None:
+    """Outside topics a supergroup's reply chain is numbered after its first message too
+    (message_thread_id): replying to that message is a real reply."""
+    ours = {
+        "message_id": 4,
+        "date": 1_700_000_000,
+        "chat": GROUP,
+        "from": {"id": BOT_ID, "is_bot": True, "first_name": "Lifebot"},
+        "text": "Pasta?",
+    }
+    msg = message(GROUP, text="yes please", reply_to_message=ours, message_thread_id=4)
+
+    assert text_of(msg) == "yes please"
+    assert from_message(msg, account=str(BOT_ID), text="yes please").reply_to == "4"
+
+
 def test_a_voice_note_carries_its_attachment_and_a_caption_is_the_text() -> None:
     voice = {
         "file_id": "f1",

@@ -165,7 +165,7 @@ class WyomingHandler(AsyncEventHandler):
             await self._synthesize_stop()
         elif Synthesize.is_type(kind):
             if not self._tts_stream:  # inside a stream it is a copy of the chunks: ignored
-                await self._synthesize(Synthesize.from_event(event).text)
+                return await self._synthesize(Synthesize.from_event(event).text)
         else:
             log.debug("Wyoming: ignored a %s event", kind)
         return True
@@ -315,17 +315,19 @@ class WyomingHandler(AsyncEventHandler):
         self._tts_stream, self._tts_text = False, ""
         await self.write_event(SynthesizeStopped().event())
 
-    async def _speak(self, text: str) -> None:
-        """One sentence as one audio stream (start, chunks, stop)."""
+    async def _speak(self, text: str) -> str | None:
+        """One sentence as one audio stream (start, chunks, stop); else why nothing was sent."""
         synth = self.service.synthesizer
         said = spoken_text(text)
-        if synth is None or not said:
-            return
+        if synth is None:
+            return "speech output is off"
+        if not said:
+            return "there are no words to speak"
         try:
             speech = await synth.synthesize(said)
         except SynthesisError as exc:
             log.warning("Wyoming: could not synthesize: %s", exc)
-            return
+            return "the speech engine failed (the log says why)"
         fmt = {"rate": speech.rate, "width": 2, "channels": 1}
         await self.write_event(AudioStart(**fmt).event())
         raw = speech.samples.astype("<i2").tobytes()
@@ -333,13 +335,20 @@ class WyomingHandler(AsyncEventHandler):
         for i in range(0, len(raw), step):
             await self.write_event(AudioChunk(audio=raw[i : i + step], **fmt).event())
         await self.write_event(AudioStop().event())
+        return None
 
-    async def _synthesize(self, text: str) -> None:
-        """A one-shot ``synthesize``: the whole text as one audio stream."""
-        if self.service.synthesizer is None:
-            log.warning("Wyoming: synthesize asked, but speech output is off")
-            return
-        await self._speak(text)
+    async def _synthesize(self, text: str) -> bool:
+        """A one-shot ``synthesize``: the whole text as one audio stream; False ends it.
+
+        Home Assistant reads until ``audio-stop`` or the end of the connection: when no audio
+        can be made it gets an ``error`` and the connection ends, or it would wait for good.
+        """
+        problem = await self._speak(text)
+        if problem is None:
+            return True
+        log.warning("Wyoming: synthesize asked, but %s", problem)
+        await self.write_event(Error(text=f"No speech: {problem}.", code="no-speech").event())
+        return False
 
 
 class HandledStream:

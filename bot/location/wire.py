@@ -6,10 +6,13 @@ position, every other type (``transition``, ``waypoint``, ``waypoints``, ``statu
 ``{"locations": [GeoJSON Point features]}`` with longitude first and an ISO 8601
 ``properties.timestamp``; its ``current`` and ``trip`` members are not history.
 
-An OwnTracks post carries one point: a bad one is refused with a message naming what is wrong.
-An Overland batch is not refused for one bad point: Overland re-sends a batch until the server
-answers ``{"result": "ok"}`` (its README, "Response"), so refusing would jam every later point
-behind it on the phone for good. Its good points are kept and the bad ones skipped, each with
+Neither app can drop a point the server refuses: OwnTracks keeps a message at the head of its
+queue until it gets a 2xx (Android re-queues it and retries a location for about a week,
+iOS for good), and Overland re-sends a batch until the server answers ``{"result": "ok"}``
+(its README, "Response"). Refusing a point that can never be stored would jam every later
+point behind it on the phone. So an OwnTracks location that cannot be stored raises
+``Unusable`` (the route acknowledges it and logs why), and an Overland batch is not refused for
+one bad point. Its good points are kept and the bad ones skipped, each with
 the reason in plain words; only a body that is not a batch at all (not JSON, no ``locations``
 list, too many points) is refused whole.
 """
@@ -43,11 +46,19 @@ class BadPayload(ValueError):
         """The HTTP status to answer with."""
 
 
+class Unusable(BadPayload):
+    """An OwnTracks location that can never be stored: acknowledged, not refused.
+
+    A missing or impossible field, or a time far ahead of lifebot's clock: refused, it would
+    stay at the head of the phone's queue, ahead of every later point.
+    """
+
+
 class Encrypted(BadPayload):
     """An OwnTracks message sealed with the app's encryption key: lifebot cannot read it.
 
-    The HTTP route acknowledges it (OwnTracks counts any answer as delivered, so a refusal
-    would only hide the loss) and tells the person; an imported file reports the line.
+    The HTTP route acknowledges it (a refusal would only keep it at the head of the phone's
+    queue, ahead of every later point) and tells the person; an imported file reports the line.
     """
 
 
@@ -90,7 +101,11 @@ def _json(body: bytes) -> Any:
 
 
 def owntracks(body: bytes, now: datetime) -> list[Fix]:
-    """The fixes in an OwnTracks HTTP post (none for other message types or an empty body)."""
+    """The fixes in an OwnTracks HTTP post (none for other message types or an empty body).
+
+    Unusable for a location that can never be stored; BadPayload when the body is not one
+    JSON object (nothing OwnTracks sends).
+    """
     if not body.strip():
         return []
     data = _json(body)
@@ -104,6 +119,13 @@ def owntracks(body: bytes, now: datetime) -> list[Fix]:
         )
     if kind != "location":
         return []
+    try:
+        return [_location(data, now)]
+    except BadPayload as exc:
+        raise Unusable(str(exc)) from None
+
+
+def _location(data: dict[str, Any], now: datetime) -> Fix:
     for key in ("lat", "lon", "tst"):
         if key not in data:
             raise BadPayload(f"a location needs {key!r}")
@@ -111,15 +133,13 @@ def owntracks(body: bytes, now: datetime) -> list[Fix]:
     if not 0 <= tst < 1e11:
         raise BadPayload("tst must be epoch seconds")
     acc = _number(data["acc"], "acc") if data.get("acc") is not None else None
-    return [
-        checked(
-            datetime.fromtimestamp(tst, UTC),
-            _number(data["lat"], "lat"),
-            _number(data["lon"], "lon"),
-            acc,
-            now,
-        )
-    ]
+    return checked(
+        datetime.fromtimestamp(tst, UTC),
+        _number(data["lat"], "lat"),
+        _number(data["lon"], "lon"),
+        acc,
+        now,
+    )
 
 
 def parse_timestamp(value: Any) -> datetime:

@@ -9,10 +9,14 @@ forever. A body that cannot be read at all gets a 4xx with a plain ``detail`` an
 nothing. The token is checked by the request layer before the body is
 read, and the body is capped there (``Route("/api/location", ..., max_body=...)``).
 
-OwnTracks counts a post as delivered whatever the status (its booklet, "HTTP"), so a refusal
-never makes it send again: an encrypted message (the app's Encryption key is set) is answered
-``[]`` like any other, and the person is told once, in chat, why nothing arrives and how to
-turn the encryption off.
+OwnTracks keeps a message at the head of its queue until it gets a 2xx (Android:
+``HttpMessageProcessorEndpoint.kt`` re-queues it and retries a location about a week; iOS:
+``Connection.m`` retries it for good), whatever its booklet's older "any status code" says. So
+only what the person can put right is refused (a wrong token, location off: the points wait on
+the phone). A location that can never be stored (a missing or impossible field, a clock far
+ahead) is answered ``[]`` and logged; an encrypted message (the app's Encryption key is set) is
+answered ``[]`` too, and the person is told once, in chat, why nothing arrives and how to turn
+the encryption off.
 """
 
 from __future__ import annotations
@@ -36,13 +40,23 @@ router = APIRouter(prefix="/api/location", tags=["location"])
 
 
 def _basic_password(header: str | None) -> str | None:
+    """The password of an HTTP Basic header; the user name is never read.
+
+    OwnTracks for Android encodes "user:password" as ISO-8859-1 (OkHttp's
+    ``Credentials.basic``), others as UTF-8: only the password (the ASCII token) is decoded,
+    so a User ID such as "José" works either way.
+    """
     if not header or not header.lower().startswith("basic "):
         return None
     try:
-        decoded = base64.b64decode(header[6:].strip(), validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError):
+        decoded = base64.b64decode(header[6:].strip(), validate=True)
+    except binascii.Error:
         return None
-    return decoded.partition(":")[2] or None
+    password = decoded.partition(b":")[2]
+    try:
+        return password.decode() or None
+    except UnicodeDecodeError:
+        return None
 
 
 def _bearer(header: str | None) -> str | None:
@@ -95,7 +109,11 @@ def _bad(exc: wire.BadPayload) -> HTTPException:
 
 @router.post("/owntracks")
 async def owntracks(request: Request) -> JSONResponse:
-    """One OwnTracks message; locations are stored, every other type is ignored."""
+    """One OwnTracks message; locations are stored, every other type is ignored.
+
+    A location that cannot be stored is acknowledged too (the phone would resend it before
+    anything else, for days): only a wrong token or location off are refused.
+    """
     user_id = await _user(request)
     body = await request.body()  # capped by the request layer (bot/web/gate.py)
     try:
@@ -107,6 +125,14 @@ async def owntracks(request: Request) -> JSONResponse:
             "lifebot cannot read: acknowledged, not stored%s",
             user_id,
             "; the user is told how to turn it off" if told else " (the user was told before)",
+        )
+        return JSONResponse([])
+    except wire.Unusable as exc:
+        log.info(
+            "an OwnTracks location for user %s was not stored: %s; acknowledged so the phone "
+            "sends the points queued after it",
+            user_id,
+            exc,
         )
         return JSONResponse([])
     except wire.BadPayload as exc:

@@ -255,6 +255,27 @@ class FakeTelegram:
             chat_id, {"id": chat_id, "type": "private", "first_name": "Ana"}
         )
 
+    def in_topic(
+        self, chat_id: int, thread_id: int, *, opened_by_bot: bool = False, user_id: int = 0
+    ) -> dict[str, Any]:
+        """The fields Telegram puts on a message sent in topic ``thread_id`` (not a reply).
+
+        Such a message names the topic's first message, the service message that opened it
+        (``forum_topic_created``, whose id is the topic's id), as the one it replies to
+        (tdlib/telegram-bot-api#356). Pass them to ``send_text`` and the like.
+        """
+        opener = self.bot_user() if opened_by_bot else self.user(user_id or chat_id)
+        root = {
+            "message_id": thread_id,
+            "message_thread_id": thread_id,
+            "date": int(time.time()),
+            "chat": self.chat(chat_id),
+            "from": opener,
+            "forum_topic_created": {"name": "Topic", "icon_color": 7322096},
+            "is_topic_message": True,
+        }
+        return {"message_thread_id": thread_id, "is_topic_message": True, "reply_to_message": root}
+
     def enable_topics(self, chat_id: int) -> None:
         """Let ``chat_id`` hold topics (a forum, or a private chat with topics turned on)."""
         self.topic_chats.add(chat_id)

@@ -163,10 +163,27 @@ def chosen_blocks(blocks: list[dict[str, Any]], note: str) -> list[dict[str, Any
 # --- inbound -------------------------------------------------------------------------------
 
 _ENTITY = re.compile(r"<([^<>]+)>")
+_SCHEME = re.compile(r"^(?:mailto:|tel:|https?://)", re.IGNORECASE)
+
+
+def _link(target: str, label: str) -> str:
+    """A link's plain text: the words and the address, or what the person typed.
+
+    Slack links an e-mail address or a bare domain in a message by itself
+    (``<mailto:ana@example.org|ana@example.org>``, ``<http://example.com|example.com>``): its
+    label is its address, and that is what was typed.
+    """
+    if not label or label == target or label.rstrip("/") == _SCHEME.sub("", target).rstrip("/"):
+        return label or target
+    return f"{label} ({target})"
 
 
 def from_slack(text: str, bot_user_id: str | None = None) -> str:
-    """Slack message markup -> plain text for the agent (mentions, links, entities)."""
+    """Slack message markup -> plain text for the agent (mentions, links, entities).
+
+    What Slack linked by itself (an e-mail address, a domain) comes back as it was typed; a
+    date is its fallback text.
+    """
 
     def entity(m: re.Match[str]) -> str:
         body = m.group(1)
@@ -177,9 +194,11 @@ def from_slack(text: str, bot_user_id: str | None = None) -> str:
             return "@" + (label or target[1:])
         if target.startswith("#"):
             return "#" + (label or target[1:])
-        if target.startswith("!"):
-            return "@" + (label or target[1:].split("^")[0])
-        return f"{label} ({target})" if label and label != target else target
+        if target.startswith("!date^"):
+            return label
+        if target.startswith("!"):  # a group or @here: its label may carry the @ already
+            return "@" + (label.lstrip("@") or target[1:].split("^")[0])
+        return _link(target, label)
 
     text = _ENTITY.sub(entity, text)
     text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

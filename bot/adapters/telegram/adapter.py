@@ -7,7 +7,8 @@ helper. The adapter only translates: dedupe, identity and the agent live behind 
 
 Helpers: ``events`` (pure Update -> InboundMessage translation), ``format`` (Markdown ->
 HTML, splitting, sources), ``send`` (delivery, errors), ``stream`` (typing, the draft surface),
-``updates`` (per-chat ordering), ``voice`` (voice notes), ``webhook`` (the webhook server).
+``updates`` (per-chat ordering), ``voice`` (voice notes), ``webhook`` (the webhook server),
+``albums`` (photos sent together, read as one message).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
 
 from bot.adapters.base import UNSUPPORTED, MessageHandler, SenderCheck
+from bot.adapters.telegram.albums import Albums
 from bot.adapters.telegram.config import TelegramConfig
 from bot.adapters.telegram.events import (
     from_message,
@@ -36,6 +38,7 @@ from bot.adapters.telegram.events import (
     picture,
     shared_location,
     stale_press,
+    topic_of,
     voice_attachment,
 )
 from bot.adapters.telegram.pictures import fetch
@@ -106,6 +109,8 @@ class TelegramAdapter:
         """Webhook requests waiting for their message to be stored, by (chat, message id)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._used_keyboards: OrderedDict[tuple[int, int], None] = OrderedDict()
+        self._albums = Albums(self._on_album)
+        """Items of albums (photos sent together) held until the whole album is in."""
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self, on_message: MessageHandler) -> None:
@@ -225,6 +230,7 @@ class TelegramAdapter:
             await self.webhook.stop()
         if app.running:
             await app.stop()
+        await self._albums.close()  # an album still being received is handled, not lost
         if self._typing is not None:
             await self._typing.close()
         for task in list(self._tasks):
@@ -324,6 +330,15 @@ class TelegramAdapter:
     async def _on_update(self, update: Update, _context: ContextTypes.DEFAULT_TYPE) -> None:
         key = _message_key(update)
         try:
+            if update.message is not None and Albums.is_item(update.message):
+                # Answered once held, not once stored: Telegram sends a chat's next update
+                # only after this one is answered, and the album needs its next items.
+                await self._albums.add(update.message)
+                return
+            if update.message is not None:
+                # An album of this chat received before goes first: the chat's order holds
+                # (button presses skip the chat's queue, as in ChatOrderedProcessor).
+                await self._albums.flush(update.message.chat.id)
             if update.callback_query is not None:
                 await self._on_callback(update.callback_query)
             elif update.message is not None:
@@ -338,7 +353,7 @@ class TelegramAdapter:
         except Exception:
             log.exception("failed to handle Telegram update %s", update.update_id)
         finally:
-            self._mark_stored(key)  # dropped or done: never keep a webhook request waiting
+            self._mark_stored(key)  # dropped, held or done: never keep a webhook request waiting
 
     async def _on_ptb_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("Telegram update failed: %r", context.error, exc_info=context.error)
@@ -372,7 +387,7 @@ class TelegramAdapter:
             # A stranger: the pairing reply needs no transcript, so nothing is fetched.
             text = text or ("(voice note)" if media is not None else "(photo)")
             media = pic = None
-        async with self._typing.during(chat.id):
+        async with self._typing.during(chat.id, _topic(message)):
             if pic is not None:
                 got = await fetch(
                     self.sender.bot, self.sender, pic, limit=self.config.max_image_bytes
@@ -403,6 +418,46 @@ class TelegramAdapter:
                 await self._handler(inbound)
             finally:
                 self._echoes.pop((chat.id, message.message_id), None)
+
+    async def _on_album(self, messages: list[Message]) -> None:
+        """An album's items as one message: every picture, and the caption(s) as its text."""
+        said = [
+            person_text(
+                m,
+                allow_groups=self.config.allow_groups,
+                bot_id=int(self.account),
+                username=self.username,
+            )
+            for m in messages
+        ]
+        if all(t is None for t in said):
+            return  # not for us (a group's album that does not address the bot)
+        first = messages[0]
+        chat = first.chat
+        text = "\n".join(t for t in said if t)
+        pics = [p for m in messages if (p := picture(m)) is not None]
+        sender_id = str(first.from_user.id) if first.from_user is not None else ""
+        assert self._typing is not None
+        assert self._handler is not None
+        if not await self._known(sender_id):
+            # A stranger: the pairing reply needs no pictures, so nothing is fetched.
+            text, pics = text or "(photo)", []
+        attachments = []
+        async with self._typing.during(chat.id, _topic(first)):
+            for pic in pics:
+                got = await fetch(
+                    self.sender.bot, self.sender, pic, limit=self.config.max_image_bytes
+                )
+                if isinstance(got, str):
+                    await self._notice(chat.id, first.message_id, got)
+                    continue
+                attachments.append(got)
+            if not text.strip() and not attachments:
+                if not pics and any(m.effective_attachment is not None for m in messages):
+                    await self._notice(chat.id, first.message_id, UNSUPPORTED)
+                return
+            inbound = from_message(first, account=self.account, text=text, attachments=attachments)
+            await self._handler(inbound)
 
     async def _known(self, sender_id: str) -> bool:
         return self.is_known is None or await self.is_known(self.name, self.account, sender_id)
@@ -435,7 +490,7 @@ class TelegramAdapter:
             inbound = from_press(
                 query, msg, account=self.account, data=data, received_at=self.clock.now()
             )
-            async with self._typing.during(msg.chat.id):
+            async with self._typing.during(msg.chat.id, _topic(msg)):
                 await self._handler(inbound)
         finally:
             if not answered:
@@ -473,6 +528,12 @@ def _chat_id(msg: OutboundMessage) -> int:
         return int(msg.address.chat_id)
     except ValueError:
         raise ChannelError(f"{msg.address.chat_id!r} is not a Telegram chat id") from None
+
+
+def _topic(message: Message) -> int | None:
+    """The topic a message is in, as the Bot API's message_thread_id (None: the chat)."""
+    topic = topic_of(message)
+    return int(topic) if topic is not None else None
 
 
 def _message_key(update: Update) -> tuple[int, int] | None:

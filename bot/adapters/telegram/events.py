@@ -96,13 +96,31 @@ def topic_of(message: Message) -> str | None:
     return None
 
 
+def replied_to(message: Message) -> Message | None:
+    """The message ``message`` really answers; None when it answers nothing.
+
+    In a topic, a message that replies to nothing still names the topic's opening service
+    message (``forum_topic_created``, whose id is the topic's id) as the one it replies to
+    (tdlib/telegram-bot-api#356): that is where it was written, not what it answers. Outside
+    topics a reply chain's id is its first message's too, so there a reply to it is real.
+    """
+    reply = message.reply_to_message
+    if reply is None:
+        return None
+    if reply.forum_topic_created is not None or (
+        message.is_topic_message and reply.message_id == message.message_thread_id
+    ):
+        return None
+    return reply
+
+
 def from_message(
     message: Message, *, account: str, text: str, attachments: list[Attachment] | None = None
 ) -> InboundMessage:
     """A person's message (``text`` already addressed or transcribed) as an InboundMessage."""
     user = message.from_user
     assert user is not None  # person_text() let only messages from a person through
-    reply = message.reply_to_message
+    reply = replied_to(message)
     return InboundMessage(
         address=Address(CHANNEL, account, str(message.chat.id), topic_of(message)),
         sender_id=str(user.id),
@@ -169,7 +187,7 @@ def shared_location(message: Message, *, account: str, edited: bool) -> InboundM
 
 def addressed(message: Message, text: str, bot_id: int, username: str) -> tuple[bool, str]:
     """In a group: only when replied to, mentioned, or sent a /command@thisbot."""
-    reply = message.reply_to_message
+    reply = replied_to(message)
     if reply is not None and reply.from_user is not None and reply.from_user.id == bot_id:
         return True, text
     handle = f"@{username}".lower()

@@ -39,10 +39,13 @@ class Typing:
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
     @contextlib.asynccontextmanager
-    async def during(self, chat_id: int) -> AsyncIterator[None]:
-        """Show "typing…" in ``chat_id`` while the block runs (or until a reply is sent)."""
+    async def during(self, chat_id: int, topic: int | None = None) -> AsyncIterator[None]:
+        """Show "typing…" in ``chat_id`` while the block runs (or until a reply is sent).
+
+        In a topic it shows there: without the topic Telegram shows it in the chat's General.
+        """
         self.stop(chat_id)
-        task = asyncio.create_task(self._loop(chat_id), name=f"telegram-typing-{chat_id}")
+        task = asyncio.create_task(self._loop(chat_id, topic), name=f"telegram-typing-{chat_id}")
         self._tasks[chat_id] = task
         try:
             yield
@@ -67,12 +70,14 @@ class Typing:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _loop(self, chat_id: int) -> None:
+    async def _loop(self, chat_id: int, topic: int | None) -> None:
         await asyncio.sleep(TYPING_FIRST_AFTER)
         deadline = time.monotonic() + TYPING_AT_MOST
         while time.monotonic() < deadline:
             try:
-                await self.sender.bot.send_chat_action(chat_id, ChatAction.TYPING)
+                await self.sender.bot.send_chat_action(
+                    chat_id, ChatAction.TYPING, message_thread_id=topic
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001  (a missing indicator is never worth a failure)
