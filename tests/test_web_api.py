@@ -416,6 +416,26 @@ async def test_timeline_shows_a_day_and_opens_the_cited_turn(app: App) -> None:
         assert "<mark>lighthouse</mark>" in found.text
 
 
+async def test_the_timeline_answers_a_day_no_one_lived_with_a_plain_refusal(app: App) -> None:
+    # A hand-edited address (?day=0001-01-01) or a pager walked to the end was a 500: the
+    # page worked out the day before and after it, past what a date can hold. And ?day=0
+    # showed 1 January 1970 (a number read as seconds since then).
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        await sign_in(app, client, ann)
+        for day in ("0001-01-01", "9999-12-31", "1899-12-31", "3000-01-01", "not-a-day", "0"):
+            refused = await client.get("/memory", params={"day": day})
+            assert refused.status_code == 422, day
+            assert refused.headers["content-type"].startswith("text/html")
+            assert "day" in refused.text
+        first = await client.get("/memory", params={"day": "1900-01-01"})
+        assert first.status_code == 200 and "Nothing on this day." in first.text
+        assert "/memory?day=1899" not in first.text and "/memory?day=1900-01-02" in first.text
+        last = await client.get("/memory", params={"day": "2999-12-31"})
+        assert last.status_code == 200 and "Nothing on this day." in last.text
+        assert "/memory?day=3000" not in last.text and "/memory?day=2999-12-30" in last.text
+
+
 async def test_api_answers_proposals_and_manages_devices(app: App) -> None:
     ann = await add_user(app, "ann")
     assert ann.id is not None
