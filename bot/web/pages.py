@@ -25,6 +25,7 @@ from bot.location.service import NamingError
 from bot.web.auth import READ, WRITE
 from bot.web.deps import COOKIE, Viewer, checked_form, ctx, page_csp, viewer
 from bot.web.params import FIRST_DAY, LAST_DAY, Day, RowId, SpanDays
+from bot.web.services.facts import FactRefused
 from bot.web.services.journal import JOURNAL_DAYS
 from bot.web.services.settings import SettingsChange
 
@@ -315,7 +316,10 @@ async def add_fact(request: Request, who: Who) -> Response:
 async def edit_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Change a fact's words."""
     form = await checked_form(request, who)
-    edited = await ctx(request).service.facts.edit_fact(who.user, fact_id, form.get("text", ""))
+    try:
+        edited = await ctx(request).service.facts.edit_fact(who.user, fact_id, form.get("text", ""))
+    except FactRefused as exc:
+        return await back(request, who, "/facts", error=str(exc))
     if edited is None:
         raise HTTPException(404)
     return await back(request, who, "/facts", note=edited[0])
