@@ -160,3 +160,22 @@ async def test_the_facts_page_refuses_new_words_no_fact_can_have(app: App) -> No
             "nothing was changed."
         )
     assert [f.text for f in await app.web.service.facts.facts(ann)] == ["I play the cello"]
+
+
+async def test_a_proposal_renamed_with_only_spaces_is_refused(app: App) -> None:
+    # It answered 200 {"message": "A title needs at least one word."}: a script saw success.
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    mine = await seed(app, ann, "dinner with Rui on Friday")
+    _, token = await app.web.auth.new_api_token(ann.id, "test", "write")
+    headers = {"Authorization": f"Bearer {token}"}
+    path = f"/api/v1/proposals/{mine.proposal_id}/rename"
+    async with client_for(app) as web:
+        body = _refused(await web.post(path, json={"title": " \t "}, headers=headers))
+        assert body["detail"] == "A title needs at least one word."
+        listed = (await web.get("/api/v1/proposals", headers=headers)).json()["items"]
+        assert [p["title"] for p in listed] == ["Dinner of ann"]
+        ok = await web.post(path, json={"title": "Dinner with Rui"}, headers=headers)
+        assert ok.status_code == 200
+        listed = (await web.get("/api/v1/proposals", headers=headers)).json()["items"]
+        assert [p["title"] for p in listed] == ["Dinner with Rui"]

@@ -483,7 +483,9 @@ class Rename(BodyIn):
 
 @router.post("/proposals/{proposal_id}/rename")
 async def rename(request: Request, user: Me, proposal_id: RowId, body: Rename) -> Said:
-    """Give a pending proposed event a new title."""
+    """Give a pending proposed event a new title (422 for a title of only spaces)."""
+    if not body.title.strip():
+        raise HTTPException(422, "A title needs at least one word.")
     said = await ctx(request).service.calendar.rename_proposal(user, proposal_id, body.title)
     if said is None:
         raise _404()
