@@ -11,7 +11,7 @@ import httpx
 
 from bot.app.build import App
 from tests.support.app import add_user
-from tests.support.web import client_for
+from tests.support.web import client_for, said, seed, sign_in
 
 PROBLEM = "application/problem+json"
 
@@ -127,3 +127,55 @@ async def test_refused_settings_change_nothing_and_do_not_echo_what_was_sent(app
             assert words in problem["detail"], problem
             assert "zq" not in problem["detail"].lower(), problem  # README: never echoed
             assert (await web.get("/api/v1/me", headers=ann)).json() == before, body
+
+
+async def test_new_words_no_fact_can_have_are_refused_not_answered_200(app: App) -> None:
+    # PUT /facts/{id} answered 200 with the fact's old id for words it could not keep (blank,
+    # two letters, 60 words): a script read it as saved. On the page, "ok" was "too long".
+    ann = await _writer(app)
+    async with client_for(app) as web:
+        made = await web.post("/api/v1/facts", json={"text": "I play the cello"}, headers=ann)
+        path = f"/api/v1/facts/{made.json()['id']}"
+        for text in ["   ", "ok", " ".join(["word"] * 60), "x" * 600]:
+            body = _refused(await web.put(path, json={"text": text}, headers=ann))
+            assert body["detail"] == (
+                "A fact is one sentence of 3 characters to 40 words (at most 500 characters); "
+                "nothing was changed."
+            ), text
+        facts = (await web.get("/api/v1/facts", headers=ann)).json()["items"]
+        assert [f["text"] for f in facts] == ["I play the cello"]
+        same = await web.put(path, json={"text": "I play the cello"}, headers=ann)
+        assert same.status_code == 200 and same.json()["message"] == "Nothing changed."
+
+
+async def test_the_facts_page_refuses_new_words_no_fact_can_have(app: App) -> None:
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    mine = await seed(app, ann, "I play the cello")
+    async with client_for(app) as web:
+        csrf = await sign_in(app, web, ann)
+        posted = await web.post(f"/facts/{mine.fact_id}/edit", data={"csrf": csrf, "text": "ok"})
+        assert await said(web, posted) == (
+            "error=A fact is one sentence of 3 characters to 40 words (at most 500 characters); "
+            "nothing was changed."
+        )
+    assert [f.text for f in await app.web.service.facts.facts(ann)] == ["I play the cello"]
+
+
+async def test_a_proposal_renamed_with_only_spaces_is_refused(app: App) -> None:
+    # It answered 200 {"message": "A title needs at least one word."}: a script saw success.
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    mine = await seed(app, ann, "dinner with Rui on Friday")
+    _, token = await app.web.auth.new_api_token(ann.id, "test", "write")
+    headers = {"Authorization": f"Bearer {token}"}
+    path = f"/api/v1/proposals/{mine.proposal_id}/rename"
+    async with client_for(app) as web:
+        body = _refused(await web.post(path, json={"title": " \t "}, headers=headers))
+        assert body["detail"] == "A title needs at least one word."
+        listed = (await web.get("/api/v1/proposals", headers=headers)).json()["items"]
+        assert [p["title"] for p in listed] == ["Dinner of ann"]
+        ok = await web.post(path, json={"title": "Dinner with Rui"}, headers=headers)
+        assert ok.status_code == 200
+        listed = (await web.get("/api/v1/proposals", headers=headers)).json()["items"]
+        assert [p["title"] for p in listed] == ["Dinner with Rui"]

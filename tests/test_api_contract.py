@@ -14,6 +14,7 @@ import httpx
 from bot.app.build import App
 from bot.web.paging import MAX_LIMIT, Position, make_cursor
 from storage.models import Reminder
+from storage.repos.calendar import CalendarRepo, OutsideEvent
 from storage.repos.facts import FactRepo
 from storage.repos.people import ContactRepo
 from storage.repos.reminders import ReminderRepo
@@ -149,6 +150,26 @@ async def test_every_page_of_a_list_of_120_once_in_order_whatever_changes_betwee
             new, _ = await FactRepo(s).add(ann_id, "a new fact at the end")
         rest = await _walk_from(web, "/api/v1/facts", ann, 50, first["next"])
         assert [f["id"] for f in rest] == [*fact_ids[50:], new.id]
+
+
+async def test_the_events_of_a_busy_calendar_are_all_listed_not_the_first_200(app: App) -> None:
+    # Four events a day from a linked work calendar: 240 in the two months the list covers.
+    # The read under the list stopped at 200, so the last page said "no more" (next: null)
+    # and the 40 latest events were missing: a list cut without a word.
+    ann_id, ann = await _token(app, "ann")
+    now = app.clock.now()
+    busy = [
+        OutsideEvent(
+            f"standup-{i}@work", f"meeting {i:03d}", at, at + timedelta(minutes=30), False, None
+        )
+        for i in range(240)
+        for at in [now + timedelta(days=i // 4, hours=1 + 2 * (i % 4))]
+    ]
+    async with app.db.session() as s:
+        await CalendarRepo(s).sync_outside(ann_id, "ics:1", busy, now, remove_missing=False)
+    async with client_for(app) as web:
+        walked = await _walk(web, "/api/v1/events", ann, 100)
+    assert [e["title"] for e in walked] == [e.title for e in busy]
 
 
 async def _walk_from(

@@ -263,6 +263,30 @@ async def test_one_bad_point_in_an_overland_batch_does_not_jam_the_phone(tmp_pat
         assert await points(application, ana) == 3
 
 
+async def test_a_point_stamped_at_the_ends_of_the_calendar_is_skipped_not_a_500(
+    tmp_path: Path,
+) -> None:
+    # Year 1 at +14:00 (or 9999 at -14:00) is no instant in UTC: turning it to UTC raised
+    # OverflowError, the whole batch was a 500 and Overland sent it again for ever.
+    now = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    clock = ManualClock(now - timedelta(hours=2))
+    async with jobs_app(tmp_path, clock) as application, client_for(application) as client:
+        ana, token = await turned_on(application, "ana")
+        clock.set(now)
+        good = feature(Fix(now - timedelta(minutes=10), 52.5, 13.4, 5))
+        ends = [
+            {**good, "properties": {"timestamp": stamp}}
+            for stamp in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00")
+        ]
+        r = await client.post(
+            "/api/location/overland", json={"locations": [*ends, good]}, headers=bearer(token)
+        )
+        assert r.status_code == 200, r.text
+        assert (r.json()["result"], r.json()["stored"], r.json()["skipped"]) == ("ok", 1, 2)
+        assert "timestamp" in " ".join(r.json()["skipped_why"])
+        assert await points(application, ana) == 1
+
+
 async def test_points_stamped_ahead_of_the_server_clock_are_refused(tmp_path: Path) -> None:
     """A phone whose clock runs hours ahead would make "where was I" and the stays wrong: a
     point more than a few minutes ahead is skipped (counted) or, from OwnTracks, acknowledged

@@ -24,6 +24,7 @@ from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory, add_user, channel
 from tests.support.builders import make_inbound
 from tests.support.jobs import jobs_app
+from tests.support.omi import post_chunk
 from tests.support.web import client_for, csrf_of, login_form, seed, sign_in
 
 
@@ -414,6 +415,53 @@ async def test_timeline_shows_a_day_and_opens_the_cited_turn(app: App) -> None:
         assert f'id="m{seeded.message_id}" class="msg in cited"' in opened.text
         found = await client.get("/memory", params={"q": "lighthouse"})
         assert "<mark>lighthouse</mark>" in found.text
+
+
+async def test_the_timeline_answers_a_day_no_one_lived_with_a_plain_refusal(app: App) -> None:
+    # A hand-edited address (?day=0001-01-01) or a pager walked to the end was a 500: the
+    # page worked out the day before and after it, past what a date can hold. And ?day=0
+    # showed 1 January 1970 (a number read as seconds since then).
+    ann = await add_user(app, "ann")
+    async with client_for(app) as client:
+        await sign_in(app, client, ann)
+        for day in ("0001-01-01", "9999-12-31", "1899-12-31", "3000-01-01", "not-a-day", "0"):
+            refused = await client.get("/memory", params={"day": day})
+            assert refused.status_code == 422, day
+            assert refused.headers["content-type"].startswith("text/html")
+            assert "day" in refused.text
+        first = await client.get("/memory", params={"day": "1900-01-01"})
+        assert first.status_code == 200 and "Nothing on this day." in first.text
+        assert "/memory?day=1899" not in first.text and "/memory?day=1900-01-02" in first.text
+        last = await client.get("/memory", params={"day": "2999-12-31"})
+        assert last.status_code == 200 and "Nothing on this day." in last.text
+        assert "/memory?day=3000" not in last.text and "/memory?day=2999-12-30" in last.text
+
+
+async def test_a_pendant_name_given_up_and_taken_by_another_starts_afresh(app: App) -> None:
+    # Pendant names are one namespace (the name is the pendant's sender id), so a revoked
+    # name may be taken by someone else. The row moved to them with its old dates: bob's
+    # new pendant showed when ann's was made and when ann last used hers.
+    ann = await add_user(app, "ann")
+    bob = await add_user(app, "bob")
+    assert ann.id is not None and bob.id is not None
+    _, ann_token = await app.web.auth.new_api_token(ann.id, "script", "write")
+    _, bob_token = await app.web.auth.new_api_token(bob.id, "script", "write")
+    hers, his = {"Authorization": f"Bearer {ann_token}"}, {"Authorization": f"Bearer {bob_token}"}
+    async with client_for(app) as client:
+        made = await client.post("/api/v1/devices", json={"text": "pendant"}, headers=hers)
+        assert made.status_code == 201
+        used = await post_chunk(client, made.json()["token"], b"\0\0" * 16_000, 16_000)
+        assert used.status_code == 200, used.text
+        [seen] = (await client.get("/api/v1/devices", headers=hers)).json()["items"]
+        assert seen["last_seen_at"] is not None
+        gone = await client.delete(f"/api/v1/devices/{seen['id']}", headers=hers)
+        assert gone.status_code == 204
+
+        taken = await client.post("/api/v1/devices", json={"text": "pendant"}, headers=his)
+        assert taken.status_code == 201
+        [mine] = (await client.get("/api/v1/devices", headers=his)).json()["items"]
+        assert mine["last_seen_at"] is None
+        assert mine["created_at"] > seen["last_seen_at"]  # made now, not when hers was
 
 
 async def test_api_answers_proposals_and_manages_devices(app: App) -> None:

@@ -349,3 +349,35 @@ async def test_a_chat_message_waiting_for_retry_is_answered_from_the_today_page(
     # The answer went to the chat where the question was asked.
     assert channel(app).texts("ann")[-1] == "Nothing is on today."
     assert await app.web.service.pending.waiting(ann) == []
+
+
+async def test_a_question_asked_in_the_web_chat_is_answered_from_the_today_page(
+    app: App, fake_llm: FakeLLM
+) -> None:
+    # The Today page lists every waiting question with its buttons; pressing one for a
+    # question asked on the Chat page said "Answered" while dispatch took the press for a
+    # stranger on the web channel: a pairing code went nowhere, the owner got a pairing
+    # request from "web user:1" and the question went on waiting.
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    agent(
+        fake_llm,
+        call("ask_user", {"question": "Which Ana?", "options": ["Ana Silva", "Ana from work"]}),
+        say("Ana Silva said nothing about the trip."),
+    )
+    async with client_for(app) as web:
+        csrf = await sign_in(app, web, ann)
+        sent = await web.post(
+            "/chat", data={"csrf": csrf, "text": "what did Ana say about the trip?"}, headers=STREAM
+        )
+        assert [e["text"] for e in events(sent) if e["type"] == "message"] == ["Which Ana?"]
+        [asked] = await app.web.service.pending.questions(ann)
+        assert f'id="question-{asked.message.id}"' in (await web.get("/")).text
+
+        done = await web.post(f"/questions/{asked.message.id}/0", data={"csrf": csrf})
+        assert "note=Answered" in await said(web, done)
+        assert await app.web.service.pending.questions(ann) == []
+        assert "Ana Silva said nothing about the trip." in (await web.get("/chat")).text
+    said_in_chat = [m.text for m in await web_rows(app, ann.id) if m.direction == "out"]
+    assert said_in_chat[-1] == "Ana Silva said nothing about the trip."
+    assert await app.web.service.owner.pairings() == []

@@ -32,9 +32,13 @@ class JobViews:
             return sorted(await ReminderRepo(s).active(user_id), key=lambda r: r.next_at)
 
     async def events(self, user_id: int, start: datetime, end: datetime) -> list[CalendarEvent]:
-        """The user's calendar events between two instants."""
+        """Every one of the user's calendar events between two instants.
+
+        All of them: the API pages this list and MCP's ``upcoming`` lists it, and neither may
+        stop short without saying so (the chat's readers keep their own cap).
+        """
         async with self.db.session() as s:
-            return await CalendarRepo(s).events_between(user_id, start, end)
+            return await CalendarRepo(s).events_between(user_id, start, end, limit=None)
 
     async def all_events(self, user_id: int) -> list[CalendarEvent]:
         """Every live event of the user (the calendar feed)."""

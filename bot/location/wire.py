@@ -155,7 +155,10 @@ def parse_timestamp(value: Any) -> datetime:
         ) from None
     if ts.tzinfo is None:
         raise BadPayload("properties.timestamp needs a time zone (Z or an offset)")
-    return ts.astimezone(UTC)
+    try:
+        return ts.astimezone(UTC)
+    except OverflowError:  # year 1 at +14:00 or 9999 at -14:00: no instant in UTC
+        raise BadPayload("properties.timestamp is out of range (check the phone's clock)") from None
 
 
 def _feature(item: Any, now: datetime) -> Fix | None:

@@ -35,6 +35,7 @@ from bot.web.paging import (
     stamp,
 )
 from bot.web.params import BodyIn, Day, RowId
+from bot.web.services.facts import NOT_A_FACT, FactRefused
 from bot.web.services.journal import JOURNAL_DAYS, MAX_SERIES_DAYS
 from bot.web.services.settings import SettingsChange
 from storage.models import ApiToken, Device, Reminder, User
@@ -336,11 +337,7 @@ async def add_fact(request: Request, user: Me, body: TextIn, response: Response)
     decision = await s.facts.remember_decision(user, body.text)
     said = s.facts.engine.remember_reply(decision)
     if decision.fact is None or decision.fact.id is None:
-        raise HTTPException(
-            422,
-            "A fact is one sentence of 3 characters to 40 words (500 characters at most); "
-            "nothing was stored.",
-        )
+        raise HTTPException(422, f"{NOT_A_FACT}; nothing was stored.")
     if decision.action == "known":
         response.status_code = 200
     replaced = decision.replaced.id if decision.replaced is not None else None
@@ -362,8 +359,14 @@ class FactEdited(BaseModel):
 
 @router.put("/facts/{fact_id}")
 async def edit_fact(request: Request, user: Me, fact_id: RowId, body: TextIn) -> FactEdited:
-    """Change a fact's words; the answer's ``id`` is the one the fact has now."""
-    edited = await ctx(request).service.facts.edit_fact(user, fact_id, body.text)
+    """Change a fact's words; the answer's ``id`` is the one the fact has now.
+
+    422 when no fact can have the new words (nothing changes then).
+    """
+    try:
+        edited = await ctx(request).service.facts.edit_fact(user, fact_id, body.text)
+    except FactRefused as exc:
+        raise HTTPException(422, str(exc)) from exc
     if edited is None:
         raise _404()
     return FactEdited(message=edited[0], id=edited[1])
@@ -480,7 +483,9 @@ class Rename(BodyIn):
 
 @router.post("/proposals/{proposal_id}/rename")
 async def rename(request: Request, user: Me, proposal_id: RowId, body: Rename) -> Said:
-    """Give a pending proposed event a new title."""
+    """Give a pending proposed event a new title (422 for a title of only spaces)."""
+    if not body.title.strip():
+        raise HTTPException(422, "A title needs at least one word.")
     said = await ctx(request).service.calendar.rename_proposal(user, proposal_id, body.title)
     if said is None:
         raise _404()

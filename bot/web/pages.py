@@ -24,7 +24,8 @@ from bot.jobs.zones import ZONES
 from bot.location.service import NamingError
 from bot.web.auth import READ, WRITE
 from bot.web.deps import COOKIE, Viewer, checked_form, ctx, page_csp, viewer
-from bot.web.params import RowId, SpanDays
+from bot.web.params import FIRST_DAY, LAST_DAY, Day, RowId, SpanDays
+from bot.web.services.facts import FactRefused
 from bot.web.services.journal import JOURNAL_DAYS
 from bot.web.services.settings import SettingsChange
 
@@ -203,15 +204,12 @@ async def send_briefing(request: Request, who: Who) -> Response:
 
 # --- Memory ----------------------------------------------------------------------------------
 @router.get("/memory", response_class=HTMLResponse)
-async def memory(request: Request, who: Who, q: str = "", day: str = "") -> HTMLResponse:
-    """Search, and the day-by-day timeline."""
+async def memory(request: Request, who: Who, q: str = "", day: Day | None = None) -> HTMLResponse:
+    """Search, and the day-by-day timeline (``day``: 1900 to 2999, like every date here)."""
     s = ctx(request).service
     result = await s.memory.search(who.user, q) if q.strip() else None
     days = await s.memory.recent_days(who.user)
-    try:
-        shown = date.fromisoformat(day) if day else (days[0] if days else None)
-    except ValueError:
-        shown = None
+    shown = day or (days[0] if days else None)
     messages = await s.memory.day(who.user, shown) if shown else []
     return render(
         request,
@@ -221,11 +219,20 @@ async def memory(request: Request, who: Who, q: str = "", day: str = "") -> HTML
         result=result,
         days=days[:60],
         shown=shown,
-        prev_day=shown - timedelta(days=1) if shown else None,
-        next_day=shown + timedelta(days=1) if shown else None,
+        prev_day=_pager_day(shown, -1),
+        next_day=_pager_day(shown, 1),
         messages=messages,
         episodes=(await s.memory.episodes(who.user))[:20],
     )
+
+
+def _pager_day(shown: date | None, step: int) -> date | None:
+    """The timeline's day before or after ``shown``; None past the days an address may name."""
+    if shown is None or not FIRST_DAY <= shown <= LAST_DAY:
+        return None
+    if shown == (FIRST_DAY if step < 0 else LAST_DAY):
+        return None
+    return shown + timedelta(days=step)
 
 
 @router.get("/memory/message/{message_id}", response_class=HTMLResponse)
@@ -309,7 +316,10 @@ async def add_fact(request: Request, who: Who) -> Response:
 async def edit_fact(request: Request, who: Who, fact_id: RowId) -> Response:
     """Change a fact's words."""
     form = await checked_form(request, who)
-    edited = await ctx(request).service.facts.edit_fact(who.user, fact_id, form.get("text", ""))
+    try:
+        edited = await ctx(request).service.facts.edit_fact(who.user, fact_id, form.get("text", ""))
+    except FactRefused as exc:
+        return await back(request, who, "/facts", error=str(exc))
     if edited is None:
         raise HTTPException(404)
     return await back(request, who, "/facts", note=edited[0])

@@ -9,11 +9,12 @@ query. Every integer and date parameter of every route carries one of these
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from typing import Annotated, Any
 
 from annotated_types import Ge, Le
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, model_validator
 
 from bot.messages import clean_texts
 from storage.models import MAX_ROW_ID
@@ -22,8 +23,30 @@ RowId = Annotated[int, Ge(1), Le(MAX_ROW_ID)]
 """The id of a stored row (a fact, a message, a reminder...): 1 to 2^31-1 (``MAX_ROW_ID``;
 PostgreSQL's driver failed on a larger one, a 500, where SQLite found nothing)."""
 
-Day = Annotated[date, Ge(date(1900, 1, 1)), Le(date(2999, 12, 31))]
-"""A calendar day a person could mean; far enough from the ends that date arithmetic holds."""
+FIRST_DAY = date(1900, 1, 1)
+"""The earliest day an address or a tool may name."""
+LAST_DAY = date(2999, 12, 31)
+"""The last day an address or a tool may name."""
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+
+
+def _written_day(value: Any) -> Any:
+    """A day as written in an address or a tool's arguments: ``YYYY-MM-DD`` and nothing else.
+
+    Left to itself pydantic reads a number as seconds since 1970 (``?day=0`` was 1 January
+    1970) and ``2024-03-02T00:00`` as a day too.
+    """
+    if isinstance(value, date):
+        return value
+    if not isinstance(value, str) or not _ISO_DAY.fullmatch(value):
+        raise ValueError("a day is written YYYY-MM-DD")
+    return value
+
+
+Day = Annotated[date, BeforeValidator(_written_day), Ge(FIRST_DAY), Le(LAST_DAY)]
+"""A calendar day a person could mean (``YYYY-MM-DD``, 1900 to 2999); far enough from the
+ends that date arithmetic holds."""
 
 SpanDays = Annotated[int, Ge(1), Le(3660)]
 """A span of days to show (a journal chart): a day to ten years."""

@@ -107,10 +107,10 @@ class CalendarRepo:
         return list(res.all())
 
     async def events_between(
-        self, user_id: int, start: datetime, end: datetime, *, limit: int = 200
+        self, user_id: int, start: datetime, end: datetime, *, limit: int | None = 200
     ) -> list[CalendarEvent]:
-        """The user's events overlapping [start, end), by start time."""
-        res = await self.s.exec(
+        """The user's events overlapping [start, end), by start time (``limit``: None, all)."""
+        query = (
             select(CalendarEvent)
             .where(
                 CalendarEvent.user_id == user_id,
@@ -119,8 +119,8 @@ class CalendarRepo:
                 col(CalendarEvent.end_at) > start,
             )
             .order_by(col(CalendarEvent.start_at), col(CalendarEvent.id))
-            .limit(limit)
         )
+        res = await self.s.exec(query if limit is None else query.limit(limit))
         return list(res.all())
 
     async def all_events(self, user_id: int) -> list[CalendarEvent]:

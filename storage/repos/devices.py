@@ -12,7 +12,14 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.messages import Address
-from storage.models import AudioSegment, ChannelIdentity, Device, DeviceSession, Message
+from storage.models import (
+    AudioSegment,
+    ChannelIdentity,
+    Device,
+    DeviceSession,
+    Message,
+    utcnow,
+)
 from storage.notify import notify_revoked
 from storage.repos._upsert import insert_ignore
 from storage.repos.messages import ConversationRepo
@@ -73,10 +80,12 @@ class DeviceRepo:
             raise NameTaken(name)
         if device is None:
             device = Device(user_id=user_id, name=name, token_hash=hash_token(token))
-        else:
+        else:  # a revoked name taken again, maybe by someone else: a new pendant
             device.user_id = user_id
             device.token_hash = hash_token(token)
             device.revoked_at = None
+            device.created_at = utcnow()
+            device.last_seen_at = None
         self.s.add(device)
         await self.s.flush()
         await self._set_identity(user_id, name)

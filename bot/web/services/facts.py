@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from bot.agent.memory.facts import FactDecision
+from bot.agent.memory.facts import FACT_SIZE, FactDecision
 from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
 from bot.agent.memory.service import MemoryService
 from bot.agent.memory.views import MemoryViews
 from bot.clock import Clock
 from storage.models import Fact, Message, User
+
+NOT_A_FACT = f"A fact is one sentence of {FACT_SIZE}"
+"""Why words were not kept as a fact (the API and the Facts page say what was not done)."""
+
+
+class FactRefused(ValueError):
+    """New words for a fact that no fact can have (blank, too short, too long)."""
 
 
 class WebFacts:
@@ -42,6 +49,7 @@ class WebFacts:
         """Replace a fact's words (keeping its sources); None when it is not the user's.
 
         Returns what was done, in words, and the id the fact has now (new words make a new fact).
+        FactRefused, and nothing changed, when no fact can have these words.
         """
         assert user.id is not None
         found = await self.fact(user, fact_id)
@@ -49,13 +57,16 @@ class WebFacts:
             return None
         old = found[0]
         text = text.strip()
-        if not text or text == old.text:
+        if text == old.text:
             return "Nothing changed.", fact_id
+        refused = FactRefused(f"{NOT_A_FACT}; nothing was changed.")
+        if not text:
+            raise refused
         decision = await self.engine.remember(
             user.id, text, sources=list(old.source_message_ids or []), category=old.category
         )
         if decision.fact is None or decision.fact.id is None:
-            return self.engine.remember_reply(decision), fact_id
+            raise refused
         if decision.fact.id != old.id:
             await self.engine.keeper.forget(user.id, fact_id, self.clock.now())
         return f"Saved: {decision.fact.text}", decision.fact.id

@@ -65,6 +65,8 @@ class WebPending:
                 text=label,
                 received_at=self.clock.now(),
                 callback_data=f"/answer {message_id} {choice}",
+                # The web chat has no channel identity: its messages name their user.
+                user_id=user.id if row.channel == "web" else None,
             )
         )
         return True
