@@ -5,8 +5,9 @@ statement (open a cursor, execute, fetch, close): four hand-overs between the ev
 and that thread, each costing far more CPU than the statement itself (about 0.2 ms each,
 measured by ``bench dispatch``). Here a statement is one call that opens a cursor, executes,
 fetches and closes it on the database thread; a pool's "reset on return" rollback is skipped
-when no transaction is open. Same SQL, same rows, same errors; server-side cursors (used by
-streaming reads such as the backup) keep aiosqlite's own cursor.
+when no transaction is open (after a failed statement one is assumed open). Same SQL, same
+rows, same errors; server-side cursors (used by streaming reads such as the backup) keep
+aiosqlite's own cursor.
 
 Handed to ``create_async_engine(..., module=DBAPI)`` for ``sqlite+aiosqlite`` URLs, so the
 dialect, the URL and every setting stay as they are.
@@ -83,10 +84,19 @@ class OneTripCursor(AsyncAdapt_aiosqlite_cursor):
         assert isinstance(adapt, OneTripConnection)
         conn: aiosqlite.Connection = self._connection  # type: ignore[assignment]
         async with adapt._execute_mutex:
-            # aiosqlite's own way onto its thread; private, but the adapter relies on it too.
-            description, rowcount, lastrowid, rows, open_tx = await conn._execute(  # type: ignore[no-untyped-call]  # aiosqlite leaves it untyped
-                _run, conn._conn, operation, parameters, many
-            )
+            try:
+                # aiosqlite's own way onto its thread; private, but the adapter relies on it.
+                description, rowcount, lastrowid, rows, open_tx = await conn._execute(  # type: ignore[no-untyped-call]  # aiosqlite leaves it untyped
+                    _run, conn._conn, operation, parameters, many
+                )
+            except BaseException:
+                # sqlite3 opens the transaction (BEGIN, and with a write the one writer's
+                # lock) before the statement fails, and a failed statement does not end it:
+                # assume it open, so the rollback that follows reaches SQLite. Else the
+                # connection went back to the pool holding the lock, and every other writer
+                # waited out its busy timeout into "database is locked".
+                adapt.in_transaction = True
+                raise
         outcome = self._cursor
         assert isinstance(outcome, _Outcome)
         outcome.description, outcome.rowcount, outcome.lastrowid = description, rowcount, lastrowid
