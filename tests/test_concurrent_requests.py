@@ -7,14 +7,21 @@ may store twice what the same requests one after another store once.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
+from bot.app.build import App
+from bot.web.server import WebServer
 from storage.db import Database
+from tests.support.app import add_user
 
 
 async def test_a_failed_first_write_leaves_sqlite_writable_for_everyone_else(
@@ -49,3 +56,95 @@ async def test_a_failed_first_write_leaves_sqlite_writable_for_everyone_else(
         assert [r[0] for r in rows] == ["a", "b", "c"]
     finally:
         await db.dispose()
+
+
+TOGETHER = 15
+"""Requests fired at once: enough that several read "not there yet" before one inserts."""
+
+
+@asynccontextmanager
+async def _served(application: App) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str]]]:
+    """The app on a real socket, a client of it and a write token's header for user ann."""
+    ann = await add_user(application, "ann")
+    assert ann.id is not None
+    _, token = await application.web.auth.new_api_token(ann.id, "script", "write")
+    server = WebServer(application.web.app, "127.0.0.1", 0)
+    await server.start()
+    try:
+        base = f"http://127.0.0.1:{server.bound_port}"
+        limits = httpx.Limits(max_connections=TOGETHER)
+        async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
+            yield client, {"Authorization": f"Bearer {token}"}
+    finally:
+        await server.stop()
+
+
+async def _together(
+    client: httpx.AsyncClient, path: str, body: dict[str, str], api: dict[str, str]
+) -> list[httpx.Response]:
+    """``TOGETHER`` identical POSTs at once."""
+    return await asyncio.gather(
+        *(client.post(path, json=body, headers=api) for _ in range(TOGETHER))
+    )
+
+
+def _codes(answers: list[httpx.Response]) -> list[int]:
+    return sorted(r.status_code for r in answers)
+
+
+async def test_one_pendant_name_posted_at_once_is_one_201_and_plain_409s(any_db_app: App) -> None:
+    names = ["pendant", "clip", "badge"]
+    async with _served(any_db_app) as (client, api):
+        for name in names:
+            answers = await _together(client, "/api/v1/devices", {"text": name}, api)
+            assert _codes(answers) == [201] + [409] * (TOGETHER - 1), [r.text for r in answers]
+            assert all(name in r.json()["detail"] for r in answers if r.status_code == 409)
+        listed = (await client.get("/api/v1/devices", headers=api)).json()["items"]
+        assert sorted(d["name"] for d in listed) == sorted(names)
+        # A revoked name taken back by several at once: one gets it, with a token that works.
+        gone = next(d for d in listed if d["name"] == "clip")
+        assert (
+            await client.delete(f"/api/v1/devices/{gone['id']}", headers=api)
+        ).status_code == 204
+        answers = await _together(client, "/api/v1/devices", {"text": "clip"}, api)
+        assert _codes(answers) == [201] + [409] * (TOGETHER - 1), [r.text for r in answers]
+        [won] = [r.json()["token"] for r in answers if r.status_code == 201]
+        assert await any_db_app.web.service.devices.registry.authenticate(won) is not None
+
+
+async def test_one_contact_posted_at_once_is_made_once(any_db_app: App) -> None:
+    names = ["Rui", "Ana", "Ben"]
+    async with _served(any_db_app) as (client, api):
+        for name in names:
+            body = {"name": name, "reach": f"{name}@example.org"}
+            answers = await _together(client, "/api/v1/contacts", body, api)
+            assert _codes(answers) == [200] * (TOGETHER - 1) + [201], [r.text for r in answers]
+            assert len({r.json()["id"] for r in answers}) == 1
+        listed = (await client.get("/api/v1/contacts", headers=api)).json()["items"]
+        assert [c["name"] for c in listed] == sorted(names)
+        assert all(c["reach"] == f"{c['name']}@example.org" for c in listed)
+
+
+async def test_renames_to_one_name_at_once_are_one_200_and_plain_409s(any_db_app: App) -> None:
+    """Contacts and places renamed together to one free name: one gets it, the rest 409."""
+    async with _served(any_db_app) as (client, api):
+        ann = (await client.get("/api/v1/me", headers=api)).json()["id"]
+        contacts = [
+            (await client.post("/api/v1/contacts", json={"name": f"c{n}"}, headers=api)).json()
+            for n in range(TOGETHER)
+        ]
+        places = [
+            await any_db_app.location.add_place(ann, f"p{n}", 41.1 + n / 100, -8.6)
+            for n in range(TOGETHER)
+        ]
+        for path, ids in (
+            ("/api/v1/contacts", [c["id"] for c in contacts]),
+            ("/api/v1/places", [p.id for p in places]),
+        ):
+            answers = await asyncio.gather(
+                *(client.patch(f"{path}/{i}", json={"name": "Zed"}, headers=api) for i in ids)
+            )
+            assert _codes(answers) == [200] + [409] * (TOGETHER - 1), [r.text for r in answers]
+            assert all("Zed" in r.json()["detail"] for r in answers if r.status_code == 409)
+            listed = (await client.get(path, headers=api)).json()["items"]
+            assert [x["name"] for x in listed].count("Zed") == 1

@@ -359,7 +359,8 @@ class LocationService:
     ) -> Place | None:
         """Rename a place and/or mark it (``normal``, ``home``, ``ignored``).
 
-        None when the place is not the user's; NamingError (plain words) for a bad name or kind.
+        None when the place is not the user's; NamingError (plain words) for a bad name or kind,
+        or for a name another rename took meanwhile (the unique name decides).
         """
         async with self.db.session() as s:
             repo = LocationRepo(s)
@@ -378,7 +379,9 @@ class LocationService:
                 if kind not in KINDS:
                     raise NamingError(f"A place is one of: {', '.join(KINDS)}.")
                 place.kind = kind
-            saved = await repo.save_place(place)
+            if not await repo.save_place_unless_taken(place):  # renamed another meanwhile
+                raise NamingError(f"You already have a place called {name}.")
+            saved = place
         await self.rematch(user_id)
         return saved
 

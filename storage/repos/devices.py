@@ -8,6 +8,8 @@ import secrets
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -73,6 +75,10 @@ class DeviceRepo:
         """Register (or re-register a revoked) device; return it and its token, shown once.
 
         The device also becomes the user's channel identity, so dispatch knows who speaks.
+        Two requests for one name at once get what they would one after the other: the
+        name for one, ``NameTaken`` for the other. The unique name decides between two new
+        pendants (the loser's insert is rolled back to a savepoint), and a revoked name is
+        taken back only while it is still revoked (a conditional update).
         """
         token = new_token()
         device = await self.by_name(name)
@@ -80,14 +86,27 @@ class DeviceRepo:
             raise NameTaken(name)
         if device is None:
             device = Device(user_id=user_id, name=name, token_hash=hash_token(token))
+            try:
+                async with self.s.begin_nested():
+                    self.s.add(device)
+                    await self.s.flush()
+            except IntegrityError as exc:  # another request took the name meanwhile
+                raise NameTaken(name) from exc
         else:  # a revoked name taken again, maybe by someone else: a new pendant
-            device.user_id = user_id
-            device.token_hash = hash_token(token)
-            device.revoked_at = None
-            device.created_at = utcnow()
-            device.last_seen_at = None
-        self.s.add(device)
-        await self.s.flush()
+            taken_back = await self.s.exec(
+                update(Device)
+                .where(col(Device.id) == device.id, col(Device.revoked_at).is_not(None))
+                .values(
+                    user_id=user_id,
+                    token_hash=hash_token(token),
+                    revoked_at=None,
+                    created_at=utcnow(),
+                    last_seen_at=None,
+                )
+            )
+            if int(getattr(taken_back, "rowcount", 0) or 0) != 1:
+                raise NameTaken(name)  # another request took it back meanwhile
+            await self.s.refresh(device)
         await self._set_identity(user_id, name)
         return device, token
 

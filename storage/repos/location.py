@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -206,6 +207,20 @@ class LocationRepo:
         self.s.add(place)
         await self.s.flush()
         return place
+
+    async def save_place_unless_taken(self, place: Place) -> bool:
+        """Store a place; False (nothing stored) when another of its user's places has its name.
+
+        That place was named by another transaction after this one checked: the unique name
+        decides, and this one's change is rolled back to a savepoint.
+        """
+        try:
+            async with self.s.begin_nested():
+                self.s.add(place)
+                await self.s.flush()
+        except IntegrityError:
+            return False
+        return True
 
     async def delete_place(self, user_id: int, place_id: int) -> bool:
         """Delete a place; its stays become unknown places again."""

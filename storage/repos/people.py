@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -43,17 +44,34 @@ class ContactRepo:
         Adding someone again changes only the fields given: None leaves a field as it is (a
         new contact gets it empty), so "Ana, and here is her email" keeps her other names.
         The name matches in any case, as a rename's clash check does, and keeps its spelling.
+        Two puts of one name at once do what they would one after the other: the unique
+        name lets one insert; the other's insert is rolled back to a savepoint and it
+        updates the contact the first made.
         """
-        want = name.lower()
-        found = next((c for c in await self.every(user_id) if c.name.lower() == want), None)
-        contact = found or Contact(user_id=user_id, name=name)
         given = {"aliases": aliases, "relationship": relationship, "reach": reach}
-        for key, value in given.items():
-            if value is not None:
-                setattr(contact, key, value)
-        self.s.add(contact)
+        found = await self._named(user_id, name)
+        if found is None:
+            contact = Contact(user_id=user_id, name=name)
+            _fill(contact, given)
+            try:
+                async with self.s.begin_nested():
+                    self.s.add(contact)
+                    await self.s.flush()
+            except IntegrityError:  # made by another request meanwhile
+                found = await self._named(user_id, name)
+                if found is None:
+                    raise
+            else:
+                return contact, True
+        _fill(found, given)
+        self.s.add(found)
         await self.s.flush()
-        return contact, found is None
+        return found, False
+
+    async def _named(self, user_id: int, name: str) -> Contact | None:
+        """The user's contact with this name, in any case."""
+        want = name.lower()
+        return next((c for c in await self.every(user_id) if c.name.lower() == want), None)
 
     async def every(self, user_id: int) -> list[Contact]:
         """The user's contacts by name."""
@@ -79,7 +97,8 @@ class ContactRepo:
     async def change(self, user_id: int, contact_id: int, **fields: str | None) -> Contact | None:
         """Set the given fields (None leaves one as it is); None when the contact is not theirs.
 
-        Raises ValueError when the new name is another of the user's contacts.
+        Raises ValueError when the new name is another of the user's contacts, also when
+        another rename took it meanwhile (the unique name decides; this one is rolled back).
         """
         contact = await self.get(user_id, contact_id)
         if contact is None:
@@ -93,6 +112,17 @@ class ContactRepo:
             value = fields.get(key)
             if value is not None:
                 setattr(contact, key, value.strip())
-        self.s.add(contact)
-        await self.s.flush()
+        try:
+            async with self.s.begin_nested():  # another rename may take the name meanwhile
+                self.s.add(contact)
+                await self.s.flush()
+        except IntegrityError as exc:  # the contact's fields are expired now: not read again
+            raise ValueError(f"You already have a contact called {(name or '').strip()}.") from exc
         return contact
+
+
+def _fill(contact: Contact, given: dict[str, str | None]) -> None:
+    """Set the fields given (None leaves one as it is)."""
+    for key, value in given.items():
+        if value is not None:
+            setattr(contact, key, value)
