@@ -148,3 +148,17 @@ async def test_renames_to_one_name_at_once_are_one_200_and_plain_409s(any_db_app
             assert all("Zed" in r.json()["detail"] for r in answers if r.status_code == 409)
             listed = (await client.get(path, headers=api)).json()["items"]
             assert [x["name"] for x in listed].count("Zed") == 1
+
+
+async def test_one_fact_posted_at_once_is_stored_once(any_db_app: App) -> None:
+    """As one after the other: one 201, then 200 ``known`` with the same id."""
+    async with _served(any_db_app) as (client, api):
+        for words in ("I live in Porto", "My sister is Ana", "I am allergic to cats"):
+            answers = await _together(client, "/api/v1/facts", {"text": words}, api)
+            assert _codes(answers) == [200] * (TOGETHER - 1) + [201], [r.text for r in answers]
+            assert len({r.json()["id"] for r in answers}) == 1
+            assert {r.json()["action"] for r in answers if r.status_code == 200} == {"known"}
+        listed = (await client.get("/api/v1/facts", headers=api)).json()["items"]
+        assert sorted(f["text"] for f in listed) == sorted(
+            ["I live in Porto", "My sister is Ana", "I am allergic to cats"]
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlmodel import select
 
 from bot.app.build import App
@@ -95,3 +96,49 @@ async def test_a_database_with_data_upgrades_through_every_migration(
         True,
     )
     assert (ident.channel, ident.sender_id) == ("telegram", "42")
+
+
+async def test_facts_stored_twice_by_a_race_are_settled_by_the_upgrade(
+    postgres_or_sqlite_url: str,
+) -> None:
+    """Twins of a live fact (concurrent adds made them) become replaced by the oldest.
+
+    The upgrade then makes one live fact per user and words a unique index: a second insert
+    of the same live words is refused by the database itself.
+    """
+    from datetime import UTC, datetime
+
+    from sqlalchemy.exc import IntegrityError
+    from sqlmodel import select
+
+    from storage.db import Database
+    from storage.models import Fact, MemoryItem, User
+    from storage.repos.facts import fact_hash
+
+    db = Database(postgres_or_sqlite_url)
+    try:
+        await db.migrate("0021_server_key")
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        h = fact_hash("I live in Porto")
+        async with db.session() as s:
+            s.add(User(id=1, display_name="ana"))
+            await s.flush()
+            for n in range(1, 5):  # 1-3 live twins; 4 the same words, forgotten
+                gone = now if n == 4 else None
+                s.add(Fact(id=n, user_id=1, text="I live in Porto", text_hash=h, forgotten_at=gone))
+                s.add(MemoryItem(user_id=1, kind="fact", source_id=n, ts=now, text="Porto"))
+            s.add(Fact(id=5, user_id=1, text="I like tea", text_hash=fact_hash("I like tea")))
+            s.add(MemoryItem(user_id=1, kind="fact", source_id=5, ts=now, text="tea"))
+        await db.migrate()
+        async with db.session() as s:
+            facts = (await s.exec(select(Fact).order_by(Fact.id))).all()  # type: ignore[arg-type]
+            indexed = (await s.exec(select(MemoryItem.source_id))).all()
+        assert [(f.id, f.superseded_by) for f in facts] == [
+            (1, None), (2, 1), (3, 1), (4, None), (5, None)
+        ]  # fmt: skip
+        assert sorted(indexed) == [1, 4, 5]
+        with pytest.raises(IntegrityError):
+            async with db.session() as s:
+                s.add(Fact(user_id=1, text="i live in porto.", text_hash=h))
+    finally:
+        await db.dispose()

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy import bindparam
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -55,17 +56,14 @@ class FactRepo:
         category: str = "notes",
         source_message_ids: list[int] | None = None,
     ) -> tuple[Fact, bool]:
-        """Store a fact; an exact repeat returns the existing one and ``False``."""
+        """Store a fact; an exact repeat returns the existing one and ``False``.
+
+        Also when the repeat was stored by another transaction after the check: the unique
+        index on live facts refuses the second insert (rolled back to a savepoint), and the
+        one stored first is returned.
+        """
         h = fact_hash(text)
-        res = await self.s.exec(
-            select(Fact).where(
-                Fact.user_id == user_id,
-                Fact.text_hash == h,
-                col(Fact.forgotten_at).is_(None),
-                col(Fact.superseded_by).is_(None),
-            )
-        )
-        existing = res.first()
+        existing = await self._live(user_id, h)
         if existing is not None:
             return existing, False
         fact = Fact(
@@ -75,9 +73,28 @@ class FactRepo:
             text_hash=h,
             source_message_ids=source_message_ids,
         )
-        self.s.add(fact)
-        await self.s.flush()
+        try:
+            async with self.s.begin_nested():
+                self.s.add(fact)
+                await self.s.flush()
+        except IntegrityError:
+            existing = await self._live(user_id, h)
+            if existing is None:
+                raise
+            return existing, False
         return fact, True
+
+    async def _live(self, user_id: int, h: str) -> Fact | None:
+        """The user's live fact (not forgotten, not superseded) with this hash."""
+        res = await self.s.exec(
+            select(Fact).where(
+                Fact.user_id == user_id,
+                Fact.text_hash == h,
+                col(Fact.forgotten_at).is_(None),
+                col(Fact.superseded_by).is_(None),
+            )
+        )
+        return res.first()
 
     async def get(self, fact_id: int) -> Fact | None:
         """A fact by id, whoever it belongs to (for the operator's CLI)."""
@@ -158,7 +175,12 @@ class FactRepo:
         )
         if again.first() is not None:
             return None
-        fact.forgotten_at = None
-        fact.updated_at = now
-        self.s.add(fact)
+        try:
+            async with self.s.begin_nested():  # the same words may be stored meanwhile
+                fact.forgotten_at = None
+                fact.updated_at = now
+                self.s.add(fact)
+                await self.s.flush()
+        except IntegrityError:
+            return None
         return fact

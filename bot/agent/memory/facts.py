@@ -121,7 +121,11 @@ class FactKeeper:
             return verdict
         target = verdict
         async with self.db.session() as s:
-            fact, _ = await FactRepo(s).add(user_id, text, category, source_message_ids=sources)
+            fact, created = await FactRepo(s).add(
+                user_id, text, category, source_message_ids=sources
+            )
+            if not created:  # the same words, stored meanwhile by a request beside this one
+                return FactDecision("known", fact)
             fact.origin = "explicit" if explicit else "extracted"
             fact.created_at = fact.updated_at = now
             s.add(fact)
