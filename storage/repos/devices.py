@@ -65,23 +65,31 @@ class DeviceRepo:
         return await self.s.get(Device, device_id)
 
     async def by_name(self, name: str) -> Device | None:
-        """A device by its unique name."""
-        res = await self.s.exec(select(Device).where(Device.name == name))
+        """The live (not revoked) device of this name: names are unique among live ones."""
+        res = await self.s.exec(
+            select(Device).where(Device.name == name, col(Device.revoked_at).is_(None))
+        )
         return res.first()
 
     async def add(self, user_id: int, name: str) -> tuple[Device, str]:
-        """Register (or re-register a revoked) device; return it and its token, shown once.
+        """Register (or re-register one of the user's revoked) devices; return it and its token.
 
-        The device also becomes the user's channel identity, so dispatch knows who speaks.
+        The token is shown once. A name another user gave up makes a new device: their revoked
+        one stays in their list. The device also becomes the user's channel identity, so
+        dispatch knows who speaks.
         """
         token = new_token()
-        device = await self.by_name(name)
-        if device is not None and device.revoked_at is None:
+        if await self.by_name(name) is not None:
             raise NameTaken(name)
+        res = await self.s.exec(
+            select(Device)
+            .where(Device.name == name, Device.user_id == user_id)
+            .order_by(col(Device.id).desc())
+        )
+        device = res.first()
         if device is None:
             device = Device(user_id=user_id, name=name, token_hash=hash_token(token))
-        else:  # a revoked name taken again, maybe by someone else: a new pendant
-            device.user_id = user_id
+        else:  # the user's own revoked pendant of that name, registered again: afresh
             device.token_hash = hash_token(token)
             device.revoked_at = None
             device.created_at = utcnow()
