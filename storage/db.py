@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event, inspect, text
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.orm import Session
@@ -37,6 +37,29 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA busy_timeout=15000")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.close()
+
+
+def limit_idle_transactions(engine: Engine, seconds: float) -> None:
+    """Have PostgreSQL end ``engine``'s transactions that idle ``seconds`` between statements.
+
+    Such a transaction's process is frozen or gone; ending it releases the rows it locked.
+    Set by a ``SET`` on each new connection, not as a startup parameter: a connection pooler
+    such as PgBouncer refuses startup parameters it does not know.
+    """
+    millis = int(seconds * 1000)
+
+    def on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Outside any transaction, so that no rollback undoes it (SQLAlchemy's way for SET).
+        was = dbapi_conn.autocommit
+        dbapi_conn.autocommit = True
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute(f"SET idle_in_transaction_session_timeout = {millis}")
+        finally:
+            cur.close()
+            dbapi_conn.autocommit = was
+
+    event.listen(engine, "connect", on_connect)
 
 
 def _commit_and_close(session: Session) -> None:
@@ -90,13 +113,11 @@ class Database:
                 kwargs["module"] = sqlite_driver.DBAPI  # one trip per statement
         else:
             kwargs["pool_pre_ping"] = True
-            if url.startswith("postgresql+asyncpg") and frozen_limit > 0:
-                idle = str(int(frozen_limit * 1000))
-                settings = {"idle_in_transaction_session_timeout": idle}
-                kwargs["connect_args"] = {"server_settings": settings}
         self.engine: AsyncEngine = create_async_engine(url, **kwargs)
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        elif frozen_limit > 0:
+            limit_idle_transactions(self.engine.sync_engine, frozen_limit)
         self._sessions = async_sessionmaker(
             self.engine, class_=AsyncSession, expire_on_commit=False
         )

@@ -80,12 +80,18 @@ async def test_older_turns_of_a_long_thread_are_summarised_not_cut(
     assert not any("bike lock" in str(m) for m in window)  # not repeated in full
 
 
-async def test_with_the_fast_model_titles_and_summaries_come_from_it(
-    app_factory: AppFactory, fake_llm: FakeLLM
-) -> None:
+async def _fast_model_threads(app_factory: AppFactory, fake_llm: FakeLLM) -> App:
+    """An app with one user whose threads the fast model names and summarises (window: 2)."""
     app = await app_factory(fake_llm, history_messages=2, threads_with_model=True)
     app.dispatcher.register(RecordingChannel("fake"))
     await add_user(app)
+    return app
+
+
+async def test_with_the_fast_model_titles_and_summaries_come_from_it(
+    app_factory: AppFactory, fake_llm: FakeLLM
+) -> None:
+    app = await _fast_model_threads(app_factory, fake_llm)
 
     def answer(body: dict[str, object]) -> Step:
         content = json.dumps(body["messages"])
@@ -148,9 +154,7 @@ async def test_a_long_thread_asks_the_fast_model_to_summarise_a_few_turns_at_a_t
     # Every turn past the window used to ask the fast model for a new summary before the
     # answer (a model call and its wait per message); now the rows that left the window are
     # folded in a few turns at a time, and until then they are shown as they were said.
-    app = await app_factory(fake_llm, history_messages=2, threads_with_model=True)
-    app.dispatcher.register(RecordingChannel("fake"))
-    await add_user(app)
+    app = await _fast_model_threads(app_factory, fake_llm)
     summaries: list[str] = []
 
     def answer(body: dict[str, object]) -> Step:

@@ -210,6 +210,18 @@ async def test_location_off_stores_nothing_and_says_so(tmp_path: Path) -> None:
         assert "result" not in r.json()
         assert await points(application, ana) == 0
 
+        # The app keeps that point and sends it again once location is back on; it dates
+        # from before /location on, so it is acknowledged and dropped (README says so).
+        clock.set(now + timedelta(hours=1))
+        await application.location.set_enabled(ana, True)
+        queued = {"locations": [feature(Fix(now, 52.5, 13.4, 5))]}
+        r = await client.post("/api/location/overland", json=queued, headers=bearer(token))
+        assert r.status_code == 200 and r.json()["result"] == "ok"
+        assert await points(application, ana) == 0
+        fresh = {"locations": [feature(Fix(now + timedelta(hours=1), 52.5, 13.4, 5))]}
+        r = await client.post("/api/location/overland", json=fresh, headers=bearer(token))
+        assert r.status_code == 200 and await points(application, ana) == 1
+
 
 async def test_a_client_without_a_content_length_is_capped_too(tmp_path: Path) -> None:
     clock = ManualClock(datetime(2026, 3, 1, 12, tzinfo=UTC))

@@ -220,6 +220,29 @@ async def test_stdio_serves_one_users_memory_read_only_unless_asked(
         assert await FactRepo(s).active(ann.id) == []
 
 
+async def test_stdio_with_a_token_stops_answering_once_the_token_is_revoked(
+    app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A token revoked on the Settings page while ``mcp serve --token`` runs stops at once."""
+    app = await app_factory(fake_llm, jobs_enabled=False)
+    ann = await add_user(app, "ann")
+    assert ann.id is not None
+    await import_chat(app, ann.id, tmp_path, KAYAK)
+    row, secret = await app.web.auth.new_api_token(ann.id, "desktop")
+    assert row.id is not None
+    env = {"LIFEBOT_DATA_DIR": str(tmp_path / "data")}
+
+    async with stdio_lifebot(tmp_path, env, "--token", secret) as client:
+        found = structured(await client.call_tool("search_memory", {"query": "kayaking"}))
+        assert {h["original_id"] for h in found["hits"]} & {"k1", "k2"}
+        await app.web.auth.revoke_api_token(ann.id, row.id)
+        with pytest.raises(MCPError, match="revoked") as refused:
+            await client.call_tool("search_memory", {"query": "kayaking"})
+        assert "Arrabida" not in str(refused.value)
+        with pytest.raises(MCPError, match="revoked"):
+            await client.read_resource(found["hits"][0]["source_uri"])
+
+
 async def test_ids_and_days_no_row_can_have_are_answered_in_words_and_only_post_is_served(
     app_factory: AppFactory, fake_llm: FakeLLM, app_database_url: str
 ) -> None:

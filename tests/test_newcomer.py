@@ -19,6 +19,7 @@ from bot.app.build import App
 from bot.app.cli import app as cli
 from bot.jobs.briefings.morning import BriefingData, deterministic_briefing
 from storage.models import Reminder, Task
+from storage.repos.facts import FactRepo
 from storage.repos.messages import ConversationRepo
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.reminders import ReminderRepo
@@ -126,6 +127,19 @@ async def test_forget_that_after_slash_remember(app: App) -> None:
     result = await app.dispatcher.handle(make_inbound("forget that", sender="ana"))
     assert result.reply is not None
     assert result.reply.startswith("Forgotten: my bike is green")
+
+
+async def test_slash_remember_of_words_no_fact_can_have_says_the_real_rule(app: App) -> None:
+    # "/remember ok" was answered "That's too long for me to keep as one fact": wrong for
+    # two letters. The chat now says the rule the API and the Facts page say.
+    ana = await make_user(app, "ana")
+    assert ana.id is not None
+    rule = "A fact is one sentence of 3 characters to 40 words (at most 500 characters)"
+    for text in ["ok", " ".join(["word"] * 60), "x" * 600]:
+        result = await app.dispatcher.handle(make_inbound(f"/remember {text}", sender="ana"))
+        assert result.reply == f"{rule}; nothing was stored.", text
+    async with app.db.session() as s:
+        assert await FactRepo(s).active(ana.id) == []
 
 
 async def test_task_add_and_done_without_a_model(app: App) -> None:

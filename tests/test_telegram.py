@@ -22,6 +22,7 @@ from bot.messages import Address, Button, OutboundMessage
 from storage.models import ChannelIdentity, Conversation, Message
 from tests.fakes.llm import FakeLLM, Step, say
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, TOKEN, FakeTelegram
+from tests.fakes.telegram_html import utf16_len
 from tests.support.app import make_settings
 from tests.support.telegram import CHAT, Starter, eventually, voice_note
 
@@ -285,6 +286,26 @@ async def test_a_slow_answer_streams_into_one_edited_message(
     assert msg.edits and msg.edits[0].endswith("…")  # the user saw it grow
     assert len(tg.calls_to("sendMessage")) == 1
     assert tg.calls_to("sendChatAction")[0].params["action"] == "typing"
+
+
+async def test_a_long_emoji_answer_keeps_its_draft_within_telegrams_limit(
+    telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """The draft was cut at 4094 Python characters, but Telegram counts UTF-16 units: an
+    emoji is two, so a long emoji-heavy draft was refused ("message is too long") and the
+    preview froze halfway while the answer went on streaming."""
+    answer = "🎉🎉🎉🎉 " * 1000  # 5000 characters, 9000 UTF-16 units
+    fake_llm.default = lambda _body: Step(text=answer, chunk_size=250, chunk_delay=0.2)
+    await telegram(telegram_edit_interval=0.5)
+
+    await tg.send_text(CHAT, "celebrate")
+    await tg.wait_for(lambda: " ".join(tg.texts(CHAT)) == answer.strip())
+
+    wire = [c for c in tg.calls if c.method in {"sendMessage", "editMessageText"}]
+    too_long = [c for c in wire if utf16_len(str(c.params["text"])) > 4096]
+    assert too_long == [], [utf16_len(str(c.params["text"])) for c in too_long]
+    drafts = [t for t in tg.sent[CHAT][0].edits if t.endswith("…")]
+    assert max(utf16_len(t) for t in drafts) > 4000  # the user saw it grow to the limit
 
 
 async def test_a_draft_that_cannot_be_edited_still_ends_in_the_whole_answer(

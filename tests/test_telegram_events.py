@@ -67,15 +67,18 @@ def test_group_messages_count_only_when_groups_are_allowed_and_the_bot_is_addres
     assert inbound.address.chat_id == "-100123"
 
 
+OUR_QUESTION = {
+    "message_id": 4,
+    "date": 1_700_000_000,
+    "chat": GROUP,
+    "from": {"id": BOT_ID, "is_bot": True, "first_name": "Lifebot"},
+    "text": "Pasta?",
+}
+"""A question lifebot asked in the group (message 4)."""
+
+
 def test_a_reply_to_the_bot_in_a_group_is_addressed_and_threaded() -> None:
-    ours = {
-        "message_id": 4,
-        "date": 1_700_000_000,
-        "chat": GROUP,
-        "from": {"id": BOT_ID, "is_bot": True, "first_name": "Lifebot"},
-        "text": "Pasta?",
-    }
-    msg = message(GROUP, text="yes please", reply_to_message=ours)
+    msg = message(GROUP, text="yes please", reply_to_message=OUR_QUESTION)
 
     assert text_of(msg) == "yes please"
     assert from_message(msg, account=str(BOT_ID), text="yes please").reply_to == "4"
@@ -84,14 +87,7 @@ def test_a_reply_to_the_bot_in_a_group_is_addressed_and_threaded() -> None:
 def test_a_reply_to_the_first_message_of_a_reply_chain_is_still_a_reply() -> None:
     """Outside topics a supergroup's reply chain is numbered after its first message too
     (message_thread_id): replying to that message is a real reply."""
-    ours = {
-        "message_id": 4,
-        "date": 1_700_000_000,
-        "chat": GROUP,
-        "from": {"id": BOT_ID, "is_bot": True, "first_name": "Lifebot"},
-        "text": "Pasta?",
-    }
-    msg = message(GROUP, text="yes please", reply_to_message=ours, message_thread_id=4)
+    msg = message(GROUP, text="yes please", reply_to_message=OUR_QUESTION, message_thread_id=4)
 
     assert text_of(msg) == "yes please"
     assert from_message(msg, account=str(BOT_ID), text="yes please").reply_to == "4"

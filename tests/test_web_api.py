@@ -10,7 +10,9 @@ import json
 import zipfile
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from bot.app.build import App
@@ -437,31 +439,77 @@ async def test_the_timeline_answers_a_day_no_one_lived_with_a_plain_refusal(app:
         assert "/memory?day=3000" not in last.text and "/memory?day=2999-12-30" in last.text
 
 
+async def _ann_and_bob_headers(app: App) -> tuple[dict[str, str], dict[str, str]]:
+    """API headers (write tokens) of two new users, ann's and bob's."""
+    headers = []
+    for name in ("ann", "bob"):
+        user = await add_user(app, name)
+        assert user.id is not None
+        _, token = await app.web.auth.new_api_token(user.id, "script", "write")
+        headers.append({"Authorization": f"Bearer {token}"})
+    return headers[0], headers[1]
+
+
+async def _used_and_given_up(client: httpx.AsyncClient, headers: dict[str, str]) -> dict[str, Any]:
+    """A pendant named "pendant" added, heard from once, then revoked: its row as listed."""
+    made = await client.post("/api/v1/devices", json={"text": "pendant"}, headers=headers)
+    assert made.status_code == 201
+    used = await post_chunk(client, made.json()["token"], b"\0\0" * 16_000, 16_000)
+    assert used.status_code == 200, used.text
+    [seen] = (await client.get("/api/v1/devices", headers=headers)).json()["items"]
+    gone = await client.delete(f"/api/v1/devices/{seen['id']}", headers=headers)
+    assert gone.status_code == 204
+    return dict(seen)
+
+
 async def test_a_pendant_name_given_up_and_taken_by_another_starts_afresh(app: App) -> None:
     # Pendant names are one namespace (the name is the pendant's sender id), so a revoked
     # name may be taken by someone else. The row moved to them with its old dates: bob's
     # new pendant showed when ann's was made and when ann last used hers.
-    ann = await add_user(app, "ann")
-    bob = await add_user(app, "bob")
-    assert ann.id is not None and bob.id is not None
-    _, ann_token = await app.web.auth.new_api_token(ann.id, "script", "write")
-    _, bob_token = await app.web.auth.new_api_token(bob.id, "script", "write")
-    hers, his = {"Authorization": f"Bearer {ann_token}"}, {"Authorization": f"Bearer {bob_token}"}
+    hers, his = await _ann_and_bob_headers(app)
     async with client_for(app) as client:
-        made = await client.post("/api/v1/devices", json={"text": "pendant"}, headers=hers)
-        assert made.status_code == 201
-        used = await post_chunk(client, made.json()["token"], b"\0\0" * 16_000, 16_000)
-        assert used.status_code == 200, used.text
-        [seen] = (await client.get("/api/v1/devices", headers=hers)).json()["items"]
+        seen = await _used_and_given_up(client, hers)
         assert seen["last_seen_at"] is not None
-        gone = await client.delete(f"/api/v1/devices/{seen['id']}", headers=hers)
-        assert gone.status_code == 204
 
         taken = await client.post("/api/v1/devices", json={"text": "pendant"}, headers=his)
         assert taken.status_code == 201
         [mine] = (await client.get("/api/v1/devices", headers=his)).json()["items"]
         assert mine["last_seen_at"] is None
         assert mine["created_at"] > seen["last_seen_at"]  # made now, not when hers was
+
+
+async def test_a_pendant_name_taken_by_another_stays_in_the_first_owners_list(
+    any_db_app: App,
+) -> None:
+    # The revoked row was handed to bob when he took its name: ann's own revoked pendant
+    # vanished from her Devices page and GET /api/v1/devices, and its id became his.
+    hers, his = await _ann_and_bob_headers(any_db_app)
+    async with client_for(any_db_app) as client:
+        await _used_and_given_up(client, hers)
+        [revoked] = (await client.get("/api/v1/devices", headers=hers)).json()["items"]
+
+        taken = await client.post("/api/v1/devices", json={"text": "pendant"}, headers=his)
+        assert taken.status_code == 201
+        [still] = (await client.get("/api/v1/devices", headers=hers)).json()["items"]
+        assert still == revoked and still["revoked"]
+        [his_one] = (await client.get("/api/v1/devices", headers=his)).json()["items"]
+        assert his_one["id"] != still["id"] and not his_one["revoked"]
+        assert his_one["last_seen_at"] is None
+        # Her old id is not his to revoke, and his pendant's token works.
+        mine = await client.delete(f"/api/v1/devices/{still['id']}", headers=his)
+        assert mine.status_code == 404
+        heard = await post_chunk(client, taken.json()["token"], b"\0\0" * 16_000, 16_000)
+        assert heard.status_code == 200, heard.text
+
+        # Given up again, the name comes back to ann: her own pendant, registered afresh.
+        dropped = await client.delete(f"/api/v1/devices/{his_one['id']}", headers=his)
+        assert dropped.status_code == 204
+        again = await client.post("/api/v1/devices", json={"text": "pendant"}, headers=hers)
+        assert again.status_code == 201
+        [back] = (await client.get("/api/v1/devices", headers=hers)).json()["items"]
+        assert back["id"] == still["id"] and not back["revoked"]
+        [his_old] = (await client.get("/api/v1/devices", headers=his)).json()["items"]
+        assert his_old["id"] == his_one["id"] and his_old["revoked"]
 
 
 async def test_api_answers_proposals_and_manages_devices(app: App) -> None:

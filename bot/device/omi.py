@@ -1,7 +1,8 @@
 """The Omi inbox: "Realtime audio bytes" chunks, stored before the webhook is answered.
 
 Omi's cloud backend POSTs raw PCM16 little-endian mono to ``/omi/<token>?sample_rate=..&uid=..``
-every N seconds and only waits 15 s for an answer, retrying a chunk that was not answered. So a
+every N seconds (its current code as one-second POSTs, each with an ``Idempotency-Key``, retried
+after 1, 5 and 30 s on a timeout or a 5xx; older versions posted once). So a
 chunk is stored here (one file of the file store: a synced rename in a folder with SQLite, one
 transaction with PostgreSQL, so the web page and the pendant channel may run on two hosts) and
 answered at once; the device channel's feeder (``omi_feed.py``) turns chunks into session audio

@@ -2,14 +2,15 @@
 
 Every request to lifebot's MCP server carries a principal. Over HTTP it is the personal API
 token the request was authenticated with (``http.py`` puts it in the ASGI scope); over stdio
-it is fixed when ``lifebot mcp serve`` starts. A server middleware binds it to the request
-(a context variable), so every tool and resource reads it the same way and never takes a
-user id from its arguments.
+it is fixed when ``lifebot mcp serve`` starts (with ``--token``, the token is read again
+for every request, so revoking it stops the server answering at once). A server middleware
+binds it to the request (a context variable), so every tool and resource reads it the same
+way and never takes a user id from its arguments.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +19,18 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_REQUEST
 
 READ = "read"
 """The scope that may look."""
 WRITE = "write"
 """The scope that may also change things."""
+REVOKED = (
+    "This token was revoked (or its user removed), so lifebot answers nothing more for it: "
+    "make a new token on lifebot's Settings page and start the server with it."
+)
+"""The error every request gets once the token a stdio server runs as is no longer live."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +52,7 @@ class Principal:
         )
 
 
-PrincipalOf = Callable[[ServerRequestContext[Any, Any]], "Principal | None"]
+PrincipalOf = Callable[[ServerRequestContext[Any, Any]], Awaitable["Principal | None"]]
 """How a server finds the principal of a request."""
 
 _CURRENT: ContextVar[Principal | None] = ContextVar("lifebot_mcp_principal", default=None)
@@ -60,10 +68,30 @@ def current() -> Principal:
 
 def fixed(principal: Principal) -> PrincipalOf:
     """Every request acts for ``principal`` (stdio: one person runs one server)."""
-    return lambda _ctx: principal
+
+    async def resolve(_ctx: ServerRequestContext[Any, Any]) -> Principal:
+        return principal
+
+    return resolve
 
 
-def from_http(ctx: ServerRequestContext[Any, Any]) -> Principal | None:
+def live(lookup: Callable[[], Awaitable[Principal | None]]) -> PrincipalOf:
+    """Every request acts for what ``lookup`` finds now (stdio with a token: one query).
+
+    ``lookup`` reads the token again; once it finds nothing (revoked, or its user removed),
+    every request is answered with the MCP error ``REVOKED`` and nothing runs.
+    """
+
+    async def resolve(ctx: ServerRequestContext[Any, Any]) -> Principal | None:
+        found = await lookup()
+        if found is None and ctx.request_id is not None:
+            raise MCPError(code=INVALID_REQUEST, message=REVOKED)
+        return found
+
+    return resolve
+
+
+async def from_http(ctx: ServerRequestContext[Any, Any]) -> Principal | None:
     """The principal ``http.py`` authenticated this HTTP request as (None: no HTTP request)."""
     scope = getattr(ctx.request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
@@ -77,7 +105,7 @@ def binder(resolve: PrincipalOf) -> Callable[..., Any]:
     """Server middleware that binds each request's principal for the tools to read."""
 
     async def bind(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        token = _CURRENT.set(resolve(ctx))
+        token = _CURRENT.set(await resolve(ctx))
         try:
             return await call_next(ctx)
         finally:

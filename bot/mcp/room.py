@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from bot.mcp.client.hub import McpClients
-    from bot.mcp.principal import Principal
+    from bot.mcp.principal import PrincipalOf
 
 
 def lifebot_version() -> str:
@@ -56,12 +56,11 @@ class McpRoom:
             return []
         return [Endpoint(PATH, self.http, self.http.running)]
 
-    def stdio_server(self, principal: Principal) -> MCPServer:
-        """A server whose every request acts for ``principal`` (``lifebot mcp serve``)."""
-        from bot.mcp.principal import fixed  # noqa: PLC0415  (the SDK, only when used)
-        from bot.mcp.server import build_server  # noqa: PLC0415
+    def stdio_server(self, principal_of: PrincipalOf) -> MCPServer:
+        """A server whose every request acts for whom ``principal_of`` finds (``mcp serve``)."""
+        from bot.mcp.server import build_server  # noqa: PLC0415  (the SDK, only when used)
 
-        return build_server(self.data, fixed(principal), lifebot_version())
+        return build_server(self.data, principal_of, lifebot_version())
 
     async def start_clients(self) -> McpClients | None:
         """Read the servers file and start every server's connection (returns at once).

@@ -20,6 +20,7 @@ from fastapi.responses import FileResponse, Response
 from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 
+from bot.agent.memory.facts import NOT_A_FACT
 from bot.device.registry import NameTaken
 from bot.jobs.reminders.phrases import PhraseError
 from bot.web.deps import api_user, ctx
@@ -35,7 +36,7 @@ from bot.web.paging import (
     stamp,
 )
 from bot.web.params import BodyIn, Day, RowId
-from bot.web.services.facts import NOT_A_FACT, FactRefused
+from bot.web.services.facts import FactRefused
 from bot.web.services.journal import JOURNAL_DAYS, MAX_SERIES_DAYS
 from bot.web.services.settings import SettingsChange
 from storage.models import ApiToken, Device, Reminder, User

@@ -11,6 +11,7 @@ from sqlalchemy import (
     Column,
     Index,
     UniqueConstraint,
+    text,
 )
 from sqlmodel import Field, SQLModel
 
@@ -20,12 +21,21 @@ from storage.models._types import UTCDateTime, utcnow
 class Device(SQLModel, table=True):
     """A pendant allowed to stream audio for one user; its token is stored only as a hash."""
 
-    __table_args__ = (UniqueConstraint("name", name="uq_device_name"),)
+    __table_args__ = (
+        # Unique among live pendants: a revoked one stays its owner's when the name is reused.
+        Index(
+            "ux_device_live_name",
+            "name",
+            unique=True,
+            sqlite_where=text("revoked_at IS NULL"),
+            postgresql_where=text("revoked_at IS NULL"),
+        ),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     user_id: int = Field(foreign_key="user.id", index=True)
     name: str
-    """Unique; also the device's sender id (channel ``device``, account ``default``)."""
+    """Unique among live devices; also its sender id (channel ``device``, account ``default``)."""
     token_hash: str = Field(index=True)
     """SHA-256 of the token (tokens are 256-bit random, so a fast hash is enough)."""
     created_at: datetime = Field(

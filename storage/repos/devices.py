@@ -67,23 +67,31 @@ class DeviceRepo:
         return await self.s.get(Device, device_id)
 
     async def by_name(self, name: str) -> Device | None:
-        """A device by its unique name."""
-        res = await self.s.exec(select(Device).where(Device.name == name))
+        """The live (not revoked) device of this name: names are unique among live ones."""
+        res = await self.s.exec(
+            select(Device).where(Device.name == name, col(Device.revoked_at).is_(None))
+        )
         return res.first()
 
     async def add(self, user_id: int, name: str) -> tuple[Device, str]:
-        """Register (or re-register a revoked) device; return it and its token, shown once.
+        """Register (or re-register one of the user's revoked) devices; return it and its token.
 
-        The device also becomes the user's channel identity, so dispatch knows who speaks.
-        Two requests for one name at once get what they would one after the other: the
-        name for one, ``NameTaken`` for the other. The unique name decides between two new
-        pendants (the loser's insert is rolled back to a savepoint), and a revoked name is
+        The token is shown once. A name another user gave up makes a new device: their revoked
+        one stays in their list. The device also becomes the user's channel identity, so
+        dispatch knows who speaks. Two requests for one name at once get what they would one
+        after the other: the name for one, ``NameTaken`` for the other (the unique live name
+        decides; the loser's write is rolled back to a savepoint), and a revoked pendant is
         taken back only while it is still revoked (a conditional update).
         """
         token = new_token()
-        device = await self.by_name(name)
-        if device is not None and device.revoked_at is None:
+        if await self.by_name(name) is not None:
             raise NameTaken(name)
+        res = await self.s.exec(
+            select(Device)
+            .where(Device.name == name, Device.user_id == user_id)
+            .order_by(col(Device.id).desc())
+        )
+        device = res.first()
         if device is None:
             device = Device(user_id=user_id, name=name, token_hash=hash_token(token))
             try:
@@ -92,18 +100,21 @@ class DeviceRepo:
                     await self.s.flush()
             except IntegrityError as exc:  # another request took the name meanwhile
                 raise NameTaken(name) from exc
-        else:  # a revoked name taken again, maybe by someone else: a new pendant
-            taken_back = await self.s.exec(
-                update(Device)
-                .where(col(Device.id) == device.id, col(Device.revoked_at).is_not(None))
-                .values(
-                    user_id=user_id,
-                    token_hash=hash_token(token),
-                    revoked_at=None,
-                    created_at=utcnow(),
-                    last_seen_at=None,
-                )
-            )
+        else:  # the user's own revoked pendant of that name, registered again: afresh
+            try:
+                async with self.s.begin_nested():
+                    taken_back = await self.s.exec(
+                        update(Device)
+                        .where(col(Device.id) == device.id, col(Device.revoked_at).is_not(None))
+                        .values(
+                            token_hash=hash_token(token),
+                            revoked_at=None,
+                            created_at=utcnow(),
+                            last_seen_at=None,
+                        )
+                    )
+            except IntegrityError as exc:  # another user's new pendant took the name meanwhile
+                raise NameTaken(name) from exc
             if int(getattr(taken_back, "rowcount", 0) or 0) != 1:
                 raise NameTaken(name)  # another request took it back meanwhile
             await self.s.refresh(device)

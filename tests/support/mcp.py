@@ -21,6 +21,9 @@ from bot.app.build import App
 from bot.app.importer import import_file
 from tests.support.cli import lifebot_script
 
+ROOT = Path(__file__).resolve().parent.parent.parent
+"""The checkout these tests belong to."""
+
 KAYAK = [
     ("k1", "2024-03-02T09:58:00+00:00", "Rui", "shall we go kayaking at Arrabida on Saturday?"),
     ("k2", "2024-03-02T10:00:00+00:00", "me", "yes! kayaking at Arrabida, I'll bring the dry bags"),
@@ -57,9 +60,15 @@ async def http_client(url: str, token: str | None, mode: str = "auto") -> AsyncI
 
 @asynccontextmanager
 async def stdio_lifebot(tmp_path: Path, env: dict[str, str], *args: str) -> AsyncIterator[Client]:
-    """The SDK's client on a real ``lifebot mcp serve ARGS`` process (stderr to a log file)."""
+    """The SDK's client on a real ``lifebot mcp serve ARGS`` process (stderr to a log file).
+
+    The process imports this checkout's code (PYTHONPATH), not the installed one's.
+    """
     params = StdioServerParameters(
-        command=str(lifebot_script()), args=["mcp", "serve", *args], env=env, cwd=tmp_path
+        command=str(lifebot_script()),
+        args=["mcp", "serve", *args],
+        env={"PYTHONPATH": str(ROOT), **env},
+        cwd=tmp_path,
     )
     with (tmp_path / "mcp-serve.log").open("a") as errlog:
         async with Client(stdio_client(params, errlog=errlog)) as client:

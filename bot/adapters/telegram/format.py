@@ -37,6 +37,17 @@ def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+def cut_utf16(text: str, limit: int) -> str:
+    """The longest start of ``text`` of at most ``limit`` UTF-16 units (no half emoji)."""
+    units = text.encode("utf-16-le")
+    if len(units) <= 2 * limit:
+        return text
+    head = units[: 2 * max(limit, 0)]
+    if head and 0xD8 <= head[-1] <= 0xDB:  # a high surrogate whose pair was cut off
+        head = head[:-2]
+    return head.decode("utf-16-le")
+
+
 def escape(text: str) -> str:
     """Escape text for Telegram HTML (``&``, ``<``, ``>``)."""
     return html.escape(text, quote=False)
@@ -105,10 +116,8 @@ def split_text(text: str, limit: int = MAX_MESSAGE) -> list[str]:
         if len(parts) > 1:
             return _pack(parts, sep, limit)
     # One unbroken run of characters: cut hard, without splitting a surrogate pair.
-    cut = limit
-    while utf16_len(text[:cut]) > limit:
-        cut -= 1
-    return [text[:cut], *split_text(text[cut:], limit)]
+    head = cut_utf16(text, limit)
+    return [head, *split_text(text[len(head) :], limit)]
 
 
 def _pack(parts: list[str], sep: str, limit: int) -> list[str]:

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from telegram.constants import ChatAction
 
 from bot.adapters.draft import DraftStream
-from bot.adapters.telegram.format import MAX_MESSAGE, escape, utf16_len
+from bot.adapters.telegram.format import MAX_MESSAGE, cut_utf16, escape
 from bot.adapters.telegram.send import TelegramSender
 from bot.errors import ChannelError
 from bot.messages import OutboundMessage, Receipt
@@ -108,11 +108,15 @@ class TelegramDraft:
         self.where = f"telegram chat {chat_id}"
 
     def preview(self, text: str, label: str | None) -> str:
-        """The answer so far with an ellipsis; before any text, the progress label."""
-        shown = text.strip() + " …" if text.strip() else (label or "")
-        if utf16_len(shown) > MAX_MESSAGE:
-            shown = shown[: MAX_MESSAGE - 2] + " …"
-        return shown
+        """The answer so far with an ellipsis; before any text, the progress label.
+
+        Cut to Telegram's limit in UTF-16 units, its unit (an emoji is two), never in
+        Python characters: a longer draft is refused and the preview would stop.
+        """
+        body = text.strip()
+        if not body:
+            return cut_utf16(label or "", MAX_MESSAGE)
+        return cut_utf16(body, MAX_MESSAGE - 2).rstrip() + " …"
 
     async def post(self, text: str) -> str:
         """Send the first draft (plain text: half-streamed Markdown is not valid HTML)."""

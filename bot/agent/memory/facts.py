@@ -53,6 +53,8 @@ MAX_FACT_CHARS = 500
 every fact goes into every prompt."""
 FACT_SIZE = f"3 characters to 40 words (at most {MAX_FACT_CHARS} characters)"
 """How long one fact may be, in words a person reads."""
+NOT_A_FACT = f"A fact is one sentence of {FACT_SIZE}"
+"""Why words were not kept as a fact (chat, the API and the Facts page add what was not done)."""
 
 
 def fact_fits(text: str) -> bool:

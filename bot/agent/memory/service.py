@@ -23,7 +23,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from bot.agent.llm import LLM
 from bot.agent.memory.embeddings import Embedder
 from bot.agent.memory.extraction import ExtractionReport, Extractor
-from bot.agent.memory.facts import FactDecision, FactKeeper
+from bot.agent.memory.facts import NOT_A_FACT, FactDecision, FactKeeper
 from bot.agent.memory.index import MemoryIndex, Progress
 from bot.agent.retrieval import Retriever
 from bot.agent.retrieval.timeparse import mentioned_span
@@ -295,7 +295,7 @@ class MemoryService:
         """What to tell the user after an explicit "remember ..."."""
         fact = decision.fact
         if fact is None:
-            return "That's too long for me to keep as one fact; try a shorter sentence."
+            return f"{NOT_A_FACT}; nothing was stored."
         if decision.action == "known":
             return f"I already knew: {fact.text}"
         if decision.action == "superseded" and decision.replaced is not None:

@@ -15,7 +15,7 @@ from bot.app.cli.runtime import find_user, group, run_with_app, settings_or_exit
 
 if TYPE_CHECKING:
     from bot.app.build import App
-    from bot.mcp.principal import Principal
+    from bot.mcp.principal import Principal, PrincipalOf
 
 mcp_app = group(
     "lifebot and the Model Context Protocol: serve your memory to other AI agents, and list "
@@ -45,7 +45,8 @@ def serve(
     """Serve one person's memory over stdio to an MCP client (Claude Desktop, an IDE agent).
 
     With --user it is read-only unless --write is given; with a token, the token's scope
-    decides (tokens are made on the web page's Settings page).
+    decides (tokens are made on the web page's Settings page), and the token is read again
+    for every request: once it is revoked, every request gets an error saying so.
     """
     from bot.app.logs import setup_logging
 
@@ -62,26 +63,42 @@ def serve(
     setup_logging(settings)  # stderr (or LIFEBOT_LOG_FILE): stdout carries the protocol
 
     async def go(application: App) -> None:
-        principal = await _principal(application, user, token, write=write)
-        await application.mcp.stdio_server(principal).run_stdio_async()
+        principal_of = await _principal_of(application, user, token, write=write)
+        await application.mcp.stdio_server(principal_of).run_stdio_async()
 
     run_with_app(go, settings)
 
 
-async def _principal(app: App, user: str | None, token: str | None, *, write: bool) -> Principal:
-    from bot.mcp.principal import WRITE, Principal
+async def _principal_of(
+    app: App, user: str | None, token: str | None, *, write: bool
+) -> PrincipalOf:
+    """Whom the server acts for: a fixed user, or the token's user while the token lives."""
+    from bot.mcp.principal import Principal, fixed, live
 
     if user is not None:
         found = await find_user(app, user)
         assert found.id is not None
-        return Principal(found.id, write, "stdio")
-    row = await app.web.auth.api_token(f"Bearer {token}")
-    if row is None or row.id is None or await app.web.service.accounts.user(row.user_id) is None:
+        return fixed(Principal(found.id, write, "stdio"))
+
+    async def of_token() -> Principal | None:
+        return await _token_principal(app, token)
+
+    if await of_token() is None:
         typer.echo(
             "That token is unknown or revoked: make one on the web page's Settings page.",
             err=True,
         )
         raise typer.Exit(2)
+    return live(of_token)
+
+
+async def _token_principal(app: App, token: str | None) -> Principal | None:
+    """The principal of a live token whose user exists, else None (one or two queries)."""
+    from bot.mcp.principal import WRITE, Principal
+
+    row = await app.web.auth.api_token(f"Bearer {token}")
+    if row is None or row.id is None or await app.web.service.accounts.user(row.user_id) is None:
+        return None
     return Principal(row.user_id, row.scope == WRITE, f"token #{row.id}")
 
 

@@ -26,7 +26,7 @@ from bot.errors import BotError
 from bot.jobs.engine.leader import LeaderLock
 from bot.jobs.engine.timer import DueTimer
 from bot.jobs.outbox.delivery import Outbox
-from storage.db import Database
+from storage.db import Database, limit_idle_transactions
 from storage.repos.job_state import JobStateRepo
 
 if TYPE_CHECKING:  # APScheduler is imported when a process starts leading (CLI start-up speed)
@@ -97,10 +97,10 @@ for as long as it stays frozen."""
 
 def job_store_engine(url: str) -> Any:
     """The synchronous engine APScheduler's job store uses (a frozen holder's locks lapse)."""
+    engine = create_engine(url, pool_pre_ping=True)
     if url.startswith("postgresql"):
-        limit = f"-c idle_in_transaction_session_timeout={int(STORE_IDLE_LIMIT * 1000)}"
-        return create_engine(url, pool_pre_ping=True, connect_args={"options": limit})
-    return create_engine(url, pool_pre_ping=True)
+        limit_idle_transactions(engine, STORE_IDLE_LIMIT)
+    return engine
 
 
 class JobService:

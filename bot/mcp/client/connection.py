@@ -108,6 +108,8 @@ class ServerConnection:
         self.detail = f"needs {', '.join(spec.missing)}" if spec.missing else "starting"
         self.tools: list[Tool] = []
         self.restarts = 0
+        self.last_wait: float | None = None
+        """Seconds waited before the latest reconnect (None before the first)."""
         self.first_attempt = asyncio.Event()
         """Set once the first connection attempt has ended (up or not)."""
         self._client: Client | None = None
@@ -171,6 +173,7 @@ class ServerConnection:
             self.state = "down"
             self.restarts += 1
             log.info("MCP server %s: reconnecting in %.0f s", self.spec.name, delay)
+            self.last_wait = delay
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), timeout=delay)
             delay = min(delay * 2, BACKOFF_MAX)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from bot.agent.memory.facts import FACT_SIZE, FactDecision
+from bot.agent.memory.facts import NOT_A_FACT, FactDecision
 from bot.agent.memory.memory_file import ApplyReport, apply_text, write_for
 from bot.agent.memory.service import MemoryService
 from bot.agent.memory.views import MemoryViews
 from bot.clock import Clock
 from storage.models import Fact, Message, User
-
-NOT_A_FACT = f"A fact is one sentence of {FACT_SIZE}"
-"""Why words were not kept as a fact (the API and the Facts page say what was not done)."""
 
 
 class FactRefused(ValueError):

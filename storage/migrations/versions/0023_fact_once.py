@@ -6,15 +6,15 @@ live facts (neither forgotten nor replaced) makes the database decide. Duplicate
 stored are settled first: the oldest stays, the others are marked replaced by it and leave
 the search index.
 
-Revision ID: 0022_fact_once
-Revises: 0021_server_key
+Revision ID: 0023_fact_once
+Revises: 0022_device_live_name
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0022_fact_once"
-down_revision = "0021_server_key"
+revision = "0023_fact_once"
+down_revision = "0022_device_live_name"
 branch_labels = None
 depends_on = None
 
