@@ -23,10 +23,12 @@ from typing import Any
 
 import pytest
 from sqlalchemy import func, select
-from sqlmodel import SQLModel
+from sqlmodel import SQLModel, col
+from sqlmodel import select as select_rows
 
 from bot.app.build import App, build_app, start_app
 from bot.app.features import REGISTRY
+from storage.models import Fact
 from tests.support.app import make_settings
 from tests.support.cli import run_cli
 from tests.support.rows import expected_rows, fill, ids_of, rows_of
@@ -689,3 +691,34 @@ async def test_an_export_cut_short_is_named_a_damaged_export_not_read_as_chat_hi
     assert err.startswith(f"error: {cut} is a damaged zip") and "nothing was imported" in err
     code, out, err = await run_cli("import", str(cut), "--user", "bob", cwd=tmp_path, env=env)
     assert code == 2 and "lifebot export" in err, out + err
+
+
+async def test_an_export_holding_one_fact_twice_is_imported_with_one_live_copy(
+    export_zip: Path, tmp_path: Path
+) -> None:
+    """Older versions could keep the same fact twice (two requests at once, or a forget undone
+    after the words were stored again); the database now holds one live fact per wording, and
+    such an export was refused whole. The later copy is kept as replaced by the first, as the
+    upgrade of an existing database settles them."""
+
+    def twice(tables: Rows, _bobs: dict[str, Any]) -> None:
+        [fact] = tables["fact"]
+        fact.update(forgotten_at=None, superseded_by=None)
+        tables["fact"].append({**fact, "id": int(fact["id"]) + 1000})
+
+    crafted = _edited(export_zip, tmp_path / "twice.zip", twice, {})
+    data = tmp_path / "data"
+    app = await _started(data)
+    try:
+        code, out, err = await run_cli(
+            "import", str(crafted), cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data)}
+        )
+        assert code == 0, out + err
+        async with app.db.session() as s:
+            facts = (await s.exec(select_rows(Fact).order_by(col(Fact.id)))).all()
+    finally:
+        await app.close()
+    assert len(facts) == 2
+    first, later = facts
+    assert first.superseded_by is None and first.forgotten_at is None  # the one live copy
+    assert later.superseded_by == first.id

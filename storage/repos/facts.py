@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import bindparam
@@ -20,6 +21,35 @@ def fact_hash(text: str) -> str:
     """A hash that treats case, spacing and end punctuation as the same fact."""
     norm = re.sub(r"\s+", " ", text.strip().lower()).rstrip(".!")
     return hashlib.sha256(norm.encode()).hexdigest()[:32]
+
+
+def settle_twins(data: dict[str, list[dict[str, Any]]]) -> int:
+    """In an export's rows, mark each later live copy of a fact as replaced by the first one.
+
+    The database keeps one live fact per user and wording (migration 0023); older versions
+    could keep two (requests at once, a forget undone after the words were stored again), and
+    their exports would be refused whole. The twin stays, replaced, and leaves the search
+    index, as the upgrade settles a database's twins. Returns how many were settled.
+    """
+    first: dict[tuple[str, str], Any] = {}
+    twins: set[str] = set()
+    for row in data.get("fact") or []:
+        if row.get("forgotten_at") is not None or row.get("superseded_by") is not None:
+            continue
+        words = row.get("text_hash") or fact_hash(str(row.get("text") or ""))
+        key = (str(row.get("user_id")), str(words))
+        if key in first:
+            row["superseded_by"] = first[key]
+            twins.add(str(row.get("id")))
+        else:
+            first[key] = row.get("id")
+    if twins:
+        data["memoryitem"] = [
+            item
+            for item in data.get("memoryitem") or []
+            if not (item.get("kind") == "fact" and str(item.get("source_id")) in twins)
+        ]
+    return len(twins)
 
 
 _ACTIVE = (
