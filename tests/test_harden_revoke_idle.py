@@ -17,12 +17,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlmodel import col, select
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from bot.app.build import App, start_push_handover
 from bot.device import protocol as p
 from storage.db import Database
+from storage.models import Device
 from storage.repos.devices import DeviceRepo
 from tests.support.app import AppFactory
 from tests.support.cli import run_cli
@@ -77,8 +79,9 @@ async def idle_pendant(url: str, token: str) -> AsyncIterator[Idle]:
 
 async def revoked_at(db: Database, name: str) -> datetime:
     """When the device was revoked, as stored (the revoking process's clock)."""
-    async with db.session() as s:
-        device = await DeviceRepo(s).by_name(name)
+    async with db.session() as s:  # the newest device of that name (by_name: live ones only)
+        query = select(Device).where(Device.name == name).order_by(col(Device.id).desc())
+        device = (await s.exec(query)).first()
     assert device is not None and device.revoked_at is not None
     return device.revoked_at.replace(tzinfo=UTC)
 
