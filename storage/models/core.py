@@ -160,7 +160,7 @@ class Fact(SQLModel, table=True):
     """A short statement about the user (the memory issue deepens this)."""
 
     # One live fact (neither forgotten nor superseded) per user and ``text_hash``: the partial
-    # unique index ``ux_fact_live_words`` is made by migration 0022 only (declared here, its
+    # unique index ``ux_fact_live_words`` is made by migration 0023 only (declared here, its
     # dialect options would load both dialects at import, as ``IngestJob`` says).
 
     id: int | None = Field(default=None, primary_key=True)

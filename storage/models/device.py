@@ -11,7 +11,6 @@ from sqlalchemy import (
     Column,
     Index,
     UniqueConstraint,
-    text,
 )
 from sqlmodel import Field, SQLModel
 
@@ -21,16 +20,10 @@ from storage.models._types import UTCDateTime, utcnow
 class Device(SQLModel, table=True):
     """A pendant allowed to stream audio for one user; its token is stored only as a hash."""
 
-    __table_args__ = (
-        # Unique among live pendants: a revoked one stays its owner's when the name is reused.
-        Index(
-            "ux_device_live_name",
-            "name",
-            unique=True,
-            sqlite_where=text("revoked_at IS NULL"),
-            postgresql_where=text("revoked_at IS NULL"),
-        ),
-    )
+    # A name is unique among live pendants (a revoked one stays its owner's when the name is
+    # reused): the partial unique index ``ux_device_live_name`` is made by migration 0022 only
+    # (declared here, its dialect options would load both dialects at import, as ``IngestJob``
+    # says: a cold ``lifebot memory search`` paid for PostgreSQL's on SQLite).
 
     id: int | None = Field(default=None, primary_key=True)
     user_id: int = Field(foreign_key="user.id", index=True)
