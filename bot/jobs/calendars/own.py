@@ -85,7 +85,8 @@ OWN_FEED_PATH = re.compile(r"/calendar/(?P<secret>[^/]+)\.ics$")
 adds; its secret says whose feed it is."""
 
 MAX_ADDRESS = 2048
-"""The longest calendar address taken (characters); real secret addresses are a few hundred."""
+"""The longest calendar address taken (bytes, as UTF-8); real secret addresses are a few
+hundred. PostgreSQL indexes (one calendar per address) nothing much longer than 2,700."""
 
 
 def feed_url(text: str) -> str:
@@ -103,7 +104,7 @@ def feed_url(text: str) -> str:
         parts is None
         or parts.scheme not in ("http", "https")
         or not parts.hostname
-        or len(url) > MAX_ADDRESS
+        or len(url.encode()) > MAX_ADDRESS
         or any(c.isspace() or not c.isprintable() for c in url)
     ):
         raise CalendarError(
