@@ -48,6 +48,7 @@ from storage.files import FileStore
 from storage.files.base import BadKey, check_key
 from storage.files.private import FILE_MODE, private_dir
 from storage.remap import IdMap, Remapper
+from storage.repos.calendar_sources import settle_twin_sources
 from storage.repos.facts import settle_twins
 from storage.repos.userdata import USER, ImportConflict, UserDataRepo, columns_of, user_tables
 
@@ -225,6 +226,7 @@ class UserData:
             raise ExportFileError(f"{path}: user.json: the user's id is not a number")
         old_user = int(users[0]["id"])
         settle_twins(data)  # one live fact per wording: an older export may hold two
+        settle_twin_sources(data)  # and one calendar per address: it may hold a copy
         kinds = {k.name for k in self.files.kinds() if k.per_user and not k.derived}
         sessions = {str(r.get("id")) for r in data.get("devicesession", [])}
         for member in members:  # every file hers and safe, before anything is written

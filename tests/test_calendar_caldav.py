@@ -77,6 +77,8 @@ async def test_accepted_events_land_in_radicale_and_its_events_reach_the_briefin
             with pytest.raises(CalendarError, match=r"could not be reached \(ConnectionError\)"):
                 await app.jobs.calendars.add_caldav(ana, nobody, "ana", "s3cret-pw")
             linked = await app.jobs.calendars.add_caldav(ana, str(cal.url), "ana", "s3cret-pw")
+            # Linked again: the one calendar stays (a copy read every event in twice).
+            again = await app.jobs.calendars.add_caldav(ana, str(cal.url), "ana", "s3cret-pw")
 
             # A plan from chat, accepted with the Yes button's command, goes to Radicale.
             async with app.db.session() as s:
@@ -115,6 +117,7 @@ async def test_accepted_events_land_in_radicale_and_its_events_reach_the_briefin
 
     assert linked.startswith("Linked CalDAV calendar")
     assert "1 event(s) read" in linked
+    assert again.startswith("You already link that CalDAV calendar"), again
     assert yes.reply is not None and yes.reply.startswith("Added: ")
     assert "Coffee with Rui" in on_server.values()
     assert on_server["offsite@radicale"] == "Team offsite"

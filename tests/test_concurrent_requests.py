@@ -11,6 +11,8 @@ import asyncio
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -21,6 +23,8 @@ from sqlalchemy.exc import IntegrityError
 from bot.app.build import App
 from bot.web.server import WebServer
 from storage.db import Database
+from storage.repos.calendar import CalendarRepo
+from tests.fakes.ics_feed import FakeFeed
 from tests.support.app import add_user
 
 
@@ -162,3 +166,44 @@ async def test_one_fact_posted_at_once_is_stored_once(any_db_app: App) -> None:
         assert sorted(f["text"] for f in listed) == sorted(
             ["I live in Porto", "My sister is Ana", "I am allergic to cats"]
         )
+
+
+def _calendar() -> bytes:
+    """An ICS feed of one event tomorrow (within the window a feed is read over)."""
+    start = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y%m%dT090000Z")
+    return (
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//t//EN\r\nBEGIN:VEVENT\r\n"
+        f"UID:standup@t\r\nDTSTAMP:20250101T000000Z\r\nDTSTART:{start}\r\nDURATION:PT1H\r\n"
+        "SUMMARY:Standup\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+    ).encode()
+
+
+async def test_one_feed_subscribed_at_once_is_one_calendar(any_db_app: App) -> None:
+    """As one after the other: one 201, then 200 with that calendar; its events once.
+
+    Every copy was a calendar of its own, fetched and stored on each refresh, so each of the
+    feed's events showed once per copy.
+    """
+    feed = FakeFeed(_calendar())
+    url = await feed.start()
+    calendars = any_db_app.jobs.calendars
+    calendars.settings = replace(calendars.settings, allow_private=True)  # the feed's loopback
+    try:
+        async with _served(any_db_app) as (client, api):
+            together = 5  # each first read is a bounded child process: few, on two cores
+            answers = await asyncio.gather(
+                *(
+                    client.post("/api/v1/calendars", json={"url": url}, headers=api)
+                    for _ in range(together)
+                )
+            )
+            assert _codes(answers) == [200] * (together - 1) + [201], [r.text for r in answers]
+            assert len({r.json()["id"] for r in answers}) == 1
+            listed = (await client.get("/api/v1/calendars", headers=api)).json()["items"]
+            assert len(listed) == 1
+            ann = (await client.get("/api/v1/me", headers=api)).json()["id"]
+        async with any_db_app.db.session() as s:
+            events = await CalendarRepo(s).all_events(ann)
+        assert [e.title for e in events] == ["Standup"]
+    finally:
+        await feed.stop()

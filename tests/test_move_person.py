@@ -28,7 +28,7 @@ from sqlmodel import select as select_rows
 
 from bot.app.build import App, build_app, start_app
 from bot.app.features import REGISTRY
-from storage.models import Fact
+from storage.models import CalendarEvent, CalendarSource, Fact
 from tests.support.app import make_settings
 from tests.support.cli import run_cli
 from tests.support.rows import expected_rows, fill, ids_of, rows_of
@@ -722,3 +722,47 @@ async def test_an_export_holding_one_fact_twice_is_imported_with_one_live_copy(
     first, later = facts
     assert first.superseded_by is None and first.forgotten_at is None  # the one live copy
     assert later.superseded_by == first.id
+
+
+async def test_an_export_holding_one_calendar_twice_is_imported_as_one(
+    export_zip: Path, tmp_path: Path
+) -> None:
+    """Older versions could link one address twice (subscribes at once), each copy holding
+    the feed's events again; the database now holds one calendar per person, kind and
+    address, and such an export was refused whole. The copy merges into the first, as the
+    upgrade of an existing database merges them: its events the first has go, the rest
+    move over."""
+
+    def twice(tables: Rows, _bobs: dict[str, Any]) -> None:
+        [source] = tables["calendarsource"]
+        source["kind"] = "ics"
+        copy = {**source, "id": int(source["id"]) + 1000}
+        tables["calendarsource"].append(copy)
+        tag, copy_tag = f"{source['kind']}:{source['id']}", f"{copy['kind']}:{copy['id']}"
+        front = f"{source['user_id']}/{tag}/"
+        [event] = tables["calendarevent"]
+        event.update(source=tag, uid=f"{front}standup@ics.lifebot")
+        tables["calendarevent"] += [
+            {**event, "id": int(event["id"]) + 1000, "source": copy_tag,
+             "uid": event["uid"].replace(tag, copy_tag)},
+            {**event, "id": int(event["id"]) + 2000, "source": copy_tag, "title": "Only here",
+             "title_key": "only here", "uid": f"{source['user_id']}/{copy_tag}/only@x.lifebot"},
+        ]  # fmt: skip
+
+    crafted = _edited(export_zip, tmp_path / "twice.zip", twice, {})
+    data = tmp_path / "data"
+    app = await _started(data)
+    try:
+        code, out, err = await run_cli(
+            "import", str(crafted), cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data)}
+        )
+        assert code == 0, out + err
+        async with app.db.session() as s:
+            [source] = (await s.exec(select_rows(CalendarSource))).all()
+            events = (await s.exec(select_rows(CalendarEvent))).all()
+    finally:
+        await app.close()
+    tag = f"{source.kind}:{source.id}"
+    from_it = sorted(e.title for e in events if e.source == tag)
+    assert len(from_it) == 2 and "Only here" in from_it, [(e.source, e.uid) for e in events]
+    assert all(e.uid.startswith(f"{source.user_id}/{tag}/") for e in events if e.source == tag)

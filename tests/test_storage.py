@@ -142,3 +142,81 @@ async def test_facts_stored_twice_by_a_race_are_settled_by_the_upgrade(
                 s.add(Fact(user_id=1, text="i live in porto.", text_hash=h))
     finally:
         await db.dispose()
+
+
+async def test_calendars_linked_twice_by_a_race_are_merged_by_the_upgrade(
+    postgres_or_sqlite_url: str,
+) -> None:
+    """Copies of a linked calendar (concurrent subscribes made them) merge into the oldest.
+
+    Each copy's events showed beside the oldest's: those the oldest has go (a proposal merged
+    into one now points at the oldest's), the others move to it. Then one calendar per user,
+    kind and address is a unique index: linking it again is refused by the database itself.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy.exc import IntegrityError
+    from sqlmodel import col, select
+
+    from storage.db import Database
+    from storage.models import CalendarEvent, CalendarSource, Proposal, User
+
+    db = Database(postgres_or_sqlite_url)
+    feed, other = "https://cal.example.test/a.ics", "https://cal.example.test/b.ics"
+    at = datetime(2026, 1, 1, 9, tzinfo=UTC)
+    try:
+        await db.migrate("0023_fact_once")
+        async with db.session() as s:
+            s.add_all([User(id=1, display_name="ana"), User(id=2, display_name="bo")])
+            await s.flush()
+            for sid, user, kind, url in [
+                (1, 1, "ics", feed),
+                (2, 1, "ics", feed),  # a copy
+                (3, 1, "ics", other),
+                (4, 1, "caldav", feed),  # another kind: not a copy
+                (5, 2, "ics", feed),  # another person's
+                (6, 1, "ics", feed),  # a second copy
+            ]:
+                s.add(CalendarSource(id=sid, user_id=user, kind=kind, name="c", url=url))
+            await s.flush()
+            for eid, source, uid, title, hours in [
+                (1, "ics:1", "1/ics:1/aa@ics.lifebot", "standup", 0),
+                (2, "ics:1", "1/ics:1/bb@ics.lifebot", "lunch", 3),
+                (3, "ics:2", "1/ics:2/aa@ics.lifebot", "standup", 0),  # the oldest has it
+                (4, "ics:2", "1/ics:2/cc@ics.lifebot", "review", 6),  # only the copy has it
+                (5, "ics:2", "9f3e@ics.lifebot", "lunch", 3),  # an older uid; by its time
+                (6, "ics:6", "1/ics:6/aa@ics.lifebot", "standup", 0),
+                (7, "caldav:4", "1/caldav:4/aa@caldav.lifebot", "standup", 0),
+            ]:
+                start = at + timedelta(hours=hours)
+                s.add(
+                    CalendarEvent(
+                        id=eid, user_id=1, uid=uid, title=title, title_key=title,
+                        start_at=start, end_at=start + timedelta(hours=1), source=source,
+                    )
+                )  # fmt: skip
+            await s.flush()
+            s.add(
+                Proposal(
+                    id=1, user_id=1, title="standup", start_at=at, end_at=at, status="accepted",
+                    event_id=3, expires_at=at,
+                )
+            )  # fmt: skip
+        await db.migrate()
+        async with db.session() as s:
+            sources = (await s.exec(select(CalendarSource).order_by(col(CalendarSource.id)))).all()
+            events = (await s.exec(select(CalendarEvent).order_by(col(CalendarEvent.id)))).all()
+            proposal = await s.get(Proposal, 1)
+        assert [c.id for c in sources] == [1, 3, 4, 5]
+        assert [(e.id, e.source, e.uid) for e in events] == [
+            (1, "ics:1", "1/ics:1/aa@ics.lifebot"),
+            (2, "ics:1", "1/ics:1/bb@ics.lifebot"),
+            (4, "ics:1", "1/ics:1/cc@ics.lifebot"),
+            (7, "caldav:4", "1/caldav:4/aa@caldav.lifebot"),
+        ]
+        assert proposal is not None and proposal.event_id == 1
+        with pytest.raises(IntegrityError):
+            async with db.session() as s:
+                s.add(CalendarSource(user_id=1, kind="ics", name="again", url=feed))
+    finally:
+        await db.dispose()

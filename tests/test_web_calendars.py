@@ -308,3 +308,27 @@ def test_shown_url_hides_every_part_that_may_be_a_secret() -> None:
     assert shown_url(login) == "https://…@cal.example.org:8443/feeds/team.ics?token=…&x=…"
     plain = "https://www.officeholidays.com/ics/germany"
     assert shown_url(plain) == plain
+
+
+async def test_an_address_too_long_in_bytes_is_refused_plainly(
+    any_db_app: App, fake_feed: FakeFeed
+) -> None:
+    """Under 2048 characters but not under 2048 bytes (letters outside ASCII): refused in
+    words, nothing stored. PostgreSQL cannot index a calendar address much longer (the one
+    calendar per address index); it answered 500 ("index row size exceeds btree maximum")."""
+    from dataclasses import replace
+
+    calendars = any_db_app.jobs.calendars
+    calendars.settings = replace(calendars.settings, allow_private=True)  # the feed's loopback
+    fake_feed.body = ics_body()
+    ann = await add_user(any_db_app, "ann")
+    assert ann.id is not None
+    _, token = await any_db_app.web.auth.new_api_token(ann.id, "script", "write")
+    api = {"Authorization": f"Bearer {token}"}
+    words = "".join(chr(0x4E00 + n * 7) for n in range(1000))  # 3,000 bytes, none repeated
+    long = f"{fake_feed.url}#{words}"  # a fragment: not sent, so the feed is read
+    async with client_for(any_db_app) as web:
+        refused = await web.post("/api/v1/calendars", headers=api, json={"url": long})
+        assert refused.status_code == 422, refused.text
+        assert "not a calendar address" in refused.json()["detail"]
+        assert (await web.get("/api/v1/calendars", headers=api)).json()["items"] == []

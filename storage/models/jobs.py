@@ -81,7 +81,12 @@ class CalendarEvent(SQLModel, table=True):
 
 
 class CalendarSource(SQLModel, table=True):
-    """One of the user's own calendars lifebot reads (an ICS feed) or reads and writes (CalDAV)."""
+    """One of the user's own calendars lifebot reads (an ICS feed) or reads and writes (CalDAV).
+
+    One per user, kind and address (migration 0024): linked twice, every event came in twice.
+    """
+
+    __table_args__ = (Index("ux_calendarsource_user_url", "user_id", "kind", "url", unique=True),)
 
     id: int | None = Field(default=None, primary_key=True)
     user_id: int = Field(foreign_key="user.id", index=True)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -17,11 +19,34 @@ class CalendarSourceRepo:
     def __init__(self, session: AsyncSession) -> None:
         self.s = session
 
-    async def add(self, source: CalendarSource) -> CalendarSource:
-        """Store a new source."""
-        self.s.add(source)
-        await self.s.flush()
-        return source
+    async def add(self, source: CalendarSource) -> tuple[CalendarSource, bool]:
+        """Store a new source: (it, True); (the one linked first, False) when the user has one.
+
+        One source per user, kind and address (a unique index): two requests linking one
+        address at once get what they would one after the other. The loser's insert is rolled
+        back to a savepoint and it gets the source the winner stored.
+        """
+        try:
+            async with self.s.begin_nested():
+                self.s.add(source)
+                await self.s.flush()
+        except IntegrityError:  # linked by another request meanwhile
+            known = await self.linked(source.user_id, source.kind, source.url)
+            if known is None:
+                raise
+            return known, False
+        return source, True
+
+    async def linked(self, user_id: int, kind: str, url: str) -> CalendarSource | None:
+        """The user's source of this kind at exactly this address (None: not linked)."""
+        res = await self.s.exec(
+            select(CalendarSource).where(
+                CalendarSource.user_id == user_id,
+                CalendarSource.kind == kind,
+                CalendarSource.url == url,
+            )
+        )
+        return res.first()
 
     async def of_user(self, user_id: int, kind: str | None = None) -> list[CalendarSource]:
         """The user's sources (of one kind when given), oldest first."""
@@ -75,3 +100,73 @@ class CalendarSourceRepo:
                 values["event_count"] = count
         stmt = update(CalendarSource).where(col(CalendarSource.id) == source_id).values(**values)
         return int(getattr(await self.s.exec(stmt), "rowcount", 0) or 0) == 1
+
+
+def settle_twin_sources(data: dict[str, list[dict[str, Any]]]) -> int:
+    """In an export's rows, merge each later copy of a linked calendar into the first one.
+
+    The database keeps one source per user, kind and address (migration 0024); older versions
+    could link one twice (requests at once), and their exports would be refused whole. As
+    the upgrade merges a database's copies: a copy's event the first also has goes (a
+    proposal merged into it then points at the first's), any other moves to the first (its
+    ``source`` and uid front renamed); the copy goes. Returns how many copies were merged.
+    """
+    first: dict[tuple[str, str, str], Any] = {}
+    kept: list[dict[str, Any]] = []
+    merged: dict[str, tuple[str, str]] = {}
+    """A copy's ``kind:id`` → (the first's ``kind:id``, the owner's id)."""
+    for row in data.get("calendarsource") or []:
+        key = (str(row.get("user_id")), str(row.get("kind")), str(row.get("url")))
+        if key in first:
+            merged[f"{row.get('kind')}:{row.get('id')}"] = (
+                f"{row.get('kind')}:{first[key]}",
+                str(row.get("user_id")),
+            )
+        else:
+            first[key] = row.get("id")
+            kept.append(row)
+    if not merged:
+        return 0
+    data["calendarsource"] = kept
+    events = data.get("calendarevent") or []
+    staying = [e for e in events if str(e.get("source")) not in merged]
+    by_uid = {str(e.get("uid")): e.get("id") for e in staying}
+    by_time = {_when(e): e.get("id") for e in staying if _from_source(e)}
+    twin_of: dict[str, Any] = {}
+    for event in events:
+        tag = str(event.get("source"))
+        if tag not in merged:
+            continue
+        into, user = merged[tag]
+        uid, old_front = str(event.get("uid")), f"{user}/{tag}/"
+        if uid.startswith(old_front):
+            uid = f"{user}/{into}/{uid[len(old_front) :]}"
+        twin = by_uid.get(uid)
+        if twin is None and by_time.get(_when(event, into)) is not None:
+            twin = by_time[_when(event, into)]
+        if twin is not None:
+            twin_of[str(event.get("id"))] = twin
+        else:
+            event.update(source=into, uid=uid)
+            staying.append(event)
+            by_uid[uid] = event.get("id")
+    data["calendarevent"] = staying
+    for proposal in data.get("proposal") or []:
+        if str(proposal.get("event_id")) in twin_of:
+            proposal["event_id"] = twin_of[str(proposal.get("event_id"))]
+    return len(merged)
+
+
+def _from_source(event: dict[str, Any]) -> bool:
+    """Whether an exported event row came from a linked calendar (``ics:``/``caldav:``)."""
+    return str(event.get("source")).startswith(("ics:", "caldav:"))
+
+
+def _when(event: dict[str, Any], source: str | None = None) -> tuple[str, ...]:
+    """What finds an event's twin when its uid is an older version's: source, title, times."""
+    return (
+        source or str(event.get("source")),
+        str(event.get("title_key")),
+        str(event.get("start_at")),
+        str(event.get("end_at")),
+    )

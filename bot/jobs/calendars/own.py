@@ -85,7 +85,8 @@ OWN_FEED_PATH = re.compile(r"/calendar/(?P<secret>[^/]+)\.ics$")
 adds; its secret says whose feed it is."""
 
 MAX_ADDRESS = 2048
-"""The longest calendar address taken (characters); real secret addresses are a few hundred."""
+"""The longest calendar address taken (bytes, as UTF-8); real secret addresses are a few
+hundred. PostgreSQL indexes (one calendar per address) nothing much longer than 2,700."""
 
 
 def feed_url(text: str) -> str:
@@ -103,7 +104,7 @@ def feed_url(text: str) -> str:
         parts is None
         or parts.scheme not in ("http", "https")
         or not parts.hostname
-        or len(url) > MAX_ADDRESS
+        or len(url.encode()) > MAX_ADDRESS
         or any(c.isspace() or not c.isprintable() for c in url)
     ):
         raise CalendarError(
@@ -386,12 +387,12 @@ class OwnCalendars:
         await self._refuse_own_feed(user.id, url)
         now = self.clock.now()
         async with self.db.session() as s:
-            for known in await CalendarSourceRepo(s).of_user(user.id, "ics"):
-                if known.url == url:
-                    return Subscribed(known, 0, already=True)
+            known = await CalendarSourceRepo(s).linked(user.id, "ics", url)
+        if known is not None:
+            return Subscribed(known, 0, already=True)
         events, skipped = await self._parse(await self.fetch(url, user.id), user, now)
         async with self.db.session() as s:
-            source = await CalendarSourceRepo(s).add(
+            source, new = await CalendarSourceRepo(s).add(
                 CalendarSource(
                     user_id=user.id,
                     kind="ics",
@@ -400,6 +401,8 @@ class OwnCalendars:
                     created_at=now,
                 )
             )
+            if not new:  # subscribed by a request that arrived together with this one
+                return Subscribed(source, 0, already=True)
             assert source.id is not None
             counts = await CalendarRepo(s).sync_outside(
                 user.id, source_tag(source), events, now, remove_missing=True
@@ -623,14 +626,18 @@ class OwnCalendars:
     async def add_caldav(
         self, user: User, url: str, username: str, password: str, name: str | None = None
     ) -> str:
-        """Link a CalDAV calendar (checked by logging in; refused otherwise); a sentence."""
+        """Link a CalDAV calendar (checked by logging in; refused otherwise); a sentence.
+
+        Linking one the user has already linked (the same collection) keeps that one and
+        gives it the login just checked, instead of a second copy of every event.
+        """
         assert user.id is not None
         sealed = self.secrets.seal(password)  # refuses before any network when no key is set
         await self.check_host(feed_url(url))
         found = await asyncio.to_thread(caldav.check, Login(url, username, password))
         now = self.clock.now()
         async with self.db.session() as s:
-            source = await CalendarSourceRepo(s).add(
+            source, new = await CalendarSourceRepo(s).add(
                 CalendarSource(
                     user_id=user.id,
                     kind="caldav",
@@ -641,6 +648,12 @@ class OwnCalendars:
                     created_at=now,
                 )
             )
+            if not new:  # linked before (or by a request arriving together): its login now
+                source.username, source.secret = username, sealed
+                s.add(source)
+                return (
+                    f"You already link that CalDAV calendar (#{source.id}); its login is updated."
+                )
         result = await self.refresh_source(source, user, now)
         async with self.db.session() as s:
             stored = await CalendarSourceRepo(s).get(user.id, source.id or 0)
