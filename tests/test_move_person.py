@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import zipfile
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -693,6 +694,21 @@ async def test_an_export_cut_short_is_named_a_damaged_export_not_read_as_chat_hi
     assert code == 2 and "lifebot export" in err, out + err
 
 
+@asynccontextmanager
+async def _imported(export: Path, tmp_path: Path) -> AsyncIterator[App]:
+    """A new lifebot (SQLite) into which ``lifebot import`` loaded ``export``, running."""
+    data = tmp_path / "data"
+    app = await _started(data)
+    try:
+        code, out, err = await run_cli(
+            "import", str(export), cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data)}
+        )
+        assert code == 0, out + err
+        yield app
+    finally:
+        await app.close()
+
+
 async def test_an_export_holding_one_fact_twice_is_imported_with_one_live_copy(
     export_zip: Path, tmp_path: Path
 ) -> None:
@@ -707,17 +723,8 @@ async def test_an_export_holding_one_fact_twice_is_imported_with_one_live_copy(
         tables["fact"].append({**fact, "id": int(fact["id"]) + 1000})
 
     crafted = _edited(export_zip, tmp_path / "twice.zip", twice, {})
-    data = tmp_path / "data"
-    app = await _started(data)
-    try:
-        code, out, err = await run_cli(
-            "import", str(crafted), cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data)}
-        )
-        assert code == 0, out + err
-        async with app.db.session() as s:
-            facts = (await s.exec(select_rows(Fact).order_by(col(Fact.id)))).all()
-    finally:
-        await app.close()
+    async with _imported(crafted, tmp_path) as app, app.db.session() as s:
+        facts = (await s.exec(select_rows(Fact).order_by(col(Fact.id)))).all()
     assert len(facts) == 2
     first, later = facts
     assert first.superseded_by is None and first.forgotten_at is None  # the one live copy
@@ -750,18 +757,9 @@ async def test_an_export_holding_one_calendar_twice_is_imported_as_one(
         ]  # fmt: skip
 
     crafted = _edited(export_zip, tmp_path / "twice.zip", twice, {})
-    data = tmp_path / "data"
-    app = await _started(data)
-    try:
-        code, out, err = await run_cli(
-            "import", str(crafted), cwd=tmp_path, env={"LIFEBOT_DATA_DIR": str(data)}
-        )
-        assert code == 0, out + err
-        async with app.db.session() as s:
-            [source] = (await s.exec(select_rows(CalendarSource))).all()
-            events = (await s.exec(select_rows(CalendarEvent))).all()
-    finally:
-        await app.close()
+    async with _imported(crafted, tmp_path) as app, app.db.session() as s:
+        [source] = (await s.exec(select_rows(CalendarSource))).all()
+        events = (await s.exec(select_rows(CalendarEvent))).all()
     tag = f"{source.kind}:{source.id}"
     from_it = sorted(e.title for e in events if e.source == tag)
     assert len(from_it) == 2 and "Only here" in from_it, [(e.source, e.uid) for e in events]
