@@ -25,8 +25,10 @@ can declare itself.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +188,13 @@ class Input(StrEnum):
     """A picture attachment: kept and described; the agent looks at it with the words."""
 
 
+ExportRows = dict[str, list[dict[str, Any]]]
+"""An export's rows by table, as read from its JSON (untrusted: any shape)."""
+ImportFix = Callable[[ExportRows], int]
+"""Changes an export's rows in place so the database takes them (a twin of a row that is
+unique now becomes replaced by the first, say); returns how many rows it changed."""
+
+
 @dataclass(frozen=True, slots=True)
 class Feature:
     """One feature's declaration: what it brings, for the shared machinery to act on."""
@@ -223,6 +232,9 @@ class Feature:
     metrics: tuple[str, ...] = ()
     """Prometheus metric names it exports at ``/metrics`` (as scraped: a counter's name ends
     in ``_total``); made with ``bot.metrics`` where they are observed."""
+    import_fixes: tuple[ImportFix, ...] = ()
+    """What settles its rows in an older export that the database now refuses (twins of a
+    row now unique), before an import writes anything."""
 
 
 class Registry:
@@ -264,6 +276,10 @@ class Registry:
     def references(self) -> tuple[Reference, ...]:
         """Every declared soft reference."""
         return tuple(r for f in self.features for r in f.references)
+
+    def import_fixes(self) -> tuple[ImportFix, ...]:
+        """Every declared fix for an older export's rows, in registration order."""
+        return tuple(fix for f in self.features for fix in f.import_fixes)
 
     def not_references(self) -> tuple[NotReference, ...]:
         """Every column declared to hold no ids to rewrite."""

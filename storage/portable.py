@@ -41,15 +41,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from bot.clock import Clock
-from bot.feature import Reference
+from bot.feature import ImportFix, Reference
 from storage.codec import dumps
 from storage.db import Database
 from storage.files import FileStore
 from storage.files.base import BadKey, check_key
 from storage.files.private import FILE_MODE, private_dir
 from storage.remap import IdMap, Remapper
-from storage.repos.calendar_sources import settle_twin_sources
-from storage.repos.facts import settle_twins
 from storage.repos.userdata import USER, ImportConflict, UserDataRepo, columns_of, user_tables
 
 FORMAT = "lifebot-user-export"
@@ -102,6 +100,7 @@ class UserData:
         after_import: Sequence[UserHook] = (),
         after_delete: Sequence[UserHook] = (),
         references: Sequence[Reference] = (),
+        import_fixes: Sequence[ImportFix] = (),
     ) -> None:
         self.db = db
         self.files = files
@@ -112,6 +111,8 @@ class UserData:
         """This host's live pendant spool (``<session>.pcm``)."""
         self.work_dir = work_dir
         """A private folder for temporary files (web downloads are written here first)."""
+        self.import_fixes = tuple(import_fixes)
+        """The features' fixes for an older export's rows (the registry's), run first."""
         self.after_import = tuple(after_import)
         """Called with the user id once an import is in (memory indexes what came without
         vectors)."""
@@ -225,8 +226,8 @@ class UserData:
         if not _is_id(users[0]["id"]):
             raise ExportFileError(f"{path}: user.json: the user's id is not a number")
         old_user = int(users[0]["id"])
-        settle_twins(data)  # one live fact per wording: an older export may hold two
-        settle_twin_sources(data)  # and one calendar per address: it may hold a copy
+        for fix in self.import_fixes:  # rows an older version wrote that are refused now
+            fix(data)
         kinds = {k.name for k in self.files.kinds() if k.per_user and not k.derived}
         sessions = {str(r.get("id")) for r in data.get("devicesession", [])}
         for member in members:  # every file hers and safe, before anything is written

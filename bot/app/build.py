@@ -490,6 +490,8 @@ def build_storage(
         after_delete=[forget_words],
         # Ids kept without a ForeignKey: an import gives rows new ids and rewrites these.
         references=REGISTRY.references(),
+        # Rows of older versions the database now refuses, settled as its upgrade settles them.
+        import_fixes=REGISTRY.import_fixes(),
     )
 
 

@@ -6,6 +6,7 @@ Reminders, briefings, proposed events, the user's own calendars and meeting tran
 from __future__ import annotations
 
 from bot.feature import Access, Feature, IntentWords, NotReference, Reference, Route, Secret
+from storage.repos.calendar_sources import settle_twin_sources
 
 REMINDERS = Feature(
     name="reminders",
@@ -72,6 +73,9 @@ CALENDAR = Feature(
     about="Events: lifebot's own, imported ICS files, subscribed feeds and linked CalDAV "
     "calendars, and the private feed of them a person can subscribe to.",
     tables=("calendarevent", "calendarsource", "icstoken"),
+    # One calendar per person, kind and address (migration 0024): an older export's copy
+    # merges into the first, as the upgrade merges a database's.
+    import_fixes=(settle_twin_sources,),
     references=(
         Reference("calendarevent", "source", template="ics:{calendarsource}"),
         Reference("calendarevent", "source", template="caldav:{calendarsource}"),

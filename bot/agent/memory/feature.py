@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from bot.feature import Access, Feature, FileKind, IntentWords, NotReference, Reference, Route
+from storage.repos.facts import settle_twins
 
 FEATURE = Feature(
     name="memory",
     about="Facts, episodes and the search index over everything said; answers cite it.",
     tables=("fact", "episode", "memoryitem", "memorycursor"),
+    # One live fact per wording (migration 0023): an older export's twin becomes replaced.
+    import_fixes=(settle_twins,),
     references=(
         Reference("fact", "source_message_ids", target="message", path=("*",)),
         Reference("fact", "superseded_by", target="fact"),
