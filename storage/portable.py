@@ -48,6 +48,7 @@ from storage.files import FileStore
 from storage.files.base import BadKey, check_key
 from storage.files.private import FILE_MODE, private_dir
 from storage.remap import IdMap, Remapper
+from storage.repos._conn import unbounded_idle
 from storage.repos.userdata import USER, ImportConflict, UserDataRepo, columns_of, user_tables
 
 FORMAT = "lifebot-user-export"
@@ -236,6 +237,7 @@ class UserData:
         """Files stored so far (kind, key; ``audio`` for the spool): taken back on failure."""
         try:
             async with self.db.session() as s:
+                await unbounded_idle(s)  # it waits on the files below, however many
                 try:
                     user_id, ids = await UserDataRepo(s, self.tables).load_new(
                         data, self.references, name=name

@@ -32,7 +32,8 @@ from bot.app.features import REGISTRY
 from bot.app.logs import setup_logging
 from bot.device.spool import Spool
 from bot.messages import Attachment
-from storage.files import BadKey, UndeclaredKind
+from storage.db import Database
+from storage.files import BadKey, FileStore, StoredInfo, UndeclaredKind
 from storage.models import StoredFile, User, utcnow
 from storage.portable import ExportFileError, UserData
 from tests.fakes.llm import FakeLLM
@@ -644,3 +645,46 @@ async def test_a_reference_to_a_row_the_export_lacks_points_at_nothing_not_at_an
     assert fact.source_message_ids == [new["message"]]  # Dan's message is not her source
     assert msg.reply_to_id is None
     assert cur.last_message_id == new["message"]
+
+
+class _SlowStore(FileStore):
+    """The file store, taking its time over each file put back (a large export's photos)."""
+
+    async def put_file(self, kind: str, key: str, source: Path) -> StoredInfo:
+        await asyncio.sleep(1.5)
+        return await super().put_file(kind, key, source)
+
+
+@pytest.mark.postgres
+async def test_on_postgres_an_import_whose_files_take_long_is_not_ended_half_way(
+    app_factory: AppFactory, migrated_postgres_url: str, tmp_path: Path
+) -> None:
+    """An import writes its rows, then puts the files back before one commit; meanwhile its
+    transaction waits. PostgreSQL ends a transaction of ours that waits too long (a frozen
+    process's, so that it gives its rows up): a large export's files must not count as that."""
+    app = await app_factory(database_url_setting=migrated_postgres_url)
+    ana = await add_user(app, "ana")
+    assert ana.id is not None
+    for n in (1, 2):
+        await app.files.put("photos", f"{ana.id}/{n}-0.jpg", os.urandom(20_000))
+    target = tmp_path / "ana.zip"
+    await without_hooks(app).export(ana.id, target)
+    await app.userdata.delete(ana.id)
+
+    impatient = Database(migrated_postgres_url, frozen_limit=1.0)
+    try:
+        files = _SlowStore.open(impatient, app.settings.data_dir, REGISTRY.file_kinds())
+        userdata = UserData(
+            db=impatient,
+            files=files,
+            tables=app.userdata.tables,
+            clock=app.clock,
+            spool_dir=app.userdata.spool_dir,
+            work_dir=app.userdata.work_dir,
+            references=REFS,
+        )
+        moved = await userdata.import_(target)
+    finally:
+        await impatient.dispose()
+    assert moved.files == {"photos": 2}
+    assert len(await app.files.listing("photos")) == 2

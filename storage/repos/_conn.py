@@ -57,3 +57,16 @@ async def bound_idle(s: AsyncSession) -> None:
     limit = f"{int(FROZEN_HOLDER_LIMIT * 1000)}ms"
     await conn.execute(select(func.set_config("idle_in_transaction_session_timeout", limit, True)))
     s.info[_BOUND] = s.sync_session.get_transaction()
+
+
+async def unbounded_idle(s: AsyncSession) -> None:
+    """Let this transaction wait between statements as long as it must (PostgreSQL only).
+
+    For the few that wait on purpose while other connections work: an import holds its rows
+    uncommitted while it puts the export's files back, so that a file that fails takes the
+    rows with it, and a large export's files take longer than ``FROZEN_TRANSACTION_LIMIT``.
+    """
+    if s.bind is None or s.bind.dialect.name != "postgresql":
+        return
+    conn = await connection_of(s)
+    await conn.execute(select(func.set_config("idle_in_transaction_session_timeout", "0", True)))
