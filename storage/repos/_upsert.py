@@ -1,9 +1,14 @@
-"""Dialect-aware ``INSERT ... ON CONFLICT`` statements shared by the repositories."""
+"""Inserts shared by the repositories.
+
+Dialect-aware ``INSERT ... ON CONFLICT`` statements, and ``add_unless_taken`` for a row a
+unique rule may refuse.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy.exc import IntegrityError
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 
@@ -50,3 +55,20 @@ def insert_or_update(
         index_where=where,
         set_={name: stmt.excluded[name] for name in update},
     )
+
+
+async def add_unless_taken(session: AsyncSession, row: Any) -> IntegrityError | None:
+    """Add and flush ``row`` in a savepoint: None when stored, else the unique rule's refusal.
+
+    For a row that claims something unique (a name, an address, a wording) checked just
+    before: a request arriving together may have claimed it meanwhile, and the database
+    decides. Only this row's change is rolled back; the caller answers as it would have had
+    the earlier check seen the other row (and re-raises the refusal when it finds none).
+    """
+    try:
+        async with session.begin_nested():
+            session.add(row)
+            await session.flush()
+    except IntegrityError as exc:
+        return exc
+    return None

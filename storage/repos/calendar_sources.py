@@ -6,11 +6,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import update
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import CalendarSource
+from storage.repos._upsert import add_unless_taken
 
 
 class CalendarSourceRepo:
@@ -26,16 +26,13 @@ class CalendarSourceRepo:
         address at once get what they would one after the other. The loser's insert is rolled
         back to a savepoint and it gets the source the winner stored.
         """
-        try:
-            async with self.s.begin_nested():
-                self.s.add(source)
-                await self.s.flush()
-        except IntegrityError:  # linked by another request meanwhile
-            known = await self.linked(source.user_id, source.kind, source.url)
-            if known is None:
-                raise
-            return known, False
-        return source, True
+        refused = await add_unless_taken(self.s, source)
+        if refused is None:
+            return source, True
+        known = await self.linked(source.user_id, source.kind, source.url)  # linked meanwhile
+        if known is None:
+            raise refused
+        return known, False
 
     async def linked(self, user_id: int, kind: str, url: str) -> CalendarSource | None:
         """The user's source of this kind at exactly this address (None: not linked)."""

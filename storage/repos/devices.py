@@ -23,7 +23,7 @@ from storage.models import (
     utcnow,
 )
 from storage.notify import notify_revoked
-from storage.repos._upsert import insert_ignore
+from storage.repos._upsert import add_unless_taken, insert_ignore
 from storage.repos.messages import ConversationRepo
 
 DEVICE_CHANNEL = "device"
@@ -94,12 +94,9 @@ class DeviceRepo:
         device = res.first()
         if device is None:
             device = Device(user_id=user_id, name=name, token_hash=hash_token(token))
-            try:
-                async with self.s.begin_nested():
-                    self.s.add(device)
-                    await self.s.flush()
-            except IntegrityError as exc:  # another request took the name meanwhile
-                raise NameTaken(name) from exc
+            refused = await add_unless_taken(self.s, device)
+            if refused is not None:  # another request took the name meanwhile
+                raise NameTaken(name) from refused
         else:  # the user's own revoked pendant of that name, registered again: afresh
             try:
                 async with self.s.begin_nested():

@@ -9,12 +9,12 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import bindparam
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Fact, utcnow
 from storage.repos._conn import connection_of
+from storage.repos._upsert import add_unless_taken
 
 
 def fact_hash(text: str) -> str:
@@ -103,16 +103,13 @@ class FactRepo:
             text_hash=h,
             source_message_ids=source_message_ids,
         )
-        try:
-            async with self.s.begin_nested():
-                self.s.add(fact)
-                await self.s.flush()
-        except IntegrityError:
-            existing = await self._live(user_id, h)
-            if existing is None:
-                raise
-            return existing, False
-        return fact, True
+        refused = await add_unless_taken(self.s, fact)
+        if refused is None:
+            return fact, True
+        existing = await self._live(user_id, h)  # the same words stored meanwhile
+        if existing is None:
+            raise refused
+        return existing, False
 
     async def _live(self, user_id: int, h: str) -> Fact | None:
         """The user's live fact (not forgotten, not superseded) with this hash."""
@@ -205,12 +202,8 @@ class FactRepo:
         )
         if again.first() is not None:
             return None
-        try:
-            async with self.s.begin_nested():  # the same words may be stored meanwhile
-                fact.forgotten_at = None
-                fact.updated_at = now
-                self.s.add(fact)
-                await self.s.flush()
-        except IntegrityError:
-            return None
+        fact.forgotten_at = None
+        fact.updated_at = now
+        if await add_unless_taken(self.s, fact) is not None:
+            return None  # the same words were stored meanwhile
         return fact

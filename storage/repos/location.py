@@ -6,13 +6,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import LocationPoint, LocationSetting, Place, Stay
 from storage.repos._conn import connection_of
-from storage.repos._upsert import insert_ignore
+from storage.repos._upsert import add_unless_taken, insert_ignore
 
 PointRow = tuple[datetime, float, float, float | None]
 """(time, latitude, longitude, accuracy in metres or None)."""
@@ -214,13 +213,7 @@ class LocationRepo:
         That place was named by another transaction after this one checked: the unique name
         decides, and this one's change is rolled back to a savepoint.
         """
-        try:
-            async with self.s.begin_nested():
-                self.s.add(place)
-                await self.s.flush()
-        except IntegrityError:
-            return False
-        return True
+        return await add_unless_taken(self.s, place) is None
 
     async def delete_place(self, user_id: int, place_id: int) -> bool:
         """Delete a place; its stays become unknown places again."""

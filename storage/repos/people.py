@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sqlalchemy.exc import IntegrityError
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Contact
+from storage.repos._upsert import add_unless_taken
 
 
 class ContactRepo:
@@ -53,16 +53,12 @@ class ContactRepo:
         if found is None:
             contact = Contact(user_id=user_id, name=name)
             _fill(contact, given)
-            try:
-                async with self.s.begin_nested():
-                    self.s.add(contact)
-                    await self.s.flush()
-            except IntegrityError:  # made by another request meanwhile
-                found = await self._named(user_id, name)
-                if found is None:
-                    raise
-            else:
+            refused = await add_unless_taken(self.s, contact)
+            if refused is None:
                 return contact, True
+            found = await self._named(user_id, name)  # made by another request meanwhile
+            if found is None:
+                raise refused
         _fill(found, given)
         self.s.add(found)
         await self.s.flush()
@@ -112,12 +108,11 @@ class ContactRepo:
             value = fields.get(key)
             if value is not None:
                 setattr(contact, key, value.strip())
-        try:
-            async with self.s.begin_nested():  # another rename may take the name meanwhile
-                self.s.add(contact)
-                await self.s.flush()
-        except IntegrityError as exc:  # the contact's fields are expired now: not read again
-            raise ValueError(f"You already have a contact called {(name or '').strip()}.") from exc
+        refused = await add_unless_taken(self.s, contact)  # another rename may take the name
+        if refused is not None:  # the contact's fields are expired now: not read again
+            raise ValueError(
+                f"You already have a contact called {(name or '').strip()}."
+            ) from refused
         return contact
 
 
