@@ -129,6 +129,47 @@ async def test_one_contact_posted_at_once_is_made_once(any_db_app: App) -> None:
         assert all(c["reach"] == f"{c['name']}@example.org" for c in listed)
 
 
+async def test_one_contact_posted_at_once_in_different_cases_is_made_once(
+    any_db_app: App,
+) -> None:
+    """Anna and anna are one person to every lookup: posted together, one contact.
+
+    The unique name was case-sensitive, so both inserts passed and the person was stored
+    twice; every later "Anna" then fitted two contacts. As one after the other: one 201,
+    the rest update it (200), and it keeps the first spelling.
+    """
+    spellings = ["Anna", "anna", "ANNA", "aNNa", "AnnA"]
+    async with _served(any_db_app) as (client, api):
+        answers = await asyncio.gather(
+            *(
+                client.post("/api/v1/contacts", json={"name": name}, headers=api)
+                for name in spellings * (TOGETHER // len(spellings))
+            )
+        )
+        assert _codes(answers) == [200] * (TOGETHER - 1) + [201], [r.text for r in answers]
+        assert len({r.json()["id"] for r in answers}) == 1
+        listed = (await client.get("/api/v1/contacts", headers=api)).json()["items"]
+        assert len(listed) == 1 and listed[0]["name"] in spellings, listed
+        # Renames to one name in different cases: one gets it, the rest a plain 409.
+        ids = [
+            (await client.post("/api/v1/contacts", json={"name": f"c{n}"}, headers=api)).json()
+            for n in range(TOGETHER)
+        ]
+        answers = await asyncio.gather(
+            *(
+                client.patch(
+                    f"/api/v1/contacts/{c['id']}",
+                    json={"name": "zed" if n % 2 else "Zed"},
+                    headers=api,
+                )
+                for n, c in enumerate(ids)
+            )
+        )
+        assert _codes(answers) == [200] + [409] * (TOGETHER - 1), [r.text for r in answers]
+        listed = (await client.get("/api/v1/contacts", headers=api)).json()["items"]
+        assert [x["name"].lower() for x in listed].count("zed") == 1
+
+
 async def test_renames_to_one_name_at_once_are_one_200_and_plain_409s(any_db_app: App) -> None:
     """Contacts and places renamed together to one free name: one gets it, the rest 409."""
     async with _served(any_db_app) as (client, api):

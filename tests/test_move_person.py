@@ -29,7 +29,7 @@ from sqlmodel import select as select_rows
 
 from bot.app.build import App, build_app, start_app
 from bot.app.features import REGISTRY
-from storage.models import CalendarEvent, CalendarSource, Fact
+from storage.models import CalendarEvent, CalendarSource, Contact, Fact
 from tests.support.app import make_settings
 from tests.support.cli import run_cli
 from tests.support.rows import expected_rows, fill, ids_of, rows_of
@@ -764,3 +764,24 @@ async def test_an_export_holding_one_calendar_twice_is_imported_as_one(
     from_it = sorted(e.title for e in events if e.source == tag)
     assert len(from_it) == 2 and "Only here" in from_it, [(e.source, e.uid) for e in events]
     assert all(e.uid.startswith(f"{source.user_id}/{tag}/") for e in events if e.source == tag)
+
+
+async def test_an_export_holding_one_contact_twice_in_different_cases_is_imported_as_one(
+    export_zip: Path, tmp_path: Path
+) -> None:
+    """Older versions could store "Anna" and "anna" together (requests at once); the database
+    now holds one contact per person and name in any case, and such an export was refused
+    whole. The twin merges into the first, as the upgrade of an existing database merges
+    them: the first keeps its spelling and gains what only the twin knew."""
+
+    def twice(tables: Rows, _bobs: dict[str, Any]) -> None:
+        [contact] = tables["contact"]
+        contact.update(name="Anna", aliases="", reach="")
+        tables["contact"].append(
+            {**contact, "id": int(contact["id"]) + 1000, "name": "anna", "reach": "a@x.org"}
+        )
+
+    crafted = _edited(export_zip, tmp_path / "twice.zip", twice, {})
+    async with _imported(crafted, tmp_path) as app, app.db.session() as s:
+        contacts = (await s.exec(select_rows(Contact))).all()
+    assert [(c.name, c.reach) for c in contacts] == [("Anna", "a@x.org")]

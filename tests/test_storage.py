@@ -220,3 +220,54 @@ async def test_calendars_linked_twice_by_a_race_are_merged_by_the_upgrade(
                 s.add(CalendarSource(user_id=1, kind="ics", name="again", url=feed))
     finally:
         await db.dispose()
+
+
+async def test_contacts_stored_twice_in_different_cases_are_merged_by_the_upgrade(
+    postgres_or_sqlite_url: str,
+) -> None:
+    """Twins of a contact ("Anna" and "anna", made by requests at once) merge into the oldest.
+
+    Every "Anna" fitted both; the oldest keeps its spelling and gains what only a twin knew
+    (other names, a relationship, how to reach her), a way of reaching her from each. Then one
+    contact per user and name in any case is a unique index: the database refuses another.
+    """
+    from sqlalchemy.exc import IntegrityError
+    from sqlmodel import col, select
+
+    from storage.db import Database
+    from storage.models import Contact, User
+
+    db = Database(postgres_or_sqlite_url)
+    try:
+        await db.migrate("0024_calendar_once")
+        async with db.session() as s:
+            s.add_all([User(id=1, display_name="ana"), User(id=2, display_name="bo")])
+            await s.flush()
+            for cid, user, name, aliases, relationship, reach in [
+                (1, 1, "Anna", "Ann", "", ""),
+                (2, 1, "anna", "annie, ANN", "sister", "anna@example.org"),
+                (3, 1, "ANNA", "", "friend", "+351 900 000 000"),
+                (4, 1, "Bo", "", "", ""),
+                (5, 2, "anna", "", "", ""),  # another person's
+            ]:
+                s.add(
+                    Contact(
+                        id=cid, user_id=user, name=name, aliases=aliases,
+                        relationship=relationship, reach=reach,
+                    )
+                )  # fmt: skip
+        await db.migrate()
+        async with db.session() as s:
+            contacts = (await s.exec(select(Contact).order_by(col(Contact.id)))).all()
+        assert [(c.id, c.name) for c in contacts] == [(1, "Anna"), (4, "Bo"), (5, "anna")]
+        anna = contacts[0]
+        assert (anna.aliases, anna.relationship, anna.reach) == (
+            "Ann, annie",
+            "sister; friend",
+            "anna@example.org; +351 900 000 000",
+        )
+        with pytest.raises(IntegrityError):
+            async with db.session() as s:
+                s.add(Contact(user_id=1, name="aNNa"))
+    finally:
+        await db.dispose()

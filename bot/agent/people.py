@@ -18,7 +18,7 @@ from bot.agent.ask import Ask
 from bot.feature import Access, Feature, Route
 from storage.db import Database
 from storage.models import Contact, Place
-from storage.repos.people import ContactRepo
+from storage.repos.people import ContactRepo, settle_twin_contacts
 
 
 def _mentions(name: str, text: str) -> bool:
@@ -95,5 +95,6 @@ FEATURE = Feature(
     tables=("contact",),
     commands=("contacts", "contact"),
     routes=(Route("/api/v1/contacts", Access.BEARER), Route("/contacts", Access.SESSION)),
+    import_fixes=(settle_twin_contacts,),
 )
 """Contacts' declaration (issue 28)."""

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Column, UniqueConstraint
+from sqlalchemy import Column, Index, UniqueConstraint, text
 from sqlmodel import Field, SQLModel
 
 from storage.models._types import UTCDateTime, utcnow
 
 
 class Contact(SQLModel, table=True):
-    """A person the user knows: "Ana" in a message resolves to one of these."""
+    """A person the user knows: "Ana" in a message resolves to one of these.
 
-    __table_args__ = (UniqueConstraint("user_id", "name", name="uq_contact_user_name"),)
+    One per user and name in any case (migration 0025), as every lookup matches names: "Anna"
+    and "anna" made at once were two, and every later "Anna" fitted both.
+    """
+
+    __table_args__ = (
+        UniqueConstraint("user_id", "name", name="uq_contact_user_name"),
+        Index("ux_contact_user_folded_name", "user_id", text("lower(name)"), unique=True),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     user_id: int = Field(foreign_key="user.id", index=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -121,3 +123,38 @@ def _fill(contact: Contact, given: dict[str, str | None]) -> None:
     for key, value in given.items():
         if value is not None:
             setattr(contact, key, value)
+
+
+def settle_twin_contacts(data: dict[str, list[dict[str, Any]]]) -> int:
+    """In an export's rows, merge each later contact named as an earlier one into it.
+
+    The database keeps one contact per user and name in any case (migration 0025); older
+    versions could store "Anna" and "anna" together (requests at once), and their exports
+    would be refused whole. As the upgrade merges a database's twins: the first keeps its
+    spelling and gains what only a twin knew (other names; a relationship or way to reach
+    them it lacks, after "; "); the twin goes. Returns how many twins were merged.
+    """
+    first: dict[tuple[str, str], dict[str, Any]] = {}
+    kept: list[dict[str, Any]] = []
+    for row in data.get("contact") or []:
+        key = (str(row.get("user_id")), str(row.get("name") or "").lower())
+        into = first.get(key)
+        if into is None:
+            first[key] = row
+            kept.append(row)
+            continue
+        for field, sep in (("aliases", ", "), ("relationship", "; "), ("reach", "; ")):
+            into[field] = _joined(str(into.get(field) or ""), str(row.get(field) or ""), sep)
+    merged = len(data.get("contact") or []) - len(kept)
+    if merged:
+        data["contact"] = kept
+    return merged
+
+
+def _joined(kept: str, twin: str, sep: str) -> str:
+    """``kept`` with each of ``twin``'s parts (split on ``sep``) it lacks, in any case."""
+    parts = [p.strip() for p in kept.split(sep.strip()) if p.strip()]
+    for part in (p.strip() for p in twin.split(sep.strip())):
+        if part and part.lower() not in {p.lower() for p in parts}:
+            parts.append(part)
+    return sep.join(parts)
