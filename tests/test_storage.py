@@ -271,3 +271,80 @@ async def test_contacts_stored_twice_in_different_cases_are_merged_by_the_upgrad
                 s.add(Contact(user_id=1, name="aNNa"))
     finally:
         await db.dispose()
+
+
+def _long_address(seed: int) -> str:
+    """A calendar address of ~4 kB that does not compress (PostgreSQL's index rows are ~2.7 kB)."""
+    import random
+
+    rng = random.Random(seed)
+    return "https://cal.example.test/" + "".join(
+        rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(4000)
+    )
+
+
+async def test_a_database_holding_a_very_long_calendar_address_upgrades_and_links_more(
+    postgres_or_sqlite_url: str,
+) -> None:
+    """A calendar address longer than a PostgreSQL index row (a CalDAV server's collection
+    path, a feed linked before addresses were capped) stopped the upgrade: the unique index
+    on the address could not be built, and once built a new such address answered 500. The
+    address is now indexed by its hash there: the upgrade runs, long addresses link, and the
+    same one twice is still refused by the database."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import IntegrityError
+
+    from storage.db import Database
+    from storage.models import CalendarSource, User
+    from storage.repos.calendar_sources import CalendarSourceRepo
+
+    db = Database(postgres_or_sqlite_url)
+    first, second = _long_address(1), _long_address(2)
+    try:
+        await db.migrate("0023_fact_once")
+        async with db.session() as s:
+            s.add(User(id=1, display_name="ana"))
+            await s.flush()
+            work = CalendarSource(user_id=1, kind="caldav", name="work", url=first)
+            s.add(work)
+        await db.migrate()
+        async with db.session() as s:
+            _, new = await CalendarSourceRepo(s).add(
+                CalendarSource(user_id=1, kind="caldav", name="home", url=second)
+            )
+            again, twice = await CalendarSourceRepo(s).add(
+                CalendarSource(user_id=1, kind="caldav", name="work again", url=first)
+            )
+        assert (new, twice, again.id) == (True, False, work.id)
+        with pytest.raises(IntegrityError):
+            async with db.session() as s:
+                s.add(CalendarSource(user_id=1, kind="caldav", name="copy", url=second))
+        # A database the first form of 0024 upgraded (the address itself indexed) gets the
+        # hashed index too.
+        if db.engine.dialect.name == "postgresql":
+            async with db.engine.begin() as conn:
+                await conn.execute(text("DROP INDEX ux_calendarsource_user_url"))
+                await conn.execute(
+                    text("DELETE FROM calendarsource WHERE id <> :w"), {"w": work.id}
+                )
+                await conn.execute(
+                    text("UPDATE calendarsource SET url = 'https://cal.example.test/a.ics'")
+                )
+            async with db.engine.begin() as conn:  # the long rows are gone for everyone
+                await conn.execute(
+                    text(
+                        "CREATE UNIQUE INDEX ux_calendarsource_user_url "
+                        "ON calendarsource (user_id, kind, url)"
+                    )
+                )
+                await conn.execute(
+                    text("UPDATE alembic_version SET version_num = '0025_contact_once'")
+                )
+            await db.migrate()
+            async with db.session() as s:
+                _, new = await CalendarSourceRepo(s).add(
+                    CalendarSource(user_id=1, kind="caldav", name="home", url=second)
+                )
+            assert new
+    finally:
+        await db.dispose()

@@ -84,6 +84,8 @@ class CalendarSource(SQLModel, table=True):
     """One of the user's own calendars lifebot reads (an ICS feed) or reads and writes (CalDAV).
 
     One per user, kind and address (migration 0024): linked twice, every event came in twice.
+    On PostgreSQL the index holds the address's md5 (migration 0026): an index row there holds
+    about 2.7 kB, and an address may be longer.
     """
 
     __table_args__ = (Index("ux_calendarsource_user_url", "user_id", "kind", "url", unique=True),)

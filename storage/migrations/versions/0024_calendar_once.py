@@ -6,7 +6,8 @@ and every copy's events showed. A unique index on (user_id, kind, url) makes the
 decide. Copies already stored are merged first: the oldest source stays; a copy's event that
 the oldest also has is deleted (a proposal merged into it now points at the oldest's), any
 other moves to the oldest (source and uid renamed as its own reads name them); then the copy
-goes. Addresses are compared exactly, as linking compares them.
+goes. Addresses are compared exactly, as linking compares them (on PostgreSQL by their md5,
+as an index row there cannot hold a long address).
 
 Revision ID: 0024_calendar_once
 Revises: 0023_fact_once
@@ -57,8 +58,11 @@ def upgrade() -> None:
         kept = first.setdefault((src.user_id, src.kind, src.url), src.id)
         if kept != src.id:
             _merge(conn, src.user_id, src.kind, src.id, kept)
+    # PostgreSQL indexes the address's md5: a btree row holds ~2.7 kB, and a longer address (a
+    # CalDAV server's collection, a feed linked before addresses were capped) failed the build.
+    address = sa.text("md5(url)") if conn.dialect.name == "postgresql" else "url"
     op.create_index(
-        "ux_calendarsource_user_url", "calendarsource", ["user_id", "kind", "url"], unique=True
+        "ux_calendarsource_user_url", "calendarsource", ["user_id", "kind", address], unique=True
     )
 
 
