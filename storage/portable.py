@@ -38,7 +38,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
 from sqlalchemy import select
-from sqlalchemy.exc import IntegrityError, StatementError
+from sqlalchemy.exc import (
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    StatementError,
+)
 
 from bot.clock import Clock
 from bot.feature import ImportFix, Reference
@@ -47,6 +53,7 @@ from storage.db import Database
 from storage.files import FileStore
 from storage.files.base import BadKey, check_key
 from storage.files.private import FILE_MODE, private_dir
+from storage.models import User
 from storage.remap import IdMap, Remapper
 from storage.repos._conn import unbounded_idle
 from storage.repos.userdata import USER, ImportConflict, UserDataRepo, columns_of, user_tables
@@ -235,6 +242,7 @@ class UserData:
             _place(member, old_user, kinds, sessions)
         put: list[tuple[str, str]] = []
         """Files stored so far (kind, key; ``audio`` for the spool): taken back on failure."""
+        user_id, saving = 0, False
         try:
             async with self.db.session() as s:
                 await unbounded_idle(s)  # it waits on the files below, however many
@@ -248,6 +256,7 @@ class UserData:
                     raise ExportFileError(f"{path}: {exc}; nothing was imported") from exc
                 # Files go in before the commit: a file that fails rolls the rows back too.
                 files, audio = await self._restore_files(path, members, data, ids, put)
+                saving = True  # what fails from here on is the commit itself
         except IntegrityError as exc:
             await self._take_back(put)
             raise ExportFileError(
@@ -255,13 +264,9 @@ class UserData:
                 f"already has); nothing was imported: {exc.orig}"
             ) from exc
         except (StatementError, OverflowError) as exc:
-            # A value of the wrong type or size for its column (a hand-edited export).
-            await self._take_back(put)
-            why = exc.orig if isinstance(exc, StatementError) and exc.orig else exc
-            raise ExportFileError(
-                f"{path}: a value does not fit its column in this database; nothing was "
-                f"imported: {str(why).splitlines()[0][:300]}"
-            ) from exc
+            refused = await self._refusal(path, exc, put, user_id if saving else None)
+            if refused is not None:
+                raise refused from exc
         except BaseException:
             await self._take_back(put)
             raise
@@ -276,6 +281,52 @@ class UserData:
             audio,
             old_user_id=old_user,
         )
+
+    async def _refusal(
+        self,
+        path: Path,
+        exc: StatementError | OverflowError,
+        put: list[tuple[str, str]],
+        saved_as: int | None,
+    ) -> ExportFileError | None:
+        """What to tell of an import a statement failed; None when it was saved all the same.
+
+        ``saved_as``: the new user's id when the commit itself failed. A connection lost then
+        may have lost only the answer: a new connection asks whether the user is there.
+        """
+        why = exc.orig if isinstance(exc, StatementError) and exc.orig else exc
+        said = str(why).splitlines()[0][:300] if str(why) else type(why).__name__
+        if not _connection_lost(exc):
+            # A value of the wrong type or size for its column (a hand-edited export).
+            await self._take_back(put)
+            return ExportFileError(
+                f"{path}: a value does not fit its column in this database; nothing was "
+                f"imported: {said}"
+            )
+        landed = await self._user_stored(saved_as) if saved_as is not None else False
+        if landed is None:  # its files stay: they may be the saved import's
+            return ExportFileError(
+                f"the database could not be reached while the import was being saved ({said}); "
+                "it may or may not have been saved: look for the person (lifebot users) when "
+                "the database is back, before importing again"
+            )
+        if landed:
+            return None
+        await self._take_back(put)
+        return ExportFileError(
+            f"the database could not be reached or stopped answering during the import "
+            f"({said}); the import was not applied: nothing was imported and nothing was "
+            "changed. Try again when the database is back"
+        )
+
+    async def _user_stored(self, user_id: int) -> bool | None:
+        """Whether user ``user_id`` is in the database (None: it cannot be asked either)."""
+        try:
+            async with self.db.session() as s:
+                found = await s.get(User, user_id)
+        except Exception:  # noqa: BLE001  (still unreachable: the answer is "not known")
+            return None
+        return found is not None
 
     async def _take_back(self, put: list[tuple[str, str]]) -> None:
         """Delete the files an import stored before it failed (best effort, each one)."""
@@ -413,6 +464,17 @@ def read_export(path: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, An
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise ExportFileError(f"{path}: {table}.json is not a list of rows")
     return manifest, tables, names
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database going away (or refusing to work), not a value of ours.
+
+    A lost or refused connection is a DBAPIError too, so a StatementError does not tell it
+    from a value that does not fit its column.
+    """
+    if not isinstance(exc, DBAPIError):
+        return False
+    return exc.connection_invalidated or isinstance(exc, OperationalError | InterfaceError)
 
 
 def _is_id(value: Any, *, zero: bool = False) -> bool:

@@ -785,3 +785,59 @@ async def test_an_export_holding_one_contact_twice_in_different_cases_is_importe
     async with _imported(crafted, tmp_path) as app, app.db.session() as s:
         contacts = (await s.exec(select_rows(Contact))).all()
     assert [(c.name, c.reach) for c in contacts] == [("Anna", "a@x.org")]
+
+
+def _with_photos(source: Path, target: Path, count: int) -> Path:
+    """``source`` with ``count`` more photos of 1 MB of her first message's."""
+    import os
+    import shutil
+
+    shutil.copyfile(source, target)
+    with zipfile.ZipFile(target, "a") as zf:
+        user = json.loads(zf.read("user.json"))[0]["id"]
+        message = json.loads(zf.read("message.json"))[0]["id"]
+        for n in range(1, count + 1):
+            zf.writestr(f"files/photos/{user}/{message}-{n}.jpg", os.urandom(1 << 20))
+    return target
+
+
+@pytest.mark.parametrize("stored_files", [0, 1], ids=["while rows go in", "while files go in"])
+async def test_an_import_whose_database_connection_drops_says_so_and_leaves_nothing(
+    stored_files: int, export_zip: Path, tmp_path: Path, postgres_url: str
+) -> None:
+    """The database ends the import's connection half way (a restart, a network cut; here an
+    administrator's pg_terminate_backend): the person read "a value does not fit its
+    column", as if her export were damaged. She is told the database could not be reached
+    and the import was not applied; nothing of it is kept. Cut while its files go in, the
+    commit is what fails: a new connection finds the import's user was not saved."""
+    from sqlalchemy import text
+
+    big = _with_photos(export_zip, tmp_path / "big.zip", 40)  # the import takes a while
+    family = tmp_path / "family" / "data"
+    app = await _started(family, postgres_url)
+    try:
+        await _person(app, "bob", salt=2)
+        before = await _state(app)
+        env = {"LIFEBOT_DATA_DIR": str(family), "LIFEBOT_DATABASE_URL": postgres_url}
+        importing = asyncio.create_task(run_cli("import", str(big), cwd=tmp_path, env=env))
+        ended = False
+        holder = text(  # the import's transaction: the only one that has written a user
+            "SELECT pid FROM pg_locks WHERE relation = '\"user\"'::regclass "
+            "AND mode = 'RowExclusiveLock' AND pid <> pg_backend_pid() "
+            "AND (SELECT count(*) FROM storedfile) >= :files"
+        )
+        files = before["storedfile"] + stored_files
+        while not importing.done() and not ended:
+            async with app.db.engine.connect() as conn:
+                for (pid,) in (await conn.execute(holder, {"files": files})).all():
+                    await conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+                    ended = True
+            await asyncio.sleep(0.01)
+        code, out, err = await importing
+        assert ended, "the import ended before its connection could be cut"
+        assert code == 1 and "Traceback" not in err, out + err
+        assert "does not fit" not in err, err
+        assert "could not be reached" in err and "nothing was imported" in err, err
+        assert await _state(app) == before
+    finally:
+        await app.close()
