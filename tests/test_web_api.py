@@ -17,7 +17,7 @@ import pytest
 
 from bot.app.build import App
 from bot.web.auth import LINK_LIMIT, LinkRateLimited
-from storage.models import ServerKey
+from storage.models import Proposal, ServerKey
 from storage.repos.calendar import CalendarRepo, OutsideEvent
 from storage.repos.facts import FactRepo
 from storage.repos.messages import MessageRepo
@@ -529,6 +529,28 @@ async def test_api_answers_proposals_and_manages_devices(app: App) -> None:
             "items": [],
             "next": None,
         }
+        # Answered already: a conflict with its state (409, in words), not a 200 a script
+        # reads as done (a decline after an accept left the event in the calendar).
+        for path, body in [("accept", None), ("decline", None), ("rename", {"title": "Later"})]:
+            again = await client.post(
+                f"/api/v1/proposals/{seeded.proposal_id}/{path}", json=body, headers=api
+            )
+            assert again.status_code == 409, (path, again.text)
+            assert again.json()["detail"] == "Dinner of ann is already in your calendar."
+        events = (await client.get("/api/v1/events", headers=api)).json()["items"]
+        assert [e["title"] for e in events] == ["Dinner of ann"]
+        # Expired: 409 too, and the proposal is marked expired all the same.
+        late = await seed(app, ann, "drinks")
+        async with app.db.session() as s:
+            gone = await s.get(Proposal, late.proposal_id)
+            assert gone is not None
+            gone.expires_at = app.clock.now() - timedelta(minutes=1)
+            s.add(gone)
+        again = await client.post(f"/api/v1/proposals/{late.proposal_id}/accept", headers=api)
+        assert again.status_code == 409 and "has expired" in again.json()["detail"], again.text
+        async with app.db.session() as s:
+            expired = await s.get(Proposal, late.proposal_id)
+        assert expired is not None and expired.status == "expired"
         bad = await client.post("/api/v1/devices", json={"text": "no spaces please"}, headers=api)
         assert bad.status_code == 422
         made = await client.post("/api/v1/devices", json={"text": "pendant-2"}, headers=api)

@@ -15,7 +15,7 @@ from bot.chat import CommandContext, CommandReply, CommandTable, row_id
 from bot.clock import Clock, parse_hhmm, zone
 from bot.errors import CalendarError
 from bot.jobs.calendars.events import event_line
-from bot.jobs.calendars.proposals import proposal_buttons
+from bot.jobs.calendars.proposals import ProposalClosed, proposal_buttons
 from bot.jobs.localtime import day_first, hhmm, in_quiet_hours, local_instant
 from bot.jobs.reminders.phrases import PhraseError
 from bot.jobs.service import Jobs
@@ -250,11 +250,17 @@ class JobCommands:
                     "What should I call it? Send me the new title.",
                     expect=f"/proposal rename {ident}",
                 )
-            said = await self.jobs.proposals.rename(ctx.user, ident, title, now)
+            try:
+                said = await self.jobs.proposals.rename(ctx.user, ident, title, now)
+            except ProposalClosed as exc:  # a friendly word in chat: a late or double tap
+                said = str(exc)
             return await self._with_rest(ctx, ident, said)
         if len(parts) == 2 and verb in ("yes", "no") and ident is not None:
             yes = verb == "yes"
-            said = await self.jobs.proposals.answer(ctx.user, ident, yes, now)
+            try:
+                said = await self.jobs.proposals.answer(ctx.user, ident, yes, now)
+            except ProposalClosed as exc:
+                said = str(exc)
             return await self._with_rest(ctx, ident, said)
         async with self.db.session() as s:
             pending = await CalendarRepo(s).pending_proposals(ctx.user_id, now)

@@ -4,8 +4,9 @@ Every endpoint is scoped to the token's user; another user's ids answer 404. A r
 (scope ``read``) may only GET: anything else is 403 and changes nothing (``deps.api_user``).
 Every list is a page (``bot.web.paging``): ``?limit=&cursor=``, and ``next`` in the answer.
 201 answers a POST that created something, with its id; 200 one that found it already there;
-409 a name already taken. Every refusal is RFC 9457 problem details
-(``bot.web.problems``); ``bot.web.openapi`` documents all of it at ``/api/openapi.json``.
+409 a name already taken, or a proposal answered already or expired. Every refusal is RFC 9457
+problem details (``bot.web.problems``); ``bot.web.openapi`` documents all of it at
+``/api/openapi.json``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.background import BackgroundTask
 
 from bot.agent.memory.facts import NOT_A_FACT
 from bot.device.registry import NameTaken
+from bot.jobs.calendars.proposals import ProposalClosed
 from bot.jobs.reminders.phrases import PhraseError
 from bot.web.deps import api_user, ctx
 from bot.web.paging import (
@@ -476,31 +478,40 @@ async def proposals(
     )
 
 
+_CLOSED = "The proposal was answered already or has expired (the detail says which)."
+
+
 class Rename(BodyIn):
     """A new title for a proposed event."""
 
     title: str = Field(min_length=1, max_length=120)
 
 
-@router.post("/proposals/{proposal_id}/rename")
+@router.post("/proposals/{proposal_id}/rename", responses={409: {"description": _CLOSED}})
 async def rename(request: Request, user: Me, proposal_id: RowId, body: Rename) -> Said:
     """Give a pending proposed event a new title (422 for a title of only spaces)."""
     if not body.title.strip():
         raise HTTPException(422, "A title needs at least one word.")
-    said = await ctx(request).service.calendar.rename_proposal(user, proposal_id, body.title)
+    try:
+        said = await ctx(request).service.calendar.rename_proposal(user, proposal_id, body.title)
+    except ProposalClosed as exc:
+        raise HTTPException(409, str(exc)) from exc
     if said is None:
         raise _404()
     return Said(message=said)
 
 
-@router.post("/proposals/{proposal_id}/{answer}")
+@router.post("/proposals/{proposal_id}/{answer}", responses={409: {"description": _CLOSED}})
 async def answer(request: Request, user: Me, proposal_id: RowId, answer: str) -> Said:
     """``accept`` or ``decline`` a proposed event."""
     if answer not in ("accept", "decline"):
         raise _404()
-    said = await ctx(request).service.calendar.answer_proposal(
-        user, proposal_id, answer == "accept"
-    )
+    try:
+        said = await ctx(request).service.calendar.answer_proposal(
+            user, proposal_id, answer == "accept"
+        )
+    except ProposalClosed as exc:  # answered already (a second tap, another device), expired
+        raise HTTPException(409, str(exc)) from exc
     if said is None:
         raise _404()
     return Said(message=said)

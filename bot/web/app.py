@@ -38,7 +38,8 @@ API_DESCRIPTION = (
     "`Authorization: Bearer lbk_...` (make one on the Settings page; read-only unless made "
     "with the write scope). Lists are pages: `?limit=` (1-200) and `?cursor=` (the `next` of "
     "the page before). 201 means something was created (its id is in the answer), 200 that "
-    "it was there already; 409 a name already taken. Every error is RFC 9457 problem "
+    "it was there already; 409 a name already taken or a proposal answered already or "
+    "expired. Every error is RFC 9457 problem "
     "details (`application/problem+json`)."
 )
 

@@ -19,6 +19,7 @@ from starlette.background import BackgroundTask
 from bot.agent.journal.analytics import METRIC_NAMES, Metric
 from bot.agent.memory.memory_file import MAX_FILE_CHARS, MemoryFileError, settle
 from bot.clock import zone
+from bot.jobs.calendars.proposals import ProposalClosed
 from bot.jobs.reminders.phrases import PhraseError
 from bot.jobs.zones import ZONES
 from bot.location.service import NamingError
@@ -176,7 +177,10 @@ async def rename_proposal(request: Request, who: Who, proposal_id: RowId) -> Res
         return await back(
             request, who, "/", note=f"Saved the place {done.place.name}; later stays there use it."
         )
-    said = await c.service.calendar.rename_proposal(who.user, proposal_id, name)
+    try:
+        said = await c.service.calendar.rename_proposal(who.user, proposal_id, name)
+    except ProposalClosed as exc:  # the page says it, as chat does
+        said = str(exc)
     return await back(request, who, "/", note=said)
 
 
@@ -186,9 +190,12 @@ async def answer_proposal(request: Request, who: Who, proposal_id: RowId, answer
     await checked_form(request, who)
     if answer not in ("accept", "decline"):
         raise HTTPException(404)
-    said = await ctx(request).service.calendar.answer_proposal(
-        who.user, proposal_id, answer == "accept"
-    )
+    try:
+        said = await ctx(request).service.calendar.answer_proposal(
+            who.user, proposal_id, answer == "accept"
+        )
+    except ProposalClosed as exc:
+        said = str(exc)
     if said is None:
         raise HTTPException(404)
     return await back(request, who, "/", note=said)

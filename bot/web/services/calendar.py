@@ -41,7 +41,10 @@ class WebCalendar:
         return await self.jobs.views.proposals(user.id, self.clock.now())
 
     async def answer_proposal(self, user: User, proposal_id: int, yes: bool) -> str | None:
-        """Accept or decline; None when the proposal is not the user's."""
+        """Accept or decline; None when the proposal is not the user's.
+
+        ProposalClosed (in words) when it was answered already or has expired.
+        """
         assert user.id is not None
         if await self.jobs.views.proposal(user.id, proposal_id) is None:
             return None
@@ -53,7 +56,10 @@ class WebCalendar:
         return await self.jobs.views.proposal(user.id, proposal_id)
 
     async def rename_proposal(self, user: User, proposal_id: int, title: str) -> str | None:
-        """A new title for a pending proposal; None when the proposal is not the user's."""
+        """A new title for a pending proposal; None when the proposal is not the user's.
+
+        ProposalClosed (in words) when it was answered already or has expired.
+        """
         if await self.proposal(user, proposal_id) is None:
             return None
         return await self.jobs.proposals.rename(user, proposal_id, title, self.clock.now())
