@@ -291,7 +291,6 @@ async def test_a_database_holding_a_very_long_calendar_address_upgrades_and_link
     on the address could not be built, and once built a new such address answered 500. The
     address is now indexed by its hash there: the upgrade runs, long addresses link, and the
     same one twice is still refused by the database."""
-    from sqlalchemy import text
     from sqlalchemy.exc import IntegrityError
 
     from storage.db import Database
@@ -319,32 +318,40 @@ async def test_a_database_holding_a_very_long_calendar_address_upgrades_and_link
         with pytest.raises(IntegrityError):
             async with db.session() as s:
                 s.add(CalendarSource(user_id=1, kind="caldav", name="copy", url=second))
-        # A database the first form of 0024 upgraded (the address itself indexed) gets the
-        # hashed index too.
-        if db.engine.dialect.name == "postgresql":
-            async with db.engine.begin() as conn:
-                await conn.execute(text("DROP INDEX ux_calendarsource_user_url"))
-                await conn.execute(
-                    text("DELETE FROM calendarsource WHERE id <> :w"), {"w": work.id}
+    finally:
+        await db.dispose()
+
+
+@pytest.mark.postgres
+async def test_on_postgres_a_database_the_first_0024_upgraded_gets_the_hashed_index(
+    postgres_url: str,
+) -> None:
+    """The first form of 0024 indexed the address itself; 0026 rebuilds that index by hash, so
+    a database it upgraded links a long address afterwards instead of answering 500."""
+    from sqlalchemy import text
+
+    from storage.db import Database
+    from storage.models import CalendarSource, User
+    from storage.repos.calendar_sources import CalendarSourceRepo
+
+    db = Database(postgres_url)
+    try:
+        await db.migrate("0025_contact_once")
+        async with db.engine.begin() as conn:  # what the first form of 0024 left
+            await conn.execute(text("DROP INDEX ux_calendarsource_user_url"))
+            await conn.execute(
+                text(
+                    "CREATE UNIQUE INDEX ux_calendarsource_user_url "
+                    "ON calendarsource (user_id, kind, url)"
                 )
-                await conn.execute(
-                    text("UPDATE calendarsource SET url = 'https://cal.example.test/a.ics'")
-                )
-            async with db.engine.begin() as conn:  # the long rows are gone for everyone
-                await conn.execute(
-                    text(
-                        "CREATE UNIQUE INDEX ux_calendarsource_user_url "
-                        "ON calendarsource (user_id, kind, url)"
-                    )
-                )
-                await conn.execute(
-                    text("UPDATE alembic_version SET version_num = '0025_contact_once'")
-                )
-            await db.migrate()
-            async with db.session() as s:
-                _, new = await CalendarSourceRepo(s).add(
-                    CalendarSource(user_id=1, kind="caldav", name="home", url=second)
-                )
-            assert new
+            )
+        await db.migrate()
+        async with db.session() as s:
+            s.add(User(id=1, display_name="ana"))
+            await s.flush()
+            _, new = await CalendarSourceRepo(s).add(
+                CalendarSource(user_id=1, kind="caldav", name="home", url=_long_address(2))
+            )
+        assert new
     finally:
         await db.dispose()
