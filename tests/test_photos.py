@@ -7,10 +7,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import signal
 import socket
 import time
 import zipfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -18,21 +21,27 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlmodel import select
 
+from bot.adapters.telegram.albums import RECOVER_EVERY
+from bot.adapters.telegram.inbox import ORPHANED
 from bot.agent.budget import message_tokens
 from bot.agent.llm import data_url, image_parts
 from bot.agent.photos import NO_VISION
-from bot.app.build import App
+from bot.app.build import App, start_channels
 from bot.app.doctor import check_vision
+from bot.clock import Clock
 from storage.models import Message
 from storage.repos.users import UserRepo
-from tests.fakes.llm import FakeLLM, Step, say
+from tests.fakes.clock import ManualClock
+from tests.fakes.llm import FakeLLM, Step, hang, say
 from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack, dm_event
-from tests.fakes.telegram_api import BOT_ID, FakeTelegram
+from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
 from tests.support.app import AppFactory, add_user, make_settings
 from tests.support.cli import run_cli
+from tests.support.serve import free_port, spawn_serve
 from tests.support.slack import ANA, ANA_DM, Slack, start_slack
 from tests.support.telegram import CHAT, Starter
 
+ROOT = Path(__file__).resolve().parent.parent
 PHOTO = b"\xff\xd8\xff\xe0 a photo of a sticky note " + bytes(range(256)) * 4
 SEEN = {"description": "A yellow sticky note with the home wifi password.", "text": "sunflower42"}
 
@@ -205,6 +214,166 @@ async def test_an_album_through_the_webhook_is_one_message_too(
     assert tg.texts(CHAT) == [reply]
     [turn] = [b for b in fake_llm.chat_requests if b.get("tools")]
     assert len(turn["messages"][-1]["content"]) == 1 + len(photos)
+
+
+ALBUM = [PHOTO + bytes([n]) * 8 for n in range(3)]
+ALBUM_ANSWER = "The password on the notes is sunflower42."
+
+
+async def album_then_kill(
+    app_factory: AppFactory,
+    tg: FakeTelegram,
+    llm: FakeLLM,
+    tmp_path: Path,
+    *,
+    until: Callable[[], bool] | None = None,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A ``serve`` process (webhook) gets ALBUM from Ana and is killed (SIGKILL) right after
+    the last item was answered, or once ``until()``; returns the settings of a restart."""
+    port = free_port()
+    settings: dict[str, Any] = {
+        "telegram_bot_token": TOKEN,
+        "telegram_api_url": tg.api_url,
+        "telegram_retries": 2,
+        "telegram_webhook_url": f"http://127.0.0.1:{port}/telegram/hook",
+        "telegram_webhook_port": port,
+        "jobs_enabled": False,
+        "vision": True,
+        **overrides,
+    }
+    setup = await app_factory(llm, **settings)
+    await add_user(setup, str(CHAT), channel_name="telegram", account=str(BOT_ID), name="Ana")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_"))
+    }
+    env.update(
+        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+        LIFEBOT_LLM_MODEL="fake-smart",
+        LIFEBOT_LLM_FAST_MODEL="fake-fast",
+        LIFEBOT_VISION="true",
+        LIFEBOT_JOBS_ENABLED="false",
+        LIFEBOT_WEB_ENABLED="false",
+        OPENAI_BASE_URL=llm.url,
+        OPENAI_API_KEY="k",
+        TELEGRAM_BOT_TOKEN=TOKEN,
+        LIFEBOT_TELEGRAM_API_URL=tg.api_url,
+        LIFEBOT_TELEGRAM_WEBHOOK_URL="https://bot.example.test/telegram/hook",
+        LIFEBOT_TELEGRAM_WEBHOOK_PORT=str(port),
+        PYTHONPATH=str(ROOT),
+    )
+    if "database_url_setting" in overrides:
+        env["LIFEBOT_DATABASE_URL"] = str(overrides["database_url_setting"])
+    proc = spawn_serve(tmp_path, env)
+    try:
+        await tg.wait_for(lambda: tg.webhook_url is not None or proc.poll() is not None, 60)
+        assert proc.poll() is None, (tmp_path / "serve.log").read_text()
+        tg.webhook_url = settings["telegram_webhook_url"]  # the proxy in front: this port
+        for n, data in enumerate(ALBUM):
+            caption = "What is the password on these?" if n == 0 else None
+            await tg.send_photo(CHAT, data, caption=caption, media_group_id="80")
+        if until is not None:
+            await tg.wait_for(until, 30)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    return settings
+
+
+async def run_a_while(
+    app_factory: AppFactory,
+    tg: FakeTelegram,
+    llm: FakeLLM,
+    settings: dict[str, Any],
+    *,
+    texts: int = 0,
+    clock: Clock | None = None,
+) -> None:
+    """Start lifebot again until Ana has ``texts`` texts, and 2 s more (a second answer to one
+    message would come by then); then stop it."""
+    app = await app_factory(llm, clock=clock, **settings)
+    assert await start_channels(app) == ["telegram"]
+    try:
+        if texts:
+            await tg.wait_texts(CHAT, texts)
+        await asyncio.sleep(2)
+    finally:
+        for adapter in app.started:
+            await adapter.stop()
+
+
+async def test_an_album_acknowledged_to_the_webhook_outlives_a_kill_before_it_is_handled(
+    app_factory: AppFactory, tg: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """A webhook answers each item of an album as soon as it comes (Telegram sends the next
+    only then), so Telegram never sends them again. A ``serve`` killed (SIGKILL) in the second
+    before the album was handled lost every photo; the next start now answers it, once."""
+    vision_model(fake_llm, agent=ALBUM_ANSWER)
+    settings = await album_then_kill(app_factory, tg, fake_llm, tmp_path)
+    assert tg.calls_to("getFile") == []  # killed before the album was handled
+
+    for restart in range(2):  # two restarts: the album is answered by the first, once
+        await run_a_while(app_factory, tg, fake_llm, settings, texts=1 - restart)
+    assert tg.texts(CHAT) == [ALBUM_ANSWER]
+    [turn] = [b for b in fake_llm.chat_requests if b.get("tools")]
+    asked = turn["messages"][-1]["content"]
+    assert asked[0] == {"type": "text", "text": "What is the password on these?"}
+    urls = [p["image_url"]["url"] for p in asked[1:]]
+    assert urls == ["data:image/jpeg;base64," + base64.b64encode(d).decode() for d in ALBUM]
+
+
+async def test_an_album_killed_in_its_turn_is_offered_for_retry_and_not_answered_twice(
+    app_factory: AppFactory, tg: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    """Killed once the album was stored and the model was thinking about it: the next starts
+    offer it for /retry once (as any message a kill cut off) and never answer it again."""
+    vision_model(fake_llm, agent=ALBUM_ANSWER)
+    answer = fake_llm.default
+    assert answer is not None
+    fake_llm.default = lambda body: hang(8) if body.get("tools") else answer(body)
+
+    def thinking() -> bool:
+        return any(b.get("tools") for b in fake_llm.chat_requests)
+
+    settings = await album_then_kill(app_factory, tg, fake_llm, tmp_path, until=thinking)
+    fake_llm.default = answer
+    for restart in range(2):
+        await run_a_while(app_factory, tg, fake_llm, settings, texts=1 - restart)
+    [note] = tg.texts(CHAT)
+    assert "restarted" in note and "What is the password on these?" in note
+    assert len([b for b in fake_llm.chat_requests if b.get("tools")]) == 1
+
+
+@pytest.mark.postgres
+async def test_on_postgres_a_running_process_takes_over_the_album_of_a_killed_one(
+    app_factory: AppFactory,
+    tg: FakeTelegram,
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+    migrated_postgres_url: str,
+) -> None:
+    """With several processes on one database, the items another took a moment ago may be
+    on their way in a live process: they are left alone. Once nobody has let them go for a
+    minute, a running process takes the album on, and it is answered once."""
+    vision_model(fake_llm, agent=ALBUM_ANSWER)
+    settings = await album_then_kill(
+        app_factory, tg, fake_llm, tmp_path, database_url_setting=migrated_postgres_url
+    )
+    clock = ManualClock(datetime.now(UTC))
+    app = await app_factory(fake_llm, clock=clock, **settings)
+    assert await start_channels(app) == ["telegram"]
+    try:
+        await asyncio.sleep(2)
+        assert tg.texts(CHAT) == []  # just taken by another process: perhaps a live one
+        clock.advance(seconds=ORPHANED + 1)
+        assert await tg.wait_texts(CHAT, 1, within=RECOVER_EVERY + 15) == [ALBUM_ANSWER]
+    finally:
+        for adapter in app.started:
+            await adapter.stop()
+    await run_a_while(app_factory, tg, fake_llm, settings, clock=clock)
+    assert tg.texts(CHAT) == [ALBUM_ANSWER]
 
 
 async def test_a_message_sent_right_after_an_album_comes_after_it(

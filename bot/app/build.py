@@ -539,6 +539,7 @@ async def start_channels(app: App) -> list[str]:
             transcriber=speech,
             is_known=app.dispatcher.is_known,
             synthesizer=build_synthesizer(app.settings),
+            db=app.db,
         )
         app.add_channel(telegram)
         await telegram.start(app.dispatcher.handle)

@@ -17,6 +17,7 @@ from storage.models.core import (
 )
 from storage.models.device import AudioSegment, Device, DeviceSession
 from storage.models.files import StoredFile, StoredFileChunk
+from storage.models.inbox import InboxItem
 from storage.models.jobs import (
     CalendarEvent,
     CalendarSource,
@@ -49,6 +50,7 @@ __all__ = [
     "Episode",
     "Fact",
     "IcsToken",
+    "InboxItem",
     "IngestJob",
     "JobLease",
     "JobRun",

@@ -8,7 +8,8 @@ helper. The adapter only translates: dedupe, identity and the agent live behind 
 Helpers: ``events`` (pure Update -> InboundMessage translation), ``format`` (Markdown ->
 HTML, splitting, sources), ``send`` (delivery, errors), ``stream`` (typing, the draft surface),
 ``updates`` (per-chat ordering), ``voice`` (voice notes), ``webhook`` (the webhook server),
-``albums`` (photos sent together, read as one message).
+``albums`` (photos sent together, read as one message) with ``inbox`` (their items kept in
+the database until handled).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import functools
 import logging
 import re
 from collections import OrderedDict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -41,6 +42,7 @@ from bot.adapters.telegram.events import (
     topic_of,
     voice_attachment,
 )
+from bot.adapters.telegram.inbox import AlbumInbox
 from bot.adapters.telegram.pictures import fetch
 from bot.adapters.telegram.send import ButtonCodec, TelegramSender, topic_id, translate
 from bot.adapters.telegram.stream import TelegramStream, Typing, echo_text
@@ -53,6 +55,7 @@ from bot.messages import Address, OutboundMessage, Receipt
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import Synthesizer, spoken_text
 from bot.speech.voicenote import ogg_opus
+from storage.db import Database
 
 __all__ = ["STALE_BUTTON", "TelegramAdapter", "TelegramConfig"]
 
@@ -85,8 +88,11 @@ class TelegramAdapter:
         transcriber: FairTranscriber | None = None,
         is_known: SenderCheck | None = None,
         synthesizer: Synthesizer | None = None,
+        db: Database | None = None,
     ) -> None:
         self.config = config
+        self.db = db
+        """Where album items are kept until handled (None: in memory only)."""
         self.synthesizer = synthesizer
         """Speech output for answers the user wants as voice notes too (None: off)."""
         self.clock = clock
@@ -148,9 +154,14 @@ class TelegramAdapter:
             max_bytes=cfg.max_voice_bytes,
             workdir=cfg.workdir,
         )
+        if self.db is not None:
+            self._albums.store = AlbumInbox(self.db, self.account, app.bot, self.clock)
         try:
             await self._register_commands()
             await app.start()
+            # Before any new update: the albums a killed process took and never handled.
+            await self._albums.recover(starting=True)
+            self._albums.recover_every()
             if cfg.webhook_url:
                 await self._start_webhook(app, cfg.webhook_url)
             else:
@@ -331,8 +342,8 @@ class TelegramAdapter:
         key = _message_key(update)
         try:
             if update.message is not None and Albums.is_item(update.message):
-                # Answered once held, not once stored: Telegram sends a chat's next update
-                # only after this one is answered, and the album needs its next items.
+                # Answered once kept and held, not once stored as a message: Telegram sends a
+                # chat's next update only after this one is answered, and the album needs it.
                 await self._albums.add(update.message)
                 return
             if update.message is not None:
@@ -419,8 +430,11 @@ class TelegramAdapter:
             finally:
                 self._echoes.pop((chat.id, message.message_id), None)
 
-    async def _on_album(self, messages: list[Message]) -> None:
-        """An album's items as one message: every picture, and the caption(s) as its text."""
+    async def _on_album(self, messages: list[Message], stored: Callable[[], None]) -> None:
+        """An album's items as one message: every picture, and the caption(s) as its text.
+
+        ``stored``: called once dispatch has stored it (its items may then be let go).
+        """
         said = [
             person_text(
                 m,
@@ -457,6 +471,7 @@ class TelegramAdapter:
                     await self._notice(chat.id, first.message_id, UNSUPPORTED)
                 return
             inbound = from_message(first, account=self.account, text=text, attachments=attachments)
+            inbound.accepted = stored
             await self._handler(inbound)
 
     async def _known(self, sender_id: str) -> bool:
