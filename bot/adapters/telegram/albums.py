@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 ALBUM_QUIET = 1.0
 """Seconds without a new item after which an album is complete (Telegram sends the items of
 one album back to back)."""
-RECOVER_EVERY = 30.0
-"""Seconds between two looks for items a process that is gone left held."""
+RECOVER_EVERY = 5.0
+"""Seconds between two looks for items a process that is gone left held (one query of a table
+that is empty almost always: cheap enough to look often, so an album waits little longer
+than ``inbox.ORPHANED``)."""
 
 Deliver = Callable[[list[Message], Callable[[], None]], Awaitable[None]]
 """Hands an album on; calls its second argument once the album is stored as a message."""
