@@ -4,8 +4,8 @@ A webhook answers each photo of a Telegram album at once (Telegram sends the nex
 then); a process killed before the album was handled lost photos Telegram would not send
 again. Each is now kept here before its answer, and taken up again at the next start.
 
-Revision ID: 0026_album_inbox
-Revises: 0024_calendar_once
+Revision ID: 0027_album_inbox
+Revises: 0026_calendar_url_hash
 """
 
 import sqlalchemy as sa
@@ -14,8 +14,8 @@ from alembic import op
 
 from storage.models._types import UTCDateTime
 
-revision = "0026_album_inbox"
-down_revision = "0024_calendar_once"
+revision = "0027_album_inbox"
+down_revision = "0026_calendar_url_hash"
 branch_labels = None
 depends_on = None
 
