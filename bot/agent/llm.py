@@ -20,6 +20,7 @@ from bot.errors import LLMInputTooLong, LLMNotConfigured, LLMRequestError, LLMUn
 from bot.messages import clean_text
 from bot.metrics import Counter
 from bot.retry import retry_transient
+from bot.tls import httpx2_context
 
 if TYPE_CHECKING:
     import openai
@@ -253,7 +254,9 @@ class OpenAILLM:
                 max_retries=0,
                 # The SDK's aiohttp transport: its HTTP parser is C where httpx's is Python,
                 # about a sixth of lifebot's CPU per message went into the HTTP client.
-                http_client=openai.DefaultAioHttpClient(timeout=self._timeout),
+                http_client=openai.DefaultAioHttpClient(
+                    timeout=self._timeout, verify=httpx2_context()
+                ),
             )
         return self._client
 

@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import itertools
 import json
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -106,8 +107,11 @@ class FakeLLM:
         """Bodies of chat-completion requests, in order."""
         return [r for r in self.requests if "messages" in r]
 
-    async def start(self) -> str:
-        """Listen on a free loopback port; return the base URL (with /v1)."""
+    async def start(self, tls: ssl.SSLContext | None = None) -> str:
+        """Listen on a free loopback port; return the base URL (with /v1).
+
+        ``tls``: serve HTTPS with this server context (the URL is then ``https://``).
+        """
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
@@ -116,10 +120,10 @@ class FakeLLM:
         # server must not wait out its sleep (aiohttp waits up to a minute by default).
         self._runner = web.AppRunner(app, shutdown_timeout=0.2)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=tls)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}/v1"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/v1"
         return self.url
 
     async def stop(self) -> None:

@@ -28,6 +28,7 @@ from telegram import BotCommand, CallbackQuery, Message, Update
 from telegram.constants import ChatType
 from telegram.error import Conflict, InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, TypeHandler
+from telegram.request import HTTPXRequest
 
 from bot.adapters.base import UNSUPPORTED, MessageHandler, SenderCheck
 from bot.adapters.telegram.albums import Albums
@@ -55,6 +56,7 @@ from bot.messages import Address, OutboundMessage, Receipt
 from bot.speech.fair import FairTranscriber
 from bot.speech.synthesize import Synthesizer, spoken_text
 from bot.speech.voicenote import ogg_opus
+from bot.tls import httpx_context
 from storage.db import Database
 
 __all__ = ["STALE_BUTTON", "TelegramAdapter", "TelegramConfig"]
@@ -122,12 +124,16 @@ class TelegramAdapter:
     async def start(self, on_message: MessageHandler) -> None:
         """Connect (getMe), register the command menu, then poll or listen for the webhook."""
         cfg = self.config
+        tls = {"verify": httpx_context()}
         builder = (
             Application.builder()
             .token(cfg.token)
             .base_url(cfg.api_url)
             .base_file_url(cfg.base_file_url)
             .rate_limiter(AIORateLimiter(max_retries=cfg.retries))
+            # The requests the builder would make, with the process's one TLS context.
+            .request(HTTPXRequest(connection_pool_size=256, httpx_kwargs=tls))
+            .get_updates_request(HTTPXRequest(connection_pool_size=1, httpx_kwargs=tls))
             .concurrent_updates(ChatOrderedProcessor())
             .job_queue(None)
         )

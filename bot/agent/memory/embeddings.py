@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bot.errors import EmbeddingError
+from bot.tls import httpx2_context
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +187,11 @@ class OpenAIEmbedder:
         import openai  # noqa: PLC0415  # slow to import; only this embedder needs it
 
         self.client = openai.AsyncOpenAI(
-            base_url=self.base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2
+            base_url=self.base_url,
+            api_key=api_key or "not-needed",
+            timeout=timeout,
+            max_retries=2,
+            http_client=openai.DefaultAsyncHttpxClient(timeout=timeout, verify=httpx2_context()),
         )
 
     async def embed(self, texts: list[str]) -> Vectors:

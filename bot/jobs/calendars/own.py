@@ -25,6 +25,7 @@ from bot.isolated import Bounds, ChildFailed, OverBound, run_bounded
 from bot.jobs.calendars import caldav
 from bot.jobs.calendars.caldav import Login, SecretBox
 from bot.jobs.calendars.ics import MAX_BYTES, parse_answer
+from bot.tls import httpx_context
 from storage.db import Database
 from storage.models import CalendarEvent, CalendarSource, User
 from storage.repos.calendar import CalendarRepo, OutsideEvent, SyncCounts
@@ -359,6 +360,7 @@ class OwnCalendars:
             async with httpx.AsyncClient(
                 timeout=self.settings.read_seconds,
                 transport=self.transport,
+                verify=httpx_context(),
                 headers={"User-Agent": "lifebot calendar subscription"},
             ) as client:
                 for _ in range(MAX_REDIRECTS + 1):

@@ -36,6 +36,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from bot.mcp.client.config import ServerSpec
+from bot.tls import httpx2_context
 
 log = logging.getLogger(__name__)
 
@@ -258,7 +259,11 @@ class ServerConnection:
         else:
             assert spec.url is not None
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=dict(spec.headers), timeout=self.deadline + 5)
+                httpx2.AsyncClient(
+                    headers=dict(spec.headers),
+                    timeout=self.deadline + 5,
+                    verify=httpx2_context(),
+                )
             )
             transport = streamable_http_client(spec.url, http_client=http)
         async with Client(transport) as client:
