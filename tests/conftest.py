@@ -66,6 +66,15 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> Any:
     return _real_connect_ex(self, address)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` (half a minute of several processes) run first.
+
+    pytest-xdist hands tests to the two workers in this order: one started last kept one
+    worker busy alone at the end of the run while the other had nothing left to do.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _network_off(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail any test that opens a connection beyond loopback."""
