@@ -22,6 +22,7 @@ from sqlmodel.ext.asyncio.session import AsyncSession
 from bot.errors import NewerDatabaseError, StorageError
 from storage import sqlite_driver
 from storage.locks import MIGRATION_KEY
+from storage.repos._conn import FROZEN_HOLDER_LIMIT, HOLDER_LIMIT_KEY
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class Database:
         echo: bool = False,
         one_trip: bool = True,
         frozen_limit: float = FROZEN_TRANSACTION_LIMIT,
+        holder_limit: float = FROZEN_HOLDER_LIMIT,
     ) -> None:
         """Open nothing yet; ``one_trip``: how SQLite statements reach aiosqlite's thread.
 
@@ -97,6 +99,8 @@ class Database:
         SQLAlchemy's stock adapter (the dispatch bench's same-run baseline).
         ``frozen_limit``: on PostgreSQL, the seconds a transaction may wait between two
         statements before the server ends it (``FROZEN_TRANSACTION_LIMIT``).
+        ``holder_limit``: the same, tighter, for the transactions that lock rows another
+        process must take over (``repos._conn.bound_idle``; ``FROZEN_HOLDER_LIMIT``).
         """
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
@@ -119,7 +123,10 @@ class Database:
         elif frozen_limit > 0:
             limit_idle_transactions(self.engine.sync_engine, frozen_limit)
         self._sessions = async_sessionmaker(
-            self.engine, class_=AsyncSession, expire_on_commit=False
+            self.engine,
+            class_=AsyncSession,
+            expire_on_commit=False,
+            info={HOLDER_LIMIT_KEY: holder_limit},
         )
 
     @asynccontextmanager

@@ -21,8 +21,8 @@ from bot.jobs.engine.leader import LeaseLock
 from bot.jobs.engine.scheduler import STORE_IDLE_LIMIT, job_store_engine, sync_url
 from bot.messages import OutboundMessage, Receipt
 from storage.db import Database
-from storage.models import Reminder
-from storage.repos._conn import FROZEN_HOLDER_LIMIT
+from storage.models import JobState, Reminder
+from storage.repos._conn import FROZEN_HOLDER_LIMIT, bound_idle
 from storage.repos.outbox import OutboxRepo, Push
 from storage.repos.reminders import ReminderRepo
 from storage.repos.users import UserRepo
@@ -210,7 +210,9 @@ async def test_on_postgres_a_leader_frozen_mid_write_to_the_job_store_does_not_h
         await first.stop()  # the job store now holds the jobs' rows
         store_url = sync_url(url)
         assert store_url is not None
-        frozen = job_store_engine(store_url)  # a connection made as the leader's are
+        # A connection made as the leader's are, with a shorter limit so the test waits less;
+        # the leader's own engines carry the production limit, checked at the end.
+        frozen = job_store_engine(store_url, idle_limit=FAST_LIMIT)
         conn = await asyncio.to_thread(frozen.connect)
         try:
 
@@ -222,7 +224,7 @@ async def test_on_postgres_a_leader_frozen_mid_write_to_the_job_store_does_not_h
                 second = jobs_of(two).service
                 began = time.monotonic()
                 try:
-                    led = await asyncio.wait_for(second.step(), timeout=STORE_IDLE_LIMIT + 10)
+                    led = await asyncio.wait_for(second.step(), timeout=FAST_LIMIT + 10)
                 finally:
                     await second.stop()
                 took = time.monotonic() - began
@@ -230,8 +232,32 @@ async def test_on_postgres_a_leader_frozen_mid_write_to_the_job_store_does_not_h
             with contextlib.suppress(Exception):  # the server has closed it by now
                 await asyncio.to_thread(conn.close)
             await asyncio.to_thread(frozen.dispose)
+        production = await asyncio.to_thread(_idle_limit_of, job_store_engine(store_url))
     assert led
-    assert took < STORE_IDLE_LIMIT + 5
+    assert took < FAST_LIMIT + 5
+    assert production == f"{int(STORE_IDLE_LIMIT)}s"
+
+
+FAST_LIMIT = 1.0
+"""The frozen-holder limit these tests give their frozen process (production's is 5 s): a
+lock released after it, not after the freeze, proves the same, sooner."""
+
+
+def _idle_limit_of(engine: Any) -> str:
+    """The idle-in-transaction limit a new connection of ``engine`` has (as PostgreSQL shows it)."""
+    try:
+        with engine.connect() as conn:
+            return str(conn.execute(text("SHOW idle_in_transaction_session_timeout")).scalar())
+    finally:
+        engine.dispose()
+
+
+async def _holder_limit_of(db: Database) -> str:
+    """The limit a bounded transaction of ``db`` (the lease's, the outbox's) runs under."""
+    async with db.session() as s:
+        await bound_idle(s)
+        shown = await s.exec(text("SHOW idle_in_transaction_session_timeout"))  # type: ignore[call-overload]
+        return str(shown.scalar())
 
 
 T = TypeVar("T")
@@ -276,7 +302,7 @@ async def test_on_postgres_a_leader_frozen_mid_heartbeat_does_not_keep_the_lease
     ever led while the frozen one slept (the job store had the same flaw; its fix is above)."""
     url = migrated_postgres_url
     ttl = timedelta(seconds=2)
-    db, frozen_db = Database(url), _FrozenBeforeCommit(url)
+    db, frozen_db = Database(url), _FrozenBeforeCommit(url, holder_limit=FAST_LIMIT)
     leader = LeaseLock(db, "host-a:1:aaaaaa", ttl=ttl)
     other = LeaseLock(db, "host-b:2:bbbbbb", ttl=ttl)
 
@@ -290,14 +316,14 @@ async def test_on_postgres_a_leader_frozen_mid_heartbeat_does_not_keep_the_lease
         assert await leader.acquire(datetime.now(UTC))
         leader.db = frozen_db
         heartbeat = leader.acquire(datetime.now(UTC))
-        led, took = await _past_a_frozen_holder(
-            heartbeat, take_over, within=FROZEN_HOLDER_LIMIT + 10
-        )
+        led, took = await _past_a_frozen_holder(heartbeat, take_over, within=FAST_LIMIT + 10)
+        production = await _holder_limit_of(db)
     finally:
         await frozen_db.dispose()
         await db.dispose()
     assert led, "the lease stayed with the frozen leader"
-    assert took < FROZEN_HOLDER_LIMIT + 5
+    assert took < FAST_LIMIT + 5
+    assert production == f"{int(FROZEN_HOLDER_LIMIT)}s"
 
 
 async def test_on_postgres_a_leader_frozen_mid_claim_does_not_hold_the_push_from_the_next(
@@ -307,7 +333,7 @@ async def test_on_postgres_a_leader_frozen_mid_claim_does_not_hold_the_push_from
     COMMIT kept the row locked: the next leader's claim of the same push waited on it for as
     long as the frozen one slept, and its delivery loop with it."""
     url = migrated_postgres_url
-    db, frozen_db = Database(url), _FrozenBeforeCommit(url)
+    db, frozen_db = Database(url), _FrozenBeforeCommit(url, holder_limit=FAST_LIMIT)
     now = datetime.now(UTC)
     try:
         async with db.session() as s:
@@ -324,13 +350,13 @@ async def test_on_postgres_a_leader_frozen_mid_claim_does_not_hold_the_push_from
                 )
 
         claimed, took = await _past_a_frozen_holder(
-            claim(frozen_db), lambda: claim(db), within=FROZEN_HOLDER_LIMIT + 10
+            claim(frozen_db), lambda: claim(db), within=FAST_LIMIT + 10
         )
     finally:
         await frozen_db.dispose()
         await db.dispose()
     assert claimed is True, "the push stayed locked by the frozen leader"
-    assert took < FROZEN_HOLDER_LIMIT + 5
+    assert took < FAST_LIMIT + 5
 
 
 async def test_on_postgres_any_unit_of_work_frozen_before_its_commit_gives_its_rows_up(
@@ -340,7 +366,7 @@ async def test_on_postgres_any_unit_of_work_frozen_before_its_commit_gives_its_r
     reminder's next time, a job's row) is ended by PostgreSQL after the database's limit, so
     whoever needs those rows next waits that long at most, not as long as the freeze."""
     url = migrated_postgres_url
-    limit = 2.0
+    limit = FAST_LIMIT
     db, frozen_db = Database(url), _FrozenBeforeCommit(url, frozen_limit=limit)
     now = datetime.now(UTC)
     try:
@@ -396,8 +422,10 @@ async def test_a_reminder_arrives_on_time_not_at_the_next_poll(app_factory: AppF
     service = jobs_of(app).service
     try:
         assert await service.step()  # leading: the jobs' first runs happen at once
-        await asyncio.sleep(1.5)  # past them: only the exact timer can be on time now
-        due = datetime.now(UTC) + timedelta(seconds=2.5)
+        # Past the reminders' first poll (its run recorded): only the exact timer can be on time
+        # now, the next poll being 10 s away.
+        await eventually(lambda: _has_run(app.db, "reminders.fire"), within=15)
+        due = datetime.now(UTC) + timedelta(seconds=2)  # the timer looks every 1 s
         async with app.db.session() as s:
             await ReminderRepo(s).add(Reminder(user_id=user.id or 0, text="stretch", next_at=due))
         await asyncio.wait_for(fake.pushed.wait(), timeout=15)
@@ -405,6 +433,12 @@ async def test_a_reminder_arrives_on_time_not_at_the_next_poll(app_factory: AppF
         await service.stop()
     late = (fake.arrived[0] - due).total_seconds()
     assert 0 <= late < 1.0, late  # the 10 s poll made it up to 10 s late
+
+
+async def _has_run(db: Database, job_id: str) -> bool:
+    """Whether the job's run is recorded (it ran once at least, and finished)."""
+    async with db.session() as s:
+        return await s.get(JobState, job_id) is not None
 
 
 def test_lifebot_jobs_names_the_leader_by_host_and_pid_and_says_why_a_push_waits(

@@ -33,15 +33,19 @@ async def connection_of(s: AsyncSession) -> AsyncConnection:
 
 FROZEN_HOLDER_LIMIT = 5.0
 """Seconds PostgreSQL lets a bounded transaction (``bound_idle``) wait between statements
-before it ends it, and with it the row locks it holds."""
+before it ends it, and with it the row locks it holds (the default of ``Database``'s
+``holder_limit``)."""
+HOLDER_LIMIT_KEY = "lifebot.holder_limit"
+"""The key of a session's ``info`` under which its database puts its ``holder_limit``."""
 _BOUND = "lifebot.bounded"
 
 
 async def bound_idle(s: AsyncSession) -> None:
     """End this transaction if its process freezes half-way (PostgreSQL only).
 
-    The server ends it when it waits between statements longer than ``FROZEN_HOLDER_LIMIT``:
-    its process is frozen (SIGSTOP, a paused VM) or gone.
+    The server ends it when it waits between statements longer than the database's
+    ``holder_limit`` (``FROZEN_HOLDER_LIMIT`` by default): its process is frozen (SIGSTOP, a
+    paused VM) or gone.
 
     For short transactions that lock rows another process must take over (the leader lease,
     the outbox's rows): a leader frozen between an UPDATE and its COMMIT would otherwise keep
@@ -54,7 +58,8 @@ async def bound_idle(s: AsyncSession) -> None:
     if current is not None and s.info.get(_BOUND) is current:
         return
     conn = await connection_of(s)
-    limit = f"{int(FROZEN_HOLDER_LIMIT * 1000)}ms"
+    seconds = float(s.info.get(HOLDER_LIMIT_KEY, FROZEN_HOLDER_LIMIT))
+    limit = f"{int(seconds * 1000)}ms"
     await conn.execute(select(func.set_config("idle_in_transaction_session_timeout", limit, True)))
     s.info[_BOUND] = s.sync_session.get_transaction()
 

@@ -95,11 +95,14 @@ one (SIGSTOP, a paused VM) would otherwise keep its row locked, and the next lea
 for as long as it stays frozen."""
 
 
-def job_store_engine(url: str) -> Any:
-    """The synchronous engine APScheduler's job store uses (a frozen holder's locks lapse)."""
+def job_store_engine(url: str, idle_limit: float = STORE_IDLE_LIMIT) -> Any:
+    """The synchronous engine APScheduler's job store uses (a frozen holder's locks lapse).
+
+    They lapse after ``idle_limit`` seconds (``STORE_IDLE_LIMIT`` by default).
+    """
     engine = create_engine(url, pool_pre_ping=True)
     if url.startswith("postgresql"):
-        limit_idle_transactions(engine, STORE_IDLE_LIMIT)
+        limit_idle_transactions(engine, idle_limit)
     return engine
 
 
