@@ -144,6 +144,14 @@ class Settings(BaseSettings):
     """Seconds between edits of a streaming answer (Telegram allows ~1 per second per chat)."""
     telegram_retries: int = Field(3, ge=0, validation_alias=_env("LIFEBOT_TELEGRAM_RETRIES"))
     """Retries of one Bot API call after a network error or a 429."""
+    telegram_album_quiet: float = Field(
+        1.0, gt=0, validation_alias=_env("LIFEBOT_TELEGRAM_ALBUM_QUIET")
+    )
+    """Seconds without a new photo after which an album (photos sent together) is complete."""
+    telegram_album_recover_every: float = Field(
+        5.0, gt=0, validation_alias=_env("LIFEBOT_TELEGRAM_ALBUM_RECOVER_EVERY")
+    )
+    """Seconds between two looks for album photos a stopped process left unhandled."""
 
     # --- Slack -----------------------------------------------------------------------------
     slack_bot_token: str | None = Field(None, validation_alias=_env("SLACK_BOT_TOKEN"))

@@ -114,6 +114,8 @@ def telegram_config(settings: Settings) -> TelegramConfig:
         poll_timeout=settings.telegram_poll_timeout,
         edit_interval=settings.telegram_edit_interval,
         retries=settings.telegram_retries,
+        album_quiet=settings.telegram_album_quiet,
+        album_recover_every=settings.telegram_album_recover_every,
         workdir=local_folder(settings.data_dir, "telegram-voice"),  # its declared FileKind
     )
 

@@ -117,7 +117,7 @@ class TelegramAdapter:
         """Webhook requests waiting for their message to be stored, by (chat, message id)."""
         self._tasks: set[asyncio.Task[None]] = set()
         self._used_keyboards: OrderedDict[tuple[int, int], None] = OrderedDict()
-        self._albums = Albums(self._on_album)
+        self._albums = Albums(self._on_album, quiet=config.album_quiet)
         """Items of albums (photos sent together) held until the whole album is in."""
 
     # --- lifecycle ---------------------------------------------------------------------------
@@ -167,7 +167,7 @@ class TelegramAdapter:
             await app.start()
             # Before any new update: the albums a killed process took and never handled.
             await self._albums.recover(starting=True)
-            self._albums.recover_every()
+            self._albums.recover_every(cfg.album_recover_every)
             if cfg.webhook_url:
                 await self._start_webhook(app, cfg.webhook_url)
             else:

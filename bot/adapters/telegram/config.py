@@ -25,6 +25,10 @@ class TelegramConfig:
     poll_timeout: float = 10.0
     edit_interval: float = 1.2
     retries: int = 3
+    album_quiet: float = 1.0
+    """Seconds of silence that end an album (``albums.ALBUM_QUIET``)."""
+    album_recover_every: float = 5.0
+    """Seconds between looks for album items a stopped process left (``albums.RECOVER_EVERY``)."""
     workdir: Path | None = None
 
     @property
