@@ -295,7 +295,9 @@ async def test_a_long_emoji_answer_keeps_its_draft_within_telegrams_limit(
     emoji is two, so a long emoji-heavy draft was refused ("message is too long") and the
     preview froze halfway while the answer went on streaming."""
     answer = "🎉🎉🎉🎉 " * 1000  # 5000 characters, 9000 UTF-16 units
-    fake_llm.default = lambda _body: Step(text=answer, chunk_size=250, chunk_delay=0.2)
+    # 20 chunks over 1.6 s: past 4000 UTF-16 units after 0.7 s, so the edits every 0.5 s
+    # still show the draft at the limit at least once before the answer is whole.
+    fake_llm.default = lambda _body: Step(text=answer, chunk_size=250, chunk_delay=0.08)
     await telegram(telegram_edit_interval=0.5)
 
     await tg.send_text(CHAT, "celebrate")
