@@ -107,8 +107,13 @@ def rita_and_offsite(
 
 
 async def ready(
-    app_factory: AppFactory, fake_llm: FakeLLM, debounce: float = 1.0, **settings: Any
+    app_factory: AppFactory, fake_llm: FakeLLM, debounce: float = 0.2, **settings: Any
 ) -> tuple[App, dict[str, str]]:
+    """lifebot with Ana, her recorder's token and the meetings worker running.
+
+    ``debounce``: a post waits that long for a newer one (short: the tests that send one post
+    per meeting need not wait; those about the debounce choose theirs).
+    """
     app = await app_factory(fake_llm, ingest_debounce_seconds=debounce, **settings)
     user = await add_user(app, "ana")
     assert user.id is not None
@@ -426,7 +431,10 @@ async def test_posts_of_one_meeting_arriving_together_queue_one_job(
 ) -> None:
     """A recorder that re-sends its growing transcript in a burst: one job, one episode."""
     Model(fake_llm)
-    app, auth = await ready(app_factory, fake_llm, database_url_setting=app_database_url)
+    # A burst of eight posts lands inside a 1 s debounce even on a loaded machine.
+    app, auth = await ready(
+        app_factory, fake_llm, debounce=1.0, database_url_setting=app_database_url
+    )
     async with client_for(app) as client:
         posted = await asyncio.gather(
             *(client.post(URL, json=body, headers=auth) for body in [FIRST, SECOND] * 4)
@@ -521,12 +529,12 @@ async def test_a_transcript_longer_to_process_than_the_retry_wait_runs_once_acro
     def slow(body: dict[str, Any]) -> Step | None:
         step = plain(body)
         if step is not None and "maintain the memory" in str(body["messages"][0]["content"]):
-            step.delay = 2.0  # a long transcript's summary
+            step.delay = 1.4  # a long transcript's summary
             summarizing.set()
         return step
 
     fake_llm.default = slow
-    settings = {"ingest_retry_seconds": 0.4, "database_url_setting": app_database_url}
+    settings = {"ingest_retry_seconds": 0.25, "database_url_setting": app_database_url}
     app, auth = await ready(app_factory, fake_llm, debounce=0.1, **settings)
     other = await app_factory(fake_llm, ingest_debounce_seconds=0.1, **settings)
     async with client_for(app) as client:
@@ -534,7 +542,7 @@ async def test_a_transcript_longer_to_process_than_the_retry_wait_runs_once_acro
     assert accepted.status_code == 202
     async with asyncio.timeout(10):  # the first process is inside the (slow) summary
         await summarizing.wait()
-    await asyncio.sleep(0.8)  # twice the retry wait
+    await asyncio.sleep(0.6)  # more than twice the retry wait, while the summary still runs
     await other.meetings.run_due(datetime.now(UTC))  # the other process's pass, awaited
     job = await settled(app)  # and the first process's run has ended too
     [episode] = await rows(app, Episode)
