@@ -31,8 +31,9 @@ DAY = timedelta(days=1)
 
 
 async def test_a_session_signed_by_one_process_works_on_the_others(
-    tmp_path: Path, postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
+    tmp_path: Path, migrated_postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:
+    postgres_url = migrated_postgres_url  # at the newest schema: no migration race to wait out
     web_ports = [free_port() for _ in range(3)]
     cluster = Cluster(tmp_path, serve_env(postgres_url, fake_llm, tg))
     db = Database(postgres_url)
