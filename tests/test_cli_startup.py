@@ -180,3 +180,19 @@ def test_an_embeddings_endpoint_loads_the_model_sdk_only_when_it_embeds(tmp_path
     code, modules, out = _modules(tmp_path, "chat", extra=extra)
     assert code == 0, out
     assert "openai" not in modules, "`lifebot chat` imports openai before it embeds anything"
+
+
+def test_the_web_page_loads_the_api_reference_package_only_for_its_files(tmp_path: Path) -> None:
+    # serve with the web page imported swagger_ui (and YAML with it) to find two static files.
+    probe = "import sys, bot.web.app; print(sorted({'swagger_ui', 'yaml'} & set(sys.modules)))"
+    proc = subprocess.run(  # our own interpreter and code
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout
