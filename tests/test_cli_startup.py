@@ -56,13 +56,15 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _report(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
+def _report(
+    tmp_path: Path, *args: str, extra: dict[str, str] | None = None
+) -> tuple[dict[str, object], str]:
     proc = subprocess.run(  # our own interpreter and arguments
         [sys.executable, "-c", PROBE, *args],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env=_env(tmp_path),
+        env={**_env(tmp_path), **(extra or {})},
         stdin=subprocess.DEVNULL,
         timeout=60,
         check=False,
@@ -70,8 +72,10 @@ def _report(tmp_path: Path, *args: str) -> tuple[dict[str, object], str]:
     return json.loads(proc.stderr.strip().splitlines()[-1]), proc.stdout
 
 
-def _modules(tmp_path: Path, *args: str) -> tuple[int, set[str], str]:
-    report, out = _report(tmp_path, *args)
+def _modules(
+    tmp_path: Path, *args: str, extra: dict[str, str] | None = None
+) -> tuple[int, set[str], str]:
+    report, out = _report(tmp_path, *args, extra=extra)
     return int(str(report["code"])), set(report["modules"]), out  # type: ignore[call-overload]
 
 
@@ -163,3 +167,32 @@ def test_the_console_loads_the_mcp_sdk_only_when_a_server_is_configured(tmp_path
     assert code == 0, out
     assert "mcp" not in modules, "`lifebot chat` with no MCP server imports the MCP SDK"
     # With a server configured, the console starts it: tests/test_mcp_client.py.
+
+
+def test_an_embeddings_endpoint_loads_the_model_sdk_only_when_it_embeds(tmp_path: Path) -> None:
+    # With LIFEBOT_EMBEDDINGS_MODEL set, building the app made the endpoint's SDK client, so
+    # every `serve` start imported ``openai`` (about a second of CPU) before answering anyone.
+    extra = {
+        "LIFEBOT_EMBEDDINGS_MODEL": "text-embedding-3-small",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",  # never called: nothing is embedded
+        "OPENAI_API_KEY": "test-key",
+    }
+    code, modules, out = _modules(tmp_path, "chat", extra=extra)
+    assert code == 0, out
+    assert "openai" not in modules, "`lifebot chat` imports openai before it embeds anything"
+
+
+def test_the_web_page_loads_the_api_reference_package_only_for_its_files(tmp_path: Path) -> None:
+    # serve with the web page imported swagger_ui (and YAML with it) to find two static files.
+    probe = "import sys, bot.web.app; print(sorted({'swagger_ui', 'yaml'} & set(sys.modules)))"
+    proc = subprocess.run(  # our own interpreter and code
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]", proc.stdout

@@ -176,9 +176,10 @@ def _row(html: str, row_id: str) -> str:
 
 @pytest.mark.postgres
 async def test_a_page_served_by_one_process_shows_every_process_and_their_logs(
-    tmp_path: Path, postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
+    tmp_path: Path, migrated_postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:
     """Two real ``lifebot serve`` processes on one PostgreSQL database, each with its page."""
+    postgres_url = migrated_postgres_url  # at the newest schema: no migration race to wait out
     web_ports = [free_port(), free_port()]
     cluster = Cluster(tmp_path, serve_env(postgres_url, fake_llm, tg))
     db = Database(postgres_url)

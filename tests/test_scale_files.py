@@ -72,8 +72,9 @@ class Model:
 
 
 async def test_a_photo_and_a_pdf_sent_through_one_process_are_used_by_the_others(
-    tmp_path: Path, postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
+    tmp_path: Path, migrated_postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:
+    postgres_url = migrated_postgres_url  # at the newest schema: no migration race to wait out
     model = Model()
     fake_llm.default = model
     web_port = free_port()

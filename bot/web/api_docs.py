@@ -9,7 +9,7 @@ spec validator badge (which would call validator.swagger.io) is off.
 
 from __future__ import annotations
 
-from importlib.resources import files
+from importlib.util import find_spec
 from pathlib import Path
 
 from fastapi import APIRouter, HTTPException, Request
@@ -19,7 +19,21 @@ from bot.web.deps import ctx
 
 router = APIRouter(prefix="/api/docs", include_in_schema=False)
 
-ASSETS = Path(str(files("swagger_ui") / "static"))
+
+def _assets() -> Path:
+    """The package's ``static`` folder, found without importing it.
+
+    Importing ``swagger_ui`` loads its own web-framework glue and YAML, about a tenth of a
+    second that every ``serve`` start with the web page paid for two files served later.
+    """
+    spec = find_spec("swagger_ui")
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    if not folders:
+        raise ModuleNotFoundError("swagger-ui-py is not installed", name="swagger_ui")
+    return Path(folders[0]) / "static"
+
+
+ASSETS = _assets()
 """Where the installed package keeps Swagger UI's files."""
 SERVED = {
     "swagger-ui-bundle.js": "text/javascript",

@@ -151,6 +151,18 @@ class Cluster:
                 proc.kill()
                 await proc.wait()
 
+    def said(self, i: int, words: str) -> int:
+        """How many times process ``i``'s log has said ``words`` so far."""
+        return self.logs[i].read_text(errors="replace").count(words)
+
+    async def wait_said(self, i: int, words: str, before: int, within: float = 20.0) -> None:
+        """Wait until process ``i``'s log says ``words`` more than ``before`` times."""
+        deadline = time.monotonic() + within
+        while self.said(i, words) <= before:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"serve-{i} never said {words!r}\n{self.tails()}")
+            await asyncio.sleep(0.1)
+
     def tails(self) -> str:
         """The end of every process's log, for a failure message."""
         return "\n".join(f"--- {log.name}\n{log.read_text()[-2500:]}" for log in self.logs)

@@ -42,6 +42,8 @@ PAUSED = [
     ("Send the report to the team", "before lunch tomorrow"),
 ]
 """Sentences spoken in two parts with a pause longer than VAD's silence between them."""
+UNPAUSED = [s for s in SENTENCES if not any(f"{a} {b}".startswith(s) for a, b in PAUSED)]
+"""The plain sentences a paused one does not say again, with more words after its pause."""
 PAUSE_MS = 700
 LEAD = 8000
 """Samples of silence before each clip."""
@@ -57,9 +59,9 @@ class Clip:
     pcm: npt.NDArray[np.int16]
 
 
-def clips(tmp: Path) -> list[Clip]:
-    """The plain and the paused sentences as 16 kHz clips."""
-    out = [Clip(s, read_wav(speak(s, tmp / f"s{i}.wav"))[0]) for i, s in enumerate(SENTENCES)]
+def clips(tmp: Path, sentences: list[str] = SENTENCES) -> list[Clip]:
+    """The plain ``sentences`` and the paused ones as 16 kHz clips."""
+    out = [Clip(s, read_wav(speak(s, tmp / f"s{i}.wav"))[0]) for i, s in enumerate(sentences)]
     gap = np.zeros(16 * PAUSE_MS, dtype=np.int16)
     for i, (a, b) in enumerate(PAUSED):
         first = read_wav(speak(a, tmp / f"pa{i}.wav"))[0]

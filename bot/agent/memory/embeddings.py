@@ -18,13 +18,16 @@ import logging
 import os
 import threading
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from bot.errors import EmbeddingError
 from bot.tls import httpx2_context
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -184,15 +187,30 @@ class OpenAIEmbedder:
         self.model = model
         self.base_url = base_url or "https://api.openai.com/v1"
         self.batch_size = batch_size
-        import openai  # noqa: PLC0415  # slow to import; only this embedder needs it
+        self._api_key = api_key or "not-needed"
+        self._timeout = timeout
+        self._client: openai.AsyncOpenAI | None = None
 
-        self.client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=api_key or "not-needed",
-            timeout=timeout,
-            max_retries=2,
-            http_client=openai.DefaultAsyncHttpxClient(timeout=timeout, verify=httpx2_context()),
-        )
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The SDK client, made on the first embedding.
+
+        Importing ``openai`` takes most of a second, which every ``serve`` start paid though
+        many never embed; the LLM client is made on first use the same way.
+        """
+        if self._client is None:
+            import openai  # noqa: PLC0415  # slow to import; only this embedder needs it
+
+            self._client = openai.AsyncOpenAI(
+                base_url=self.base_url,
+                api_key=self._api_key,
+                timeout=self._timeout,
+                max_retries=2,
+                http_client=openai.DefaultAsyncHttpxClient(
+                    timeout=self._timeout, verify=httpx2_context()
+                ),
+            )
+        return self._client
 
     async def embed(self, texts: list[str]) -> Vectors:
         """Embed in batches of ``batch_size`` texts per request."""
@@ -214,8 +232,9 @@ class OpenAIEmbedder:
         return normalise(np.array(rows, dtype=np.float32))
 
     async def close(self) -> None:
-        """Close the HTTP pool."""
-        await self.client.close()
+        """Close the HTTP pool (if a request ever opened one)."""
+        if self._client is not None:
+            await self._client.close()
 
 
 def build_embedder(
