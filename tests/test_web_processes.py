@@ -1,10 +1,9 @@
 """A browser signed in through one ``serve`` process is signed in on all of them (issue 28).
 
-Two real ``lifebot serve`` processes, each with a data folder of its own (as on two hosts),
+Three real ``lifebot serve`` processes, each with a data folder of its own (as on three hosts),
 share one PostgreSQL database and no LIFEBOT_WEB_SECRET. The session key each signs cookies
-with was a file in its own data folder, so the other refused the cookie; it is now kept in
-the database, and a balancer may send the browser to either. (A third process was one more
-"other" doing what the second does, at a third of the test's CPU.)
+with was a file in its own data folder, so the other two refused the cookie; it is now kept
+in the database, and a balancer may send the browser to any of them.
 """
 
 from __future__ import annotations
@@ -35,12 +34,12 @@ async def test_a_session_signed_by_one_process_works_on_the_others(
     tmp_path: Path, migrated_postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:
     postgres_url = migrated_postgres_url  # at the newest schema: no migration race to wait out
-    web_ports = [free_port() for _ in range(2)]
+    web_ports = [free_port() for _ in range(3)]
     cluster = Cluster(tmp_path, serve_env(postgres_url, fake_llm, tg))
     db = Database(postgres_url)
     try:
         await cluster.start(
-            2,
+            3,
             lambda i: {
                 "LIFEBOT_WEB_ENABLED": "true",
                 "LIFEBOT_WEB_HOST": "127.0.0.1",
