@@ -47,6 +47,7 @@ async def _titles(app: App, user_id: int) -> list[str]:
         return [e.title for e in await CalendarRepo(s).all_events(user_id)]
 
 
+@pytest.mark.slow
 async def test_accepted_events_land_in_radicale_and_its_events_reach_the_briefing(
     tmp_path: Path, fake_llm: FakeLLM
 ) -> None:

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from sqlmodel import select
 from websockets.asyncio.client import connect
 
@@ -60,6 +61,7 @@ async def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("lifebot serve did not start listening")
 
 
+@pytest.mark.slow
 async def test_killing_the_server_mid_utterance_loses_no_audio(
     app_factory: AppFactory, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 from sqlmodel import col, select
 
 from storage.models import Message
@@ -70,6 +71,7 @@ async def _up(proc: subprocess.Popen[bytes], web: httpx.AsyncClient, tmp_path: P
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.slow
 async def test_kill_9_right_after_an_acknowledged_chunk_loses_nothing_and_doubles_nothing(
     app_factory: AppFactory, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -124,6 +125,7 @@ async def _owner_connects(port: int, token: str) -> float:
     raise AssertionError("the owner's pendant never connected during the flood")
 
 
+@pytest.mark.slow
 async def test_a_flood_under_256_descriptors_logs_little_and_the_owner_still_connects(
     app_factory: AppFactory, tmp_path: Path
 ) -> None:

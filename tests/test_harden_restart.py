@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlmodel import select
 
 from bot.app.build import start_channels
@@ -112,6 +113,7 @@ async def test_a_message_whose_turn_was_killed_is_offered_for_retry_once(
             await adapter.stop()
 
 
+@pytest.mark.slow
 async def test_a_reminder_whose_send_was_killed_reaches_the_user_after_the_restart(
     app_factory: AppFactory, fake_llm: FakeLLM, tg: FakeTelegram, tmp_path: Path
 ) -> None:

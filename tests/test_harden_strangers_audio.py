@@ -10,6 +10,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
 from sqlmodel import select
 
 from bot.speech.fair import FairTranscriber
@@ -62,6 +63,7 @@ async def test_a_strangers_slack_audio_file_is_never_downloaded(
         await slack.adapter.stop()
 
 
+@pytest.mark.slow
 async def test_a_long_note_in_flight_does_not_block_another_users_short_one(
     tmp_path: Path,
 ) -> None:

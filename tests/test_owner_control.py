@@ -174,6 +174,7 @@ def _row(html: str, row_id: str) -> str:
     return html[start : html.index("</tr>", start)]
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_a_page_served_by_one_process_shows_every_process_and_their_logs(
     tmp_path: Path, migrated_postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram

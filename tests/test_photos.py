@@ -329,6 +329,7 @@ async def run_a_while(
             await adapter.stop()
 
 
+@pytest.mark.slow
 async def test_an_album_acknowledged_to_the_webhook_outlives_a_kill_before_it_is_handled(
     app_factory: AppFactory, tg: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
@@ -349,6 +350,7 @@ async def test_an_album_acknowledged_to_the_webhook_outlives_a_kill_before_it_is
     assert urls == ["data:image/jpeg;base64," + base64.b64encode(d).decode() for d in ALBUM]
 
 
+@pytest.mark.slow
 async def test_an_album_killed_in_its_turn_is_offered_for_retry_and_not_answered_twice(
     app_factory: AppFactory, tg: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
@@ -371,6 +373,7 @@ async def test_an_album_killed_in_its_turn_is_offered_for_retry_and_not_answered
     assert len([b for b in fake_llm.chat_requests if b.get("tools")]) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 async def test_on_postgres_a_running_process_takes_over_the_album_of_a_killed_one(
     app_factory: AppFactory,

@@ -71,6 +71,7 @@ class Model:
         return say("Noted.")
 
 
+@pytest.mark.slow
 async def test_a_photo_and_a_pdf_sent_through_one_process_are_used_by_the_others(
     tmp_path: Path, migrated_postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:

@@ -155,6 +155,7 @@ async def _stored(db: Database, text: str) -> int:
     return len(rows)
 
 
+@pytest.mark.slow
 async def test_a_pendant_on_a_non_leader_gets_its_reminders_and_telegram_gets_them_when_it_is_away(
     tmp_path: Path, migrated_postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:

@@ -75,6 +75,7 @@ async def _reminded(tg: FakeTelegram, chat: int, text: str, cluster: Cluster, db
         ) from None
 
 
+@pytest.mark.slow
 async def test_three_serve_processes_answer_in_order_once_and_survive_their_leader(
     tmp_path: Path, postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:

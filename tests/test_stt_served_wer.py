@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from bench.wer import wer
 from bot.app.build import App
 from tests.support.device import add_device, running_device
@@ -25,6 +27,7 @@ from tests.support.served import UNPAUSED, clips, direct, served
 from tests.support.speech import shared_transcriber
 
 
+@pytest.mark.slow
 async def test_served_words_are_within_a_fifth_of_the_model_on_the_clip_alone(
     app: App, tmp_path: Path
 ) -> None:

@@ -30,6 +30,7 @@ pytestmark = pytest.mark.postgres
 DAY = timedelta(days=1)
 
 
+@pytest.mark.slow
 async def test_a_session_signed_by_one_process_works_on_the_others(
     tmp_path: Path, migrated_postgres_url: str, fake_llm: FakeLLM, tg: FakeTelegram
 ) -> None:
