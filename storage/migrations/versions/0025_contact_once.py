@@ -22,6 +22,8 @@ branch_labels = None
 depends_on = None
 
 
+# A copy of storage/repos/people.py's ``_joined`` on purpose: a migration must keep doing what
+# it did when it was written, whatever the app's code becomes.
 def _joined(kept: str, twin: str, sep: str) -> str:
     """``kept`` with each of ``twin``'s parts (split on ``sep``) it lacks, in any case."""
     parts = [p.strip() for p in kept.split(sep.strip()) if p.strip()]
