@@ -8,7 +8,6 @@ killed while Telegram holds a reminder's send, the next start tells the user the
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -24,10 +23,8 @@ from storage.repos.reminders import ReminderRepo
 from tests.fakes.llm import FakeLLM, Step, hang, say
 from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
 from tests.support.app import AppFactory, add_user
-from tests.support.serve import spawn_serve
+from tests.support.serve import spawn_serve, telegram_serve_env
 from tests.support.telegram import CHAT
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _telegram(tg: FakeTelegram) -> dict[str, Any]:
@@ -43,26 +40,16 @@ def _telegram(tg: FakeTelegram) -> dict[str, Any]:
 def _serve(
     tmp_path: Path, tg: FakeTelegram, llm: FakeLLM, *, jobs: bool = False
 ) -> subprocess.Popen[bytes]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_"))
-    }
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
-        LIFEBOT_LLM_MODEL="fake-smart",
-        LIFEBOT_LLM_FAST_MODEL="fake-fast",
-        OPENAI_BASE_URL=llm.url,
-        OPENAI_API_KEY="k",
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        LIFEBOT_TELEGRAM_API_URL=tg.api_url,
+    env = telegram_serve_env(
+        tmp_path,
+        llm,
+        tg,
         LIFEBOT_TELEGRAM_POLL_TIMEOUT="1",
         LIFEBOT_JOBS_ENABLED="true" if jobs else "false",
         # A killed leader's lease must run out before the restarted process leads: a short
         # lease (not what these tests are about) keeps that wait to about 2 s, not 10.
         LIFEBOT_JOBS_LEASE_SECONDS="1.5",
         LIFEBOT_JOBS_HEARTBEAT="0.5",
-        PYTHONPATH=str(ROOT),
     )
     return spawn_serve(tmp_path, env)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import signal
 import socket
 import time
@@ -36,11 +35,10 @@ from tests.fakes.slack_api import BOT_TOKEN, TEAM_ID, FakeSlack, dm_event
 from tests.fakes.telegram_api import BOT_ID, TOKEN, FakeTelegram
 from tests.support.app import AppFactory, add_user, make_settings
 from tests.support.cli import run_cli
-from tests.support.serve import free_port, spawn_serve
+from tests.support.serve import free_port, spawn_serve, telegram_serve_env
 from tests.support.slack import ANA, ANA_DM, Slack, start_slack
 from tests.support.telegram import CHAT, Starter
 
-ROOT = Path(__file__).resolve().parent.parent
 PHOTO = b"\xff\xd8\xff\xe0 a photo of a sticky note " + bytes(range(256)) * 4
 SEEN = {"description": "A yellow sticky note with the home wifi password.", "text": "sunflower42"}
 
@@ -269,25 +267,15 @@ async def album_then_kill(
     }
     setup = await app_factory(llm, **settings)
     await add_user(setup, str(CHAT), channel_name="telegram", account=str(BOT_ID), name="Ana")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_"))
-    }
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
-        LIFEBOT_LLM_MODEL="fake-smart",
-        LIFEBOT_LLM_FAST_MODEL="fake-fast",
+    env = telegram_serve_env(
+        tmp_path,
+        llm,
+        tg,
         LIFEBOT_VISION="true",
         LIFEBOT_JOBS_ENABLED="false",
         LIFEBOT_WEB_ENABLED="false",
-        OPENAI_BASE_URL=llm.url,
-        OPENAI_API_KEY="k",
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        LIFEBOT_TELEGRAM_API_URL=tg.api_url,
         LIFEBOT_TELEGRAM_WEBHOOK_URL="https://bot.example.test/telegram/hook",
         LIFEBOT_TELEGRAM_WEBHOOK_PORT=str(port),
-        PYTHONPATH=str(ROOT),
     )
     if "database_url_setting" in overrides:
         env["LIFEBOT_DATABASE_URL"] = str(overrides["database_url_setting"])

@@ -73,6 +73,30 @@ def serve_env(postgres_url: str, llm: FakeLLM, tg: FakeTelegram, **extra: str) -
     return env
 
 
+def telegram_serve_env(
+    tmp_path: Path, llm: FakeLLM, tg: FakeTelegram, **extra: str
+) -> dict[str, str]:
+    """One ``serve`` process's environment: on SQLite in ``tmp_path``, the fake model and the
+    fake Telegram, this checkout's code first on the path; ``extra`` adds or overrides."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
+    }
+    env.update(
+        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+        LIFEBOT_LLM_MODEL="fake-smart",
+        LIFEBOT_LLM_FAST_MODEL="fake-fast",
+        OPENAI_BASE_URL=llm.url,
+        OPENAI_API_KEY="k",
+        TELEGRAM_BOT_TOKEN=TOKEN,
+        LIFEBOT_TELEGRAM_API_URL=tg.api_url,
+        PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+    )
+    env.update(extra)
+    return env
+
+
 class Cluster:
     """The serve processes, their webhook ports and their logs."""
 
