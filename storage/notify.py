@@ -17,7 +17,6 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import asyncpg
 from sqlalchemy import text
 from sqlmodel.ext.asyncio.session import AsyncSession
 
@@ -62,6 +61,8 @@ class NotifyListener:
 
     async def start(self) -> None:
         """Open the connection and start listening."""
+        import asyncpg  # noqa: PLC0415  # only PostgreSQL listens; ~60 ms off every SQLite start
+
         self._conn = await asyncpg.connect(self.url)
         for channel in self.handlers:
             await self._conn.add_listener(channel, self._heard)
