@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.app.build import App
 from storage.models import Message
@@ -222,6 +223,27 @@ async def test_calendars_linked_twice_by_a_race_are_merged_by_the_upgrade(
         await db.dispose()
 
 
+async def _old_contacts(s: AsyncSession, rows: list[tuple[int, int, str, str, str, str]]) -> None:
+    """Contacts as an older schema stores them (the model has columns it lacks)."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    conn = await s.connection()
+    for cid, user, name, aliases, relationship, reach in rows:
+        await conn.execute(
+            text(
+                "INSERT INTO contact (id, user_id, name, aliases, relationship, reach, created_at) "
+                "VALUES (:id, :user, :name, :aliases, :relationship, :reach, :at)"
+            ),
+            {
+                "id": cid, "user": user, "name": name, "aliases": aliases,
+                "relationship": relationship, "reach": reach,
+                "at": datetime(2026, 1, 1, tzinfo=UTC),
+            },
+        )  # fmt: skip
+
+
 async def test_contacts_stored_twice_in_different_cases_are_merged_by_the_upgrade(
     postgres_or_sqlite_url: str,
 ) -> None:
@@ -243,19 +265,16 @@ async def test_contacts_stored_twice_in_different_cases_are_merged_by_the_upgrad
         async with db.session() as s:
             s.add_all([User(id=1, display_name="ana"), User(id=2, display_name="bo")])
             await s.flush()
-            for cid, user, name, aliases, relationship, reach in [
-                (1, 1, "Anna", "Ann", "", ""),
-                (2, 1, "anna", "annie, ANN", "sister", "anna@example.org"),
-                (3, 1, "ANNA", "", "friend", "+351 900 000 000"),
-                (4, 1, "Bo", "", "", ""),
-                (5, 2, "anna", "", "", ""),  # another person's
-            ]:
-                s.add(
-                    Contact(
-                        id=cid, user_id=user, name=name, aliases=aliases,
-                        relationship=relationship, reach=reach,
-                    )
-                )  # fmt: skip
+            await _old_contacts(
+                s,
+                [
+                    (1, 1, "Anna", "Ann", "", ""),
+                    (2, 1, "anna", "annie, ANN", "sister", "anna@example.org"),
+                    (3, 1, "ANNA", "", "friend", "+351 900 000 000"),
+                    (4, 1, "Bo", "", "", ""),
+                    (5, 2, "anna", "", "", ""),  # another person's
+                ],
+            )
         await db.migrate()
         async with db.session() as s:
             contacts = (await s.exec(select(Contact).order_by(col(Contact.id)))).all()
