@@ -170,6 +170,45 @@ async def test_one_contact_posted_at_once_in_different_cases_is_made_once(
         assert [x["name"].lower() for x in listed].count("zed") == 1
 
 
+async def test_one_contact_posted_at_once_in_accented_cases_is_made_once(any_db_app: App) -> None:
+    """Ângela and ângela are one person to every lookup, also on SQLite: one contact.
+
+    SQLite's lower() folds only ASCII, so its unique (user, lower(name)) let both inserts pass
+    and the person was stored twice. An accent typed as a separate mark is the same name too.
+    As one after the other: one 201, the rest update it (200), and renames to the name in
+    different cases: one gets it, the rest a plain 409.
+    """
+    spellings = ["Ângela", "ângela", "ÂNGELA", "A\u0302ngela", "a\u0302NGELA"]
+    async with _served(any_db_app) as (client, api):
+        answers = await asyncio.gather(
+            *(
+                client.post("/api/v1/contacts", json={"name": name}, headers=api)
+                for name in spellings * (TOGETHER // len(spellings))
+            )
+        )
+        assert _codes(answers) == [200] * (TOGETHER - 1) + [201], [r.text for r in answers]
+        assert len({r.json()["id"] for r in answers}) == 1
+        listed = (await client.get("/api/v1/contacts", headers=api)).json()["items"]
+        assert len(listed) == 1 and listed[0]["name"] in spellings, listed
+        ids = [
+            (await client.post("/api/v1/contacts", json={"name": f"c{n}"}, headers=api)).json()
+            for n in range(TOGETHER)
+        ]
+        answers = await asyncio.gather(
+            *(
+                client.patch(
+                    f"/api/v1/contacts/{c['id']}",
+                    json={"name": "Élodie" if n % 2 else "élodie"},
+                    headers=api,
+                )
+                for n, c in enumerate(ids)
+            )
+        )
+        assert _codes(answers) == [200] + [409] * (TOGETHER - 1), [r.text for r in answers]
+        listed = (await client.get("/api/v1/contacts", headers=api)).json()["items"]
+        assert [x["name"].lower() for x in listed].count("élodie") == 1
+
+
 async def test_renames_to_one_name_at_once_are_one_200_and_plain_409s(any_db_app: App) -> None:
     """Contacts and places renamed together to one free name: one gets it, the rest 409."""
     async with _served(any_db_app) as (client, api):

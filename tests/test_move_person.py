@@ -787,6 +787,33 @@ async def test_an_export_holding_one_contact_twice_in_different_cases_is_importe
     assert [(c.name, c.reach) for c in contacts] == [("Anna", "a@x.org")]
 
 
+async def test_an_older_export_holding_one_contact_twice_in_accented_cases_is_imported_as_one(
+    export_zip: Path, tmp_path: Path
+) -> None:
+    """An export written before contacts had a name key (0028) holds none, and on SQLite it
+    could hold "Ângela" and "ângela" (lower() folded only ASCII). The twin merges into the
+    first, and what comes in gets its name's key: adding "ÂNGELA" after finds her."""
+    from storage.repos.people import ContactRepo
+
+    def twice(tables: Rows, _bobs: dict[str, Any]) -> None:
+        [contact] = tables["contact"]
+        contact.update(name="Ângela", aliases="", reach="")
+        contact.pop("name_key", None)
+        twin = {**contact, "id": int(contact["id"]) + 1000, "name": "ângela", "reach": "a@x.org"}
+        tables["contact"].append(twin)
+        tables["manifest"]["columns"]["contact"].pop("name_key", None)  # type: ignore[call-overload]
+
+    crafted = _edited(export_zip, tmp_path / "older.zip", twice, {})
+    async with _imported(crafted, tmp_path) as app:
+        async with app.db.session() as s:
+            contacts = (await s.exec(select_rows(Contact))).all()
+            assert [(c.name, c.name_key, c.reach) for c in contacts] == [
+                ("Ângela", "ângela", "a@x.org")
+            ]
+            _, made = await ContactRepo(s).put(contacts[0].user_id, "ÂNGELA", relationship="x")
+        assert not made
+
+
 def _with_photos(source: Path, target: Path, count: int) -> Path:
     """``source`` with ``count`` more photos of 1 MB of her first message's."""
     import os

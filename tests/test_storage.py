@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from sqlmodel import select
+from sqlmodel.ext.asyncio.session import AsyncSession
 
 from bot.app.build import App
 from storage.models import Message
@@ -222,6 +223,27 @@ async def test_calendars_linked_twice_by_a_race_are_merged_by_the_upgrade(
         await db.dispose()
 
 
+async def _old_contacts(s: AsyncSession, rows: list[tuple[int, int, str, str, str, str]]) -> None:
+    """Contacts as an older schema stores them (the model has columns it lacks)."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy import text
+
+    conn = await s.connection()
+    for cid, user, name, aliases, relationship, reach in rows:
+        await conn.execute(
+            text(
+                "INSERT INTO contact (id, user_id, name, aliases, relationship, reach, created_at) "
+                "VALUES (:id, :user, :name, :aliases, :relationship, :reach, :at)"
+            ),
+            {
+                "id": cid, "user": user, "name": name, "aliases": aliases,
+                "relationship": relationship, "reach": reach,
+                "at": datetime(2026, 1, 1, tzinfo=UTC),
+            },
+        )  # fmt: skip
+
+
 async def test_contacts_stored_twice_in_different_cases_are_merged_by_the_upgrade(
     postgres_or_sqlite_url: str,
 ) -> None:
@@ -243,19 +265,16 @@ async def test_contacts_stored_twice_in_different_cases_are_merged_by_the_upgrad
         async with db.session() as s:
             s.add_all([User(id=1, display_name="ana"), User(id=2, display_name="bo")])
             await s.flush()
-            for cid, user, name, aliases, relationship, reach in [
-                (1, 1, "Anna", "Ann", "", ""),
-                (2, 1, "anna", "annie, ANN", "sister", "anna@example.org"),
-                (3, 1, "ANNA", "", "friend", "+351 900 000 000"),
-                (4, 1, "Bo", "", "", ""),
-                (5, 2, "anna", "", "", ""),  # another person's
-            ]:
-                s.add(
-                    Contact(
-                        id=cid, user_id=user, name=name, aliases=aliases,
-                        relationship=relationship, reach=reach,
-                    )
-                )  # fmt: skip
+            await _old_contacts(
+                s,
+                [
+                    (1, 1, "Anna", "Ann", "", ""),
+                    (2, 1, "anna", "annie, ANN", "sister", "anna@example.org"),
+                    (3, 1, "ANNA", "", "friend", "+351 900 000 000"),
+                    (4, 1, "Bo", "", "", ""),
+                    (5, 2, "anna", "", "", ""),  # another person's
+                ],
+            )
         await db.migrate()
         async with db.session() as s:
             contacts = (await s.exec(select(Contact).order_by(col(Contact.id)))).all()
@@ -269,6 +288,86 @@ async def test_contacts_stored_twice_in_different_cases_are_merged_by_the_upgrad
         with pytest.raises(IntegrityError):
             async with db.session() as s:
                 s.add(Contact(user_id=1, name="aNNa"))
+    finally:
+        await db.dispose()
+
+
+async def test_a_contact_is_one_per_user_and_name_however_it_is_written(any_db_app: App) -> None:
+    """Ângela, ÂNGELA and Ângela with its accent typed as a separate mark are one name.
+
+    Every lookup matched them as one (bar the separate mark), but SQLite's lower() folds only
+    ASCII: its unique (user, lower(name)) let a second Ângela in. The name's key (folded in
+    Python, the same on both databases) is what lookups match and the database keeps unique.
+    """
+    from sqlalchemy.exc import IntegrityError
+
+    from storage.models import Contact
+    from storage.repos.people import ContactRepo
+
+    user = await add_user(any_db_app)
+    assert user.id is not None
+    async with any_db_app.db.session() as s:
+        repo = ContactRepo(s)
+        first, made = await repo.put(user.id, "Ângela", relationship="sister")
+        assert made
+        for spelling in ("ângela", "ÂNGELA", "A\u0302ngela", "a\u0302NGELA", "Ângela  "):
+            again, made = await repo.put(user.id, spelling, reach=f"{spelling}@x.org")
+            assert (again.id, made) == (first.id, False), spelling
+        bo = await repo.add(user.id, "Bo")
+        assert bo.id is not None
+        with pytest.raises(ValueError, match="already have a contact called Ângela"):
+            await repo.change(user.id, bo.id, name="a\u0302NGELA")
+    with pytest.raises(IntegrityError):  # the database refuses a twin written past the repo
+        async with any_db_app.db.session() as s:
+            s.add(Contact(user_id=user.id, name="ângela"))
+    async with any_db_app.db.session() as s:
+        listed = await ContactRepo(s).every(user.id)
+    assert sorted((c.name, c.relationship) for c in listed) == [("Bo", ""), ("Ângela", "sister")]
+
+
+async def test_contacts_the_name_key_finds_twice_are_merged_by_the_upgrade(
+    postgres_or_sqlite_url: str,
+) -> None:
+    """Twins lower() did not fold (SQLite: any non-ASCII letter; both: an accent typed as a
+    separate mark) merge into the oldest as 0025 merged "Anna" and "anna"; every contact
+    gets its name's key, and one contact per user and key is a unique index."""
+    from sqlalchemy.exc import IntegrityError
+    from sqlmodel import col, select
+
+    from storage.db import Database
+    from storage.models import Contact, User
+
+    db = Database(postgres_or_sqlite_url)
+    sqlite = postgres_or_sqlite_url.startswith("sqlite")
+    try:
+        await db.migrate("0027_album_inbox")
+        async with db.session() as s:
+            s.add_all([User(id=1, display_name="ana"), User(id=2, display_name="bo")])
+            await s.flush()
+            rows = [
+                (1, 1, "Ângela", "Angie", "", ""),
+                (2, 1, "A\u0302NGELA", "angie, Gela", "sister", "angela@example.org"),
+                (4, 1, "Bo", "", "", ""),
+                (5, 2, "ângela", "", "", ""),  # another person's
+            ]
+            if sqlite:  # PostgreSQL's lower() folded these: 0025 refused the second
+                rows.append((3, 1, "ângela", "", "friend", "+351 900 000 000"))
+            await _old_contacts(s, rows)
+        await db.migrate()
+        async with db.session() as s:
+            contacts = (await s.exec(select(Contact).order_by(col(Contact.id)))).all()
+        assert [(c.id, c.name, c.name_key) for c in contacts] == [
+            (1, "Ângela", "ângela"), (4, "Bo", "bo"), (5, "ângela", "ângela")
+        ]  # fmt: skip
+        angela = contacts[0]
+        assert (angela.aliases, angela.relationship, angela.reach) == (
+            "Angie, Gela",
+            "sister; friend" if sqlite else "sister",
+            "angela@example.org; +351 900 000 000" if sqlite else "angela@example.org",
+        )
+        with pytest.raises(IntegrityError):
+            async with db.session() as s:
+                s.add(Contact(user_id=1, name="ângela"))
     finally:
         await db.dispose()
 

@@ -15,6 +15,7 @@ from bot.agent.people import describe
 from bot.messages import Button
 from storage.db import Database
 from storage.models import Contact
+from storage.models.people import contact_name_key
 from storage.repos.messages import MessageRepo
 from storage.repos.people import ContactRepo
 
@@ -66,8 +67,9 @@ def spot_contact(text: str) -> ContactOffer | None:
 
 def already_known(offer: ContactOffer, contacts: list[Contact]) -> bool:
     """The user already has this person with the same details (nothing to offer)."""
+    name = contact_name_key(offer.name)
     for c in contacts:
-        if offer.name.lower() in (n.strip().lower() for n in c.names()):
+        if name in {contact_name_key(n) for n in c.names()}:
             return (not offer.reach or offer.reach in c.reach) and (
                 offer.relationship == c.relationship.lower()
             )
@@ -119,8 +121,8 @@ async def settle_offer(db: Database, user_id: int, message_id: int, *, yes: bool
         if not yes:
             return f"Fine, I won't save {pending['name']}."
         repo = ContactRepo(s)
-        same = [c for c in await repo.every(user_id) if c.name.lower() == pending["name"].lower()]
-        old = same[0] if same else None
+        key = contact_name_key(pending["name"])
+        old = next((c for c in await repo.every(user_id) if c.name_key == key), None)
         saved = await repo.add(
             user_id,
             old.name if old else pending["name"],

@@ -8,6 +8,7 @@ from sqlmodel import col, select
 from sqlmodel.ext.asyncio.session import AsyncSession
 
 from storage.models import Contact
+from storage.models.people import contact_name_key
 from storage.repos._upsert import add_unless_taken
 
 
@@ -45,10 +46,10 @@ class ContactRepo:
 
         Adding someone again changes only the fields given: None leaves a field as it is (a
         new contact gets it empty), so "Ana, and here is her email" keeps her other names.
-        The name matches in any case, as a rename's clash check does, and keeps its spelling.
-        Two puts of one name at once do what they would one after the other: the unique
-        name lets one insert; the other's insert is rolled back to a savepoint and it
-        updates the contact the first made.
+        The name matches by its key (any case, accents however typed: ``contact_name_key``),
+        as a rename's clash check does, and keeps its spelling. Two puts of one name at once
+        do what they would one after the other: the unique key lets one insert; the other's
+        insert is rolled back to a savepoint and it updates the contact the first made.
         """
         given = {"aliases": aliases, "relationship": relationship, "reach": reach}
         found = await self._named(user_id, name)
@@ -67,9 +68,11 @@ class ContactRepo:
         return found, False
 
     async def _named(self, user_id: int, name: str) -> Contact | None:
-        """The user's contact with this name, in any case."""
-        want = name.lower()
-        return next((c for c in await self.every(user_id) if c.name.lower() == want), None)
+        """The user's contact with this name's key (in any case, however it is written)."""
+        q = select(Contact).where(
+            Contact.user_id == user_id, Contact.name_key == contact_name_key(name)
+        )
+        return (await self.s.exec(q)).first()
 
     async def every(self, user_id: int) -> list[Contact]:
         """The user's contacts by name."""
@@ -95,17 +98,18 @@ class ContactRepo:
     async def change(self, user_id: int, contact_id: int, **fields: str | None) -> Contact | None:
         """Set the given fields (None leaves one as it is); None when the contact is not theirs.
 
-        Raises ValueError when the new name is another of the user's contacts, also when
-        another rename took it meanwhile (the unique name decides; this one is rolled back).
+        Raises ValueError when the new name is another of the user's contacts (by its key),
+        also when another rename took it meanwhile (the unique key decides; this one is
+        rolled back).
         """
         contact = await self.get(user_id, contact_id)
         if contact is None:
             return None
         name = fields.get("name")
-        if name is not None and name.lower() != contact.name.lower():
-            taken = [c for c in await self.every(user_id) if c.name.lower() == name.lower()]
-            if taken:
-                raise ValueError(f"You already have a contact called {taken[0].name}.")
+        if name is not None and contact_name_key(name) != contact_name_key(contact.name):
+            taken = await self._named(user_id, name)
+            if taken is not None:
+                raise ValueError(f"You already have a contact called {taken.name}.")
         for key in ("name", "aliases", "relationship", "reach"):
             value = fields.get(key)
             if value is not None:
@@ -128,16 +132,19 @@ def _fill(contact: Contact, given: dict[str, str | None]) -> None:
 def settle_twin_contacts(data: dict[str, list[dict[str, Any]]]) -> int:
     """In an export's rows, merge each later contact named as an earlier one into it.
 
-    The database keeps one contact per user and name in any case (migration 0025); older
-    versions could store "Anna" and "anna" together (requests at once), and their exports
-    would be refused whole. As the upgrade merges a database's twins: the first keeps its
-    spelling and gains what only a twin knew (other names; a relationship or way to reach
-    them it lacks, after "; "); the twin goes. Returns how many twins were merged.
+    The database keeps one contact per user and name key (``contact_name_key``, migrations
+    0025 and 0028); older versions could store "Anna" and "anna" together (requests at once;
+    on SQLite "Ângela" and "ângela" until 0028), and their exports would be refused whole. As
+    the upgrade merges a database's twins: the first keeps its spelling and gains what only a
+    twin knew (other names; a relationship or way to reach them it lacks, after "; "); the
+    twin goes. Every contact kept gets its name's key, made here: an export older than 0028
+    has none, and one it holds may not be this version's. Returns how many twins were merged.
     """
     first: dict[tuple[str, str], dict[str, Any]] = {}
     kept: list[dict[str, Any]] = []
     for row in data.get("contact") or []:
-        key = (str(row.get("user_id")), str(row.get("name") or "").lower())
+        row["name_key"] = contact_name_key(str(row.get("name") or ""))
+        key = (str(row.get("user_id")), row["name_key"])
         into = first.get(key)
         if into is None:
             first[key] = row

@@ -4,7 +4,9 @@ Nothing here names a table: a new table with a ``user_id`` gets its row the day 
 declared, so export, import and delete are tested over it without anyone editing a test.
 Every column is filled, nullable ones too, with a value of its type that a careless encoder
 would get wrong (a leap-day date, microseconds, non-ASCII text, all 256 byte values, a big
-integer); foreign keys point at the rows made for the tables they reference.
+integer); foreign keys point at the rows made for the tables they reference. A column
+computed from another (its ``info["computed_from"]``: the other column and the function, as
+a contact's name key) holds what the app would make of the other's value.
 """
 
 from __future__ import annotations
@@ -117,6 +119,11 @@ def row_for(
             row[ref.column] = str(row[ref.same_as])
     for name, refs in in_json.items():
         row[name] = _json_for(refs, ids, salt)
+    for column in table.columns:  # a key made from another column, as the app makes it
+        computed = column.info.get("computed_from")
+        if computed is not None:
+            source, make = computed
+            row[column.name] = make(row[source])
     return row
 
 
