@@ -11,7 +11,7 @@ import signal
 import socket
 import time
 import zipfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from bot.agent.photos import NO_VISION
 from bot.app.build import App, start_channels
 from bot.app.doctor import check_vision
 from bot.clock import Clock
-from storage.models import Message
+from storage.models import LifebotProcess, Message
 from storage.repos.users import UserRepo
 from tests.fakes.clock import ManualClock
 from tests.fakes.llm import FakeLLM, Step, hang, say
@@ -246,10 +246,16 @@ async def album_then_kill(
     tmp_path: Path,
     *,
     until: Callable[[], bool] | None = None,
+    serve_env: dict[str, str] | None = None,
+    meanwhile: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
     **overrides: Any,
 ) -> dict[str, Any]:
     """A ``serve`` process (webhook) gets ALBUM from Ana and is killed (SIGKILL) right after
-    the last item was answered, or once ``until()``; returns the settings of a restart."""
+    the last item was answered, or once ``until()``; returns the settings of a restart.
+
+    ``serve_env`` adds to the process's environment; ``meanwhile(settings)`` runs after the
+    album, while the process lives on (before ``until``). The album comes once the process
+    is seen by its heartbeat (its row in ``lifebotprocess``), as any album after its start."""
     port = free_port()
     settings: dict[str, Any] = {
         "telegram_bot_token": TOKEN,
@@ -276,6 +282,7 @@ async def album_then_kill(
         LIFEBOT_WEB_ENABLED="false",
         LIFEBOT_TELEGRAM_WEBHOOK_URL="https://bot.example.test/telegram/hook",
         LIFEBOT_TELEGRAM_WEBHOOK_PORT=str(port),
+        **(serve_env or {}),
     )
     if "database_url_setting" in overrides:
         env["LIFEBOT_DATABASE_URL"] = str(overrides["database_url_setting"])
@@ -284,15 +291,28 @@ async def album_then_kill(
         await tg.wait_for(lambda: tg.webhook_url is not None or proc.poll() is not None, 60)
         assert proc.poll() is None, (tmp_path / "serve.log").read_text()
         tg.webhook_url = settings["telegram_webhook_url"]  # the proxy in front: this port
+        await heartbeat_seen(setup)
         for n, data in enumerate(ALBUM):
             caption = "What is the password on these?" if n == 0 else None
             await tg.send_photo(CHAT, data, caption=caption, media_group_id="80")
+        if meanwhile is not None:
+            await meanwhile(settings)
         if until is not None:
             await tg.wait_for(until, 30)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     return settings
+
+
+async def heartbeat_seen(app: App, within: float = 30) -> None:
+    """Wait until a process (not ``app``: it is not started) has written its heartbeat."""
+    async with asyncio.timeout(within):
+        while True:
+            async with app.db.session() as s:
+                if (await s.exec(select(LifebotProcess))).first() is not None:
+                    return
+            await asyncio.sleep(0.05)
 
 
 async def run_a_while(
@@ -390,6 +410,83 @@ async def test_on_postgres_a_running_process_takes_over_the_album_of_a_killed_on
             await adapter.stop()
     await run_a_while(app_factory, tg, fake_llm, settings, clock=clock)
     assert tg.texts(CHAT) == [ALBUM_ANSWER]
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+async def test_on_postgres_a_lone_restart_answers_the_killed_process_album_within_seconds(
+    app_factory: AppFactory,
+    tg: FakeTelegram,
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+    migrated_postgres_url: str,
+) -> None:
+    """The one ``serve`` on PostgreSQL is killed (SIGKILL) in the second before its album was
+    handled, and started again: the items name the killed process, whose heartbeat stopped,
+    so the restart takes them on once it is silent (a few heartbeats), not after a minute."""
+    vision_model(fake_llm, agent=ALBUM_ANSWER)
+    settings = await album_then_kill(
+        app_factory, tg, fake_llm, tmp_path, database_url_setting=migrated_postgres_url
+    )
+    killed = time.perf_counter()
+    app = await app_factory(fake_llm, **settings)
+    assert await start_channels(app) == ["telegram"]
+    try:
+        assert await tg.wait_texts(CHAT, 1, within=ORPHANED / 2) == [ALBUM_ANSWER]
+        answered = time.perf_counter() - killed
+    finally:
+        for adapter in app.started:
+            await adapter.stop()
+    assert answered < ORPHANED / 3, answered  # measured: about 11 s (silent after 10 s)
+    await run_a_while(app_factory, tg, fake_llm, settings)
+    assert tg.texts(CHAT) == [ALBUM_ANSWER]
+
+
+LIVE_QUIET = 20.0
+"""The live process's album quiet: it holds the album that long, well past the moment a
+process not seen would be taken for gone (``presence.SILENT_AFTER``, 10 s)."""
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+async def test_on_postgres_a_second_process_leaves_a_live_process_album_to_it(
+    app_factory: AppFactory,
+    tg: FakeTelegram,
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+    migrated_postgres_url: str,
+) -> None:
+    """A ``serve`` holds an album (a long quiet) and beats on: a second process, looking
+    every half second, never takes it over; the holder answers it, once."""
+    vision_model(fake_llm, agent=ALBUM_ANSWER)
+
+    async def second_process(settings: dict[str, Any]) -> None:
+        sent = time.perf_counter()
+        port = free_port()  # the live process listens on the first one
+        hook = f"http://127.0.0.1:{port}/telegram/hook"
+        own = {"telegram_webhook_port": port, "telegram_webhook_url": hook}
+        app = await app_factory(fake_llm, **{**settings, **own})
+        assert await start_channels(app) == ["telegram"]
+        try:
+            await asyncio.sleep(LIVE_QUIET - 5 - (time.perf_counter() - sent))
+            assert tg.texts(CHAT) == []  # still held by the live one: not taken over
+            assert await tg.wait_texts(CHAT, 1, within=30) == [ALBUM_ANSWER]
+            await asyncio.sleep(SETTLE)
+        finally:
+            for adapter in app.started:
+                await adapter.stop()
+
+    await album_then_kill(
+        app_factory,
+        tg,
+        fake_llm,
+        tmp_path,
+        database_url_setting=migrated_postgres_url,
+        serve_env={"LIFEBOT_TELEGRAM_ALBUM_QUIET": str(LIVE_QUIET)},
+        meanwhile=second_process,
+    )
+    assert tg.texts(CHAT) == [ALBUM_ANSWER]
+    assert len([b for b in fake_llm.chat_requests if b.get("tools")]) == 1
 
 
 async def test_a_message_sent_right_after_an_album_comes_after_it(

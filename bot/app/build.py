@@ -531,6 +531,7 @@ async def start_channels(app: App) -> list[str]:
         from bot.adapters.telegram.adapter import (  # noqa: PLC0415  # loads PTB
             TelegramAdapter,
         )
+        from bot.adapters.telegram.config import AlbumHolder  # noqa: PLC0415
 
         telegram = TelegramAdapter(
             telegram_config(app.settings),
@@ -540,6 +541,8 @@ async def start_channels(app: App) -> list[str]:
             is_known=app.dispatcher.is_known,
             synthesizer=build_synthesizer(app.settings),
             db=app.db,
+            # Album items name this process: once its heartbeat stops, another takes them.
+            holder=AlbumHolder(app.presence.process_id, app.presence.silent_after),
         )
         app.add_channel(telegram)
         await telegram.start(app.dispatcher.handle)

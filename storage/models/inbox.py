@@ -41,3 +41,6 @@ class InboxItem(SQLModel, table=True):
         default_factory=utcnow, sa_column=Column(UTCDateTime(), nullable=False)
     )
     """When a process last took it on (received it, or took it over from a dead one)."""
+    taken_by: str | None = None
+    """The process that took it on (its ``LifebotProcess`` id): once that one stopped or is
+    silent, another takes the item over at once. None: a process without a heartbeat."""

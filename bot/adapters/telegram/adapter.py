@@ -32,7 +32,7 @@ from telegram.request import HTTPXRequest
 
 from bot.adapters.base import UNSUPPORTED, MessageHandler, SenderCheck
 from bot.adapters.telegram.albums import Albums
-from bot.adapters.telegram.config import TelegramConfig
+from bot.adapters.telegram.config import AlbumHolder, TelegramConfig
 from bot.adapters.telegram.events import (
     from_message,
     from_press,
@@ -91,10 +91,14 @@ class TelegramAdapter:
         is_known: SenderCheck | None = None,
         synthesizer: Synthesizer | None = None,
         db: Database | None = None,
+        holder: AlbumHolder | None = None,
     ) -> None:
         self.config = config
         self.db = db
         """Where album items are kept until handled (None: in memory only)."""
+        self.holder = holder
+        """This process, named in the album items it keeps (None: no heartbeat; the items of
+        a process killed are then taken over after ``inbox.ORPHANED`` seconds only)."""
         self.synthesizer = synthesizer
         """Speech output for answers the user wants as voice notes too (None: off)."""
         self.clock = clock
@@ -161,7 +165,7 @@ class TelegramAdapter:
             workdir=cfg.workdir,
         )
         if self.db is not None:
-            self._albums.store = AlbumInbox(self.db, self.account, app.bot, self.clock)
+            self._albums.store = AlbumInbox(self.db, self.account, app.bot, self.clock, self.holder)
         try:
             await self._register_commands()
             await app.start()

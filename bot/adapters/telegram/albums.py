@@ -14,8 +14,9 @@ last was answered, so holding the answer would keep the album from ever coming t
 Telegram never sends an answered item again. So each item is kept in the ``store`` (the
 database, ``inbox``) before it is held, and let go once the album is stored as a message (or
 was not for us): items a killed process held are taken on by ``recover`` at the next start,
-or, on PostgreSQL, by any process's periodic ``recover`` once nobody has held them for a
-while. An album handled twice is answered once (dispatch's dedupe key is its first item's).
+or, on PostgreSQL, by any process's ``recover`` once their process's heartbeat has gone
+silent (or nobody has held them for a minute). An album handled twice is answered once
+(dispatch's dedupe key is its first item's).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ one album back to back)."""
 RECOVER_EVERY = 5.0
 """Seconds between two looks for items a process that is gone left held (one query of a table
 that is empty almost always: cheap enough to look often, so an album waits little longer
-than ``inbox.ORPHANED``)."""
+than its dead process takes to be silent, ``AlbumHolder.silent_after``)."""
 
 Deliver = Callable[[list[Message], Callable[[], None]], Awaitable[None]]
 """Hands an album on; calls its second argument once the album is stored as a message."""

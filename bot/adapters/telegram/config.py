@@ -54,6 +54,20 @@ class TelegramConfig:
         return base[: -len("/bot")] + "/file/bot" if base.endswith("/bot") else base + "/file/bot"
 
 
+@dataclass(frozen=True, slots=True)
+class AlbumHolder:
+    """This process as the holder of the album items it takes on (``inbox``).
+
+    Each item names its process; another process takes it over at once when that one's
+    heartbeat row says it stopped, or it has not been seen for ``silent_after`` seconds.
+    """
+
+    process_id: str
+    """This process's heartbeat row (``lifebotprocess``), ``host:pid:random``."""
+    silent_after: float
+    """Seconds without a heartbeat after which a process is taken for gone (dead or frozen)."""
+
+
 async def probe(config: TelegramConfig) -> str:
     """Ask the Bot API who the bot is (for ``lifebot doctor``); raise ChannelError if it fails."""
     from telegram import Bot  # noqa: PLC0415  (the doctor stays fast when Telegram is off)

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bot.clock import Clock
+from bot.jobs.engine.presence import silent_after
 from bot.jobs.service import Jobs
 from bot.logring import LogRing
 from storage.db import Database
@@ -31,9 +32,6 @@ TAIL_LINES = 200
 """Log lines the page shows (the newest, of every process together)."""
 RUNS_SHOWN = 30
 """Recent job runs the page lists."""
-SILENT_AFTER = 10.0
-"""Seconds without a heartbeat (at least; three heartbeats if longer) before a process is
-shown as silent: dead, frozen or cut off from the database."""
 LEASE = "scheduler"
 """The leader lease's name (``bot.jobs.engine.leader``)."""
 
@@ -234,12 +232,12 @@ class ControlPanel:
         async with self.db.session() as s:
             rows = await ProcessRepo(s).all()
             lease = await _live_lease(WebViewRepo(s), now)
-        silent_after = timedelta(seconds=max(3 * self.heartbeat, SILENT_AFTER))
+        silent = timedelta(seconds=silent_after(self.heartbeat))
         views = []
         for row in rows:
             if row.stopped_at is not None:
                 state = "stopped"
-            elif now - row.last_seen_at > silent_after:
+            elif now - row.last_seen_at > silent:
                 state = "silent"
             else:
                 state = "running"

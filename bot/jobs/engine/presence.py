@@ -33,6 +33,14 @@ LINES_KEPT = 300
 """Log lines each process keeps in the database (its newest)."""
 FORGET_AFTER = timedelta(days=7)
 """Processes not seen for this long are dropped from the list, with their lines."""
+SILENT_AFTER = 10.0
+"""Seconds without a heartbeat (at least; three heartbeats if longer) before a process is
+taken for silent: dead, frozen or cut off from the database."""
+
+
+def silent_after(every: float) -> float:
+    """Seconds without a heartbeat, beating every ``every`` seconds, before a process is silent."""
+    return max(3 * every, SILENT_AFTER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +73,8 @@ class ProcessBeat:
         """``host:pid:random``, the name it holds the leader lease under."""
         self.every = every
         """Seconds between heartbeats."""
+        self.silent_after = silent_after(every)
+        """Seconds without a heartbeat before a process is taken for gone (``silent_after``)."""
         self.jobs_enabled = jobs_enabled
         self.describe = describe
         self.command = "serve"
