@@ -6,7 +6,7 @@ late. Each item now names its process; once that process's heartbeat (``lifebotp
 says it stopped or has gone silent, another takes the item over at once.
 
 Revision ID: 0029_inbox_holder
-Revises: 0027_album_inbox
+Revises: 0028_contact_name_key
 """
 
 import sqlalchemy as sa
@@ -14,7 +14,7 @@ import sqlmodel
 from alembic import op
 
 revision = "0029_inbox_holder"
-down_revision = "0027_album_inbox"
+down_revision = "0028_contact_name_key"
 branch_labels = None
 depends_on = None
 
