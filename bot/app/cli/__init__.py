@@ -26,9 +26,11 @@ from bot.app.cli.runtime import (
     find_user,
     group,
     limit_malloc_arenas,
+    pause_collector,
     raise_open_file_limit,
     run_with_app,
     settings_or_exit,
+    settle_collector,
     wait_for,
 )
 from bot.app.cli.web import register_web_cli
@@ -129,6 +131,7 @@ async def run_serve(application: App, logfile: Path | None = None) -> None:
     if not settings.llm_configured:
         log.warning(NO_LLM_HINT)
     started = await start_channels(application)
+    settle_collector()  # everything serve runs is imported and started
     jobs = "on" if settings.jobs_enabled else "off (LIFEBOT_JOBS_ENABLED=false)"
     page = _web_page(application)
     if not started:
@@ -180,7 +183,7 @@ def serve() -> None:
     logfile = setup_logging(settings, to_file=_console_log_file(settings) if console_only else None)
     raise_open_file_limit()
     limit_malloc_arenas(settings.malloc_arenas)
-    run_with_app(lambda application: run_serve(application, logfile), settings)
+    run_with_app(lambda application: run_serve(application, logfile), settings, settle=False)
 
 
 @app.command()
@@ -364,4 +367,5 @@ def main() -> None:
     # Whatever any library creates on our behalf is the owner's alone too (lifebot's own
     # folders and files are made 0700/0600 explicitly; this covers the rest).
     os.umask(0o077)
+    pause_collector()  # until the command's app is built and started (settle_collector)
     app()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.cli.runtime import find_user, run_with_app
+from bot.app.cli.runtime import find_user, run_with_app, settle_collector
 
 if TYPE_CHECKING:
     from bot.app.build import App
@@ -152,6 +152,7 @@ def restore(
 
     settings = settings_or_exit()
     try:
+        settle_collector()  # a restore may be long: collect as usual
         message = asyncio.run(_restore(settings, folder))
     except StorageError as exc:
         typer.echo(f"error: {exc}. Fix: {DATABASE_FIX}", err=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from bot.app.cli.runtime import group
+from bot.app.cli.runtime import group, settle_collector
 
 if TYPE_CHECKING:
     from bot.app.build import App
@@ -175,6 +175,7 @@ def device_sim(
             typer.echo(describe(frame))
 
     try:
+        settle_collector()
         result = asyncio.run(
             simulate(
                 wav,
