@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import signal
 import socket
@@ -315,6 +316,21 @@ async def heartbeat_seen(app: App, within: float = 30) -> None:
             await asyncio.sleep(0.05)
 
 
+@contextlib.asynccontextmanager
+async def on_telegram(
+    app_factory: AppFactory, llm: FakeLLM, settings: dict[str, Any], clock: Clock | None = None
+) -> AsyncIterator[App]:
+    """lifebot on ``settings`` with its Telegram channel started (another process on the same
+    database, or the killed one started again); its channel stopped after."""
+    app = await app_factory(llm, clock=clock, **settings)
+    assert await start_channels(app) == ["telegram"]
+    try:
+        yield app
+    finally:
+        for adapter in app.started:
+            await adapter.stop()
+
+
 async def run_a_while(
     app_factory: AppFactory,
     tg: FakeTelegram,
@@ -326,15 +342,10 @@ async def run_a_while(
 ) -> None:
     """Start lifebot again until Ana has ``texts`` texts, and ``SETTLE`` s more (a second
     answer to one message would come by then); then stop it."""
-    app = await app_factory(llm, clock=clock, **settings)
-    assert await start_channels(app) == ["telegram"]
-    try:
+    async with on_telegram(app_factory, llm, settings, clock):
         if texts:
             await tg.wait_texts(CHAT, texts)
         await asyncio.sleep(SETTLE)
-    finally:
-        for adapter in app.started:
-            await adapter.stop()
 
 
 @pytest.mark.slow
@@ -398,16 +409,11 @@ async def test_on_postgres_a_running_process_takes_over_the_album_of_a_killed_on
         app_factory, tg, fake_llm, tmp_path, database_url_setting=migrated_postgres_url
     )
     clock = ManualClock(datetime.now(UTC))
-    app = await app_factory(fake_llm, clock=clock, **settings)
-    assert await start_channels(app) == ["telegram"]
-    try:
+    async with on_telegram(app_factory, fake_llm, settings, clock):
         await asyncio.sleep(2)
         assert tg.texts(CHAT) == []  # just taken by another process: perhaps a live one
         clock.advance(seconds=ORPHANED + 1)
         assert await tg.wait_texts(CHAT, 1, within=RECOVER_EVERY + 15) == [ALBUM_ANSWER]
-    finally:
-        for adapter in app.started:
-            await adapter.stop()
     await run_a_while(app_factory, tg, fake_llm, settings, clock=clock)
     assert tg.texts(CHAT) == [ALBUM_ANSWER]
 
@@ -429,14 +435,9 @@ async def test_on_postgres_a_lone_restart_answers_the_killed_process_album_withi
         app_factory, tg, fake_llm, tmp_path, database_url_setting=migrated_postgres_url
     )
     killed = time.perf_counter()
-    app = await app_factory(fake_llm, **settings)
-    assert await start_channels(app) == ["telegram"]
-    try:
+    async with on_telegram(app_factory, fake_llm, settings):
         assert await tg.wait_texts(CHAT, 1, within=ORPHANED / 2) == [ALBUM_ANSWER]
         answered = time.perf_counter() - killed
-    finally:
-        for adapter in app.started:
-            await adapter.stop()
     assert answered < ORPHANED / 3, answered  # measured: about 11 s (silent after 10 s)
     await run_a_while(app_factory, tg, fake_llm, settings)
     assert tg.texts(CHAT) == [ALBUM_ANSWER]
@@ -465,16 +466,11 @@ async def test_on_postgres_a_second_process_leaves_a_live_process_album_to_it(
         port = free_port()  # the live process listens on the first one
         hook = f"http://127.0.0.1:{port}/telegram/hook"
         own = {"telegram_webhook_port": port, "telegram_webhook_url": hook}
-        app = await app_factory(fake_llm, **{**settings, **own})
-        assert await start_channels(app) == ["telegram"]
-        try:
+        async with on_telegram(app_factory, fake_llm, {**settings, **own}):
             await asyncio.sleep(LIVE_QUIET - 5 - (time.perf_counter() - sent))
             assert tg.texts(CHAT) == []  # still held by the live one: not taken over
             assert await tg.wait_texts(CHAT, 1, within=30) == [ALBUM_ANSWER]
             await asyncio.sleep(SETTLE)
-        finally:
-            for adapter in app.started:
-                await adapter.stop()
 
     await album_then_kill(
         app_factory,
