@@ -7,7 +7,6 @@ import asyncio
 import io
 import json
 import logging
-import os
 import shutil
 import socket
 import subprocess
@@ -32,8 +31,8 @@ from tests.fakes.llm import FakeLLM, fail, say
 from tests.fakes.telegram_api import FakeTelegram
 from tests.support.app import make_settings
 from tests.support.builders import make_inbound
+from tests.support.env import process_env
 from tests.support.jobs import make_user
-from tests.support.serve import no_fixed_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
@@ -116,10 +115,7 @@ def _closed_port() -> int:
 
 
 def _lifebot(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
-    clean.update(LIFEBOT_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT), **env)
-    no_fixed_ports(clean)
+    clean = process_env(tmp_path, **env)
     return subprocess.run(
         [sys.executable, "-m", "bot", *args],
         capture_output=True,
@@ -201,17 +197,13 @@ async def test_serve_with_a_bad_telegram_token_says_one_line_and_the_fix(tmp_pat
 
 def test_serve_says_what_it_started_and_where_even_at_warning(tmp_path: Path) -> None:
     # A pendant channel only (no console): serve must still say it runs, then stop on SIGTERM.
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
-        PYTHONPATH=str(ROOT),
+    env = process_env(
+        tmp_path,
         LIFEBOT_DEVICE_ENABLED="true",
         LIFEBOT_DEVICE_PORT=str(_closed_port()),
         LIFEBOT_LOG_LEVEL="WARNING",
         LIFEBOT_JOBS_ENABLED="false",
     )
-    no_fixed_ports(env)
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot", "serve"],
         stdin=subprocess.DEVNULL,
@@ -244,14 +236,7 @@ def test_serve_with_no_chat_channel_keeps_the_web_page_up_after_its_input_ends(
     import urllib.request
 
     port = _closed_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
-        PYTHONPATH=str(ROOT),
-        LIFEBOT_WEB_PORT=str(port),
-        LIFEBOT_JOBS_ENABLED="false",
-    )
+    env = process_env(tmp_path, LIFEBOT_WEB_PORT=str(port), LIFEBOT_JOBS_ENABLED="false")
     proc = subprocess.Popen(
         [sys.executable, "-m", "bot", "serve"],
         stdin=subprocess.DEVNULL,
@@ -466,15 +451,14 @@ def test_compose_files_lifebot_command_serves_the_page_beyond_its_own_loopback(
     cmd = (ROOT / "deploy" / "Dockerfile").read_text().split("CMD ", 1)[1].strip()
     assert json.loads(cmd) == ["lifebot", "serve"]
     port = _closed_port()
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
-    env.update(env_config)
-    env.update(
-        LIFEBOT_DATABASE_URL=postgres_url,
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
-        LIFEBOT_WEB_PORT=str(port),
-        LIFEBOT_DEVICE_PORT=str(_closed_port()),
-        PYTHONPATH=str(ROOT),
+    env = process_env(
+        tmp_path,
+        **{
+            **env_config,
+            "LIFEBOT_DATABASE_URL": postgres_url,
+            "LIFEBOT_WEB_PORT": str(port),
+            "LIFEBOT_DEVICE_PORT": str(_closed_port()),
+        },
     )
     proc = subprocess.Popen(
         [str(Path(sys.executable).parent / "lifebot"), "serve"],

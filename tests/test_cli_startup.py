@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +13,7 @@ import pytest
 from storage.db import Database
 from storage.repos.users import UserRepo
 from tests.support.app import migrated_sqlite_url
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.env import process_env
 
 # Each of these takes from a tenth of a second to a second to import on a small machine.
 HEAVY = {
@@ -48,12 +46,7 @@ print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
-    env.pop("TELEGRAM_BOT_TOKEN", None)
-    env.pop("SLACK_BOT_TOKEN", None)
-    env["LIFEBOT_DATA_DIR"] = str(tmp_path / "data")
-    env["PYTHONPATH"] = str(ROOT)
-    return env
+    return process_env(tmp_path)
 
 
 def _report(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -21,10 +20,9 @@ from tests.fakes.llm import FakeLLM, say
 from tests.fakes.transcriber import GatedTranscriber
 from tests.support.app import AppFactory
 from tests.support.device import add_device, eventually, running_device
+from tests.support.env import process_env
 from tests.support.serve import spawn_serve
 from tests.support.speech import shared_transcriber, speak
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _free_port() -> int:
@@ -34,14 +32,12 @@ def _free_port() -> int:
 
 
 def _serve(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+    env = process_env(
+        tmp_path,
         LIFEBOT_DEVICE_HOST="127.0.0.1",
         LIFEBOT_DEVICE_PORT=str(port),
         LIFEBOT_STT_THREADS="2",
         LIFEBOT_JOBS_ENABLED="false",
-        PYTHONPATH=str(ROOT),
     )
     return spawn_serve(tmp_path, env)
 

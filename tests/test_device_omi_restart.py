@@ -8,7 +8,6 @@ with the same Idempotency-Key once lifebot is back: the speech is stored exactly
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import subprocess
@@ -23,11 +22,10 @@ from storage.models import Message
 from tests.fakes.llm import FakeLLM
 from tests.support.app import AppFactory
 from tests.support.device import add_device
+from tests.support.env import process_env
 from tests.support.omi import post_chunk
 from tests.support.serve import spawn_serve
 from tests.support.speech import read_wav, speak
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _free_port() -> int:
@@ -37,13 +35,8 @@ def _free_port() -> int:
 
 
 def _serve(tmp_path: Path, llm: FakeLLM, web_port: int) -> subprocess.Popen[bytes]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
-    }
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+    env = process_env(
+        tmp_path,
         LIFEBOT_LLM_MODEL="fake-smart",
         LIFEBOT_LLM_FAST_MODEL="fake-fast",
         OPENAI_BASE_URL=llm.url,
@@ -54,7 +47,6 @@ def _serve(tmp_path: Path, llm: FakeLLM, web_port: int) -> subprocess.Popen[byte
         LIFEBOT_DEVICE_PORT=str(_free_port()),
         LIFEBOT_OMI_IDLE_SECONDS="1",
         LIFEBOT_STT_THREADS="2",
-        PYTHONPATH=str(ROOT),
     )
     return spawn_serve(tmp_path, env)
 

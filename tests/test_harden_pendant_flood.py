@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from tests.support.app import AppFactory
 from tests.support.device import add_device
+from tests.support.env import process_env
 from tests.support.serve import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,15 +38,13 @@ def _limit_descriptors() -> None:
 
 
 def _serve(tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+    env = process_env(
+        tmp_path,
         LIFEBOT_DEVICE_HOST="127.0.0.1",
         LIFEBOT_DEVICE_PORT=str(port),
         LIFEBOT_STT_THREADS="1",
         LIFEBOT_JOBS_ENABLED="false",
         LIFEBOT_WEB_ENABLED="false",
-        PYTHONPATH=str(ROOT),
     )
     with (tmp_path / "serve.log").open("ab") as log:
         return subprocess.Popen(  # our own interpreter and arguments

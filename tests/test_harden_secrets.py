@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import socket
 import stat
@@ -19,9 +18,7 @@ from bot.app.build import start_channels
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.support.app import AppFactory
-from tests.support.serve import no_fixed_ports
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.env import process_env
 
 
 async def _serve_until(
@@ -32,18 +29,8 @@ async def _serve_until(
     Waiting for the condition rather than a fixed time keeps the test honest on a loaded
     machine, where start-up (model loading, migrations) can take longer than usual.
     """
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
-    }
-    clean.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
-        LIFEBOT_JOBS_ENABLED="false",
-        PYTHONPATH=str(ROOT),
-        **env,
-    )
-    no_fixed_ports(clean)  # the web page on a port the OS picks, never 8700
+    # The web page on a port the OS picks, never 8700.
+    clean = process_env(tmp_path, **{"LIFEBOT_JOBS_ENABLED": "false", **env})
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

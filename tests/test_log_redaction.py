@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import re
 import secrets
 import signal
@@ -31,11 +30,11 @@ from tests.fakes.ics_feed import FakeFeed
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
 from tests.support.app import AppFactory, make_settings
 from tests.support.calendars import ics_body
+from tests.support.env import process_env
 from tests.support.serve import free_port, spawn_serve
 from tests.support.telegram import CHAT
 from tests.support.web import login_form
 
-ROOT = Path(__file__).resolve().parent.parent
 LOGGERS = ("bot.somewhere", "uvicorn.error", "apscheduler.scheduler", "httpx", "telegram.ext")
 
 
@@ -132,13 +131,8 @@ def test_a_shape_keeps_its_prefix_so_a_reader_knows_what_was_hidden() -> None:
 
 
 def _env(tmp_path: Path, tg: FakeTelegram, web_port: int, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
-    }
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
+    return process_env(
+        tmp_path,
         LIFEBOT_LOG_FILE=str(tmp_path / "lifebot.log"),
         LIFEBOT_LOG_LEVEL="DEBUG",
         LIFEBOT_JOBS_ENABLED="false",
@@ -150,10 +144,8 @@ def _env(tmp_path: Path, tg: FakeTelegram, web_port: int, **extra: str) -> dict[
         TELEGRAM_BOT_TOKEN=TOKEN,
         LIFEBOT_TELEGRAM_API_URL=tg.api_url,
         LIFEBOT_TELEGRAM_POLL_TIMEOUT="1",
-        PYTHONPATH=str(ROOT),
         **extra,
     )
-    return env
 
 
 async def _reply(tg: FakeTelegram, text: str, pattern: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
@@ -26,16 +25,12 @@ from storage.repos.reminders import ReminderRepo
 from storage.repos.users import UserRepo
 from tests.fakes.channel import RecordingChannel
 from tests.support.builders import make_inbound
+from tests.support.env import process_env
 from tests.support.jobs import make_user
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))}  # fmt: skip
-    env.update(LIFEBOT_DATA_DIR=str(tmp_path / "data"), PYTHONPATH=str(ROOT), **extra)
-    return env
+    return process_env(tmp_path, **extra)
 
 
 def test_a_reminder_arrives_in_lifebot_chat_on_time_and_logs_stay_out(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -20,6 +19,7 @@ from typer.testing import CliRunner
 
 from bot.app.cli import app
 from tests.fakes.llm import FakeLLM
+from tests.support.env import process_env
 
 
 def _invoke(args: list[str], cwd: Path, env: dict[str, str], stdin: str) -> tuple[int, str, str]:
@@ -56,9 +56,7 @@ async def run_lifebot(
     *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str = "", limit: float = 60
 ) -> tuple[int, str, str]:
     """Spawn the real `lifebot ARGS` in a clean environment; return (code, stdout, stderr)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
-    clean.update(env or {})
-    clean.setdefault("LIFEBOT_WEB_PORT", "0")  # never the fixed default port (8700)
+    clean = process_env(**(env or {}))
     proc = await asyncio.create_subprocess_exec(
         str(lifebot_script()),
         *args,

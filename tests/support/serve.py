@@ -25,6 +25,7 @@ from storage.db import Database
 from storage.models import JobLease
 from tests.fakes.llm import FakeLLM
 from tests.fakes.telegram_api import TOKEN, FakeTelegram
+from tests.support.env import process_env
 
 
 def free_port() -> int:
@@ -49,28 +50,22 @@ def serve_env(postgres_url: str, llm: FakeLLM, tg: FakeTelegram, **extra: str) -
 
     Telegram runs in webhook mode (the test is the load balancer); no web page, no pacing.
     """
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
+    defaults = {
+        "LIFEBOT_WEB_ENABLED": "false",  # several processes on one host: no shared web port
+        "LIFEBOT_DATABASE_URL": postgres_url,
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "LIFEBOT_TELEGRAM_API_URL": tg.api_url,
+        "LIFEBOT_TELEGRAM_FILE_URL": tg.file_url,
+        "LIFEBOT_TELEGRAM_WEBHOOK_URL": "https://bot.example.test/telegram",
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "test-key",
+        "LIFEBOT_LLM_MODEL": "fake-smart",
+        "LIFEBOT_LLM_FAST_MODEL": "fake-fast",
+        "LIFEBOT_EMBEDDINGS_MODEL": "fake-embed",
+        "LIFEBOT_JOBS_SEND_RATE": "0",
+        "LIFEBOT_TELEGRAM_EDIT_INTERVAL": "5",
     }
-    env.update(
-        LIFEBOT_WEB_ENABLED="false",  # several processes on one host: no shared web port
-        LIFEBOT_DATABASE_URL=postgres_url,
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        LIFEBOT_TELEGRAM_API_URL=tg.api_url,
-        LIFEBOT_TELEGRAM_FILE_URL=tg.file_url,
-        LIFEBOT_TELEGRAM_WEBHOOK_URL="https://bot.example.test/telegram",
-        OPENAI_BASE_URL=llm.url,
-        OPENAI_API_KEY="test-key",
-        LIFEBOT_LLM_MODEL="fake-smart",
-        LIFEBOT_LLM_FAST_MODEL="fake-fast",
-        LIFEBOT_EMBEDDINGS_MODEL="fake-embed",
-        LIFEBOT_JOBS_SEND_RATE="0",
-        LIFEBOT_TELEGRAM_EDIT_INTERVAL="5",
-    )
-    env.update(extra)
-    return env
+    return process_env(**{**defaults, **extra})  # extra overrides a default
 
 
 def telegram_serve_env(
@@ -78,23 +73,15 @@ def telegram_serve_env(
 ) -> dict[str, str]:
     """One ``serve`` process's environment: on SQLite in ``tmp_path``, the fake model and the
     fake Telegram, this checkout's code first on the path; ``extra`` adds or overrides."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("LIFEBOT_", "OPENAI_", "TELEGRAM_", "SLACK_"))
+    defaults = {
+        "LIFEBOT_LLM_MODEL": "fake-smart",
+        "LIFEBOT_LLM_FAST_MODEL": "fake-fast",
+        "OPENAI_BASE_URL": llm.url,
+        "OPENAI_API_KEY": "k",
+        "TELEGRAM_BOT_TOKEN": TOKEN,
+        "LIFEBOT_TELEGRAM_API_URL": tg.api_url,
     }
-    env.update(
-        LIFEBOT_DATA_DIR=str(tmp_path / "data"),
-        LIFEBOT_LLM_MODEL="fake-smart",
-        LIFEBOT_LLM_FAST_MODEL="fake-fast",
-        OPENAI_BASE_URL=llm.url,
-        OPENAI_API_KEY="k",
-        TELEGRAM_BOT_TOKEN=TOKEN,
-        LIFEBOT_TELEGRAM_API_URL=tg.api_url,
-        PYTHONPATH=str(Path(__file__).resolve().parents[2]),
-    )
-    env.update(extra)
-    return env
+    return process_env(tmp_path, **{**defaults, **extra})
 
 
 class Cluster:
