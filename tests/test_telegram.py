@@ -170,7 +170,9 @@ async def test_429_is_retried_after_retry_after_and_reported_when_it_persists(
     telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     answer_with(fake_llm, "Here you go.")
-    app = await telegram()
+    # One retry is enough to show both: the wait Telegram asked for, then giving up (each
+    # further retry would add a second of waiting and prove nothing new).
+    app = await telegram(telegram_retries=1)
     tg.fail("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
 
     await tg.send_text(CHAT, "hello")
