@@ -401,12 +401,28 @@ def ctx(tmp_path: Path) -> ToolContext:
     )
 
 
+PROC = Path("/proc/self/stat").exists()
+"""Processes can be looked at in /proc (Linux)."""
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
 @pytest.mark.parametrize("tool", ["hang", "freeze", "garbage"])
 async def test_a_server_that_hangs_or_writes_garbage_costs_at_most_its_deadline(
     tmp_path: Path, tool: str
 ) -> None:
     clients, registry = await misbehaving(tmp_path)
     try:
+        first, ok = await registry.call(ctx(tmp_path), "mcp__bad__echo", '{"text": "a"}')
+        found = re.search(r"pid (\d+)", first)
+        assert ok and found is not None, first
         began = time.monotonic()
         text, ok = await registry.call(ctx(tmp_path), f"mcp__bad__{tool}", "{}")
         took = time.monotonic() - began
@@ -414,6 +430,16 @@ async def test_a_server_that_hangs_or_writes_garbage_costs_at_most_its_deadline(
         assert "answer without it" in text
         assert DEADLINE <= took < DEADLINE + 1.5, took
         print(f"{tool}: the call ended after {took:.2f} s (deadline {DEADLINE:g} s)")
+        if tool == "freeze" and PROC:
+            # It fails its health check (DEADLINE) and cannot answer anything: it is ended
+            # then, not after the grace a server gets to exit on its own (the SDK's 2 s).
+            failed = time.monotonic()
+            while _running(int(found.group(1))):
+                assert time.monotonic() - failed < 10, clients.connections[0].status()
+                await asyncio.sleep(0.02)
+            ended = time.monotonic() - failed
+            print(f"freeze: the frozen server was ended {ended:.2f} s after its call failed")
+            assert ended < DEADLINE + 1.0, ended
         # The server is not shut out for good: a responsive one answers the next call; a
         # frozen one fails its ping (same deadline) and is restarted.
         conn = clients.connections[0]

@@ -170,7 +170,9 @@ async def test_429_is_retried_after_retry_after_and_reported_when_it_persists(
     telegram: Starter, tg: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     answer_with(fake_llm, "Here you go.")
-    app = await telegram()
+    # One retry is enough to show both: the wait Telegram asked for, then giving up (each
+    # further retry would add a second of waiting and prove nothing new).
+    app = await telegram(telegram_retries=1)
     tg.fail("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
 
     await tg.send_text(CHAT, "hello")
@@ -560,8 +562,13 @@ async def test_typing_shows_in_the_topic_being_answered(
     (Bot API, sendChatAction): a person waiting in a topic saw nothing there."""
 
     def slow(body: dict[str, Any]) -> Step:
-        if "Classify the user's message" in str(body["messages"][0]["content"]):
+        task = str(body["messages"][0]["content"])
+        if "Classify the user's message" in task:
             return say('{"route": "chat"}')
+        if "You find concrete plans" in task:
+            # Only the answer is slow: a slow plan finder beside it would still be running
+            # when the test ends, and stopping the app waits for it.
+            return say('{"events": []}')
         return say("Here it is.", delay=1.0)
 
     fake_llm.default = slow

@@ -17,7 +17,9 @@ import logging
 import math
 import os
 import shutil
+import signal
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -122,6 +124,8 @@ class ServerConnection:
         """Wakes the watcher (anyio's: the watcher runs inside the SDK's cancel scopes)."""
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._pid_file: Path | None = None
+        """Where the stdio relay wrote its pid (its process group's id), once started."""
 
     def status(self) -> Status:
         """The server's state now."""
@@ -198,8 +202,10 @@ class ServerConnection:
                 self.on_tools(self, tools)
                 self.first_attempt.set()
                 log.info("MCP server %s is up with %d tool(s)", self.spec.name, len(tools))
-                await self._watch(client)
+                hung = await self._watch(client)
                 self._withdraw()  # before the SDK takes its time to end the process
+                if hung:
+                    self._end_hung_process()
         if scope.cancelled_caught:
             raise TimeoutError(f"not ready within {self.connect_seconds:g} s")
 
@@ -219,8 +225,11 @@ class ServerConnection:
         if self._wake is not None:
             self._wake.set()
 
-    async def _watch(self, client: Client) -> None:
-        """Return when the connection is broken, the server fails a check, or on stop."""
+    async def _watch(self, client: Client) -> bool:
+        """Watch until the connection breaks, the server fails a check, or lifebot stops.
+
+        True when the server is hung: its health check ran out of time.
+        """
         while not self._stopping.is_set():
             if not (self._broken or self._check):
                 self._wake = anyio.Event()
@@ -228,20 +237,40 @@ class ServerConnection:
                     await self._wake.wait()
             if self._broken or self._stopping.is_set():
                 self.detail = self.detail if self.state != "up" else "connection lost"
-                return
+                return False
             self._check = False
             try:
                 with anyio.fail_after(self.deadline):
                     await health_check(client)
             except Exception as exc:  # noqa: BLE001  (a hung or dead server: reconnect it)
                 self.detail = f"did not answer a health check ({describe(exc)})"
-                return
+                return isinstance(exc, TimeoutError)
+        return False
+
+    def _end_hung_process(self) -> None:
+        """SIGTERM a hung stdio server's process group (the relay leads it) now.
+
+        The SDK would first close its stdin and give it 2 s to exit on its own: a server that
+        could not answer a health check will not, and its tools stay away meanwhile. If the
+        signal does not end it, the SDK's own escalation (SIGTERM, then SIGKILL) still runs.
+        """
+        path, self._pid_file = self._pid_file, None
+        if path is None or sys.platform == "win32":
+            return
+        try:
+            pid = int(path.read_text(encoding="ascii"))
+            if pid > 1 and os.getpgid(pid) == pid:  # still the relay's group, not a new one
+                os.killpg(pid, signal.SIGTERM)
+        except (OSError, ValueError) as exc:  # gone already, or no pid written
+            log.debug("MCP server %s: not signalled (%s)", self.spec.name, exc)
 
     @asynccontextmanager
     async def _client_for(self, stack: AsyncExitStack) -> AsyncIterator[Client]:
         spec = self.spec
         if spec.command:
             errlog = stack.enter_context(_server_log(self.log_dir, spec.name))
+            pid_file = stack.enter_context(_pid_file(self.log_dir, spec.name))
+            self._pid_file = pid_file
             params = StdioServerParameters(
                 command=sys.executable,
                 # -I: the relay needs only the standard library; nothing of the environment
@@ -249,6 +278,8 @@ class ServerConnection:
                 args=[
                     "-I",
                     str(GUARD),
+                    "--pid-file",
+                    str(pid_file),
                     str(MAX_MESSAGE_BYTES),
                     _program(spec.command, spec.env.get("PATH")),
                     *spec.args,
@@ -360,6 +391,23 @@ def describe(exc: BaseException) -> str:
         return "timed out"
     text = str(exc).strip() or type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+@contextlib.contextmanager
+def _pid_file(log_dir: Path, name: str) -> Iterator[Path]:
+    """A file of this connection's own for the relay's pid, removed with the connection.
+
+    Its own (not ``NAME.pid``): several lifebot processes, or ``lifebot mcp list`` beside
+    ``serve``, run the same server at once, and one must never signal another's.
+    """
+    log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, raw = tempfile.mkstemp(prefix=f"{name}.", suffix=".pid", dir=log_dir)
+    os.close(fd)
+    path = Path(raw)
+    try:
+        yield path
+    finally:
+        path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -1,10 +1,10 @@
 """A small relay between lifebot and an MCP server run over stdio: no line past a size cap.
 
-``python stdio_guard.py MAX_BYTES COMMAND [ARGS...]`` (run as a file) starts COMMAND with the
-same environment and working directory, passes lifebot's bytes to its stdin untouched, and
-passes its stdout back as it comes, never holding more than one read of it. When one line
-(one JSON-RPC message) grows past MAX_BYTES it says so on stderr (the server's log), stops the
-server and exits with ``LINE_TOO_LONG``.
+``python stdio_guard.py [--pid-file PATH] MAX_BYTES COMMAND [ARGS...]`` (run as a file)
+starts COMMAND with the same environment and working directory, passes lifebot's bytes to its
+stdin untouched, and passes its stdout back as it comes, never holding more than one read of
+it. When one line (one JSON-RPC message) grows past MAX_BYTES it says so on stderr (the
+server's log), stops the server and exits with ``LINE_TOO_LONG``.
 
 Why a process of its own: the SDK's stdio reader keeps an unfinished line in memory and joins
 it again with every chunk read, on lifebot's event loop. A server that writes one endless line
@@ -24,6 +24,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 LINE_TOO_LONG = 3
 """Exit code when the server wrote a line longer than the cap (the server is stopped)."""
@@ -80,9 +81,17 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point: ``MAX_BYTES COMMAND [ARGS...]``."""
+    """Entry point: ``[--pid-file PATH] MAX_BYTES COMMAND [ARGS...]``.
+
+    ``--pid-file``: write this relay's pid there first. The SDK starts the relay as the leader
+    of a new process group, so it is the group's id too: lifebot ends the whole group at once
+    when the server failed a health check (a frozen server would only wait out the grace).
+    """
+    if argv[:1] == ["--pid-file"] and len(argv) > 1:
+        Path(argv[1]).write_text(f"{os.getpid()}\n", encoding="ascii")
+        argv = argv[2:]
     if len(argv) < 2 or not argv[0].isdigit():
-        sys.stderr.write("usage: stdio_guard.py MAX_BYTES COMMAND [ARGS...]\n")
+        sys.stderr.write("usage: stdio_guard.py [--pid-file PATH] MAX_BYTES COMMAND [ARGS...]\n")
         return 2
     return relay(int(argv[0]), argv[1:])
 
