@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -29,10 +28,10 @@ from storage.repos.devices import DeviceRepo
 from tests.support.app import AppFactory
 from tests.support.cli import run_cli
 from tests.support.device import _frame, add_device, running_device
+from tests.support.env import process_env
 from tests.support.serve import free_port, spawn_serve
 from tests.support.web import client_for, sign_in
 
-ROOT = Path(__file__).resolve().parent.parent
 LIMIT = 2.0
 """What README and the CLI promise: closed within this many seconds of the revoke."""
 WELL_BEFORE_THE_POLL = 10.0
@@ -152,8 +151,7 @@ async def test_on_postgresql_a_notification_closes_it_without_waiting_for_the_po
 
 
 def _serve_on(postgres_url: str, tmp_path: Path, port: int) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LIFEBOT_", "OPENAI_"))}
-    env.update(
+    env = process_env(
         LIFEBOT_DATA_DIR=str(tmp_path / "serve-data"),
         LIFEBOT_DATABASE_URL=postgres_url,
         LIFEBOT_DEVICE_HOST="127.0.0.1",
@@ -161,7 +159,6 @@ def _serve_on(postgres_url: str, tmp_path: Path, port: int) -> subprocess.Popen[
         LIFEBOT_STT_THREADS="1",
         LIFEBOT_JOBS_ENABLED="false",
         LIFEBOT_WEB_ENABLED="false",
-        PYTHONPATH=str(ROOT),
     )
     return spawn_serve(tmp_path, env)
 
