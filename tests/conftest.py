@@ -110,8 +110,13 @@ def scripted_llm() -> Iterator[ScriptedLLM]:
 
 
 @pytest.fixture
-async def app_factory(tmp_path: Path) -> AsyncIterator[AppFactory]:
-    """Build started apps (migrated database); all are closed after the test."""
+async def app_factory(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[AppFactory]:
+    """Build started apps (migrated database); all are closed after the test.
+
+    Depends on ``fake_llm`` so the fake model outlives the apps: a model call still running
+    when the test ends (a background job's) is answered, not retried against a closed port
+    until the app's stop grace runs out.
+    """
     apps: list[App] = []
 
     async def factory(
